@@ -1,0 +1,125 @@
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// When the agent must ask before running a command or applying a patch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AskForApproval {
+    /// Only known-safe read-only commands run without asking.
+    #[serde(alias = "unless-trusted")]
+    Untrusted,
+    /// Run sandboxed without asking; ask only for a command that failed in the sandbox,
+    /// to retry it without the sandbox.
+    OnFailure,
+    /// Run sandboxed without asking; the model may ask to escalate, which needs approval.
+    #[default]
+    OnRequest,
+    /// Never ask. What would need approval is refused with a message the model can read.
+    Never,
+}
+
+impl AskForApproval {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Untrusted => "untrusted",
+            Self::OnFailure => "on-failure",
+            Self::OnRequest => "on-request",
+            Self::Never => "never",
+        }
+    }
+}
+
+/// The sandbox mode a user picks (`sandbox_mode`, `--sandbox`, the MCP `sandbox` argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    #[default]
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+impl SandboxMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::WorkspaceWrite => "workspace-write",
+            Self::DangerFullAccess => "danger-full-access",
+        }
+    }
+}
+
+/// The resolved sandbox policy a command runs under. Tagged `type`, kebab-case, as in
+/// rollout `turn_context` records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum SandboxPolicy {
+    /// No sandbox at all.
+    DangerFullAccess,
+    /// Read everywhere, write nowhere (but `/dev/null` and the like).
+    ReadOnly {
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        network_access: bool,
+    },
+    /// Write only under the cwd, `writable_roots` and (unless excluded) the temp dirs.
+    WorkspaceWrite {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        writable_roots: Vec<PathBuf>,
+        #[serde(default)]
+        network_access: bool,
+        #[serde(default)]
+        exclude_tmpdir_env_var: bool,
+        #[serde(default)]
+        exclude_slash_tmp: bool,
+    },
+}
+
+impl SandboxPolicy {
+    pub fn mode(&self) -> SandboxMode {
+        match self {
+            Self::DangerFullAccess => SandboxMode::DangerFullAccess,
+            Self::ReadOnly { .. } => SandboxMode::ReadOnly,
+            Self::WorkspaceWrite { .. } => SandboxMode::WorkspaceWrite,
+        }
+    }
+
+    pub fn has_full_network_access(&self) -> bool {
+        match self {
+            Self::DangerFullAccess => true,
+            Self::ReadOnly { network_access } | Self::WorkspaceWrite { network_access, .. } => {
+                *network_access
+            }
+        }
+    }
+
+    pub fn has_full_disk_write_access(&self) -> bool {
+        matches!(self, Self::DangerFullAccess)
+    }
+}
+
+/// Reasoning effort hint passed to providers that accept one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+}
+
+impl ReasoningEffort {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Minimal => "minimal",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::Xhigh => "xhigh",
+        }
+    }
+}

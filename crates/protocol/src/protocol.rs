@@ -1,0 +1,354 @@
+//! The queue pair: [`Op`]s go into a thread, [`Event`]s come out.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    AskForApproval, FileChanges, ParsedCommand, ReasoningEffort, SandboxPolicy, ThreadId,
+    TokenUsage, UpdatePlanArgs,
+};
+
+/// Input from a front end to a running thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Op {
+    /// Start a turn with this user input (or add it to the running turn).
+    UserInput { items: Vec<UserInput> },
+    /// Stop the running turn as soon as possible; children are killed, the partial turn
+    /// is recorded, and `turn_aborted` is emitted.
+    Interrupt,
+    /// Answer to an `exec_approval_request` with the same `call_id`.
+    ExecApproval { id: String, decision: ReviewDecision },
+    /// Answer to an `apply_patch_approval_request` with the same `call_id`.
+    PatchApproval { id: String, decision: ReviewDecision },
+    /// Finish the running turn's bookkeeping and stop the thread's task.
+    Shutdown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum UserInput {
+    Text { text: String },
+    /// A local image file to attach.
+    LocalImage { path: PathBuf },
+}
+
+/// A decision on an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewDecision {
+    /// Run / apply this once.
+    Approved,
+    /// Approve, and do not ask again for the same command in this thread.
+    ApprovedForSession,
+    /// Do not run; the model is told and the turn goes on.
+    #[default]
+    Denied,
+    /// Do not run, and stop the turn.
+    Abort,
+    /// Nobody answered before the deadline; treated as denied.
+    TimedOut,
+}
+
+impl ReviewDecision {
+    pub fn is_approved(&self) -> bool {
+        matches!(self, Self::Approved | Self::ApprovedForSession)
+    }
+}
+
+/// Where a thread was started from; recorded in the rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionSource {
+    Cli,
+    Exec,
+    Mcp,
+    AppServer,
+    #[default]
+    Unknown,
+}
+
+/// One event from a thread. `id` is the id of the submission (turn) it belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: String,
+    pub msg: EventMsg,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventMsg {
+    SessionConfigured(SessionConfiguredEvent),
+    #[serde(alias = "turn_started")]
+    TaskStarted(TaskStartedEvent),
+    #[serde(alias = "turn_complete")]
+    TaskComplete(TaskCompleteEvent),
+    TurnAborted(TurnAbortedEvent),
+    /// A fatal error for the current turn. The turn then ends with `task_complete`.
+    Error(ErrorEvent),
+    /// Something the user should know that does not stop the turn.
+    Warning(WarningEvent),
+    /// The model stream failed and is being retried.
+    StreamError(StreamErrorEvent),
+    UserMessage(UserMessageEvent),
+    AgentMessageDelta(DeltaEvent),
+    AgentMessage(AgentMessageEvent),
+    AgentReasoningDelta(DeltaEvent),
+    AgentReasoning(AgentReasoningEvent),
+    ExecCommandBegin(ExecCommandBeginEvent),
+    ExecCommandOutputDelta(ExecCommandOutputDeltaEvent),
+    ExecCommandEnd(ExecCommandEndEvent),
+    ExecApprovalRequest(ExecApprovalRequestEvent),
+    ApplyPatchApprovalRequest(ApplyPatchApprovalRequestEvent),
+    PatchApplyBegin(PatchApplyBeginEvent),
+    PatchApplyEnd(PatchApplyEndEvent),
+    PlanUpdate(UpdatePlanArgs),
+    McpToolCallBegin(McpToolCallBeginEvent),
+    McpToolCallEnd(McpToolCallEndEvent),
+    TokenCount(TokenCountEvent),
+    ShutdownComplete,
+}
+
+impl EventMsg {
+    /// The snake_case wire name of this event (`msg.type`).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::SessionConfigured(_) => "session_configured",
+            Self::TaskStarted(_) => "task_started",
+            Self::TaskComplete(_) => "task_complete",
+            Self::TurnAborted(_) => "turn_aborted",
+            Self::Error(_) => "error",
+            Self::Warning(_) => "warning",
+            Self::StreamError(_) => "stream_error",
+            Self::UserMessage(_) => "user_message",
+            Self::AgentMessageDelta(_) => "agent_message_delta",
+            Self::AgentMessage(_) => "agent_message",
+            Self::AgentReasoningDelta(_) => "agent_reasoning_delta",
+            Self::AgentReasoning(_) => "agent_reasoning",
+            Self::ExecCommandBegin(_) => "exec_command_begin",
+            Self::ExecCommandOutputDelta(_) => "exec_command_output_delta",
+            Self::ExecCommandEnd(_) => "exec_command_end",
+            Self::ExecApprovalRequest(_) => "exec_approval_request",
+            Self::ApplyPatchApprovalRequest(_) => "apply_patch_approval_request",
+            Self::PatchApplyBegin(_) => "patch_apply_begin",
+            Self::PatchApplyEnd(_) => "patch_apply_end",
+            Self::PlanUpdate(_) => "plan_update",
+            Self::McpToolCallBegin(_) => "mcp_tool_call_begin",
+            Self::McpToolCallEnd(_) => "mcp_tool_call_end",
+            Self::TokenCount(_) => "token_count",
+            Self::ShutdownComplete => "shutdown_complete",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionConfiguredEvent {
+    pub session_id: ThreadId,
+    pub thread_id: ThreadId,
+    pub model: String,
+    pub model_provider_id: String,
+    pub approval_policy: AskForApproval,
+    pub sandbox_policy: SandboxPolicy,
+    pub cwd: PathBuf,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    pub rollout_path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskStartedEvent {
+    pub turn_id: String,
+    pub model_context_window: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskCompleteEvent {
+    pub turn_id: String,
+    pub last_agent_message: Option<String>,
+    /// Set when the turn failed; the message of the `error` event that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnAbortReason {
+    Interrupted,
+    Replaced,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnAbortedEvent {
+    pub turn_id: String,
+    pub reason: TurnAbortReason,
+}
+
+/// Machine-readable class of an error, for front ends that map it to exit codes or
+/// protocol error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    ContextWindowExceeded,
+    Unauthorized,
+    BadRequest,
+    ServerOverloaded,
+    Connection,
+    StreamIdle,
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorEvent {
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ErrorKind>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarningEvent {
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamErrorEvent {
+    pub message: String,
+    pub attempt: u32,
+    pub max_attempts: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessageEvent {
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeltaEvent {
+    pub delta: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentMessageEvent {
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentReasoningEvent {
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecCommandBeginEvent {
+    pub call_id: String,
+    pub turn_id: String,
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    pub parsed_cmd: Vec<ParsedCommand>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecOutputStream {
+    Stdout,
+    Stderr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecCommandOutputDeltaEvent {
+    pub call_id: String,
+    pub stream: ExecOutputStream,
+    /// Output text (lossily decoded as UTF-8).
+    pub chunk: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecCommandStatus {
+    Completed,
+    Failed,
+    Declined,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecCommandEndEvent {
+    pub call_id: String,
+    pub turn_id: String,
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    /// `None` when the command never ran (declined) or was killed by a signal.
+    pub exit_code: Option<i32>,
+    pub aggregated_output: String,
+    pub duration_ms: u64,
+    pub status: ExecCommandStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecApprovalRequestEvent {
+    pub call_id: String,
+    pub turn_id: String,
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    pub reason: Option<String>,
+    pub parsed_cmd: Vec<ParsedCommand>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplyPatchApprovalRequestEvent {
+    pub call_id: String,
+    pub turn_id: String,
+    pub changes: FileChanges,
+    pub reason: Option<String>,
+    /// A directory the user may grant write access to for the rest of the session.
+    pub grant_root: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PatchApplyBeginEvent {
+    pub call_id: String,
+    pub turn_id: String,
+    pub auto_approved: bool,
+    pub changes: FileChanges,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PatchApplyEndEvent {
+    pub call_id: String,
+    pub turn_id: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub success: bool,
+    pub changes: FileChanges,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpInvocation {
+    pub server: String,
+    pub tool: String,
+    pub arguments: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpToolCallBeginEvent {
+    pub call_id: String,
+    pub invocation: McpInvocation,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpToolCallEndEvent {
+    pub call_id: String,
+    pub invocation: McpInvocation,
+    pub duration_ms: u64,
+    /// The MCP `CallToolResult` as JSON, or the error text.
+    pub result: Result<serde_json::Value, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenUsageInfo {
+    pub total_token_usage: TokenUsage,
+    pub last_token_usage: TokenUsage,
+    pub model_context_window: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenCountEvent {
+    pub info: Option<TokenUsageInfo>,
+}
