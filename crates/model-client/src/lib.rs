@@ -1,1 +1,21 @@
-//! placeholder
+//! Model provider wire APIs behind one streaming interface.
+//!
+//! This crate owns everything between the engine and an HTTP model endpoint: the
+//! `[model_providers.ID]` table ([`ModelProviderInfo`]), request building from the
+//! model-visible history, SSE parsing, retries with backoff, the stream idle timeout, and
+//! the typed [`ProviderError`] the engine turns into a user-facing message. The engine
+//! never sees a provider's JSON.
+
+mod chat_request;
+mod chat_stream;
+mod client;
+mod error;
+mod prompt;
+mod provider;
+
+pub use chat_request::{ABORTED_TOOL_OUTPUT, DEFAULT_REASONING_FIELD};
+pub use chat_stream::ResponseEvent;
+pub use client::{ModelClient, ResponseStream};
+pub use error::ProviderError;
+pub use prompt::{Prompt, ToolSpec};
+pub use provider::*;

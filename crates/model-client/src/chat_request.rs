@@ -1,0 +1,626 @@
+//! Chat Completions request bodies: the history → `messages` conversion and the typed
+//! request shape.
+//!
+//! Choices that differ from a naive mapping, and why:
+//! * Developer/system items before the first user or assistant message are merged into
+//!   the single leading `system` message; later ones are sent as `user`. Many open-model
+//!   servers reject the `developer` role, and several chat templates reject a `system`
+//!   message anywhere but first.
+//! * Consecutive reasoning / assistant text / function call items form ONE assistant
+//!   message, because that is how the model produced them and how thinking models expect
+//!   them back (reasoning in the same field it arrived in, call ids and arguments byte
+//!   for byte).
+//! * Every tool call is answered exactly once: calls without an output get a synthetic
+//!   `"aborted"` tool message, duplicate or orphan outputs are dropped, and user messages
+//!   that arrive between a call and its output are placed after the tool results. Servers
+//!   reject histories that break these rules.
+
+use std::collections::BTreeMap;
+
+use interpreter_protocol::{ContentItem, ReasoningEffort, ResponseItem, Role};
+use serde::Serialize;
+
+use crate::prompt::{Prompt, ToolSpec};
+
+/// Field name reasoning text is sent back in when the item does not say which one it
+/// arrived in.
+pub const DEFAULT_REASONING_FIELD: &str = "reasoning_content";
+
+/// Content of a tool call that never got an output (interrupted turn, crash).
+pub const ABORTED_TOOL_OUTPUT: &str = "aborted";
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatRequest {
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    pub stream: bool,
+    pub stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ChatTool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamOptions {
+    pub include_usage: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatTool {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: ChatFunction,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatFunction {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResponseFormat {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub json_schema: JsonSchemaFormat,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JsonSchemaFormat {
+    pub name: &'static str,
+    pub schema: serde_json::Value,
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One entry of `messages`. `content` is always serialized (as `null` for an assistant
+/// message that only calls tools), as the API requires the key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    pub content: Option<ChatContent>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ChatToolCall>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Reasoning text under the field name it arrived in (`reasoning_content` or
+    /// `reasoning`); a map because the key is chosen at run time.
+    #[serde(flatten)]
+    pub reasoning: BTreeMap<String, String>,
+}
+
+impl ChatMessage {
+    fn text(role: ChatRole, text: String) -> Self {
+        Self {
+            role,
+            content: Some(ChatContent::Text(text)),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            reasoning: BTreeMap::new(),
+        }
+    }
+
+    fn tool_result(call_id: String, output: String) -> Self {
+        Self {
+            tool_call_id: Some(call_id),
+            ..Self::text(ChatRole::Tool, output)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ChatContent {
+    Text(String),
+    Parts(Vec<ChatContentPart>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ChatContentPart {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImageUrl {
+    pub url: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatToolCall {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: ChatToolCallFunction,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatToolCallFunction {
+    pub name: String,
+    pub arguments: String,
+}
+
+/// Builds the full request body for one prompt.
+pub fn build_chat_request(
+    model: &str,
+    prompt: &Prompt,
+    reasoning_effort: Option<ReasoningEffort>,
+) -> ChatRequest {
+    let has_tools = !prompt.tools.is_empty();
+    ChatRequest {
+        model: model.to_string(),
+        messages: history_to_messages(&prompt.instructions, &prompt.input),
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        tools: prompt.tools.iter().map(chat_tool).collect(),
+        tool_choice: has_tools.then_some("auto"),
+        parallel_tool_calls: has_tools.then_some(true),
+        response_format: prompt.output_schema.as_ref().map(|schema| ResponseFormat {
+            kind: "json_schema",
+            json_schema: JsonSchemaFormat {
+                name: "output",
+                schema: schema.clone(),
+                strict: true,
+            },
+        }),
+        reasoning_effort,
+        prompt_cache_key: prompt.prompt_cache_key.clone(),
+    }
+}
+
+fn chat_tool(tool: &ToolSpec) -> ChatTool {
+    ChatTool {
+        kind: "function",
+        function: ChatFunction {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            parameters: tool.parameters.clone(),
+        },
+    }
+}
+
+/// The assistant message being assembled from consecutive model-produced items.
+#[derive(Default)]
+struct AssistantGroup {
+    text: Option<String>,
+    reasoning: Option<(String, String)>,
+    tool_calls: Vec<ChatToolCall>,
+}
+
+impl AssistantGroup {
+    fn is_empty(&self) -> bool {
+        self.text.is_none() && self.reasoning.is_none() && self.tool_calls.is_empty()
+    }
+
+    fn into_message(self) -> ChatMessage {
+        let content = match (self.text, self.tool_calls.is_empty()) {
+            (Some(text), _) => Some(ChatContent::Text(text)),
+            // A reasoning-only turn still needs a content string for most servers.
+            (None, true) => Some(ChatContent::Text(String::new())),
+            (None, false) => None,
+        };
+        ChatMessage {
+            role: ChatRole::Assistant,
+            content,
+            tool_calls: self.tool_calls,
+            tool_call_id: None,
+            reasoning: self.reasoning.into_iter().collect(),
+        }
+    }
+}
+
+/// Walks the history once, keeping the tool-call bookkeeping described in the module doc.
+struct Converter {
+    messages: Vec<ChatMessage>,
+    /// Text of the leading system message, extended by leading developer/system items.
+    leading_system: Vec<String>,
+    /// Whether any non-system message has been emitted yet.
+    conversation_started: bool,
+    group: AssistantGroup,
+    /// Call ids of the last emitted assistant message that still await an output.
+    unanswered: Vec<String>,
+    /// Every call id ever emitted, so late or duplicate outputs can be dropped.
+    emitted_calls: std::collections::HashSet<String>,
+    /// User messages held back until the open tool calls are answered.
+    deferred: Vec<ChatMessage>,
+}
+
+impl Converter {
+    fn push(&mut self, message: ChatMessage) {
+        self.conversation_started = true;
+        self.messages.push(message);
+    }
+
+    fn flush_group(&mut self) {
+        if self.group.is_empty() {
+            return;
+        }
+        let group = std::mem::take(&mut self.group);
+        self.unanswered = group.tool_calls.iter().map(|c| c.id.clone()).collect();
+        self.emitted_calls.extend(self.unanswered.iter().cloned());
+        let message = group.into_message();
+        self.push(message);
+    }
+
+    /// Answers every still-open call with the synthetic output and releases deferred
+    /// user messages.
+    fn close_open_calls(&mut self) {
+        for call_id in std::mem::take(&mut self.unanswered) {
+            self.push(ChatMessage::tool_result(
+                call_id,
+                ABORTED_TOOL_OUTPUT.to_string(),
+            ));
+        }
+        self.release_deferred();
+    }
+
+    fn release_deferred(&mut self) {
+        for message in std::mem::take(&mut self.deferred) {
+            self.push(message);
+        }
+    }
+
+    fn model_item(&mut self) {
+        // A new assistant group starts only once the previous one is fully answered.
+        if !self.unanswered.is_empty() || !self.deferred.is_empty() {
+            self.close_open_calls();
+        }
+    }
+
+    fn item(&mut self, item: &ResponseItem) {
+        match item {
+            ResponseItem::Reasoning {
+                content,
+                summary,
+                wire_field,
+                ..
+            } => {
+                let text: String = match content {
+                    Some(parts) => parts.iter().map(|p| p.text()).collect(),
+                    None => summary
+                        .iter()
+                        .map(|s| match s {
+                            interpreter_protocol::ReasoningSummary::SummaryText { text } => {
+                                text.as_str()
+                            }
+                        })
+                        .collect(),
+                };
+                if text.is_empty() {
+                    return;
+                }
+                self.model_item();
+                let field = wire_field
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_REASONING_FIELD.to_string());
+                match &mut self.group.reasoning {
+                    Some((_, existing)) => existing.push_str(&text),
+                    None => self.group.reasoning = Some((field, text)),
+                }
+            }
+            ResponseItem::Message {
+                role: Role::Assistant,
+                content,
+            } => {
+                let text = joined_text(content);
+                if text.is_empty() {
+                    return;
+                }
+                self.model_item();
+                match &mut self.group.text {
+                    Some(existing) => {
+                        existing.push_str("\n\n");
+                        existing.push_str(&text);
+                    }
+                    None => self.group.text = Some(text),
+                }
+            }
+            ResponseItem::FunctionCall {
+                name,
+                arguments,
+                call_id,
+            } => {
+                self.model_item();
+                self.group.tool_calls.push(ChatToolCall {
+                    id: call_id.clone(),
+                    kind: "function",
+                    function: ChatToolCallFunction {
+                        name: name.clone(),
+                        arguments: arguments.clone(),
+                    },
+                });
+            }
+            ResponseItem::FunctionCallOutput { call_id, output } => {
+                self.flush_group();
+                if let Some(pos) = self.unanswered.iter().position(|id| id == call_id) {
+                    self.unanswered.remove(pos);
+                    self.push(ChatMessage::tool_result(call_id.clone(), output.clone()));
+                    if self.unanswered.is_empty() {
+                        self.release_deferred();
+                    }
+                } else {
+                    tracing::warn!(
+                        call_id,
+                        already_answered = self.emitted_calls.contains(call_id),
+                        "dropping a tool output that matches no open tool call"
+                    );
+                }
+            }
+            ResponseItem::Message { role, content } => {
+                self.flush_group();
+                let is_system = matches!(role, Role::System | Role::Developer);
+                if is_system && !self.conversation_started {
+                    let text = joined_text(content);
+                    if !text.trim().is_empty() {
+                        self.leading_system.push(text);
+                    }
+                    return;
+                }
+                let message = ChatMessage {
+                    content: Some(user_content(content)),
+                    ..ChatMessage::text(ChatRole::User, String::new())
+                };
+                if self.unanswered.is_empty() {
+                    self.push(message);
+                } else {
+                    self.deferred.push(message);
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<ChatMessage> {
+        self.flush_group();
+        self.close_open_calls();
+        let mut messages = Vec::with_capacity(self.messages.len() + 1);
+        if !self.leading_system.is_empty() {
+            messages.push(ChatMessage::text(
+                ChatRole::System,
+                self.leading_system.join("\n\n"),
+            ));
+        }
+        messages.extend(self.messages);
+        messages
+    }
+}
+
+/// Converts instructions + history into Chat Completions `messages`.
+pub fn history_to_messages(instructions: &str, input: &[ResponseItem]) -> Vec<ChatMessage> {
+    let mut converter = Converter {
+        messages: Vec::new(),
+        leading_system: Vec::new(),
+        conversation_started: false,
+        group: AssistantGroup::default(),
+        unanswered: Vec::new(),
+        emitted_calls: Default::default(),
+        deferred: Vec::new(),
+    };
+    if !instructions.trim().is_empty() {
+        converter.leading_system.push(instructions.to_string());
+    }
+    for item in input {
+        converter.item(item);
+    }
+    converter.finish()
+}
+
+fn joined_text(content: &[ContentItem]) -> String {
+    content.iter().filter_map(ContentItem::text).collect()
+}
+
+/// Plain string when the message is text only; typed parts when it carries images.
+fn user_content(content: &[ContentItem]) -> ChatContent {
+    let has_image = content
+        .iter()
+        .any(|c| matches!(c, ContentItem::InputImage { .. }));
+    if !has_image {
+        return ChatContent::Text(joined_text(content));
+    }
+    ChatContent::Parts(
+        content
+            .iter()
+            .map(|c| match c {
+                ContentItem::InputText { text } | ContentItem::OutputText { text } => {
+                    ChatContentPart::Text { text: text.clone() }
+                }
+                ContentItem::InputImage { image_url } => ChatContentPart::ImageUrl {
+                    image_url: ImageUrl {
+                        url: image_url.clone(),
+                    },
+                },
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::{Value, json};
+
+    fn call(id: &str, name: &str, args: &str) -> ResponseItem {
+        ResponseItem::FunctionCall {
+            name: name.into(),
+            arguments: args.into(),
+            call_id: id.into(),
+        }
+    }
+
+    fn output(id: &str, text: &str) -> ResponseItem {
+        ResponseItem::FunctionCallOutput {
+            call_id: id.into(),
+            output: text.into(),
+        }
+    }
+
+    fn to_json(instructions: &str, input: &[ResponseItem]) -> Value {
+        serde_json::to_value(history_to_messages(instructions, input)).unwrap_or_default()
+    }
+
+    #[test]
+    fn groups_reasoning_text_and_calls_into_one_assistant_message() {
+        let input = vec![
+            ResponseItem::developer_text("be brief"),
+            ResponseItem::user_text("hi"),
+            ResponseItem::reasoning_text("think ", Some("reasoning".into())),
+            ResponseItem::reasoning_text("more", Some("reasoning".into())),
+            ResponseItem::assistant_text("running"),
+            call("call_A", "shell", r#"{"cmd": "ls"}"#),
+            call("call_B", "shell", r#"{"cmd":"pwd"}"#),
+            output("call_A", "a.txt"),
+            output("call_B", "/tmp"),
+            ResponseItem::assistant_text("done"),
+        ];
+        assert_eq!(
+            to_json("sys", &input),
+            json!([
+                {"role": "system", "content": "sys\n\nbe brief"},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "running", "reasoning": "think more",
+                 "tool_calls": [
+                    {"id": "call_A", "type": "function", "function": {"name": "shell", "arguments": "{\"cmd\": \"ls\"}"}},
+                    {"id": "call_B", "type": "function", "function": {"name": "shell", "arguments": "{\"cmd\":\"pwd\"}"}}
+                 ]},
+                {"role": "tool", "content": "a.txt", "tool_call_id": "call_A"},
+                {"role": "tool", "content": "/tmp", "tool_call_id": "call_B"},
+                {"role": "assistant", "content": "done"}
+            ])
+        );
+    }
+
+    #[test]
+    fn unanswered_calls_are_aborted_and_late_user_messages_follow_tool_results() {
+        let input = vec![
+            ResponseItem::user_text("go"),
+            call("c1", "shell", "{}"),
+            call("c2", "shell", "{}"),
+            ResponseItem::user_text("also this"),
+            output("c1", "ok"),
+            ResponseItem::developer_text("note"),
+            ResponseItem::reasoning_text("hmm", None),
+            call("c3", "shell", "{}"),
+        ];
+        assert_eq!(
+            to_json("", &input),
+            json!([
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+                {"role": "tool", "content": "aborted", "tool_call_id": "c2"},
+                {"role": "user", "content": "also this"},
+                {"role": "user", "content": "note"},
+                {"role": "assistant", "content": null, "reasoning_content": "hmm", "tool_calls": [
+                    {"id": "c3", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "content": "aborted", "tool_call_id": "c3"}
+            ])
+        );
+    }
+
+    #[test]
+    fn duplicate_and_orphan_outputs_are_dropped() {
+        let input = vec![
+            ResponseItem::user_text("go"),
+            call("c1", "shell", "{}"),
+            output("c1", "first"),
+            output("c1", "second"),
+            output("nope", "orphan"),
+        ];
+        assert_eq!(
+            to_json("", &input),
+            json!([
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "content": "first", "tool_call_id": "c1"}
+            ])
+        );
+    }
+
+    #[test]
+    fn trailing_reasoning_only_turn_gets_empty_content_and_images_become_parts() {
+        let input = vec![
+            ResponseItem::Message {
+                role: Role::User,
+                content: vec![
+                    ContentItem::InputText { text: "see".into() },
+                    ContentItem::InputImage {
+                        image_url: "data:image/png;base64,AA".into(),
+                    },
+                ],
+            },
+            ResponseItem::reasoning_text("thinking", None),
+        ];
+        assert_eq!(
+            to_json("   ", &input),
+            json!([
+                {"role": "user", "content": [
+                    {"type": "text", "text": "see"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+                ]},
+                {"role": "assistant", "content": "", "reasoning_content": "thinking"}
+            ])
+        );
+    }
+
+    #[test]
+    fn request_body_has_tools_schema_and_effort() {
+        let prompt = Prompt {
+            instructions: "sys".into(),
+            input: vec![ResponseItem::user_text("hi")],
+            tools: vec![ToolSpec {
+                name: "shell".into(),
+                description: "run".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            output_schema: Some(json!({"type": "object"})),
+            prompt_cache_key: None,
+        };
+        let body = serde_json::to_value(build_chat_request(
+            "m",
+            &prompt,
+            Some(ReasoningEffort::High),
+        ))
+        .unwrap_or_default();
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "tools": [{"type": "function", "function": {"name": "shell", "description": "run", "parameters": {"type": "object"}}}],
+                "tool_choice": "auto",
+                "parallel_tool_calls": true,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "output", "schema": {"type": "object"}, "strict": true}},
+                "reasoning_effort": "high"
+            })
+        );
+    }
+}

@@ -1,0 +1,639 @@
+//! [`ModelClient`]: sends a [`Prompt`] to a Chat Completions endpoint, retries what is
+//! worth retrying before the stream starts, and turns the SSE stream into
+//! [`ResponseEvent`]s on a channel the engine reads at its own pace.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use interpreter_protocol::ReasoningEffort;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::chat_request::build_chat_request;
+use crate::chat_stream::{ChatStreamParser, ResponseEvent};
+use crate::error::ProviderError;
+use crate::prompt::Prompt;
+use crate::provider::{ModelProviderInfo, WireApi};
+
+/// First retry delay; doubled per attempt.
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+/// Longest computed backoff between two attempts.
+const BACKOFF_CAP: Duration = Duration::from_secs(5);
+/// Longest server-requested `Retry-After` honoured; a longer one is clamped.
+const RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
+/// Deadline for the TCP/TLS connect of one attempt.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much of an error body ends up in a message.
+const ERROR_BODY_CHARS: usize = 500;
+
+/// A configured connection to one model on one provider.
+#[derive(Clone)]
+pub struct ModelClient {
+    provider_id: String,
+    provider: ModelProviderInfo,
+    model: String,
+    reasoning_effort: Option<ReasoningEffort>,
+    url: String,
+    headers: HeaderMap,
+    /// Which credential is in use, for the 401 hint.
+    credential_hint: String,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for ModelClient {
+    // Hand-written so the Authorization header never reaches a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelClient")
+            .field("provider_id", &self.provider_id)
+            .field("model", &self.model)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelClient {
+    /// Resolves credentials and headers from `env` (the process environment captured
+    /// once by `main`) and validates the provider table.
+    pub fn new(
+        provider_id: String,
+        provider: ModelProviderInfo,
+        model: String,
+        reasoning_effort: Option<ReasoningEffort>,
+        env: &HashMap<String, String>,
+    ) -> Result<Self, ProviderError> {
+        let config_error = |message: String| ProviderError::Config {
+            provider: provider_id.clone(),
+            message,
+        };
+        if provider.wire_api == WireApi::Responses {
+            return Err(config_error(
+                "wire_api = \"responses\" is not supported yet; use wire_api = \"chat\"".into(),
+            ));
+        }
+        let base_url = provider
+            .base_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .ok_or_else(|| {
+                config_error(format!(
+                    "base_url is not set; add base_url to [model_providers.{provider_id}]"
+                ))
+            })?;
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        let env_value = |name: &str| {
+            env.get(name)
+                .map(|value| value.trim().to_string())
+                .filter(|value| !value.is_empty())
+        };
+
+        let (api_key, credential_hint) = match (
+            &provider.env_key,
+            &provider.experimental_bearer_token,
+        ) {
+            (Some(env_key), _) => match env_value(env_key) {
+                Some(key) => (Some(key), format!("check the API key in {env_key}")),
+                None => {
+                    return Err(ProviderError::MissingApiKey {
+                        provider: provider_id,
+                        env_key: env_key.clone(),
+                        instructions: provider.env_key_instructions.clone(),
+                    });
+                }
+            },
+            (None, Some(token)) if !token.trim().is_empty() => (
+                Some(token.trim().to_string()),
+                format!("check experimental_bearer_token in [model_providers.{provider_id}]"),
+            ),
+            _ => (
+                None,
+                format!(
+                    "the server wants an API key; set env_key in [model_providers.{provider_id}]"
+                ),
+            ),
+        };
+
+        let mut headers = HeaderMap::new();
+        let mut insert = |name: &str, value: &str| -> Result<(), ProviderError> {
+            let header_name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| config_error(format!("invalid HTTP header name `{name}`")))?;
+            let header_value = HeaderValue::from_str(value)
+                .map_err(|_| config_error(format!("invalid value for HTTP header `{name}`")))?;
+            headers.insert(header_name, header_value);
+            Ok(())
+        };
+        if let Some(key) = &api_key {
+            insert(AUTHORIZATION.as_str(), &format!("Bearer {key}"))?;
+        }
+        for (name, value) in provider.http_headers.iter().flatten() {
+            insert(name, value)?;
+        }
+        for (name, variable) in provider.env_http_headers.iter().flatten() {
+            if let Some(value) = env_value(variable) {
+                insert(name, &value)?;
+            }
+        }
+        insert(ACCEPT.as_str(), "text/event-stream")?;
+        insert(CONTENT_TYPE.as_str(), "application/json")?;
+
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|err| config_error(format!("cannot build the HTTP client: {err}")))?;
+        Ok(Self {
+            provider_id,
+            provider,
+            model,
+            reasoning_effort,
+            url,
+            headers,
+            credential_hint,
+            http,
+        })
+    }
+
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    pub fn provider(&self) -> &ModelProviderInfo {
+        &self.provider
+    }
+
+    pub fn provider_id(&self) -> &str {
+        &self.provider_id
+    }
+
+    /// Sends the prompt and returns the event stream once the server has accepted it.
+    /// 429, 5xx and connection failures are retried here (with backoff, honouring
+    /// `Retry-After`); everything after the stream starts is reported on the stream.
+    pub async fn stream(
+        &self,
+        prompt: &Prompt,
+        cancel: &CancellationToken,
+    ) -> Result<ResponseStream, ProviderError> {
+        let request = build_chat_request(&self.model, prompt, self.reasoning_effort);
+        let body = serde_json::to_vec(&request).map_err(|err| ProviderError::Config {
+            provider: self.provider_id.clone(),
+            message: format!("cannot encode the request: {err}"),
+        })?;
+        let request_bytes = serde_json::to_vec(&request.messages)
+            .map(|bytes| bytes.len())
+            .unwrap_or(body.len());
+        let response = self.send_with_retries(body, cancel).await?;
+
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let _ = sender.send(Ok(ResponseEvent::Created));
+        tokio::spawn(pump_stream(
+            response,
+            sender,
+            cancel.clone(),
+            self.provider.stream_idle_timeout(),
+            self.provider_id.clone(),
+            request_bytes,
+        ));
+        Ok(ResponseStream { receiver })
+    }
+
+    async fn send_with_retries(
+        &self,
+        body: Vec<u8>,
+        cancel: &CancellationToken,
+    ) -> Result<reqwest::Response, ProviderError> {
+        let max_retries = self.provider.request_max_retries();
+        let mut attempt: u64 = 0;
+        loop {
+            let failure = match self.send_once(body.clone(), cancel).await? {
+                Ok(response) => return Ok(response),
+                Err(failure) => failure,
+            };
+            let retryable = match &failure {
+                AttemptFailure::Http { status, .. } => *status == 429 || *status >= 500,
+                AttemptFailure::Transport(_) => true,
+            };
+            if !retryable || attempt >= max_retries {
+                return Err(self.final_error(failure, attempt + 1));
+            }
+            let delay = match &failure {
+                AttemptFailure::Http {
+                    retry_after: Some(delay),
+                    ..
+                } => *delay,
+                _ => backoff(attempt),
+            };
+            tracing::warn!(
+                provider = %self.provider_id,
+                attempt = attempt + 1,
+                delay_ms = delay.as_millis() as u64,
+                "model request failed, retrying: {}",
+                failure.summary()
+            );
+            tokio::select! {
+                () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                () = tokio::time::sleep(delay) => {}
+            }
+            attempt += 1;
+        }
+    }
+
+    /// One HTTP attempt. The outer `Result` is for cancellation only.
+    async fn send_once(
+        &self,
+        body: Vec<u8>,
+        cancel: &CancellationToken,
+    ) -> Result<Result<reqwest::Response, AttemptFailure>, ProviderError> {
+        let mut builder = self.http.post(&self.url).headers(self.headers.clone());
+        if let Some(query) = &self.provider.query_params {
+            builder = builder.query(query);
+        }
+        let deadline = self.provider.stream_idle_timeout();
+        let sent = tokio::select! {
+            () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+            sent = tokio::time::timeout(deadline, builder.body(body).send()) => sent,
+        };
+        let response = match sent {
+            Err(_) => {
+                return Ok(Err(AttemptFailure::Transport(format!(
+                    "no response headers within {}s",
+                    deadline.as_secs_f64()
+                ))));
+            }
+            Ok(Err(err)) => return Ok(Err(AttemptFailure::Transport(describe_reqwest(&err)))),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(Ok(response));
+        }
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(parse_retry_after);
+        let body = tokio::select! {
+            () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+            body = tokio::time::timeout(deadline, response.text()) => {
+                body.ok().and_then(Result::ok).unwrap_or_default()
+            }
+        };
+        Ok(Err(AttemptFailure::Http {
+            status: status.as_u16(),
+            retry_after,
+            message: error_message(&body, status),
+        }))
+    }
+
+    fn final_error(&self, failure: AttemptFailure, attempts: u64) -> ProviderError {
+        let provider = self.provider_id.clone();
+        match failure {
+            AttemptFailure::Transport(message) => ProviderError::Connection {
+                provider,
+                message: format!("{message} (after {attempts} attempts)"),
+            },
+            AttemptFailure::Http {
+                status, message, ..
+            } => match status {
+                401 | 403 => ProviderError::Unauthorized {
+                    provider,
+                    status,
+                    message,
+                    hint: self.credential_hint.clone(),
+                },
+                400 | 413 if mentions_context_overflow(&message) => {
+                    ProviderError::ContextWindowExceeded { provider, message }
+                }
+                429 | 500.. => ProviderError::Retryable {
+                    provider,
+                    status,
+                    message,
+                    attempts,
+                },
+                _ => ProviderError::BadRequest {
+                    provider,
+                    status,
+                    message,
+                },
+            },
+        }
+    }
+}
+
+/// Why one attempt failed before the stream started.
+#[derive(Debug)]
+enum AttemptFailure {
+    Http {
+        status: u16,
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    Transport(String),
+}
+
+impl AttemptFailure {
+    fn summary(&self) -> String {
+        match self {
+            Self::Http {
+                status, message, ..
+            } => format!("HTTP {status}: {message}"),
+            Self::Transport(message) => message.clone(),
+        }
+    }
+}
+
+/// The events of one response, in order. Ends after `Completed` or the first error.
+#[derive(Debug)]
+pub struct ResponseStream {
+    receiver: mpsc::UnboundedReceiver<Result<ResponseEvent, ProviderError>>,
+}
+
+impl ResponseStream {
+    /// The next event, or `None` once the response is over.
+    pub async fn next(&mut self) -> Option<Result<ResponseEvent, ProviderError>> {
+        self.receiver.recv().await
+    }
+}
+
+impl futures::Stream for ResponseStream {
+    type Item = Result<ResponseEvent, ProviderError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.receiver.poll_recv(cx)
+    }
+}
+
+type EventSender = mpsc::UnboundedSender<Result<ResponseEvent, ProviderError>>;
+
+/// Reads the SSE body until `[DONE]`, EOF, an error, idleness or cancellation. Stops as
+/// soon as the consumer drops the [`ResponseStream`].
+async fn pump_stream(
+    response: reqwest::Response,
+    sender: EventSender,
+    cancel: CancellationToken,
+    idle_timeout: Duration,
+    provider: String,
+    request_bytes: usize,
+) {
+    let mut sse = response.bytes_stream().eventsource();
+    let mut parser = ChatStreamParser::default();
+    let stream_error = |message: String| ProviderError::Stream {
+        provider: provider.clone(),
+        message,
+    };
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = cancel.cancelled() => {
+                let _ = sender.send(Err(ProviderError::Cancelled));
+                return;
+            }
+            () = sender.closed() => return,
+            next = tokio::time::timeout(idle_timeout, sse.next()) => next,
+        };
+        let event = match next {
+            Err(_) => {
+                let _ = sender.send(Err(ProviderError::StreamIdle {
+                    provider: provider.clone(),
+                    idle: idle_timeout,
+                }));
+                return;
+            }
+            Ok(None) if parser.saw_finish_reason() => break,
+            Ok(None) => {
+                let _ = sender.send(Err(stream_error(
+                    "the connection closed before the response finished".into(),
+                )));
+                return;
+            }
+            Ok(Some(Err(err))) => {
+                let _ = sender.send(Err(stream_error(format!(
+                    "reading the stream failed: {err}"
+                ))));
+                return;
+            }
+            Ok(Some(Ok(event))) => event,
+        };
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            break;
+        }
+        if data.is_empty() {
+            continue;
+        }
+        match parser.push_data(data) {
+            Ok(events) => {
+                for event in events {
+                    if sender.send(Ok(event)).is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(err) => {
+                let _ = sender.send(Err(stream_error(err.0)));
+                return;
+            }
+        }
+    }
+    for event in parser.finish(request_bytes) {
+        if sender.send(Ok(event)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Exponential backoff with up to 25% random jitter so parallel clients spread out.
+fn backoff(attempt: u64) -> Duration {
+    let exponent = u32::try_from(attempt).unwrap_or(u32::MAX).min(16);
+    let base = BACKOFF_BASE
+        .saturating_mul(2u32.saturating_pow(exponent))
+        .min(BACKOFF_CAP);
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let jitter_ms = random % (base.as_millis() as u64 / 4 + 1);
+    base + Duration::from_millis(jitter_ms)
+}
+
+/// `Retry-After` as delay-seconds or an HTTP date, clamped to [`RETRY_AFTER_CAP`].
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    let delay = if let Ok(seconds) = value.parse::<f64>() {
+        if !seconds.is_finite() || seconds < 0.0 {
+            return None;
+        }
+        Duration::from_secs_f64(seconds.min(RETRY_AFTER_CAP.as_secs_f64()))
+    } else {
+        let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+        let wait = date.with_timezone(&chrono::Utc) - chrono::Utc::now();
+        wait.to_std().unwrap_or(Duration::ZERO)
+    };
+    Some(delay.min(RETRY_AFTER_CAP))
+}
+
+/// The server's own words from an error body (`{"error":{"message"}}`, `{"error":"…"}`,
+/// `{"message"}`, `{"detail"}`), else the raw text, else the status line.
+fn error_message(body: &str, status: reqwest::StatusCode) -> String {
+    let from_json = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| {
+            let error = value.get("error").unwrap_or(&value);
+            error
+                .get("message")
+                .or_else(|| error.get("detail"))
+                .and_then(|m| m.as_str())
+                .or_else(|| error.as_str())
+                .map(str::to_string)
+        });
+    let text = from_json.unwrap_or_else(|| body.trim().to_string());
+    if text.is_empty() {
+        return status.to_string();
+    }
+    let mut clipped: String = text.chars().take(ERROR_BODY_CHARS).collect();
+    if clipped.len() < text.len() {
+        clipped.push('…');
+    }
+    clipped.replace('\n', " ")
+}
+
+fn mentions_context_overflow(message: &str) -> bool {
+    let lower = message.to_lowercase();
+    [
+        "context length",
+        "context_length",
+        "maximum context",
+        "context window",
+        "too many tokens",
+        "prompt is too long",
+        "exceeds the context",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
+}
+
+fn describe_reqwest(err: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_parses_seconds_and_dates_and_is_capped() {
+        assert_eq!(parse_retry_after("1"), Some(Duration::from_secs(1)));
+        assert_eq!(parse_retry_after("3600"), Some(RETRY_AFTER_CAP));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert!(backoff(0) >= BACKOFF_BASE);
+        assert!(backoff(0) < BACKOFF_BASE * 2);
+        assert!(backoff(30) <= BACKOFF_CAP + BACKOFF_CAP / 4);
+    }
+
+    #[test]
+    fn error_messages_come_from_the_server_body() {
+        let status = reqwest::StatusCode::BAD_REQUEST;
+        assert_eq!(
+            error_message(r#"{"error":{"message":"bad tool"}}"#, status),
+            "bad tool"
+        );
+        assert_eq!(error_message(r#"{"error":"nope"}"#, status), "nope");
+        assert_eq!(error_message("", status), "400 Bad Request");
+        assert!(mentions_context_overflow(
+            "This model's maximum context length is 8192 tokens"
+        ));
+    }
+
+    fn provider(env_key: Option<&str>) -> ModelProviderInfo {
+        ModelProviderInfo {
+            name: "x".into(),
+            base_url: Some("http://127.0.0.1:9/v1/".into()),
+            env_key: env_key.map(str::to_string),
+            env_key_instructions: Some("get one from your dashboard".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn missing_or_blank_key_names_the_variable() {
+        let env = HashMap::from([("MODEL_API_KEY".to_string(), "  ".to_string())]);
+        let err = ModelClient::new(
+            "x".into(),
+            provider(Some("MODEL_API_KEY")),
+            "m".into(),
+            None,
+            &env,
+        )
+        .err()
+        .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "model provider `x` needs an API key: set the environment variable MODEL_API_KEY (get one from your dashboard)"
+            )
+        );
+    }
+
+    #[test]
+    fn missing_base_url_is_a_config_error() {
+        let mut info = provider(None);
+        info.base_url = None;
+        let err = ModelClient::new("x".into(), info, "m".into(), None, &HashMap::new()).err();
+        assert!(matches!(err, Some(ProviderError::Config { .. })));
+    }
+
+    #[test]
+    fn url_and_headers_are_resolved() {
+        let mut info = provider(Some("MODEL_API_KEY"));
+        info.http_headers = Some([("X-Static".to_string(), "1".to_string())].into());
+        info.env_http_headers = Some(
+            [
+                ("X-Org".to_string(), "ORG".to_string()),
+                ("X-Absent".to_string(), "ABSENT".to_string()),
+            ]
+            .into(),
+        );
+        let env = HashMap::from([
+            ("MODEL_API_KEY".to_string(), "sk-1".to_string()),
+            ("ORG".to_string(), "acme".to_string()),
+        ]);
+        let client = ModelClient::new("x".into(), info, "m".into(), None, &env);
+        let Ok(client) = client else {
+            panic!("client should build");
+        };
+        assert_eq!(client.url, "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(
+            client.headers.get("authorization").map(|v| v.as_bytes()),
+            Some(&b"Bearer sk-1"[..])
+        );
+        assert_eq!(
+            client.headers.get("x-static").map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+        assert_eq!(
+            client.headers.get("x-org").map(|v| v.as_bytes()),
+            Some(&b"acme"[..])
+        );
+        assert!(client.headers.get("x-absent").is_none());
+        assert!(!format!("{client:?}").contains("sk-1"));
+    }
+}

@@ -1,0 +1,26 @@
+//! What the engine asks the model: instructions, history and the tools on offer.
+
+use interpreter_protocol::ResponseItem;
+
+/// One sampling request, independent of the provider's wire API.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Prompt {
+    /// System prompt; sent as the leading system message (skipped when blank).
+    pub instructions: String,
+    /// Model-visible history, oldest first.
+    pub input: Vec<ResponseItem>,
+    pub tools: Vec<ToolSpec>,
+    /// JSON schema the final answer must follow (`response_format: json_schema`).
+    pub output_schema: Option<serde_json::Value>,
+    /// Stable per-thread key that lets servers reuse their prompt cache.
+    pub prompt_cache_key: Option<String>,
+}
+
+/// A function tool the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+}

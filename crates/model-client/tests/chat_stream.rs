@@ -1,0 +1,423 @@
+//! End-to-end tests of `ModelClient` against the scripted mock server.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use interpreter_model_client::{
+    ModelClient, ModelProviderInfo, Prompt, ProviderError, ResponseEvent, ToolSpec,
+};
+use interpreter_protocol::{ErrorKind, ResponseItem, TokenUsage};
+use interpreter_test_support::mock_model::chunk;
+use interpreter_test_support::{MockModelServer, MockResponse};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// Generous upper bound so a broken client fails the test instead of hanging it.
+const TEST_DEADLINE: Duration = Duration::from_secs(30);
+
+fn provider(server: &MockModelServer) -> ModelProviderInfo {
+    ModelProviderInfo {
+        name: "mock".into(),
+        base_url: Some(server.base_url()),
+        env_key: Some("MODEL_API_KEY".into()),
+        request_max_retries: Some(2),
+        ..Default::default()
+    }
+}
+
+fn client_for(info: ModelProviderInfo) -> anyhow::Result<ModelClient> {
+    let env = HashMap::from([("MODEL_API_KEY".to_string(), "sk-test".to_string())]);
+    Ok(ModelClient::new(
+        "mock".into(),
+        info,
+        "test-model".into(),
+        None,
+        &env,
+    )?)
+}
+
+fn prompt(input: Vec<ResponseItem>) -> Prompt {
+    Prompt {
+        instructions: "You are a test.".into(),
+        input,
+        tools: vec![ToolSpec {
+            name: "shell".into(),
+            description: "run a command".into(),
+            parameters: json!({"type": "object", "properties": {"cmd": {"type": "string"}}}),
+        }],
+        output_schema: None,
+        prompt_cache_key: None,
+    }
+}
+
+/// Streams one response to the end and returns its events, or the first error.
+async fn collect(
+    client: &ModelClient,
+    prompt: &Prompt,
+) -> Result<Vec<ResponseEvent>, ProviderError> {
+    let cancel = CancellationToken::new();
+    let run = async {
+        let mut stream = client.stream(prompt, &cancel).await?;
+        let mut events = Vec::new();
+        while let Some(event) = stream.next().await {
+            events.push(event?);
+        }
+        Ok(events)
+    };
+    match tokio::time::timeout(TEST_DEADLINE, run).await {
+        Ok(result) => result,
+        Err(_) => panic!("client did not finish within {TEST_DEADLINE:?}"),
+    }
+}
+
+fn done_items(events: &[ResponseEvent]) -> Vec<ResponseItem> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            ResponseEvent::OutputItemDone(item) => Some(item.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn text_reasoning_and_parallel_calls_round_trip_verbatim() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    let args_a = r#"{"cmd": "ls -la",  "note":"spaced"}"#;
+    let args_b = r#"{"cmd":"cat \"a b.txt\""}"#;
+    let mut chunks = vec![
+        chunk::reasoning("I should "),
+        chunk::reasoning("list files."),
+        chunk::text("Looking"),
+        chunk::text(" around."),
+    ];
+    let mut frags_a = chunk::tool_call_fragments(0, "call_Ab9+/=", "shell", args_a, 4);
+    let mut frags_b = chunk::tool_call_fragments(1, "tool-XYZ_2", "shell", args_b, 3);
+    // Interleave the two calls' fragments the way parallel calls arrive.
+    while !frags_a.is_empty() || !frags_b.is_empty() {
+        if !frags_a.is_empty() {
+            chunks.push(frags_a.remove(0));
+        }
+        if !frags_b.is_empty() {
+            chunks.push(frags_b.remove(0));
+        }
+    }
+    chunks.push(chunk::finish("tool_calls"));
+    chunks.push(chunk::usage(120, 30));
+    server.push(MockResponse::sse(chunks));
+    server.push(MockResponse::sse(vec![
+        chunk::text("All done."),
+        chunk::finish("stop"),
+        chunk::usage(200, 3),
+    ]));
+
+    let client = client_for(provider(&server))?;
+    let mut history = vec![ResponseItem::user_text("what is here?")];
+    let events = collect(&client, &prompt(history.clone())).await?;
+
+    assert_eq!(events.first(), Some(&ResponseEvent::Created));
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            ResponseEvent::OutputTextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Looking around.");
+    let items = done_items(&events);
+    assert_eq!(
+        items,
+        vec![
+            ResponseItem::reasoning_text("I should list files.", Some("reasoning_content".into())),
+            ResponseItem::assistant_text("Looking around."),
+            ResponseItem::FunctionCall {
+                name: "shell".into(),
+                arguments: args_a.into(),
+                call_id: "call_Ab9+/=".into()
+            },
+            ResponseItem::FunctionCall {
+                name: "shell".into(),
+                arguments: args_b.into(),
+                call_id: "tool-XYZ_2".into()
+            },
+        ]
+    );
+    assert_eq!(
+        events.last(),
+        Some(&ResponseEvent::Completed {
+            response_id: Some("chatcmpl-mock".into()),
+            token_usage: TokenUsage {
+                input_tokens: 120,
+                output_tokens: 30,
+                total_tokens: 150,
+                ..Default::default()
+            },
+            usage_estimated: false
+        })
+    );
+
+    // Follow-up request: history replayed with tool results.
+    history.extend(items);
+    history.push(ResponseItem::FunctionCallOutput {
+        call_id: "call_Ab9+/=".into(),
+        output: "a.txt".into(),
+    });
+    history.push(ResponseItem::FunctionCallOutput {
+        call_id: "tool-XYZ_2".into(),
+        output: "hello".into(),
+    });
+    let events = collect(&client, &prompt(history)).await?;
+    assert_eq!(
+        done_items(&events),
+        vec![ResponseItem::assistant_text("All done.")]
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let first = &requests[0];
+    assert_eq!(first["model"], "test-model");
+    assert_eq!(first["stream"], true);
+    assert_eq!(first["stream_options"], json!({"include_usage": true}));
+    assert_eq!(first["tool_choice"], "auto");
+    assert_eq!(first["parallel_tool_calls"], true);
+    assert_eq!(first["tools"][0]["type"], "function");
+    assert_eq!(
+        first["messages"],
+        json!([
+            {"role": "system", "content": "You are a test."},
+            {"role": "user", "content": "what is here?"}
+        ])
+    );
+    let replayed = &requests[1]["messages"][2];
+    assert_eq!(replayed["reasoning_content"], "I should list files.");
+    assert_eq!(replayed["tool_calls"][0]["id"], "call_Ab9+/=");
+    assert_eq!(replayed["tool_calls"][0]["function"]["arguments"], args_a);
+    assert_eq!(replayed["tool_calls"][1]["id"], "tool-XYZ_2");
+    assert_eq!(replayed["tool_calls"][1]["function"]["arguments"], args_b);
+    server.assert_invariants();
+    Ok(())
+}
+
+#[tokio::test]
+async fn reasoning_field_is_replayed_in_the_field_it_arrived_in() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::sse(vec![
+        chunk::reasoning_in("reasoning", "short thought"),
+        chunk::text("Hi!"),
+        chunk::finish("stop"),
+    ]));
+    server.push(MockResponse::sse(vec![
+        chunk::text("Again."),
+        chunk::finish("stop"),
+    ]));
+    let client = client_for(provider(&server))?;
+    let mut history = vec![ResponseItem::user_text("hello")];
+    let events = collect(&client, &prompt(history.clone())).await?;
+    history.extend(done_items(&events));
+    history.push(ResponseItem::user_text("again"));
+    collect(&client, &prompt(history)).await?;
+
+    let second = &server.requests()[1];
+    assert_eq!(second["messages"][2]["reasoning"], "short thought");
+    assert!(second["messages"][2].get("reasoning_content").is_none());
+    server.assert_invariants();
+    Ok(())
+}
+
+#[tokio::test]
+async fn rate_limit_with_retry_after_is_retried() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(
+        MockResponse::status(429, r#"{"error":{"message":"slow down"}}"#).with_retry_after(1),
+    );
+    server.push(MockResponse::sse(vec![
+        chunk::text("ok"),
+        chunk::finish("stop"),
+    ]));
+    let client = client_for(provider(&server))?;
+    let events = collect(&client, &prompt(vec![ResponseItem::user_text("hi")])).await?;
+    assert_eq!(
+        done_items(&events),
+        vec![ResponseItem::assistant_text("ok")]
+    );
+    assert_eq!(server.requests().len(), 2);
+    server.assert_invariants();
+    Ok(())
+}
+
+#[tokio::test]
+async fn server_error_is_retried_then_succeeds() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::status(500, "boom"));
+    server.push(MockResponse::sse(vec![
+        chunk::text("ok"),
+        chunk::finish("stop"),
+    ]));
+    let client = client_for(provider(&server))?;
+    let events = collect(&client, &prompt(vec![ResponseItem::user_text("hi")])).await?;
+    assert_eq!(
+        done_items(&events),
+        vec![ResponseItem::assistant_text("ok")]
+    );
+    assert_eq!(server.requests().len(), 2);
+    server.assert_invariants();
+    Ok(())
+}
+
+#[tokio::test]
+async fn exhausted_retries_report_the_last_status() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    for _ in 0..3 {
+        server.push(MockResponse::status(
+            503,
+            r#"{"error":{"message":"overloaded"}}"#,
+        ));
+    }
+    let client = client_for(provider(&server))?;
+    let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
+        .await
+        .err();
+    assert_eq!(
+        err,
+        Some(ProviderError::Retryable {
+            provider: "mock".into(),
+            status: 503,
+            message: "overloaded".into(),
+            attempts: 3
+        })
+    );
+    assert_eq!(err.map(|e| e.kind()), Some(ErrorKind::ServerOverloaded));
+    server.assert_invariants();
+    Ok(())
+}
+
+#[tokio::test]
+async fn idle_stream_times_out() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::sse_then_stall(vec![chunk::text("partial")]));
+    let mut info = provider(&server);
+    info.stream_idle_timeout_ms = Some(300);
+    let client = client_for(info)?;
+    let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(ProviderError::StreamIdle { .. })),
+        "{err:?}"
+    );
+    assert!(err.is_some_and(|e| e.is_retryable()));
+    Ok(())
+}
+
+#[tokio::test]
+async fn missing_usage_is_estimated() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::sse(vec![
+        chunk::text("twelve bytes"),
+        chunk::finish("stop"),
+    ]));
+    let client = client_for(provider(&server))?;
+    let events = collect(&client, &prompt(vec![ResponseItem::user_text("hi")])).await?;
+    let Some(ResponseEvent::Completed {
+        token_usage,
+        usage_estimated,
+        ..
+    }) = events.last()
+    else {
+        panic!("no Completed event: {events:?}");
+    };
+    assert!(usage_estimated);
+    assert_eq!(token_usage.output_tokens, 3);
+    assert!(token_usage.input_tokens > 0);
+    assert_eq!(
+        token_usage.total_tokens,
+        token_usage.input_tokens + token_usage.output_tokens
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn unauthorized_names_the_key_variable() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::status(
+        401,
+        r#"{"error":{"message":"invalid api key"}}"#,
+    ));
+    let client = client_for(provider(&server))?;
+    let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
+        .await
+        .err();
+    assert_eq!(
+        err.as_ref().map(ToString::to_string).as_deref(),
+        Some("model provider `mock` returned 401 Unauthorized: check the API key in MODEL_API_KEY")
+    );
+    assert_eq!(err.map(|e| e.kind()), Some(ErrorKind::Unauthorized));
+    assert_eq!(server.requests().len(), 1, "401 must not be retried");
+    Ok(())
+}
+
+#[tokio::test]
+async fn context_length_error_is_recognised() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::status(
+        400,
+        r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens."}}"#,
+    ));
+    let client = client_for(provider(&server))?;
+    let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(ProviderError::ContextWindowExceeded { .. })),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.map(|e| e.kind()),
+        Some(ErrorKind::ContextWindowExceeded)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn cancellation_ends_a_stalled_stream() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::sse_then_stall(vec![chunk::text("partial")]));
+    let client = client_for(provider(&server))?;
+    let cancel = CancellationToken::new();
+    let mut stream = client
+        .stream(&prompt(vec![ResponseItem::user_text("hi")]), &cancel)
+        .await?;
+    let mut last = None;
+    let run = async {
+        while let Some(event) = stream.next().await {
+            if event == Ok(ResponseEvent::OutputTextDelta("partial".into())) {
+                cancel.cancel();
+            }
+            last = Some(event);
+        }
+    };
+    tokio::time::timeout(TEST_DEADLINE, run).await?;
+    assert_eq!(last, Some(Err(ProviderError::Cancelled)));
+    Ok(())
+}
+
+#[tokio::test]
+async fn cancellation_interrupts_retry_backoff() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::status(429, "busy").with_retry_after(30));
+    let client = client_for(provider(&server))?;
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        canceller.cancel();
+    });
+    let result = tokio::time::timeout(
+        TEST_DEADLINE,
+        client.stream(&prompt(vec![ResponseItem::user_text("hi")]), &cancel),
+    )
+    .await?;
+    assert!(matches!(result, Err(ProviderError::Cancelled)));
+    Ok(())
+}

@@ -1,0 +1,240 @@
+//! A scripted OpenAI-compatible Chat Completions server for tests.
+//!
+//! Each request to `POST /v1/chat/completions` is answered with the next queued
+//! [`MockResponse`] (FIFO). Every request body is captured and checked against the
+//! conversation invariants in [`invariants`]; breaches are recorded as violations (never
+//! panics inside the server) so a test can assert on them at the end.
+
+pub mod chunk;
+mod invariants;
+mod script;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Serialize;
+use tokio::task::JoinHandle;
+
+pub use invariants::StreamedTurn;
+pub use script::{MockResponse, RetryAfter, SseScript, StatusScript};
+
+/// How long a stalled response keeps its connection open before ending, so a test that
+/// forgets to time out still terminates.
+const STALL_LIMIT: Duration = Duration::from_secs(600);
+
+/// What the server has seen, for [`MockModelServer::record`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MockRecord {
+    pub requests: Vec<serde_json::Value>,
+    pub violations: Vec<String>,
+}
+
+#[derive(Default)]
+struct ServerState {
+    queue: VecDeque<MockResponse>,
+    record: MockRecord,
+    streamed: Vec<StreamedTurn>,
+}
+
+type Shared = Arc<Mutex<ServerState>>;
+
+fn lock(state: &Shared) -> MutexGuard<'_, ServerState> {
+    // A panic while holding the lock cannot leave the state half-written in a way that
+    // matters to tests, so poisoning is ignored.
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The running mock server. Stops serving when dropped.
+pub struct MockModelServer {
+    addr: SocketAddr,
+    state: Shared,
+    task: JoinHandle<()>,
+}
+
+impl MockModelServer {
+    /// Binds 127.0.0.1 on a free port and starts serving.
+    pub async fn start() -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let state: Shared = Arc::default();
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat_completions))
+            .fallback(unknown_route)
+            .with_state(state.clone());
+        let task = tokio::spawn(async move {
+            if let Err(err) = axum::serve(listener, app).await {
+                log_to_stderr(&format!("mock model server stopped: {err}"));
+            }
+        });
+        Ok(Self { addr, state, task })
+    }
+
+    /// e.g. `http://127.0.0.1:PORT/v1`, ready to be a provider's `base_url`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues the answer to one future request.
+    pub fn push(&self, response: MockResponse) {
+        lock(&self.state).queue.push_back(response);
+    }
+
+    /// Request bodies received so far, in order.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        lock(&self.state).record.requests.clone()
+    }
+
+    /// Invariant breaches and unscripted requests seen so far.
+    pub fn violations(&self) -> Vec<String> {
+        lock(&self.state).record.violations.clone()
+    }
+
+    /// Requests + violations, e.g. to write to a file.
+    pub fn record(&self) -> MockRecord {
+        lock(&self.state).record.clone()
+    }
+
+    /// Scripted responses not consumed yet.
+    pub fn remaining(&self) -> usize {
+        lock(&self.state).queue.len()
+    }
+
+    /// Panics listing every violation, if any.
+    #[track_caller]
+    pub fn assert_invariants(&self) {
+        let violations = self.violations();
+        if !violations.is_empty() {
+            panic!(
+                "mock model server saw {} violation(s):\n- {}",
+                violations.len(),
+                violations.join("\n- ")
+            );
+        }
+    }
+}
+
+impl Drop for MockModelServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The server has no logger of its own; stderr keeps stdout free for the binary's
+/// protocol line.
+fn log_to_stderr(message: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{message}");
+}
+
+async fn unknown_route(State(state): State<Shared>, uri: axum::http::Uri) -> Response {
+    let message = format!("mock: request to unexpected path {uri}");
+    lock(&state).record.violations.push(message.clone());
+    (StatusCode::NOT_FOUND, message).into_response()
+}
+
+async fn chat_completions(State(state): State<Shared>, body: Bytes) -> Response {
+    let scripted = {
+        let mut guard = lock(&state);
+        let state = &mut *guard;
+        let request: serde_json::Value = match serde_json::from_slice(&body) {
+            Ok(value) => value,
+            Err(err) => {
+                let message = format!("mock: request body is not JSON: {err}");
+                state.record.violations.push(message.clone());
+                return (StatusCode::BAD_REQUEST, message).into_response();
+            }
+        };
+        let index = state.record.requests.len();
+        for violation in invariants::check_request(&request, &state.streamed) {
+            state
+                .record
+                .violations
+                .push(format!("request #{index}: {violation}"));
+        }
+        state.record.requests.push(request);
+        match state.queue.pop_front() {
+            Some(response) => {
+                if let MockResponse::Sse(script) = &response {
+                    state
+                        .streamed
+                        .push(StreamedTurn::from_chunks(&script.chunks));
+                }
+                response
+            }
+            None => {
+                let message = "mock: no scripted response left".to_string();
+                state
+                    .record
+                    .violations
+                    .push(format!("request #{index}: {message}"));
+                return (StatusCode::INTERNAL_SERVER_ERROR, message).into_response();
+            }
+        }
+    };
+    match scripted {
+        MockResponse::Status(status) => status_response(status),
+        MockResponse::Sse(script) => sse_response(script),
+    }
+}
+
+fn status_response(script: StatusScript) -> Response {
+    let code = StatusCode::from_u16(script.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (code, script.body).into_response();
+    if let Some(retry_after) = script.retry_after
+        && let Ok(value) = HeaderValue::from_str(&retry_after.header_value())
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+fn sse_response(script: SseScript) -> Response {
+    let delay = Duration::from_millis(script.chunk_delay_ms);
+    let frames: Vec<Bytes> = script
+        .chunks
+        .iter()
+        .map(|chunk| Bytes::from(format!("data: {chunk}\n\n")))
+        .chain(
+            (script.send_done && !script.stall_after_chunks)
+                .then(|| Bytes::from_static(b"data: [DONE]\n\n")),
+        )
+        .collect();
+    let stall = script.stall_after_chunks;
+    let stream = futures::stream::unfold(
+        (frames.into_iter(), false),
+        move |(mut frames, first_sent)| async move {
+            match frames.next() {
+                Some(frame) => {
+                    if first_sent && !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    Some((Ok::<_, std::convert::Infallible>(frame), (frames, true)))
+                }
+                None => {
+                    if stall {
+                        tokio::time::sleep(STALL_LIMIT).await;
+                    }
+                    None
+                }
+            }
+        },
+    );
+    let mut response = Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}

@@ -1,0 +1,286 @@
+//! Conversation rules every Chat Completions request must obey, checked against the
+//! request's `messages` and against what the mock streamed earlier.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde_json::Value;
+
+/// What one scripted SSE answer made the model say, reassembled from its chunks the way
+/// a client should.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamedTurn {
+    pub text: String,
+    /// `(field, text)` when reasoning was streamed.
+    pub reasoning: Option<(String, String)>,
+    /// `(id, name, arguments)` per call, by index order.
+    pub tool_calls: Vec<(String, String, String)>,
+}
+
+impl StreamedTurn {
+    pub fn from_chunks(chunks: &[Value]) -> Self {
+        let mut turn = Self::default();
+        let mut calls: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
+        let mut last_index = 0;
+        for chunk in chunks {
+            let choices = chunk.get("choices").and_then(Value::as_array);
+            for choice in choices.into_iter().flatten() {
+                let Some(delta) = choice.get("delta") else {
+                    continue;
+                };
+                if let Some(text) = delta.get("content").and_then(Value::as_str) {
+                    turn.text.push_str(text);
+                }
+                for field in ["reasoning_content", "reasoning"] {
+                    if let Some(text) = delta.get(field).and_then(Value::as_str)
+                        && !text.is_empty()
+                    {
+                        let entry = turn
+                            .reasoning
+                            .get_or_insert_with(|| (field.to_string(), String::new()));
+                        entry.1.push_str(text);
+                        break;
+                    }
+                }
+                let tool_calls = delta.get("tool_calls").and_then(Value::as_array);
+                for call in tool_calls.into_iter().flatten() {
+                    let index = call
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(last_index);
+                    last_index = index;
+                    let entry = calls.entry(index).or_default();
+                    if let Some(id) = call.get("id").and_then(Value::as_str) {
+                        entry.0 = id.to_string();
+                    }
+                    let function = call.get("function");
+                    if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str)
+                    {
+                        entry.1.push_str(name);
+                    }
+                    if let Some(args) = function
+                        .and_then(|f| f.get("arguments"))
+                        .and_then(Value::as_str)
+                    {
+                        entry.2.push_str(args);
+                    }
+                }
+            }
+        }
+        turn.tool_calls = calls.into_values().collect();
+        turn
+    }
+}
+
+/// Returns one human-readable line per broken rule.
+pub fn check_request(request: &Value, streamed: &[StreamedTurn]) -> Vec<String> {
+    let mut violations = Vec::new();
+    let Some(messages) = request.get("messages").and_then(Value::as_array) else {
+        violations.push("request has no `messages` array".to_string());
+        return violations;
+    };
+    check_tool_pairing(messages, &mut violations);
+    check_replay(messages, streamed, &mut violations);
+    violations
+}
+
+fn role(message: &Value) -> &str {
+    message.get("role").and_then(Value::as_str).unwrap_or("")
+}
+
+fn call_ids(message: &Value) -> Vec<String> {
+    message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|call| {
+            call.get("id")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+/// Every tool call answered exactly once, right after its assistant message.
+fn check_tool_pairing(messages: &[Value], violations: &mut Vec<String>) {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut answered: HashSet<String> = HashSet::new();
+    let mut open: Vec<String> = Vec::new();
+    for (position, message) in messages.iter().enumerate() {
+        match role(message) {
+            "tool" => {
+                let id = message
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !seen.contains(id) {
+                    violations.push(format!(
+                        "messages[{position}]: tool message for `{id}` has no matching earlier tool call"
+                    ));
+                } else if !answered.insert(id.to_string()) {
+                    violations.push(format!(
+                        "messages[{position}]: tool call `{id}` is answered more than once"
+                    ));
+                } else if let Some(open_position) = open.iter().position(|o| o == id) {
+                    open.remove(open_position);
+                } else {
+                    violations.push(format!(
+                        "messages[{position}]: tool result for `{id}` arrives after other messages"
+                    ));
+                }
+            }
+            other => {
+                if !open.is_empty() {
+                    violations.push(format!(
+                        "messages[{position}] ({other}): tool call(s) {open:?} not answered before it"
+                    ));
+                    open.clear();
+                }
+                for id in call_ids(message) {
+                    if !seen.insert(id.clone()) {
+                        violations.push(format!(
+                            "messages[{position}]: duplicate tool call id `{id}`"
+                        ));
+                    }
+                    open.push(id);
+                }
+            }
+        }
+    }
+    if !open.is_empty() {
+        violations.push(format!(
+            "request ends with unanswered tool call(s) {open:?}"
+        ));
+    }
+}
+
+/// Assistant messages replay what the mock streamed: same call ids and arguments byte
+/// for byte, and reasoning in the field it was streamed in.
+fn check_replay(messages: &[Value], streamed: &[StreamedTurn], violations: &mut Vec<String>) {
+    let by_call_id: HashMap<&str, &StreamedTurn> = streamed
+        .iter()
+        .flat_map(|turn| {
+            turn.tool_calls
+                .iter()
+                .map(move |call| (call.0.as_str(), turn))
+        })
+        .collect();
+    for (position, message) in messages.iter().enumerate() {
+        if role(message) != "assistant" {
+            continue;
+        }
+        let calls: Vec<&Value> = message
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .collect();
+        let mut matched_turn: Option<&StreamedTurn> = None;
+        for call in &calls {
+            let id = call.get("id").and_then(Value::as_str).unwrap_or("");
+            let function = call.get("function");
+            let name = function
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let arguments = function
+                .and_then(|f| f.get("arguments"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            match by_call_id.get(id) {
+                Some(turn) => {
+                    matched_turn = Some(turn);
+                    if let Some(original) = turn.tool_calls.iter().find(|c| c.0 == id) {
+                        if original.1 != name {
+                            violations.push(format!(
+                                "messages[{position}]: tool call `{id}` replayed with name `{name}`, streamed `{}`",
+                                original.1
+                            ));
+                        }
+                        if original.2 != arguments {
+                            violations.push(format!(
+                                "messages[{position}]: tool call `{id}` arguments changed: streamed {:?}, replayed {arguments:?}",
+                                original.2
+                            ));
+                        }
+                    }
+                }
+                None => {
+                    let rewritten = streamed
+                        .iter()
+                        .flat_map(|t| &t.tool_calls)
+                        .find(|c| c.1 == name && c.2 == arguments && !c.0.is_empty());
+                    if let Some(original) = rewritten {
+                        violations.push(format!(
+                            "messages[{position}]: tool call id `{id}` does not match the streamed id `{}`",
+                            original.0
+                        ));
+                    }
+                }
+            }
+        }
+        if matched_turn.is_none() && calls.is_empty() {
+            let content = message.get("content").and_then(Value::as_str).unwrap_or("");
+            matched_turn = streamed.iter().find(|turn| {
+                turn.tool_calls.is_empty() && !turn.text.is_empty() && turn.text == content
+            });
+        }
+        if let Some(StreamedTurn {
+            reasoning: Some((field, text)),
+            ..
+        }) = matched_turn
+        {
+            let replayed = message.get(field.as_str()).and_then(Value::as_str);
+            if replayed != Some(text.as_str()) {
+                violations.push(format!(
+                    "messages[{position}]: reasoning streamed in `{field}` is not replayed verbatim in `{field}` (got {replayed:?})"
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    use crate::mock_model::chunk;
+
+    #[test]
+    fn well_formed_replay_has_no_violations() {
+        let streamed = vec![StreamedTurn::from_chunks(
+            &[
+                vec![chunk::reasoning_in("reasoning", "hmm")],
+                chunk::tool_call_fragments(0, "call_1", "shell", "{\"a\":1}", 3),
+            ]
+            .concat(),
+        )];
+        let request = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "reasoning": "hmm",
+             "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": "{\"a\":1}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "ok"}
+        ]});
+        assert_eq!(check_request(&request, &streamed), Vec::<String>::new());
+    }
+
+    #[test]
+    fn broken_requests_are_reported() {
+        let streamed = vec![StreamedTurn::from_chunks(&[
+            chunk::reasoning("why"),
+            chunk::tool_call(0, "call_1", "shell", "{\"a\": 1}"),
+        ])];
+        let request = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null,
+             "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": "{\"a\":1}"}}]},
+            {"role": "user", "content": "interrupt"},
+            {"role": "tool", "tool_call_id": "call_1", "content": "late"},
+            {"role": "tool", "tool_call_id": "ghost", "content": "orphan"}
+        ]});
+        let violations = check_request(&request, &streamed);
+        assert_eq!(violations.len(), 5, "{violations:#?}");
+    }
+}
