@@ -1,1 +1,21 @@
-//! placeholder
+//! What the agent can do to the machine.
+//!
+//! This crate owns the effects: running shell commands (in their own process group, with
+//! timeouts, cancellation and head+tail output caps), parsing and applying patches,
+//! classifying commands as known-safe, scrubbing the environment commands see, and the
+//! Linux sandbox (Landlock + seccomp) that commands run under. The engine decides *whether*
+//! something runs (approvals); this crate decides *how*.
+
+pub mod apply_patch;
+pub mod env_policy;
+pub mod safety;
+pub mod sandbox;
+pub mod shell;
+
+pub use apply_patch::{
+    ApplyReport, Hunk, Patch, PatchError, UpdateChunk, apply_patch, extract_patch_from_shell,
+    parse_patch,
+};
+pub use env_policy::{EnvironmentInherit, ShellEnvironmentPolicy, create_env};
+pub use safety::{is_dangerous_command, is_known_safe_command, parse_command, shell_argv};
+pub use shell::{ExecOutput, ExecRequest, ShellError, format_output_for_model};

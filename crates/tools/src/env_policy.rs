@@ -1,0 +1,211 @@
+//! `[shell_environment_policy]`: which environment variables reach commands the agent runs.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvironmentInherit {
+    /// Start from the full environment of the `interpreter` process.
+    #[default]
+    All,
+    /// Start from a small core set (HOME, PATH, USER, SHELL, LANG, TMPDIR, ...).
+    Core,
+    /// Start from nothing.
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellEnvironmentPolicy {
+    #[serde(default)]
+    pub inherit: EnvironmentInherit,
+    /// When false (the default), names matching `*KEY*`, `*SECRET*`, `*TOKEN*`
+    /// (case-insensitive) are dropped.
+    #[serde(default)]
+    pub ignore_default_excludes: bool,
+    /// Extra glob patterns (`*` and `?`, case-insensitive) of names to drop.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Variables set on top (after filtering).
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+    /// If non-empty, only names matching one of these globs survive (applied last, before `set`).
+    #[serde(default)]
+    pub include_only: Vec<String>,
+}
+
+/// Variables kept by [`EnvironmentInherit::Core`].
+const CORE_VARIABLES: &[&str] = &[
+    "HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP", "LANG",
+    "LC_ALL", "TERM",
+];
+
+/// Name fragments that mark a variable as a likely credential.
+const DEFAULT_EXCLUDES: &[&str] = &["*KEY*", "*SECRET*", "*TOKEN*"];
+
+/// Builds the exact environment a command gets from the process environment `vars`.
+///
+/// Order matters and mirrors the config documentation: inherit, drop default
+/// credential-looking names, drop `exclude`, keep only `include_only`, then apply `set`
+/// (so an explicitly set variable always survives the filters).
+pub fn create_env(
+    policy: &ShellEnvironmentPolicy,
+    vars: &HashMap<String, String>,
+) -> HashMap<String, String> {
+    let mut env: HashMap<String, String> = match policy.inherit {
+        EnvironmentInherit::All => vars.clone(),
+        EnvironmentInherit::Core => vars
+            .iter()
+            .filter(|(name, _)| CORE_VARIABLES.contains(&name.as_str()))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect(),
+        EnvironmentInherit::None => HashMap::new(),
+    };
+    if !policy.ignore_default_excludes {
+        env.retain(|name, _| !DEFAULT_EXCLUDES.iter().any(|glob| glob_matches(glob, name)));
+    }
+    env.retain(|name, _| !policy.exclude.iter().any(|glob| glob_matches(glob, name)));
+    if !policy.include_only.is_empty() {
+        env.retain(|name, _| {
+            policy
+                .include_only
+                .iter()
+                .any(|glob| glob_matches(glob, name))
+        });
+    }
+    for (name, value) in &policy.set {
+        env.insert(name.clone(), value.clone());
+    }
+    env
+}
+
+/// Case-insensitive glob match where `*` is any run of characters and `?` is one.
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    let pattern: Vec<char> = pattern.chars().flat_map(char::to_lowercase).collect();
+    let name: Vec<char> = name.chars().flat_map(char::to_lowercase).collect();
+    // Iterative matcher with single-star backtracking: linear in practice, no recursion.
+    let (mut p, mut n) = (0, 0);
+    let mut last_star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match pattern.get(p) {
+            Some('*') => {
+                last_star = Some((p, n));
+                p += 1;
+            }
+            Some(&c) if c == '?' || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match last_star {
+                Some((star_p, star_n)) => {
+                    p = star_p + 1;
+                    n = star_n + 1;
+                    last_star = Some((star_p, star_n + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn sample() -> HashMap<String, String> {
+        vars(&[
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/u"),
+            ("OPENAI_API_KEY", "sk-1"),
+            ("GITHUB_TOKEN", "gh"),
+            ("my_secret_thing", "s"),
+            ("EDITOR", "vi"),
+            ("CARGO_HOME", "/c"),
+        ])
+    }
+
+    #[test]
+    fn glob_basics() {
+        assert!(glob_matches("*KEY*", "openai_api_key"));
+        assert!(glob_matches("A?C", "abc"));
+        assert!(glob_matches("*", ""));
+        assert!(glob_matches("CARGO_*", "CARGO_HOME"));
+        assert!(glob_matches("*a*b*c", "xxaxxbxxbxc"));
+        assert!(!glob_matches("A?C", "AC"));
+        assert!(!glob_matches("CARGO_*", "XCARGO_HOME"));
+        assert!(!glob_matches("abc", "abcd"));
+    }
+
+    #[test]
+    fn all_drops_credentials_by_default() {
+        let env = create_env(&ShellEnvironmentPolicy::default(), &sample());
+        let mut names: Vec<_> = env.keys().cloned().collect();
+        names.sort();
+        assert_eq!(names, vec!["CARGO_HOME", "EDITOR", "HOME", "PATH"]);
+    }
+
+    #[test]
+    fn ignore_default_excludes_keeps_credentials() {
+        let policy = ShellEnvironmentPolicy {
+            ignore_default_excludes: true,
+            ..Default::default()
+        };
+        assert_eq!(create_env(&policy, &sample()), sample());
+    }
+
+    #[test]
+    fn core_keeps_only_the_core_set() {
+        let policy = ShellEnvironmentPolicy {
+            inherit: EnvironmentInherit::Core,
+            ..Default::default()
+        };
+        let env = create_env(&policy, &sample());
+        assert_eq!(env, vars(&[("PATH", "/usr/bin"), ("HOME", "/home/u")]));
+    }
+
+    #[test]
+    fn none_starts_empty_and_set_applies() {
+        let policy = ShellEnvironmentPolicy {
+            inherit: EnvironmentInherit::None,
+            set: [("CI".to_string(), "1".to_string())].into_iter().collect(),
+            ..Default::default()
+        };
+        assert_eq!(create_env(&policy, &sample()), vars(&[("CI", "1")]));
+    }
+
+    #[test]
+    fn exclude_include_only_then_set() {
+        let policy = ShellEnvironmentPolicy {
+            exclude: vec!["editor".to_string()],
+            include_only: vec![
+                "PATH".to_string(),
+                "cargo_*".to_string(),
+                "EDITOR".to_string(),
+            ],
+            set: [("API_TOKEN".to_string(), "explicit".to_string())]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        let env = create_env(&policy, &sample());
+        assert_eq!(
+            env,
+            vars(&[
+                ("PATH", "/usr/bin"),
+                ("CARGO_HOME", "/c"),
+                ("API_TOKEN", "explicit"),
+            ])
+        );
+    }
+}

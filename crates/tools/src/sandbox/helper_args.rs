@@ -1,0 +1,199 @@
+//! The command line of the sandbox helper: built by the engine, parsed by the binary.
+//!
+//! The engine runs a sandboxed command as
+//! `[<interpreter exe>, "sandbox", "linux", "--policy-json", JSON, "--cwd", DIR, "--", argv...]`.
+//! The binary recognises [`HELPER_SUBCOMMAND`] before any runtime starts and hands the
+//! remaining arguments to [`parse_linux_helper_args`].
+
+use std::path::{Path, PathBuf};
+
+use interpreter_protocol::SandboxPolicy;
+
+use super::SandboxError;
+
+/// The first two arguments (after the program name) that select the helper.
+pub const HELPER_SUBCOMMAND: [&str; 2] = ["sandbox", "linux"];
+
+/// Set to `1` in a sandboxed command's environment when its network is cut off, so test
+/// suites and scripts can skip network work instead of failing.
+pub const NETWORK_DISABLED_ENV_VAR: &str = "INTERPRETER_SANDBOX_NETWORK_DISABLED";
+
+const POLICY_FLAG: &str = "--policy-json";
+const CWD_FLAG: &str = "--cwd";
+const COMMAND_SEPARATOR: &str = "--";
+
+/// What the helper needs to sandbox and run one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinuxHelperArgs {
+    pub policy: SandboxPolicy,
+    pub cwd: PathBuf,
+    pub command: Vec<String>,
+}
+
+/// The full argv that runs `argv` in `cwd` under `policy` through the helper in `exe`.
+///
+/// Paths are passed as (lossy) UTF-8 because the helper's arguments are `String`s.
+pub fn sandbox_argv(
+    exe: &Path,
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    argv: &[String],
+) -> Vec<String> {
+    // Serializing this enum of plain fields cannot fail; if it ever did, the empty string
+    // makes the helper refuse to start, which fails closed.
+    let policy_json = serde_json::to_string(policy).unwrap_or_default();
+    let mut full = Vec::with_capacity(argv.len() + 8);
+    full.push(exe.to_string_lossy().into_owned());
+    full.extend(HELPER_SUBCOMMAND.iter().map(|s| (*s).to_owned()));
+    full.push(POLICY_FLAG.to_owned());
+    full.push(policy_json);
+    full.push(CWD_FLAG.to_owned());
+    full.push(cwd.to_string_lossy().into_owned());
+    full.push(COMMAND_SEPARATOR.to_owned());
+    full.extend(argv.iter().cloned());
+    full
+}
+
+/// Parses the arguments that follow [`HELPER_SUBCOMMAND`]:
+/// `--policy-json JSON --cwd DIR -- COMMAND...` (the two options in any order, each once).
+pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, SandboxError> {
+    let mut policy = None;
+    let mut cwd = None;
+    let mut index = 0;
+    while index < args.len() {
+        let flag = args[index].as_str();
+        if flag == COMMAND_SEPARATOR {
+            index += 1;
+            break;
+        }
+        let value = args
+            .get(index + 1)
+            .ok_or_else(|| SandboxError::InvalidHelperArgs(format!("`{flag}` needs a value")))?;
+        match flag {
+            POLICY_FLAG if policy.is_none() => {
+                policy = Some(
+                    serde_json::from_str::<SandboxPolicy>(value)
+                        .map_err(SandboxError::InvalidPolicyJson)?,
+                );
+            }
+            CWD_FLAG if cwd.is_none() => cwd = Some(PathBuf::from(value)),
+            POLICY_FLAG | CWD_FLAG => {
+                return Err(SandboxError::InvalidHelperArgs(format!(
+                    "`{flag}` given more than once"
+                )));
+            }
+            other => {
+                return Err(SandboxError::InvalidHelperArgs(format!(
+                    "unexpected argument `{other}` (expected {POLICY_FLAG}, {CWD_FLAG} or --)"
+                )));
+            }
+        }
+        index += 2;
+    }
+    let policy =
+        policy.ok_or_else(|| SandboxError::InvalidHelperArgs(format!("missing {POLICY_FLAG}")))?;
+    let cwd = cwd.ok_or_else(|| SandboxError::InvalidHelperArgs(format!("missing {CWD_FLAG}")))?;
+    if !cwd.is_absolute() {
+        return Err(SandboxError::InvalidHelperArgs(format!(
+            "{CWD_FLAG} must be absolute, got {}",
+            cwd.display()
+        )));
+    }
+    let command = args.get(index..).unwrap_or_default().to_vec();
+    if command.is_empty() {
+        return Err(SandboxError::InvalidHelperArgs(
+            "no command after `--`".to_owned(),
+        ));
+    }
+    Ok(LinuxHelperArgs {
+        policy,
+        cwd,
+        command,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn argv_round_trips_through_the_parser() {
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![PathBuf::from("/data")],
+            network_access: true,
+            exclude_tmpdir_env_var: false,
+            exclude_slash_tmp: true,
+        };
+        let command = strings(&["bash", "-lc", "echo -- hi --cwd x"]);
+        let argv = sandbox_argv(
+            Path::new("/usr/bin/interpreter"),
+            &policy,
+            Path::new("/ws"),
+            &command,
+        );
+        assert_eq!(argv[0], "/usr/bin/interpreter");
+        assert_eq!(&argv[1..3], &strings(&["sandbox", "linux"])[..]);
+        let parsed = parse_linux_helper_args(&argv[3..]).unwrap();
+        assert_eq!(
+            parsed,
+            LinuxHelperArgs {
+                policy,
+                cwd: PathBuf::from("/ws"),
+                command
+            }
+        );
+    }
+
+    #[test]
+    fn accepts_the_short_policy_forms_people_type() {
+        let args = strings(&[
+            "--cwd",
+            "/ws",
+            "--policy-json",
+            r#"{"type":"workspace-write","network_access":true}"#,
+            "--",
+            "ls",
+        ]);
+        let parsed = parse_linux_helper_args(&args).unwrap();
+        assert_eq!(
+            parsed.policy,
+            SandboxPolicy::WorkspaceWrite {
+                writable_roots: vec![],
+                network_access: true,
+                exclude_tmpdir_env_var: false,
+                exclude_slash_tmp: false,
+            }
+        );
+    }
+
+    #[test]
+    fn rejects_missing_pieces() {
+        let policy = r#"{"type":"read-only"}"#;
+        for bad in [
+            strings(&["--cwd", "/ws", "--", "true"]),
+            strings(&["--policy-json", policy, "--", "true"]),
+            strings(&["--policy-json", policy, "--cwd", "/ws", "--"]),
+            strings(&["--policy-json", policy, "--cwd", "relative", "--", "true"]),
+            strings(&["--policy-json", "{", "--cwd", "/ws", "--", "true"]),
+            strings(&[
+                "--policy-json",
+                policy,
+                "--cwd",
+                "/ws",
+                "--cwd",
+                "/x",
+                "--",
+                "true",
+            ]),
+            strings(&["--bogus", "1", "--", "true"]),
+            strings(&["--policy-json"]),
+        ] {
+            assert!(parse_linux_helper_args(&bad).is_err(), "accepted {bad:?}");
+        }
+    }
+}

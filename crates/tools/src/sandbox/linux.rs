@@ -1,0 +1,704 @@
+//! Landlock + seccomp enforcement for the sandbox helper, and the kernel capability probe.
+//!
+//! The helper is a freshly exec'd, single-threaded copy of our binary. It builds every rule
+//! first, then restricts itself (no_new_privs, Landlock, seccomp) and `exec`s the command,
+//! which inherits the restrictions and cannot drop them.
+//!
+//! # File system (mount namespace + Landlock)
+//!
+//! The ruleset handles every file-system right of the kernel's Landlock ABI, with
+//! `HardRequirement` compatibility, so nothing is silently dropped. Read and execute are
+//! granted on `/`. Write-class rights (write, truncate, create/remove/rename of every file
+//! type, device ioctls) are granted beneath each writable root, and on the character
+//! devices shells need (`/dev/null`, `/dev/tty`, `/dev/ptmx`, `/dev/pts`, ...).
+//!
+//! Landlock rules only add rights to a whole hierarchy; they cannot grant a root and carve
+//! a protected subpath (`.git`, `.agents`, `.interpreter`) back out. So before building the
+//! ruleset the helper enters a private mount namespace and bind-mounts every protected path
+//! read-only (see [`super::mount_ns`]); each writable root is then granted whole, and the
+//! kernel answers writes beneath a protected path with `EROFS` and renames or removals of
+//! it with `EBUSY`. The working directory is entered only after the mounts, so it resolves
+//! through them.
+//!
+//! A protected path the mounts do not cover becomes a *carve-out*, handled by the same
+//! grant computation with Landlock alone: the root that holds it is not granted itself; we
+//! walk down the directories that lead to carve-outs and grant each *sibling* entry instead
+//! (directories get all write rights beneath them, files get write/truncate on themselves).
+//! Carve-outs are protected entries that are symlinks (a mount would follow them) and, when
+//! no mount namespace can be created at all (no privileges and unprivileged user namespaces
+//! disabled), every protected path; the helper then warns once on stderr. In that degraded
+//! mode the directory holding a carve-out (normally the workspace root) gets no new entries
+//! and its entries cannot be deleted or renamed; existing files stay editable in place.
+//! Symlinks among granted entries are not followed, and rules attach to the inodes that
+//! existed when the helper started.
+//!
+//! Because a whole root is granted, the seccomp filter also denies the syscalls that could
+//! undo the read-only mounts or reach a protected file through another mount: the mount
+//! API (`mount`, `umount2`, `mount_setattr`, `open_tree`, `fsopen`, ...), `setns` and
+//! `open_by_handle_at`. Landlock already refuses `mount`/`umount`/`pivot_root`; the rest
+//! matters when the command runs as root.
+//!
+//! The minimum is Landlock ABI 3 (Linux 6.2): before it, `truncate(2)` was not controlled
+//! and could empty any file on the machine.
+//!
+//! # Network
+//!
+//! With network access off, a seccomp filter makes `socket`/`socketpair` fail with `EPERM`
+//! for every address family except `AF_UNIX`, so IP sockets cannot even be created; when the
+//! ABI is 4 or newer Landlock also handles TCP bind/connect with no rule allowing any port.
+//! `ptrace`, `process_vm_readv/writev` and io_uring are always denied (they reach outside
+//! the Landlock domain or around it).
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::fs;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use interpreter_protocol::SandboxPolicy;
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use super::mount_ns::{MountFailure, MountPlan};
+use super::{
+    LinuxHelperArgs, NETWORK_DISABLED_ENV_VAR, SandboxError, SandboxSupport, WritableRoot,
+    writable_roots,
+};
+
+/// Oldest Landlock ABI we accept, and why.
+const MIN_LANDLOCK_ABI: u32 = 3;
+const MIN_ABI_FEATURE: &str = "control over truncate(2)";
+const MIN_ABI_KERNEL: &str = "6.2";
+/// First Landlock ABI that can restrict TCP bind/connect.
+const NETWORK_LANDLOCK_ABI: u32 = 4;
+
+/// `LANDLOCK_CREATE_RULESET_VERSION` from `<linux/landlock.h>`.
+const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+
+/// Character devices (and the pty directory) that shells and ordinary tools open for
+/// writing even when they write no files.
+const WRITABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// How long the capability probe waits for its `/bin/true` children.
+const PROBE_CHILD_DEADLINE: Duration = Duration::from_secs(10);
+const PROBE_POLL_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Runs `args.command` under `args.policy`, replacing this process. Returns only on error.
+///
+/// Must run before any other thread exists: Landlock and seccomp restrict the calling
+/// thread, and only that thread continues into the command.
+pub fn run_linux_helper(
+    args: LinuxHelperArgs,
+    env: &HashMap<String, String>,
+) -> Result<Infallible, SandboxError> {
+    let LinuxHelperArgs {
+        policy,
+        cwd,
+        command,
+    } = args;
+    let Some((program, program_args)) = command.split_first() else {
+        return Err(SandboxError::InvalidHelperArgs(
+            "no command to run".to_owned(),
+        ));
+    };
+
+    // Everything that reads the file system or allocates happens before restricting.
+    let prepared = match policy {
+        SandboxPolicy::DangerFullAccess => None,
+        _ => Some(PreparedSandbox::new(&policy, &cwd, env)?),
+    };
+    // Only now: a working directory entered before the bind mounts would still lead into
+    // the mount tree they cover, where protected paths are writable.
+    std::env::set_current_dir(&cwd).map_err(|source| SandboxError::Cwd {
+        path: cwd.clone(),
+        source,
+    })?;
+    if let Some(prepared) = prepared {
+        prepared
+            .enforce()
+            .map_err(EnforceFailure::into_sandbox_error)?;
+    }
+
+    let mut command = Command::new(program);
+    command.args(program_args);
+    if !policy.has_full_network_access() {
+        command.env(NETWORK_DISABLED_ENV_VAR, "1");
+    }
+    let source = command.exec();
+    Err(SandboxError::Exec {
+        program: program.clone(),
+        source,
+    })
+}
+
+/// Everything the helper needs to restrict itself, built while it still may read and
+/// allocate freely.
+struct PreparedSandbox {
+    ruleset: RulesetCreated,
+    seccomp: BpfProgram,
+}
+
+impl PreparedSandbox {
+    fn new(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        env: &HashMap<String, String>,
+    ) -> Result<Self, SandboxError> {
+        // Checked before touching mounts: there is no point isolating a command we refuse.
+        let abi = required_landlock_abi()?;
+        let network_off = !policy.has_full_network_access();
+        let roots = writable_roots(policy, cwd, env);
+        let carve_outs = protect_with_mounts(&roots);
+        Ok(Self {
+            ruleset: build_ruleset(abi, &roots, &carve_outs, network_off)?,
+            seccomp: build_seccomp_filter(network_off)?,
+        })
+    }
+
+    /// Restricts the calling thread. Allocates nothing on success, so it is also usable
+    /// between `fork` and `exec`.
+    fn enforce(self) -> Result<(), EnforceFailure> {
+        enforce_landlock(self.ruleset)?;
+        enforce_seccomp(&self.seccomp)
+    }
+}
+
+/// Makes the protected paths inside `roots` read-only with bind mounts in a private mount
+/// namespace, and returns the protected paths Landlock must carve out instead.
+fn protect_with_mounts(roots: &[WritableRoot]) -> Vec<PathBuf> {
+    // Protected paths of every root count for every root: a `gitdir:` target may live
+    // inside another writable root.
+    let mut protected: Vec<PathBuf> = Vec::new();
+    for path in roots.iter().flat_map(|root| &root.read_only_subpaths) {
+        if !protected.contains(path) {
+            protected.push(path.clone());
+        }
+    }
+    let plan = MountPlan::for_protected(roots, &protected);
+    if plan.is_empty() {
+        return protected;
+    }
+    match plan.apply() {
+        Ok(()) => protected
+            .into_iter()
+            .filter(|path| !plan.covers(path))
+            .collect(),
+        Err(failure) => {
+            // The helper's stderr is the command's: this is where a person (or the model)
+            // reading the output learns why creating files next to `.git` fails.
+            eprintln!(
+                "interpreter sandbox: warning: could not create a mount namespace to keep \
+                 protected paths read-only ({failure}); falling back to Landlock alone, so \
+                 no new files can be created, removed or renamed in the directory that holds \
+                 .git, .agents or .interpreter"
+            );
+            protected
+        }
+    }
+}
+
+/// Why restricting failed; kept allocation-free so a forked child can produce it.
+#[derive(Debug)]
+enum EnforceFailure {
+    MountNamespace(MountFailure),
+    LandlockRestrict(RulesetError),
+    LandlockNotFullyEnforced {
+        ruleset: RulesetStatus,
+        no_new_privs: bool,
+    },
+    Seccomp(seccompiler::Error),
+}
+
+impl EnforceFailure {
+    fn into_sandbox_error(self) -> SandboxError {
+        match self {
+            // Only the capability probe meets this, and it reports the errno itself.
+            Self::MountNamespace(failure) => SandboxError::LandlockSetup {
+                step: "setting up the mount namespace".to_owned(),
+                message: failure.to_string(),
+            },
+            Self::LandlockRestrict(error) => SandboxError::LandlockSetup {
+                step: "restricting the process".to_owned(),
+                message: error.to_string(),
+            },
+            Self::LandlockNotFullyEnforced {
+                ruleset,
+                no_new_privs,
+            } => SandboxError::LandlockNotEnforced {
+                status: format!("{ruleset:?}, no_new_privs: {no_new_privs}"),
+            },
+            Self::Seccomp(error) => SandboxError::Seccomp {
+                step: "installing the filter",
+                message: error.to_string(),
+            },
+        }
+    }
+
+    /// The errno a forked probe child reports through `pre_exec`.
+    fn errno(&self) -> i32 {
+        match self {
+            Self::MountNamespace(failure) => failure.errno,
+            Self::LandlockRestrict(_) => libc::EPERM,
+            Self::LandlockNotFullyEnforced { .. } => libc::EOPNOTSUPP,
+            Self::Seccomp(_) => libc::EINVAL,
+        }
+    }
+}
+
+fn enforce_landlock(ruleset: RulesetCreated) -> Result<(), EnforceFailure> {
+    let status = ruleset
+        .restrict_self()
+        .map_err(EnforceFailure::LandlockRestrict)?;
+    if status.ruleset == RulesetStatus::FullyEnforced && status.no_new_privs {
+        Ok(())
+    } else {
+        Err(EnforceFailure::LandlockNotFullyEnforced {
+            ruleset: status.ruleset,
+            no_new_privs: status.no_new_privs,
+        })
+    }
+}
+
+fn enforce_seccomp(filter: &BpfProgram) -> Result<(), EnforceFailure> {
+    // Also sets no_new_privs, which seccomp requires of unprivileged processes.
+    seccompiler::apply_filter(filter).map_err(EnforceFailure::Seccomp)
+}
+
+/// The kernel's Landlock ABI, or why there is none.
+#[allow(unsafe_code)]
+fn kernel_landlock_abi() -> Result<u32, String> {
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the syscall reads
+    // and writes no memory; it only returns the ABI version or an error.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0_usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if version > 0 {
+        return u32::try_from(version).map_err(|_| format!("unexpected Landlock ABI {version}"));
+    }
+    let error = io::Error::last_os_error();
+    Err(match error.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => "Landlock is built into the kernel but not enabled \
+             (add `landlock` to the `lsm=` kernel boot parameter)"
+            .to_owned(),
+        Some(libc::ENOSYS) => "the kernel has no Landlock support \
+             (it needs CONFIG_SECURITY_LANDLOCK=y; Landlock ABI 3 arrived in Linux 6.2)"
+            .to_owned(),
+        _ => format!("querying the Landlock ABI failed: {error}"),
+    })
+}
+
+/// The kernel's ABI as the `landlock` crate's type, if it meets our minimum.
+///
+/// We hand the detected ABI to the crate (which it discourages for portability) on purpose:
+/// we want every right this kernel can enforce, and `HardRequirement` turns any right the
+/// kernel rejects into an error rather than a weaker ruleset.
+fn required_landlock_abi() -> Result<ABI, SandboxError> {
+    let version =
+        kernel_landlock_abi().map_err(|reason| SandboxError::LandlockUnavailable { reason })?;
+    if version < MIN_LANDLOCK_ABI {
+        return Err(SandboxError::LandlockAbiTooOld {
+            found: version,
+            required: MIN_LANDLOCK_ABI,
+            required_feature: MIN_ABI_FEATURE,
+            required_kernel: MIN_ABI_KERNEL,
+        });
+    }
+    Ok(ABI::from(i32::try_from(version).unwrap_or(i32::MAX)))
+}
+
+fn landlock_setup_error(step: impl Into<String>) -> impl FnOnce(RulesetError) -> SandboxError {
+    let step = step.into();
+    move |error| SandboxError::LandlockSetup {
+        step,
+        message: error.to_string(),
+    }
+}
+
+fn build_ruleset(
+    abi: ABI,
+    roots: &[WritableRoot],
+    carve_outs: &[PathBuf],
+    network_off: bool,
+) -> Result<RulesetCreated, SandboxError> {
+    let all_fs = AccessFs::from_all(abi);
+    // Connecting to a pathname UNIX socket (ABI 9+) is not a write; seccomp already lets
+    // AF_UNIX through, so Landlock allows it everywhere too.
+    let read_everywhere = AccessFs::from_read(abi) | (all_fs & AccessFs::ResolveUnix);
+    let write_dir = AccessFs::from_write(abi);
+    let write_file = write_dir & AccessFs::from_file(abi);
+
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(all_fs)
+        .map_err(landlock_setup_error("handling file-system rights"))?;
+    if network_off && abi >= ABI::from(NETWORK_LANDLOCK_ABI as i32) {
+        // Handled with no rule: every TCP bind and connect is denied.
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(landlock_setup_error("handling TCP rights"))?;
+    }
+    let mut created = ruleset
+        .create()
+        .map_err(landlock_setup_error("creating the ruleset"))?;
+
+    created = add_path_rule(created, Path::new("/"), read_everywhere)?;
+    for device in WRITABLE_DEVICES {
+        let device = Path::new(device);
+        if fs::metadata(device).is_ok() {
+            created = add_path_rule(created, device, write_file)?;
+        }
+    }
+    for (path, access) in write_grants(roots, carve_outs, write_dir, write_file) {
+        created = add_path_rule(created, &path, access)?;
+    }
+    Ok(created)
+}
+
+fn add_path_rule(
+    ruleset: RulesetCreated,
+    path: &Path,
+    access: BitFlags<AccessFs>,
+) -> Result<RulesetCreated, SandboxError> {
+    let fd = PathFd::new(path).map_err(|error| SandboxError::LandlockSetup {
+        step: format!("opening {}", path.display()),
+        message: error.to_string(),
+    })?;
+    ruleset
+        .add_rule(PathBeneath::new(fd, access))
+        .map_err(landlock_setup_error(format!("granting {}", path.display())))
+}
+
+/// The Landlock write rules for `roots`: each root whole when it holds no carve-out,
+/// otherwise its other entries one by one (see the module documentation).
+fn write_grants(
+    roots: &[WritableRoot],
+    carve_outs: &[PathBuf],
+    write_dir: BitFlags<AccessFs>,
+    write_file: BitFlags<AccessFs>,
+) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
+    let protected: Vec<&Path> = carve_outs.iter().map(PathBuf::as_path).collect();
+    let mut grants = Vec::new();
+    for root in roots {
+        grant_beneath(&root.root, &protected, write_dir, write_file, &mut grants);
+    }
+    grants
+}
+
+fn grant_beneath(
+    dir: &Path,
+    protected: &[&Path],
+    write_dir: BitFlags<AccessFs>,
+    write_file: BitFlags<AccessFs>,
+    grants: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+) {
+    if protected.contains(&dir) {
+        return;
+    }
+    if !protected.iter().any(|path| path.starts_with(dir)) {
+        grants.push((dir.to_path_buf(), write_dir));
+        return;
+    }
+    // An unreadable directory gets no grants: failing closed only costs writability.
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if file_type.is_symlink() || protected.contains(&path.as_path()) {
+            continue;
+        }
+        if file_type.is_dir() {
+            grant_beneath(&path, protected, write_dir, write_file, grants);
+        } else {
+            grants.push((path, write_file));
+        }
+    }
+}
+
+fn seccomp_error(step: &'static str) -> impl FnOnce(seccompiler::BackendError) -> SandboxError {
+    move |error| SandboxError::Seccomp {
+        step,
+        message: error.to_string(),
+    }
+}
+
+// `libc::SYS_*` are `c_long`: already `i64` here, `i32` on 32-bit targets.
+#[allow(clippy::useless_conversion)]
+fn build_seccomp_filter(network_off: bool) -> Result<BpfProgram, SandboxError> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(seccomp_error("choosing the architecture"))?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    // An empty rule list matches the syscall unconditionally.
+    for syscall in [
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        // The read-only bind mounts over protected paths must stay: no remounting,
+        // unmounting or detached copies, and no way back into the host's namespace.
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+        libc::SYS_setns,
+        // Opens an inode through any mount, including a writable one beneath a protected
+        // path's bind mount (needs CAP_DAC_READ_SEARCH, so only a root command could).
+        libc::SYS_open_by_handle_at,
+    ] {
+        rules.insert(i64::from(syscall), Vec::new());
+    }
+    if network_off {
+        for syscall in [libc::SYS_socket, libc::SYS_socketpair] {
+            let domain_is_not_unix = SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                libc::AF_UNIX as u64,
+            )
+            .map_err(seccomp_error("building the socket-family condition"))?;
+            let rule = SeccompRule::new(vec![domain_is_not_unix])
+                .map_err(seccomp_error("building the socket rule"))?;
+            rules.insert(i64::from(syscall), vec![rule]);
+        }
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(seccomp_error("building the filter"))?;
+    BpfProgram::try_from(filter).map_err(seccomp_error("compiling the filter"))
+}
+
+/// What this kernel can enforce, found by restricting short-lived child processes.
+pub fn probe_support() -> SandboxSupport {
+    let mut problems = Vec::new();
+    let landlock_abi = match kernel_landlock_abi() {
+        Ok(version) => Some(version),
+        Err(reason) => {
+            problems.push(format!("Landlock is not available: {reason}"));
+            None
+        }
+    };
+
+    let landlock_enforced = match landlock_abi {
+        Some(version) if version < MIN_LANDLOCK_ABI => {
+            problems.push(format!(
+                "Landlock ABI {version} is too old: the sandbox needs ABI {MIN_LANDLOCK_ABI} \
+                 ({MIN_ABI_FEATURE}, Linux {MIN_ABI_KERNEL} or newer)"
+            ));
+            false
+        }
+        Some(_) => match probe_landlock() {
+            Ok(()) => true,
+            Err(problem) => {
+                problems.push(problem);
+                false
+            }
+        },
+        None => false,
+    };
+
+    let seccomp = match probe_seccomp() {
+        Ok(()) => true,
+        Err(problem) => {
+            problems.push(problem);
+            false
+        }
+    };
+
+    let mut warnings = Vec::new();
+    let mount_namespace = match probe_mount_namespace() {
+        Ok(()) => true,
+        Err(problem) => {
+            warnings.push(problem);
+            false
+        }
+    };
+
+    SandboxSupport {
+        landlock_abi,
+        landlock_enforced,
+        seccomp,
+        mount_namespace,
+        supported: landlock_enforced && seccomp,
+        problems,
+        warnings,
+    }
+}
+
+fn probe_landlock() -> Result<(), String> {
+    let abi = required_landlock_abi().map_err(|error| error.to_string())?;
+    // The strictest shape the helper uses: read-only, network off.
+    let ruleset = build_ruleset(abi, &[], &[], true).map_err(|error| error.to_string())?;
+    let mut ruleset = Some(ruleset);
+    run_probe_child(move || match ruleset.take() {
+        Some(ruleset) => enforce_landlock(ruleset),
+        None => Ok(()),
+    })
+    .map_err(|error| format!("a test process could not enforce Landlock: {error}"))
+}
+
+fn probe_seccomp() -> Result<(), String> {
+    let filter = build_seccomp_filter(true).map_err(|error| error.to_string())?;
+    run_probe_child(move || enforce_seccomp(&filter))
+        .map_err(|error| format!("a test process could not install the seccomp filter: {error}"))
+}
+
+/// Whether a child can do what the helper does to protect paths: enter a private mount
+/// namespace and bind-mount a directory (the probe program's own) read-only.
+fn probe_mount_namespace() -> Result<(), String> {
+    let program_dir = Path::new(probe_program())
+        .parent()
+        .unwrap_or_else(|| Path::new("/"));
+    let plan = MountPlan::probe(program_dir);
+    run_probe_child(move || plan.apply().map_err(EnforceFailure::MountNamespace)).map_err(|error| {
+        format!(
+            "a test process could not keep a path read-only in a mount namespace of its \
+                 own ({error}); protected paths fall back to Landlock alone, so no new files \
+                 can be created in the directory that holds .git, .agents or .interpreter \
+                 (needs CAP_SYS_ADMIN or unprivileged user namespaces)"
+        )
+    })
+}
+
+/// Runs `/bin/true` after `restrict` has run in the forked child, and reports whether it
+/// exited successfully within [`PROBE_CHILD_DEADLINE`].
+#[allow(unsafe_code)]
+fn run_probe_child<F>(mut restrict: F) -> io::Result<()>
+where
+    F: FnMut() -> Result<(), EnforceFailure> + Send + Sync + 'static,
+{
+    let mut command = Command::new(probe_program());
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: the hook runs between fork and exec in a child of a possibly multi-threaded
+    // process, where only async-signal-safe work is sound. `restrict` only issues prctl,
+    // landlock, seccomp, unshare, open/write/close and mount syscalls on data built before
+    // the fork and allocates nothing; on failure it returns a plain errno, which std sends
+    // to the parent. The child is single-threaded, as unshare(CLONE_NEWUSER) requires.
+    unsafe {
+        command.pre_exec(move || {
+            restrict().map_err(|failure| io::Error::from_raw_os_error(failure.errno()))
+        });
+    }
+    let mut child = command.spawn()?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return if status.success() {
+                Ok(())
+            } else {
+                Err(io::Error::other(format!(
+                    "the test process exited with {status}"
+                )))
+            };
+        }
+        if started.elapsed() > PROBE_CHILD_DEADLINE {
+            // Best effort: the child is ours and already late; reap it if we can.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the test process did not finish",
+            ));
+        }
+        std::thread::sleep(PROBE_POLL_INTERVAL);
+    }
+}
+
+fn probe_program() -> &'static str {
+    if Path::new("/bin/true").exists() {
+        "/bin/true"
+    } else {
+        "/usr/bin/true"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn carve_outs_are_granted_entry_by_entry_and_other_roots_whole() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(ws.path()).unwrap();
+        fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        fs::create_dir_all(root.join("src/nested")).unwrap();
+        fs::write(root.join("README.md"), "hi").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("etc-link")).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let other_root = fs::canonicalize(other.path()).unwrap();
+
+        let roots = vec![
+            WritableRoot {
+                root: root.clone(),
+                read_only_subpaths: vec![root.join(".git")],
+            },
+            WritableRoot {
+                root: other_root.clone(),
+                read_only_subpaths: vec![],
+            },
+        ];
+        let dir = AccessFs::from_write(ABI::V3);
+        let file = dir & AccessFs::from_file(ABI::V3);
+        let mut grants = write_grants(&roots, &[root.join(".git")], dir, file);
+        grants.sort();
+        let mut expected = vec![
+            (root.join("README.md"), file),
+            (root.join("src"), dir),
+            (other_root.clone(), dir),
+        ];
+        expected.sort();
+        assert_eq!(grants, expected);
+
+        // With the mounts keeping `.git` read-only there is nothing to carve out.
+        let mut whole = write_grants(&roots, &[], dir, file);
+        whole.sort();
+        let mut expected = vec![(root, dir), (other_root, dir)];
+        expected.sort();
+        assert_eq!(whole, expected);
+    }
+
+    #[test]
+    fn seccomp_filter_compiles_for_this_architecture() {
+        assert!(!build_seccomp_filter(true).unwrap().is_empty());
+        assert!(!build_seccomp_filter(false).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,395 @@
+//! Which paths a policy lets commands write.
+//!
+//! Under `workspace-write` the writable roots are the cwd, the policy's `writable_roots`,
+//! `/tmp` (unless `exclude_slash_tmp`) and `$TMPDIR` (unless `exclude_tmpdir_env_var`), all
+//! canonicalized so they compare against resolved paths. Inside each root, `.git`,
+//! `.agents` and `.interpreter` stay read-only when they exist, because writing them lets a
+//! command plant code that runs later outside the sandbox (git hooks, agent and project
+//! configuration). A `.git` *file* (worktrees, submodules) points at the real git directory
+//! with `gitdir: X`; X is protected too.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+use interpreter_protocol::SandboxPolicy;
+
+/// Directory names kept read-only inside every writable root.
+pub const PROTECTED_DIR_NAMES: [&str; 3] = [".git", ".agents", ".interpreter"];
+
+/// Linux gives up on a path after 40 symlinks (`ELOOP`); so do we.
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// A directory commands may write beneath, minus the subpaths they may not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WritableRoot {
+    /// Canonical (symlink-free) path of the root.
+    pub root: PathBuf,
+    /// Canonical paths that stay read-only even though they are (usually) beneath `root`.
+    pub read_only_subpaths: Vec<PathBuf>,
+}
+
+/// The roots commands may write under `policy` when started in `cwd` with environment `env`.
+///
+/// Empty for `read-only` and for `danger-full-access` (which needs no roots: everything is
+/// writable). Roots that do not exist are skipped; duplicates are dropped.
+pub fn writable_roots(
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    env: &HashMap<String, String>,
+) -> Vec<WritableRoot> {
+    let SandboxPolicy::WorkspaceWrite {
+        writable_roots: extra_roots,
+        exclude_tmpdir_env_var,
+        exclude_slash_tmp,
+        ..
+    } = policy
+    else {
+        return Vec::new();
+    };
+
+    let mut candidates = vec![cwd.to_path_buf()];
+    candidates.extend(extra_roots.iter().map(|root| cwd.join(root)));
+    if !exclude_slash_tmp {
+        candidates.push(PathBuf::from("/tmp"));
+    }
+    if !exclude_tmpdir_env_var
+        && let Some(tmpdir) = env.get("TMPDIR").filter(|value| !value.is_empty())
+    {
+        candidates.push(cwd.join(tmpdir));
+    }
+
+    let mut canonical_roots: Vec<PathBuf> = Vec::new();
+    for candidate in candidates {
+        let Ok(root) = fs::canonicalize(&candidate) else {
+            continue;
+        };
+        if root.is_dir() && !canonical_roots.contains(&root) {
+            canonical_roots.push(root);
+        }
+    }
+
+    canonical_roots
+        .into_iter()
+        .map(|root| WritableRoot {
+            read_only_subpaths: protected_subpaths(&root),
+            root,
+        })
+        .collect()
+}
+
+/// The protected entries that exist directly inside `root`, plus what they point at.
+fn protected_subpaths(root: &Path) -> Vec<PathBuf> {
+    let mut protected = Vec::new();
+    let mut add = |path: PathBuf| {
+        if !protected.contains(&path) {
+            protected.push(path);
+        }
+    };
+    for name in PROTECTED_DIR_NAMES {
+        let entry = root.join(name);
+        let Ok(metadata) = fs::symlink_metadata(&entry) else {
+            continue;
+        };
+        // The entry itself (a symlink or a git file must not be replaced either) ...
+        add(entry.clone());
+        // ... and, if it is a symlink, the directory it leads to.
+        if metadata.file_type().is_symlink()
+            && let Ok(target) = fs::canonicalize(&entry)
+        {
+            add(target);
+        }
+        if name == ".git"
+            && let Some(gitdir) = gitdir_of_git_file(root, &entry)
+        {
+            add(gitdir);
+        }
+    }
+    protected
+}
+
+/// For a `.git` file of the form `gitdir: X`, the canonical X (relative X is relative to
+/// the directory holding the file).
+fn gitdir_of_git_file(root: &Path, git_entry: &Path) -> Option<PathBuf> {
+    if !fs::metadata(git_entry).ok()?.is_file() {
+        return None;
+    }
+    let contents = fs::read_to_string(git_entry).ok()?;
+    let target = contents
+        .lines()
+        .find_map(|line| line.strip_prefix("gitdir:"))?
+        .trim();
+    if target.is_empty() {
+        return None;
+    }
+    fs::canonicalize(root.join(target)).ok()
+}
+
+/// Whether a command (or `apply_patch`) may write `path` under `policy`.
+///
+/// `path` may be relative (to `cwd`), contain `..`, go through symlinks, or not exist yet:
+/// it is resolved the way the kernel would resolve it for a create, so a symlink inside the
+/// workspace that points outside does not make the outside writable.
+pub fn is_path_writable(
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    env: &HashMap<String, String>,
+    path: &Path,
+) -> bool {
+    match policy {
+        SandboxPolicy::DangerFullAccess => true,
+        SandboxPolicy::ReadOnly { .. } => false,
+        SandboxPolicy::WorkspaceWrite { .. } => {
+            let Some(resolved) = resolve_for_write(&cwd.join(path)) else {
+                return false;
+            };
+            // Roots overlap (the workspace usually sits under /tmp or $TMPDIR), so a path
+            // protected in one root must stay protected even when another root contains it.
+            let roots = writable_roots(policy, cwd, env);
+            roots.iter().any(|root| resolved.starts_with(&root.root))
+                && !roots
+                    .iter()
+                    .flat_map(|root| &root.read_only_subpaths)
+                    .any(|protected| resolved.starts_with(protected))
+        }
+    }
+}
+
+/// Resolves `..` and symlinks along an absolute path, including a final dangling symlink
+/// (writing through it would create its target). Components below the deepest existing
+/// directory are appended as they are. `None` on a symlink loop or a relative path.
+pub(crate) fn resolve_for_write(path: &Path) -> Option<PathBuf> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut pending: VecDeque<OsString> = VecDeque::new();
+    push_components_front(&mut pending, path);
+    let mut resolved = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(component) = pending.pop_front() {
+        match component.to_str() {
+            Some("/") => resolved = PathBuf::from("/"),
+            Some(".") => {}
+            Some("..") => {
+                resolved.pop();
+            }
+            _ => {
+                let candidate = resolved.join(&component);
+                match fs::symlink_metadata(&candidate) {
+                    Ok(metadata) if metadata.file_type().is_symlink() => {
+                        hops += 1;
+                        if hops > MAX_SYMLINK_HOPS {
+                            return None;
+                        }
+                        let target = fs::read_link(&candidate).ok()?;
+                        // A relative target is relative to the link's directory, which is
+                        // `resolved` as it stands.
+                        push_components_front(&mut pending, &target);
+                    }
+                    _ => resolved = candidate,
+                }
+            }
+        }
+    }
+    Some(resolved)
+}
+
+fn push_components_front(pending: &mut VecDeque<OsString>, path: &Path) {
+    let components: Vec<OsString> = path
+        .components()
+        .map(|component| match component {
+            Component::RootDir | Component::Prefix(_) => OsString::from("/"),
+            Component::CurDir => OsString::from("."),
+            Component::ParentDir => OsString::from(".."),
+            Component::Normal(name) => name.to_os_string(),
+        })
+        .collect();
+    for component in components.into_iter().rev() {
+        pending.push_front(component);
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use std::os::unix::fs::symlink;
+
+    fn workspace_write(extra: Vec<PathBuf>) -> SandboxPolicy {
+        SandboxPolicy::WorkspaceWrite {
+            writable_roots: extra,
+            network_access: false,
+            exclude_tmpdir_env_var: true,
+            exclude_slash_tmp: true,
+        }
+    }
+
+    fn no_env() -> HashMap<String, String> {
+        HashMap::new()
+    }
+
+    #[test]
+    fn roots_include_cwd_extra_roots_and_temp_dirs_as_configured() {
+        let ws = tempfile::tempdir().unwrap();
+        let extra = tempfile::tempdir().unwrap();
+        let tmpdir = tempfile::tempdir().unwrap();
+        let ws_path = fs::canonicalize(ws.path()).unwrap();
+        let env = HashMap::from([(
+            "TMPDIR".to_owned(),
+            tmpdir.path().to_string_lossy().into_owned(),
+        )]);
+
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![extra.path().to_path_buf(), PathBuf::from("/does/not/exist")],
+            network_access: false,
+            exclude_tmpdir_env_var: false,
+            exclude_slash_tmp: false,
+        };
+        let roots: Vec<PathBuf> = writable_roots(&policy, ws.path(), &env)
+            .into_iter()
+            .map(|root| root.root)
+            .collect();
+        assert_eq!(
+            roots,
+            vec![
+                ws_path.clone(),
+                fs::canonicalize(extra.path()).unwrap(),
+                fs::canonicalize("/tmp").unwrap(),
+                fs::canonicalize(tmpdir.path()).unwrap(),
+            ]
+        );
+
+        let only_cwd: Vec<PathBuf> = writable_roots(&workspace_write(vec![]), ws.path(), &env)
+            .into_iter()
+            .map(|root| root.root)
+            .collect();
+        assert_eq!(only_cwd, vec![ws_path]);
+        assert!(
+            writable_roots(
+                &SandboxPolicy::ReadOnly {
+                    network_access: true
+                },
+                ws.path(),
+                &env
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn protected_subpaths_exist_only_when_present_and_follow_gitdir_files() {
+        let ws = tempfile::tempdir().unwrap();
+        let real_gitdir = tempfile::tempdir().unwrap();
+        fs::create_dir(ws.path().join(".agents")).unwrap();
+        fs::write(
+            ws.path().join(".git"),
+            format!("gitdir: {}\n", real_gitdir.path().display()),
+        )
+        .unwrap();
+        let roots = writable_roots(&workspace_write(vec![]), ws.path(), &no_env());
+        let root = fs::canonicalize(ws.path()).unwrap();
+        assert_eq!(
+            roots,
+            vec![WritableRoot {
+                read_only_subpaths: vec![
+                    root.join(".git"),
+                    fs::canonicalize(real_gitdir.path()).unwrap(),
+                    root.join(".agents"),
+                ],
+                root,
+            }]
+        );
+    }
+
+    #[test]
+    fn writability_resolves_dotdot_symlinks_and_missing_paths() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+        fs::create_dir(ws.path().join("src")).unwrap();
+        symlink(outside.path(), ws.path().join("escape")).unwrap();
+        symlink(outside.path().join("new-file"), ws.path().join("dangling")).unwrap();
+        symlink(ws.path().join("src"), ws.path().join("src-link")).unwrap();
+        symlink(ws.path().join("loop"), ws.path().join("loop")).unwrap();
+        let policy = workspace_write(vec![]);
+        let writable =
+            |path: &str| is_path_writable(&policy, ws.path(), &no_env(), Path::new(path));
+
+        assert!(writable("src/main.rs"));
+        assert!(writable("new/dir/file.txt"));
+        assert!(writable("src-link/lib.rs"));
+        assert!(writable("new/../src/x"));
+        assert!(!writable("escape/file"));
+        assert!(!writable("dangling"));
+        assert!(!writable("loop"));
+        assert!(!writable(".git/hooks/pre-commit"));
+        assert!(!writable("src/../.git/config"));
+        assert!(!writable("../outside.txt"));
+        assert!(!writable(&outside.path().join("x").to_string_lossy()));
+
+        let anywhere = outside.path().join("x");
+        assert!(is_path_writable(
+            &SandboxPolicy::DangerFullAccess,
+            ws.path(),
+            &no_env(),
+            &anywhere
+        ));
+        let read_only = SandboxPolicy::ReadOnly {
+            network_access: false,
+        };
+        assert!(!is_path_writable(
+            &read_only,
+            ws.path(),
+            &no_env(),
+            Path::new("src/main.rs")
+        ));
+    }
+
+    #[test]
+    fn tmpdir_from_env_is_writable_unless_excluded() {
+        let ws = tempfile::tempdir().unwrap();
+        let tmpdir = tempfile::tempdir().unwrap();
+        let env = HashMap::from([(
+            "TMPDIR".to_owned(),
+            tmpdir.path().to_string_lossy().into_owned(),
+        )]);
+        let target = tmpdir.path().join("scratch");
+        let with_tmpdir = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![],
+            network_access: false,
+            exclude_tmpdir_env_var: false,
+            exclude_slash_tmp: true,
+        };
+        assert!(is_path_writable(&with_tmpdir, ws.path(), &env, &target));
+        assert!(!is_path_writable(
+            &workspace_write(vec![]),
+            ws.path(),
+            &env,
+            &target
+        ));
+    }
+}
+
+#[cfg(test)]
+mod overlap_tests {
+    use super::*;
+
+    #[test]
+    fn protected_path_stays_protected_under_an_overlapping_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outer = tmp.path().canonicalize().unwrap();
+        let work = outer.join("work");
+        std::fs::create_dir_all(work.join(".git")).unwrap();
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![outer.clone()],
+            network_access: false,
+            exclude_tmpdir_env_var: true,
+            exclude_slash_tmp: true,
+        };
+        let env = HashMap::new();
+        assert!(is_path_writable(&policy, &work, &env, &work.join("src/lib.rs")));
+        assert!(!is_path_writable(&policy, &work, &env, &work.join(".git/hooks/pre-commit")));
+        assert!(is_path_writable(&policy, &work, &env, &outer.join("other.txt")));
+    }
+}

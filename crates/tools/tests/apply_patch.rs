@@ -1,0 +1,225 @@
+//! apply_patch against a real directory tree.
+
+use std::fs;
+use std::path::Path;
+
+use interpreter_protocol::FileChange;
+use interpreter_tools::apply_patch::{PatchError, apply_patch, parse_patch};
+use pretty_assertions::assert_eq;
+
+fn apply(text: &str, cwd: &Path) -> Result<String, PatchError> {
+    let patch = parse_patch(text)?;
+    Ok(apply_patch(&patch, cwd)?.summary())
+}
+
+#[test]
+fn add_update_delete_in_one_patch() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    fs::write(dir.path().join("keep.txt"), "one\ntwo\nthree\n")?;
+    fs::write(dir.path().join("gone.txt"), "bye\n")?;
+    let summary = apply(
+        "*** Begin Patch\n\
+         *** Add File: nested/new.txt\n\
+         +hello\n\
+         *** Update File: keep.txt\n\
+         @@\n one\n-two\n+TWO\n three\n\
+         *** Delete File: gone.txt\n\
+         *** End Patch\n",
+        dir.path(),
+    )?;
+    assert_eq!(
+        summary,
+        "Success. Updated the following files:\nA nested/new.txt\nM keep.txt\nD gone.txt"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("nested/new.txt"))?,
+        "hello\n"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("keep.txt"))?,
+        "one\nTWO\nthree\n"
+    );
+    assert!(!dir.path().join("gone.txt").exists());
+    Ok(())
+}
+
+#[test]
+fn move_renames_and_edits() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    fs::write(dir.path().join("old.rs"), "fn a() {}\n")?;
+    let summary = apply(
+        "*** Begin Patch\n*** Update File: old.rs\n*** Move to: src/new.rs\n@@\n-fn a() {}\n+fn b() {}\n*** End Patch",
+        dir.path(),
+    )?;
+    assert_eq!(
+        summary,
+        "Success. Updated the following files:\nM src/new.rs"
+    );
+    assert!(!dir.path().join("old.rs").exists());
+    assert_eq!(
+        fs::read_to_string(dir.path().join("src/new.rs"))?,
+        "fn b() {}\n"
+    );
+    Ok(())
+}
+
+#[test]
+fn end_of_file_anchor_edits_the_last_occurrence() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    fs::write(dir.path().join("f.txt"), "}\nmiddle\n}\n")?;
+    apply(
+        "*** Begin Patch\n*** Update File: f.txt\n@@\n-}\n+}\n+// end\n*** End of File\n*** End Patch",
+        dir.path(),
+    )?;
+    assert_eq!(
+        fs::read_to_string(dir.path().join("f.txt"))?,
+        "}\nmiddle\n}\n// end\n"
+    );
+    Ok(())
+}
+
+#[test]
+fn fuzzy_whitespace_and_punctuation_match() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    fs::write(
+        dir.path().join("f.py"),
+        "def f():\n    x = 1   \n    s = \u{201C}quoted\u{201D} \u{2014} done\n",
+    )?;
+    apply(
+        "*** Begin Patch\n*** Update File: f.py\n@@ def f():\n-x = 1\n-    s = \"quoted\" - done\n+    x = 2\n+    s = 'plain'\n*** End Patch",
+        dir.path(),
+    )?;
+    assert_eq!(
+        fs::read_to_string(dir.path().join("f.py"))?,
+        "def f():\n    x = 2\n    s = 'plain'\n"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_bad_hunk_leaves_the_disk_untouched() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    fs::write(dir.path().join("a.txt"), "alpha\n")?;
+    fs::write(dir.path().join("b.txt"), "beta\n")?;
+    let result = apply(
+        "*** Begin Patch\n\
+         *** Add File: c.txt\n+new\n\
+         *** Update File: a.txt\n@@\n-alpha\n+ALPHA\n\
+         *** Delete File: b.txt\n\
+         *** Update File: b.txt\n@@\n-not there\n+x\n\
+         *** End Patch",
+        dir.path(),
+    );
+    let Err(error) = result else {
+        panic!("patch should fail");
+    };
+    let message = error.to_string();
+    assert!(message.contains("b.txt"), "{message}");
+
+    let result = apply(
+        "*** Begin Patch\n\
+         *** Add File: c.txt\n+new\n\
+         *** Update File: a.txt\n@@\n-alpha\n+ALPHA\n\
+         *** Update File: b.txt\n@@\n-gamma\n+x\n\
+         *** End Patch",
+        dir.path(),
+    );
+    let Err(error) = result else {
+        panic!("patch should fail");
+    };
+    assert_eq!(
+        error.to_string().lines().take(2).collect::<Vec<_>>(),
+        vec!["Failed to find expected lines in b.txt:", "gamma"]
+    );
+    assert!(!dir.path().join("c.txt").exists());
+    assert_eq!(fs::read_to_string(dir.path().join("a.txt"))?, "alpha\n");
+    assert_eq!(fs::read_to_string(dir.path().join("b.txt"))?, "beta\n");
+    Ok(())
+}
+
+#[test]
+fn updating_a_missing_file_names_it() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let Err(error) = apply(
+        "*** Begin Patch\n*** Update File: nope.txt\n@@\n-a\n+b\n*** End Patch",
+        dir.path(),
+    ) else {
+        panic!("should fail");
+    };
+    assert!(error.to_string().contains("nope.txt"), "{error}");
+    Ok(())
+}
+
+#[test]
+fn heredoc_wrapped_patch_applies() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    apply(
+        "<<'EOF'\n*** Begin Patch\n*** Add File: h.txt\n+heredoc\n*** End Patch\nEOF\n",
+        dir.path(),
+    )?;
+    assert_eq!(fs::read_to_string(dir.path().join("h.txt"))?, "heredoc\n");
+    Ok(())
+}
+
+#[test]
+fn changes_preview_without_writing() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    fs::write(dir.path().join("u.txt"), "a\nb\n")?;
+    fs::write(dir.path().join("d.txt"), "doomed\n")?;
+    let patch = parse_patch(
+        "*** Begin Patch\n\
+         *** Add File: n.txt\n+fresh\n\
+         *** Delete File: d.txt\n\
+         *** Update File: u.txt\n*** Move to: m.txt\n@@\n a\n-b\n+c\n\
+         *** End Patch",
+    )?;
+    let cwd = dir.path();
+    assert_eq!(
+        patch.affected_paths(cwd),
+        vec![
+            cwd.join("n.txt"),
+            cwd.join("d.txt"),
+            cwd.join("u.txt"),
+            cwd.join("m.txt")
+        ]
+    );
+    let changes = patch.changes(cwd)?;
+    assert_eq!(
+        changes.get(&cwd.join("n.txt")),
+        Some(&FileChange::Add {
+            content: "fresh\n".into()
+        })
+    );
+    assert_eq!(
+        changes.get(&cwd.join("d.txt")),
+        Some(&FileChange::Delete {
+            content: "doomed\n".into()
+        })
+    );
+    let Some(FileChange::Update {
+        unified_diff,
+        move_path,
+    }) = changes.get(&cwd.join("u.txt"))
+    else {
+        panic!("missing update in {changes:?}");
+    };
+    assert_eq!(move_path.as_deref(), Some(cwd.join("m.txt").as_path()));
+    assert!(unified_diff.contains("-b\n+c\n"), "{unified_diff}");
+    assert!(!cwd.join("n.txt").exists());
+    assert!(cwd.join("d.txt").exists());
+    assert_eq!(fs::read_to_string(cwd.join("u.txt"))?, "a\nb\n");
+    Ok(())
+}
+
+#[test]
+fn absolute_paths_are_allowed() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let target = dir.path().join("abs.txt");
+    let text = format!(
+        "*** Begin Patch\n*** Add File: {}\n+x\n*** End Patch",
+        target.display()
+    );
+    apply(&text, Path::new("/"))?;
+    assert_eq!(fs::read_to_string(target)?, "x\n");
+    Ok(())
+}

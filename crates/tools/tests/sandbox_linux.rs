@@ -1,0 +1,863 @@
+//! End-to-end tests of the Linux sandbox helper against the running kernel.
+//!
+//! The helper has to be a real, freshly exec'd process, so this test binary owns its `main`
+//! (`harness = false`) and plays three parts, chosen by its arguments:
+//!
+//! * no arguments (what `cargo test` passes): the test runner below;
+//! * `sandbox linux --policy-json … --cwd … -- CMD…`: the helper, exactly as the
+//!   `interpreter` binary dispatches it;
+//! * `probe-* …`: the sandboxed command, which tries one operation and reports through its
+//!   exit status whether the kernel denied it.
+//!
+//! A test therefore runs `THIS sandbox linux … -- THIS probe-write PATH` and checks the
+//! status. Protected paths (`.git`, …) are kept read-only by bind mounts in a private mount
+//! namespace when the machine allows one, and by Landlock alone otherwise; the tests check
+//! whichever mode [`probe_support`] reports, and force the fallback once to check it too. When the kernel cannot enforce the sandbox, the tests assert that the helper
+//! refuses with a clear error instead of skipping.
+
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    eprintln!("sandbox_linux: the Linux sandbox is only tested on Linux");
+}
+
+#[cfg(target_os = "linux")]
+fn main() -> std::process::ExitCode {
+    linux::main()
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::collections::HashMap;
+    use std::fs;
+    use std::io;
+    use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::process::CommandExt;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, ExitCode, Stdio};
+    use std::time::{Duration, Instant};
+
+    use anyhow::{Context, Result, bail, ensure};
+    use interpreter_protocol::SandboxPolicy;
+    use interpreter_tools::sandbox::{
+        HELPER_SUBCOMMAND, NETWORK_DISABLED_ENV_VAR, SandboxSupport, parse_linux_helper_args,
+        probe_support, run_linux_helper, sandbox_argv,
+    };
+
+    /// Exit status of a probe whose operation the kernel refused (EACCES, EPERM, EROFS,
+    /// EBUSY).
+    const DENIED: i32 = 13;
+    /// Exit status of a probe whose operation failed for another reason.
+    const OTHER_FAILURE: i32 = 1;
+    const CHILD_DEADLINE: Duration = Duration::from_secs(60);
+    /// The unprivileged account the user-namespace tests switch to when run as root.
+    const NOBODY: u32 = 65534;
+    /// `MOUNT_ATTR_RDONLY` from `<linux/mount.h>`.
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    /// The fallback's warning on stderr starts with this.
+    const FALLBACK_WARNING: &str = "could not create a mount namespace";
+
+    pub fn main() -> ExitCode {
+        let args: Vec<String> = std::env::args().collect();
+        let role = args.get(1).map(String::as_str).unwrap_or_default();
+        if args.get(1..3).is_some_and(|two| two == HELPER_SUBCOMMAND) {
+            return helper(&args[3..]);
+        }
+        if role.starts_with("probe-") {
+            return ExitCode::from(probe(role, &args[2..]));
+        }
+        run_tests()
+    }
+
+    fn helper(args: &[String]) -> ExitCode {
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let result =
+            parse_linux_helper_args(args).and_then(|parsed| run_linux_helper(parsed, &env));
+        match result {
+            Ok(never) => match never {},
+            Err(error) => {
+                eprintln!("sandbox error: {error}");
+                ExitCode::from(101)
+            }
+        }
+    }
+
+    fn probe(role: &str, args: &[String]) -> u8 {
+        let arg = |index: usize| args.get(index).map(String::as_str).unwrap_or_default();
+        let outcome: io::Result<()> = match role {
+            "probe-write" => fs::write(arg(0), "written from the sandbox"),
+            "probe-remove" => fs::remove_file(arg(0)),
+            "probe-rename" => fs::rename(arg(0), arg(1)),
+            "probe-symlink" => std::os::unix::fs::symlink(arg(0), arg(1)),
+            "probe-mkdir" => fs::create_dir(arg(0)),
+            "probe-remount-writable" => remount_writable(arg(0)),
+            "probe-umount" => detach_mount(arg(0)),
+            "probe-mount-namespace" => {
+                if probe_support().mount_namespace {
+                    Ok(())
+                } else {
+                    Err(io::Error::from_raw_os_error(libc::EPERM))
+                }
+            }
+            "probe-connect" => arg(0)
+                .parse::<SocketAddr>()
+                .map_err(io::Error::other)
+                .and_then(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(5)))
+                .map(drop),
+            "probe-udp" => UdpSocket::bind("127.0.0.1:0").map(drop),
+            "probe-env" => match std::env::var(arg(0)) {
+                Ok(value) if value == "1" => Ok(()),
+                _ => Err(io::Error::other(format!("{} is not 1", arg(0)))),
+            },
+            other => Err(io::Error::other(format!("unknown probe {other}"))),
+        };
+        match outcome {
+            Ok(()) => 0,
+            Err(error) => {
+                eprintln!("{role} {args:?}: {error}");
+                let denied = matches!(
+                    error.raw_os_error(),
+                    Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::EBUSY)
+                );
+                if denied {
+                    DENIED as u8
+                } else {
+                    OTHER_FAILURE as u8
+                }
+            }
+        }
+    }
+
+    /// Clears the read-only attribute of the mount at `path`, as `mount -o remount,rw`
+    /// does with the new mount API.
+    #[allow(unsafe_code)]
+    fn remount_writable(path: &str) -> io::Result<()> {
+        #[repr(C)]
+        struct MountAttr {
+            attr_set: u64,
+            attr_clr: u64,
+            propagation: u64,
+            userns_fd: u64,
+        }
+        let path = std::ffi::CString::new(path).map_err(io::Error::other)?;
+        let attr = MountAttr {
+            attr_set: 0,
+            attr_clr: MOUNT_ATTR_RDONLY,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        // SAFETY: path is NUL-terminated and attr a live mount_attr of the size passed; the
+        // kernel only reads both during the call.
+        let result = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                0_u32,
+                &attr as *const MountAttr,
+                size_of::<MountAttr>(),
+            )
+        };
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    #[allow(unsafe_code)]
+    fn detach_mount(path: &str) -> io::Result<()> {
+        let path = std::ffi::CString::new(path).map_err(io::Error::other)?;
+        // SAFETY: path is a NUL-terminated string that outlives the call.
+        if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    struct Outcome {
+        code: Option<i32>,
+        stdout: String,
+        stderr: String,
+    }
+
+    /// How the helper is started, beyond the policy and the command.
+    #[derive(Default)]
+    struct Launch {
+        /// Runs the helper through this command first (e.g. `setpriv` to drop root).
+        prefix: Vec<String>,
+        /// Makes `unshare` fail with `EPERM` in the helper, as on a machine without
+        /// privileges or user namespaces.
+        forbid_namespaces: bool,
+    }
+
+    /// Runs `THIS sandbox linux … -- THIS <probe…>` (or another command) and waits for it.
+    fn run_sandboxed(policy: &SandboxPolicy, cwd: &Path, command: &[String]) -> Result<Outcome> {
+        run_launched(policy, cwd, command, &Launch::default())
+    }
+
+    /// A seccomp filter whose only effect is that `unshare` fails with `EPERM`.
+    fn unshare_forbidding_filter() -> Result<seccompiler::BpfProgram> {
+        let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH)?;
+        let rules = std::collections::BTreeMap::from([(libc::SYS_unshare, Vec::new())]);
+        let filter = seccompiler::SeccompFilter::new(
+            rules,
+            seccompiler::SeccompAction::Allow,
+            seccompiler::SeccompAction::Errno(libc::EPERM as u32),
+            arch,
+        )?;
+        Ok(seccompiler::BpfProgram::try_from(filter)?)
+    }
+
+    #[allow(unsafe_code)]
+    fn run_launched(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        command: &[String],
+        launch: &Launch,
+    ) -> Result<Outcome> {
+        let exe = std::env::current_exe().context("locating the test binary")?;
+        let argv: Vec<String> = launch
+            .prefix
+            .iter()
+            .cloned()
+            .chain(sandbox_argv(&exe, policy, cwd, command))
+            .collect();
+        let mut builder = Command::new(&argv[0]);
+        builder
+            .args(&argv[1..])
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if launch.forbid_namespaces {
+            let filter = unshare_forbidding_filter()?;
+            // SAFETY: between fork and exec the hook only issues the prctl and seccomp
+            // syscalls for a filter compiled before the fork.
+            unsafe {
+                builder
+                    .pre_exec(move || seccompiler::apply_filter(&filter).map_err(io::Error::other));
+            }
+        }
+        let mut child = builder.spawn().context("spawning the helper")?;
+        // Read both pipes on their own threads so a chatty command cannot block on a full
+        // pipe while we wait for it.
+        let stdout_reader = child.stdout.take().map(read_in_background);
+        let stderr_reader = child.stderr.take().map(read_in_background);
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if started.elapsed() > CHILD_DEADLINE {
+                child.kill()?;
+                child.wait()?;
+                bail!("sandboxed command {command:?} did not finish");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let collect = |reader: Option<std::thread::JoinHandle<String>>| {
+            reader
+                .map(|handle| handle.join().unwrap_or_default())
+                .unwrap_or_default()
+        };
+        Ok(Outcome {
+            code: status.code(),
+            stdout: collect(stdout_reader),
+            stderr: collect(stderr_reader),
+        })
+    }
+
+    fn read_in_background(
+        mut pipe: impl io::Read + Send + 'static,
+    ) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            // A read error leaves what was read so far, which is all a failure message
+            // can show anyway.
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    }
+
+    fn shell(script: &str) -> Vec<String> {
+        vec!["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned()]
+    }
+
+    fn probe_argv(role: &str, args: &[&Path]) -> Result<Vec<String>> {
+        let exe = std::env::current_exe()?;
+        let mut argv = vec![exe.to_string_lossy().into_owned(), role.to_owned()];
+        argv.extend(args.iter().map(|arg| arg.to_string_lossy().into_owned()));
+        Ok(argv)
+    }
+
+    /// Runs one probe in the sandbox and checks its exit status.
+    fn expect(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        role: &str,
+        args: &[&Path],
+        expected: i32,
+    ) -> Result<()> {
+        let outcome = run_sandboxed(policy, cwd, &probe_argv(role, args)?)?;
+        ensure!(
+            outcome.code == Some(expected),
+            "{role} {args:?} under {policy:?}: expected exit {expected}, got {:?}; stderr: {}",
+            outcome.code,
+            outcome.stderr
+        );
+        Ok(())
+    }
+
+    fn workspace_write(network_access: bool) -> SandboxPolicy {
+        // The temp dirs are excluded because the tests' "outside" directories live in /tmp.
+        SandboxPolicy::WorkspaceWrite {
+            writable_roots: Vec::new(),
+            network_access,
+            exclude_tmpdir_env_var: true,
+            exclude_slash_tmp: true,
+        }
+    }
+
+    fn canonical_tempdir() -> Result<(tempfile::TempDir, PathBuf)> {
+        let dir = tempfile::tempdir()?;
+        let path = fs::canonicalize(dir.path())?;
+        Ok((dir, path))
+    }
+
+    fn workspace_write_allows_inside_and_denies_outside() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let (_outside_guard, outside) = canonical_tempdir()?;
+        fs::create_dir(ws.join("sub"))?;
+        let policy = workspace_write(false);
+
+        expect(&policy, &ws, "probe-write", &[&ws.join("new.txt")], 0)?;
+        expect(
+            &policy,
+            &ws,
+            "probe-write",
+            &[&ws.join("sub/deeper.txt")],
+            0,
+        )?;
+        ensure!(ws.join("new.txt").exists() && ws.join("sub/deeper.txt").exists());
+        expect(&policy, &ws, "probe-write", &[&outside.join("x")], DENIED)?;
+        ensure!(!outside.join("x").exists(), "the write outside landed");
+
+        // Shell plumbing keeps working: /dev/null redirections and relative paths.
+        let shell = vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            "echo hi > /dev/null && echo piped > /dev/stderr && echo ok > relative.txt".to_owned(),
+        ];
+        let outcome = run_sandboxed(&policy, &ws, &shell)?;
+        ensure!(outcome.code == Some(0), "shell failed: {}", outcome.stderr);
+        ensure!(fs::read_to_string(ws.join("relative.txt"))? == "ok\n");
+        Ok(())
+    }
+
+    fn read_only_denies_workspace_and_tmp() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let policy = SandboxPolicy::ReadOnly {
+            network_access: false,
+        };
+        expect(&policy, &ws, "probe-write", &[&ws.join("x")], DENIED)?;
+        let in_tmp = ws.with_extension("read-only-probe");
+        expect(&policy, &ws, "probe-write", &[&in_tmp], DENIED)?;
+        ensure!(!in_tmp.exists() && !ws.join("x").exists());
+
+        let shell = vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            "echo hi > /dev/null && cat /etc/hostname > /dev/null".to_owned(),
+        ];
+        let outcome = run_sandboxed(&policy, &ws, &shell)?;
+        ensure!(
+            outcome.code == Some(0),
+            "read-only shell failed: {}",
+            outcome.stderr
+        );
+        Ok(())
+    }
+
+    fn symlink_inside_workspace_cannot_write_outside() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let (_outside_guard, outside) = canonical_tempdir()?;
+        std::os::unix::fs::symlink(&outside, ws.join("escape"))?;
+        expect(
+            &workspace_write(false),
+            &ws,
+            "probe-write",
+            &[&ws.join("escape/stolen.txt")],
+            DENIED,
+        )?;
+        ensure!(!outside.join("stolen.txt").exists());
+        Ok(())
+    }
+
+    /// A workspace shaped like a repository: `.git` with hooks, `.interpreter`, sources, a
+    /// top-level file and a symlink pointing outside. Returns the guards and the paths.
+    fn repository_workspace() -> Result<(tempfile::TempDir, PathBuf, tempfile::TempDir, PathBuf)> {
+        let (ws_guard, ws) = canonical_tempdir()?;
+        let (outside_guard, outside) = canonical_tempdir()?;
+        fs::create_dir_all(ws.join(".git/hooks"))?;
+        fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n")?;
+        fs::write(ws.join(".git/hooks/pre-commit.sample"), "#!/bin/sh\n")?;
+        fs::create_dir(ws.join(".interpreter"))?;
+        fs::create_dir(ws.join("src"))?;
+        fs::create_dir(ws.join("not-git"))?;
+        fs::write(ws.join("README.md"), "readme\n")?;
+        std::os::unix::fs::symlink(&outside, ws.join("escape"))?;
+        Ok((ws_guard, ws, outside_guard, outside))
+    }
+
+    fn chown_tree(path: &Path, uid: u32) -> Result<()> {
+        std::os::unix::fs::lchown(path, Some(uid), Some(uid))?;
+        if fs::symlink_metadata(path)?.is_dir() {
+            for entry in fs::read_dir(path)? {
+                chown_tree(&entry?.path(), uid)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one probe; the helper's stderr must carry the fallback warning exactly when
+    /// the mount namespace is expected to be missing.
+    fn expect_launched(
+        launch: &Launch,
+        ws: &Path,
+        role: &str,
+        args: &[&Path],
+        expected: i32,
+        with_namespace: bool,
+    ) -> Result<()> {
+        let policy = workspace_write(false);
+        let outcome = run_launched(&policy, ws, &probe_argv(role, args)?, launch)?;
+        ensure!(
+            outcome.code == Some(expected),
+            "{role} {args:?}: expected exit {expected}, got {:?}; stderr: {}",
+            outcome.code,
+            outcome.stderr
+        );
+        let warned = outcome.stderr.matches(FALLBACK_WARNING).count();
+        ensure!(
+            warned == usize::from(!with_namespace),
+            "{role}: fallback warning printed {warned} times with namespace {with_namespace}: {}",
+            outcome.stderr
+        );
+        Ok(())
+    }
+
+    /// Everything under `.git` and `.interpreter` stays read-only, and the rest of the
+    /// workspace stays usable: fully with a mount namespace, and without one everything but
+    /// new entries in the repository root.
+    fn protected_paths_stay_read_only(
+        launch: &Launch,
+        owner: Option<u32>,
+        with_namespace: bool,
+    ) -> Result<()> {
+        let (_ws_guard, ws, _outside_guard, outside) = repository_workspace()?;
+        if let Some(uid) = owner {
+            chown_tree(&ws, uid)?;
+            chown_tree(&outside, uid)?;
+        }
+        let hooks = ws.join(".git/hooks");
+        let check = |role: &str, args: &[&Path], expected: i32| {
+            expect_launched(launch, &ws, role, args, expected, with_namespace)
+        };
+
+        check("probe-write", &[&hooks.join("pre-commit")], DENIED)?;
+        check("probe-write", &[&ws.join(".git/HEAD")], DENIED)?;
+        check("probe-remove", &[&ws.join(".git/HEAD")], DENIED)?;
+        check(
+            "probe-rename",
+            &[&hooks.join("pre-commit.sample"), &hooks.join("pre-commit")],
+            DENIED,
+        )?;
+        check(
+            "probe-symlink",
+            &[&ws.join("src/evil.sh"), &hooks.join("post-checkout")],
+            DENIED,
+        )?;
+        check("probe-mkdir", &[&ws.join(".git/new-dir")], DENIED)?;
+        check(
+            "probe-rename",
+            &[&ws.join(".git"), &ws.join("git-moved")],
+            DENIED,
+        )?;
+        check(
+            "probe-rename",
+            &[&ws.join("not-git"), &ws.join(".git")],
+            DENIED,
+        )?;
+        check("probe-remount-writable", &[&ws.join(".git")], DENIED)?;
+        check("probe-umount", &[&ws.join(".git")], DENIED)?;
+        check(
+            "probe-write",
+            &[&ws.join(".interpreter/config.toml")],
+            DENIED,
+        )?;
+        ensure!(!hooks.join("pre-commit").exists() && !hooks.join("post-checkout").exists());
+        ensure!(!ws.join(".git/new-dir").exists() && !ws.join("git-moved").exists());
+        ensure!(!ws.join(".interpreter/config.toml").exists());
+        ensure!(fs::read_to_string(ws.join(".git/HEAD"))? == "ref: refs/heads/main\n");
+
+        check("probe-write", &[&ws.join("src/new.rs")], 0)?;
+        check("probe-write", &[&ws.join("README.md")], 0)?;
+        check("probe-write", &[&ws.join("escape/x")], DENIED)?;
+        ensure!(!outside.join("x").exists());
+
+        // What coding agents do all the time in a repository root.
+        let policy = workspace_write(false);
+        let root_edits = shell(
+            "touch NEWFILE && mkdir target && sed -i s/.*/edited/ README.md \
+             && mv NEWFILE RENAMED && rm RENAMED",
+        );
+        let outcome = run_launched(&policy, &ws, &root_edits, launch)?;
+        if with_namespace {
+            ensure!(
+                outcome.code == Some(0),
+                "editing the repository root failed: {}",
+                outcome.stderr
+            );
+            ensure!(ws.join("target").is_dir() && !ws.join("RENAMED").exists());
+            ensure!(fs::read_to_string(ws.join("README.md"))?.trim_end() == "edited");
+        } else {
+            // Landlock alone cannot grant new entries next to `.git` (see docs/sandbox.md).
+            ensure!(
+                outcome.code != Some(0) && outcome.stderr.contains(FALLBACK_WARNING),
+                "expected the degraded root to refuse new entries, with a warning: {:?} {}",
+                outcome.code,
+                outcome.stderr
+            );
+            ensure!(!ws.join("NEWFILE").exists());
+        }
+        Ok(())
+    }
+
+    fn gitdir_file_target_is_protected(with_namespace: bool) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        fs::create_dir_all(ws.join("modules/sub"))?;
+        fs::write(ws.join("modules/sub/HEAD"), "ref\n")?;
+        fs::create_dir_all(ws.join("modules/other"))?;
+        fs::write(ws.join("modules/notes.txt"), "notes\n")?;
+        fs::write(ws.join(".git"), "gitdir: modules/sub\n")?;
+        let policy = workspace_write(false);
+        expect(
+            &policy,
+            &ws,
+            "probe-write",
+            &[&ws.join("modules/sub/HEAD")],
+            DENIED,
+        )?;
+        expect(&policy, &ws, "probe-write", &[&ws.join(".git")], DENIED)?;
+        expect(&policy, &ws, "probe-remove", &[&ws.join(".git")], DENIED)?;
+        // Moving the directory that holds the git directory would let a writable
+        // look-alike take its place.
+        expect(
+            &policy,
+            &ws,
+            "probe-rename",
+            &[&ws.join("modules"), &ws.join("moved")],
+            DENIED,
+        )?;
+        ensure!(ws.join("modules/sub/HEAD").exists() && !ws.join("moved").exists());
+        expect(
+            &policy,
+            &ws,
+            "probe-write",
+            &[&ws.join("modules/notes.txt")],
+            0,
+        )?;
+        expect(
+            &policy,
+            &ws,
+            "probe-write",
+            &[&ws.join("modules/other/new.txt")],
+            0,
+        )?;
+        // New entries next to the protected directory need the mount namespace.
+        expect(
+            &policy,
+            &ws,
+            "probe-write",
+            &[&ws.join("modules/new.txt")],
+            if with_namespace { 0 } else { DENIED },
+        )?;
+        Ok(())
+    }
+
+    /// The helper's mounts live in its own namespace: the host's table is untouched, both
+    /// while the command runs and after it exits.
+    fn host_mount_table_is_unchanged(with_namespace: bool) -> Result<()> {
+        let (_ws_guard, ws, _outside_guard, _outside) = repository_workspace()?;
+        let before = fs::read_to_string("/proc/self/mountinfo")?;
+        let outcome = run_sandboxed(
+            &workspace_write(false),
+            &ws,
+            &shell("cat /proc/self/mountinfo"),
+        )?;
+        let after = fs::read_to_string("/proc/self/mountinfo")?;
+        ensure!(outcome.code == Some(0), "cat failed: {}", outcome.stderr);
+        let git = ws.join(".git");
+        let git = git.to_string_lossy();
+        // mountinfo fields: id, parent, dev, root, mount point, options, ...
+        let read_only_git_mount = outcome.stdout.lines().any(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            fields.get(4) == Some(&git.as_ref())
+                && fields
+                    .get(5)
+                    .is_some_and(|options| options.split(',').any(|option| option == "ro"))
+        });
+        ensure!(
+            read_only_git_mount == with_namespace,
+            "read-only mount of .git inside the sandbox: {read_only_git_mount}, expected \
+             {with_namespace}"
+        );
+        ensure!(
+            !after.contains(git.as_ref()),
+            "a sandbox mount leaked to the host"
+        );
+        ensure!(before == after, "the host mount table changed");
+        Ok(())
+    }
+
+    /// `setpriv` that runs the rest of a command line as `nobody`, if this process may.
+    fn as_nobody_prefix() -> Option<Vec<String>> {
+        let root = fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0);
+        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+            .into_iter()
+            .find(|path| Path::new(path).exists())?;
+        root.then(|| {
+            vec![
+                setpriv.to_owned(),
+                format!("--reuid={NOBODY}"),
+                format!("--regid={NOBODY}"),
+                "--clear-groups".to_owned(),
+                "--".to_owned(),
+            ]
+        })
+    }
+
+    /// An unprivileged user gets the mount namespace through a user namespace (when the
+    /// machine allows those), keeping their own uid.
+    fn unprivileged_user_gets_the_same_protection() -> Result<()> {
+        let Some(prefix) = as_nobody_prefix() else {
+            eprintln!("  (not root or no setpriv: the unprivileged case was not exercised)");
+            return Ok(());
+        };
+        let mut probe = prefix.clone();
+        probe.extend(probe_argv("probe-mount-namespace", &[])?);
+        let status = Command::new(&probe[0])
+            .args(&probe[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        let with_namespace = status.code() == Some(0);
+        eprintln!("  (mount namespace for an unprivileged user: {with_namespace})");
+        let launch = Launch {
+            prefix: prefix.clone(),
+            forbid_namespaces: false,
+        };
+        protected_paths_stay_read_only(&launch, Some(NOBODY), with_namespace)?;
+
+        // Files the command creates belong to the user, not to an unmapped id.
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        chown_tree(&ws, NOBODY)?;
+        let outcome = run_launched(
+            &workspace_write(false),
+            &ws,
+            &shell("id -u > uid.txt"),
+            &launch,
+        )?;
+        ensure!(outcome.code == Some(0), "id failed: {}", outcome.stderr);
+        ensure!(fs::read_to_string(ws.join("uid.txt"))?.trim() == NOBODY.to_string());
+        ensure!(fs::metadata(ws.join("uid.txt"))?.uid() == NOBODY);
+        Ok(())
+    }
+
+    fn network_follows_network_access() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        // Connections complete in the kernel backlog; nobody needs to accept them.
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?.to_string();
+        let addr = Path::new(&addr);
+
+        let offline = SandboxPolicy::ReadOnly {
+            network_access: false,
+        };
+        expect(&offline, &ws, "probe-connect", &[addr], DENIED)?;
+        expect(&offline, &ws, "probe-udp", &[], DENIED)?;
+        expect(
+            &workspace_write(false),
+            &ws,
+            "probe-connect",
+            &[addr],
+            DENIED,
+        )?;
+        expect(
+            &offline,
+            &ws,
+            "probe-env",
+            &[Path::new(NETWORK_DISABLED_ENV_VAR)],
+            0,
+        )?;
+
+        let online = SandboxPolicy::ReadOnly {
+            network_access: true,
+        };
+        expect(&online, &ws, "probe-connect", &[addr], 0)?;
+        expect(&online, &ws, "probe-udp", &[], 0)?;
+        expect(&workspace_write(true), &ws, "probe-connect", &[addr], 0)?;
+        expect(
+            &online,
+            &ws,
+            "probe-env",
+            &[Path::new(NETWORK_DISABLED_ENV_VAR)],
+            OTHER_FAILURE,
+        )?;
+        drop(listener);
+        Ok(())
+    }
+
+    fn danger_full_access_allows_everything() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let (_outside_guard, outside) = canonical_tempdir()?;
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?.to_string();
+        let policy = SandboxPolicy::DangerFullAccess;
+        expect(&policy, &ws, "probe-write", &[&outside.join("x")], 0)?;
+        expect(&policy, &ws, "probe-connect", &[Path::new(&addr)], 0)?;
+        ensure!(outside.join("x").exists());
+        Ok(())
+    }
+
+    fn support_report_matches_this_kernel(support: &SandboxSupport) -> Result<()> {
+        ensure!(
+            support.landlock_abi.is_some_and(|abi| abi >= 3),
+            "supported without Landlock ABI 3: {support:?}"
+        );
+        ensure!(support.landlock_enforced && support.seccomp && support.problems.is_empty());
+        Ok(())
+    }
+
+    /// Without kernel support, every sandboxed policy must be refused, loudly.
+    fn unsupported_kernel_refuses_to_run(support: &SandboxSupport) -> Result<()> {
+        ensure!(
+            !support.problems.is_empty(),
+            "unsupported without a stated problem"
+        );
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        for policy in [
+            SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+            workspace_write(true),
+        ] {
+            let outcome =
+                run_sandboxed(&policy, &ws, &probe_argv("probe-write", &[&ws.join("x")])?)?;
+            ensure!(
+                outcome.code == Some(101) && outcome.stderr.contains("danger-full-access"),
+                "expected a clear refusal, got {:?}: {}",
+                outcome.code,
+                outcome.stderr
+            );
+            ensure!(!ws.join("x").exists(), "ran unsandboxed");
+        }
+        Ok(())
+    }
+
+    fn run_tests() -> ExitCode {
+        let support = probe_support();
+        eprintln!("sandbox support on this machine:\n{}", support.describe());
+
+        type Case<'a> = (&'static str, Box<dyn Fn() -> Result<()> + 'a>);
+        let mut cases: Vec<Case<'_>> = vec![(
+            "danger_full_access_allows_everything",
+            Box::new(danger_full_access_allows_everything),
+        )];
+        if support.supported {
+            cases.extend([
+                (
+                    "support_report_matches_this_kernel",
+                    Box::new(|| support_report_matches_this_kernel(&support))
+                        as Box<dyn Fn() -> Result<()>>,
+                ),
+                (
+                    "workspace_write_allows_inside_and_denies_outside",
+                    Box::new(workspace_write_allows_inside_and_denies_outside),
+                ),
+                (
+                    "read_only_denies_workspace_and_tmp",
+                    Box::new(read_only_denies_workspace_and_tmp),
+                ),
+                (
+                    "symlink_inside_workspace_cannot_write_outside",
+                    Box::new(symlink_inside_workspace_cannot_write_outside),
+                ),
+                (
+                    "protected_paths_stay_read_only",
+                    Box::new(|| {
+                        protected_paths_stay_read_only(
+                            &Launch::default(),
+                            None,
+                            support.mount_namespace,
+                        )
+                    }),
+                ),
+                (
+                    "protected_paths_stay_read_only_without_namespaces",
+                    Box::new(|| {
+                        let launch = Launch {
+                            prefix: Vec::new(),
+                            forbid_namespaces: true,
+                        };
+                        protected_paths_stay_read_only(&launch, None, false)
+                    }),
+                ),
+                (
+                    "unprivileged_user_gets_the_same_protection",
+                    Box::new(unprivileged_user_gets_the_same_protection),
+                ),
+                (
+                    "gitdir_file_target_is_protected",
+                    Box::new(|| gitdir_file_target_is_protected(support.mount_namespace)),
+                ),
+                (
+                    "host_mount_table_is_unchanged",
+                    Box::new(|| host_mount_table_is_unchanged(support.mount_namespace)),
+                ),
+                (
+                    "network_follows_network_access",
+                    Box::new(network_follows_network_access),
+                ),
+            ]);
+        } else {
+            cases.push((
+                "unsupported_kernel_refuses_to_run",
+                Box::new(|| unsupported_kernel_refuses_to_run(&support)),
+            ));
+        }
+
+        let mut failures = 0;
+        for (name, case) in &cases {
+            match case() {
+                Ok(()) => eprintln!("test {name} ... ok"),
+                Err(error) => {
+                    failures += 1;
+                    eprintln!("test {name} ... FAILED\n  {error:#}");
+                }
+            }
+        }
+        eprintln!(
+            "sandbox_linux: {} passed, {failures} failed",
+            cases.len() - failures
+        );
+        if failures == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+}
