@@ -1,1 +1,21 @@
-//! placeholder
+//! The engine.
+//!
+//! This crate owns the behaviour every front end shares: loading configuration into one
+//! validated [`config::Config`], threads as queue pairs (`Op` in, `Event` out), the turn
+//! loop that alternates model sampling and tool calls, the approval rules, AGENTS.md
+//! discovery, and durable threads (an append-only JSONL rollout per thread plus a SQLite
+//! index). Front ends translate; they never decide.
+
+mod approval;
+pub mod config;
+mod error;
+mod handlers;
+mod project_doc;
+pub mod rollout;
+mod session;
+mod thread_manager;
+mod turn;
+
+pub use error::CoreError;
+pub use handlers::{NESTING_DEPTH_ENV, render_command};
+pub use thread_manager::{NewThread, Submission, Thread, ThreadManager};

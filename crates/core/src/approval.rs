@@ -1,0 +1,202 @@
+//! Approval rules: given the policy, the sandbox and a proposed action, decide whether it
+//! runs, asks, or is refused. Pure functions, so the whole policy × sandbox matrix is unit
+//! tested without a model.
+
+use interpreter_protocol::{AskForApproval, SandboxPolicy};
+use interpreter_tools::safety;
+
+/// What to do with a shell command before running it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandAssessment {
+    /// Run it; `sandboxed` says whether under the OS sandbox.
+    Run { sandboxed: bool },
+    /// Ask the user; if approved, run it with `sandboxed` as given.
+    Ask { sandboxed: bool, reason: String },
+    /// Refuse without asking; the text goes back to the model.
+    Reject(String),
+}
+
+/// Assess a command the model wants to run.
+///
+/// `escalation_requested` is the model asking to run outside the sandbox
+/// (`sandbox_permissions: "require_escalated"`).
+pub fn assess_command(
+    policy: AskForApproval,
+    sandbox: &SandboxPolicy,
+    argv: &[String],
+    escalation_requested: bool,
+    approved_for_session: bool,
+) -> CommandAssessment {
+    let unsandboxed = matches!(sandbox, SandboxPolicy::DangerFullAccess);
+    if approved_for_session {
+        return CommandAssessment::Run {
+            sandboxed: !unsandboxed && !escalation_requested,
+        };
+    }
+    let dangerous = safety::is_dangerous_command(argv);
+    match policy {
+        AskForApproval::Untrusted => {
+            if safety::is_known_safe_command(argv) && !escalation_requested {
+                CommandAssessment::Run {
+                    sandboxed: !unsandboxed,
+                }
+            } else {
+                CommandAssessment::Ask {
+                    sandboxed: !unsandboxed && !escalation_requested,
+                    reason: if escalation_requested {
+                        "the command asks to run outside the sandbox".to_string()
+                    } else {
+                        "approval policy `untrusted` asks before any command that is not known to be read-only".to_string()
+                    },
+                }
+            }
+        }
+        AskForApproval::OnRequest | AskForApproval::OnFailure => {
+            if escalation_requested && !unsandboxed {
+                CommandAssessment::Ask {
+                    sandboxed: false,
+                    reason: "the command asks to run outside the sandbox".to_string(),
+                }
+            } else if dangerous {
+                CommandAssessment::Ask {
+                    sandboxed: !unsandboxed,
+                    reason: "the command deletes files forcefully".to_string(),
+                }
+            } else {
+                CommandAssessment::Run {
+                    sandboxed: !unsandboxed,
+                }
+            }
+        }
+        AskForApproval::Never => {
+            if escalation_requested && !unsandboxed {
+                CommandAssessment::Reject(
+                    "running outside the sandbox needs approval, but the approval policy is `never`; run the command inside the sandbox or do without it".to_string(),
+                )
+            } else if dangerous {
+                CommandAssessment::Reject(
+                    "this command deletes files forcefully and needs approval, but the approval policy is `never`".to_string(),
+                )
+            } else {
+                CommandAssessment::Run {
+                    sandboxed: !unsandboxed,
+                }
+            }
+        }
+    }
+}
+
+/// Whether a sandboxed command that failed (apparently because of the sandbox) may be
+/// retried without it after asking the user.
+pub fn may_ask_to_retry_unsandboxed(policy: AskForApproval) -> bool {
+    matches!(policy, AskForApproval::OnFailure | AskForApproval::Untrusted)
+}
+
+/// What to do with a patch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatchAssessment {
+    Apply,
+    Ask { reason: String },
+    Reject(String),
+}
+
+/// Assess a patch; `all_paths_writable` says whether every path it touches is inside the
+/// sandbox's writable roots (resolved, so symlinks and `..` cannot escape).
+pub fn assess_patch(
+    policy: AskForApproval,
+    all_paths_writable: bool,
+    approved_for_session: bool,
+) -> PatchAssessment {
+    if approved_for_session {
+        return PatchAssessment::Apply;
+    }
+    match policy {
+        AskForApproval::Untrusted => PatchAssessment::Ask {
+            reason: "approval policy `untrusted` asks before every file change".to_string(),
+        },
+        AskForApproval::OnRequest | AskForApproval::OnFailure => {
+            if all_paths_writable {
+                PatchAssessment::Apply
+            } else {
+                PatchAssessment::Ask {
+                    reason: "the patch writes outside the sandbox's writable roots".to_string(),
+                }
+            }
+        }
+        AskForApproval::Never => {
+            if all_paths_writable {
+                PatchAssessment::Apply
+            } else {
+                PatchAssessment::Reject(
+                    "the patch writes outside the sandbox's writable roots, which needs approval, but the approval policy is `never`; change only files inside the workspace".to_string(),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        vec!["bash".into(), "-lc".into(), s.into()]
+    }
+
+    fn ws() -> SandboxPolicy {
+        SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![],
+            network_access: false,
+            exclude_tmpdir_env_var: false,
+            exclude_slash_tmp: false,
+        }
+    }
+
+    #[test]
+    fn command_matrix() {
+        use AskForApproval::*;
+        use CommandAssessment::*;
+        let full = SandboxPolicy::DangerFullAccess;
+        let ws = ws();
+        let cases: Vec<(AskForApproval, &SandboxPolicy, &str, bool, CommandAssessment)> = vec![
+            (Untrusted, &ws, "ls", false, Run { sandboxed: true }),
+            (Untrusted, &full, "ls", false, Run { sandboxed: false }),
+            (Untrusted, &ws, "touch x", false, Ask { sandboxed: true, reason: String::new() }),
+            (OnRequest, &ws, "touch x", false, Run { sandboxed: true }),
+            (OnRequest, &ws, "touch x", true, Ask { sandboxed: false, reason: String::new() }),
+            (OnRequest, &full, "touch x", true, Run { sandboxed: false }),
+            (OnRequest, &ws, "rm -rf build", false, Ask { sandboxed: true, reason: String::new() }),
+            (OnFailure, &ws, "touch x", false, Run { sandboxed: true }),
+            (Never, &ws, "touch x", false, Run { sandboxed: true }),
+            (Never, &ws, "touch x", true, Reject(String::new())),
+            (Never, &ws, "rm -rf build", false, Reject(String::new())),
+        ];
+        for (policy, sandbox, cmd, esc, want) in cases {
+            let got = assess_command(policy, sandbox, &argv(cmd), esc, false);
+            let same = match (&got, &want) {
+                (Run { sandboxed: a }, Run { sandboxed: b }) => a == b,
+                (Ask { sandboxed: a, .. }, Ask { sandboxed: b, .. }) => a == b,
+                (Reject(_), Reject(_)) => true,
+                _ => false,
+            };
+            assert!(same, "{policy:?} {sandbox:?} {cmd} esc={esc}: got {got:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn session_approval_skips_asking() {
+        let got = assess_command(AskForApproval::Untrusted, &ws(), &argv("touch x"), false, true);
+        assert_eq!(got, CommandAssessment::Run { sandboxed: true });
+    }
+
+    #[test]
+    fn patch_matrix() {
+        use AskForApproval::*;
+        assert!(matches!(assess_patch(Untrusted, true, false), PatchAssessment::Ask { .. }));
+        assert_eq!(assess_patch(OnRequest, true, false), PatchAssessment::Apply);
+        assert!(matches!(assess_patch(OnRequest, false, false), PatchAssessment::Ask { .. }));
+        assert_eq!(assess_patch(Never, true, false), PatchAssessment::Apply);
+        assert!(matches!(assess_patch(Never, false, false), PatchAssessment::Reject(_)));
+        assert_eq!(assess_patch(Untrusted, false, true), PatchAssessment::Apply);
+    }
+}

@@ -1,0 +1,730 @@
+//! The one code path from inputs (home, cwd, profile, `-c` overrides, per-call
+//! overrides, injected environment) to a validated [`Config`].
+//!
+//! Precedence, lowest first: `<home>/config.toml` → its `[profiles.NAME]` table →
+//! `<home>/NAME.config.toml` → `-c` overrides (in order) → [`ConfigOverrides`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use interpreter_model_client::built_in_providers;
+use interpreter_protocol::{AskForApproval, ReasoningEffort, SandboxMode, SandboxPolicy};
+use toml::{Table, Value};
+
+use super::error::{ConfigError, ConfigSource};
+use super::toml_file::{
+    ConfigToml, Layer, cli_override_layer, deserialize_merged, layer_setting, merge_into,
+    read_toml_file, remove_unknown_keys,
+};
+use super::types::Config;
+
+pub const DEFAULT_MODEL_PROVIDER: &str = "openai";
+pub const DEFAULT_PROJECT_DOC_MAX_BYTES: usize = 32 * 1024;
+pub const DEFAULT_APPROVAL_TIMEOUT_SEC: u64 = 600;
+pub const DEFAULT_SHELL_TIMEOUT_MS: u64 = 120_000;
+pub const DEFAULT_TOOL_OUTPUT_MAX_BYTES: usize = 32 * 1024;
+
+/// Everything configuration is computed from. The environment is passed in (captured once
+/// in `main`), never read here.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigInputs {
+    /// From [`resolve_home`].
+    pub home: PathBuf,
+    /// The process working directory (absolute); relative paths resolve against it.
+    pub cwd: PathBuf,
+    /// `--profile NAME`; when `None`, a top-level `profile` key in `config.toml` selects one.
+    pub profile: Option<String>,
+    /// `-c key.path=value` overrides, in command-line order (see [`parse_cli_override`](super::parse_cli_override)).
+    pub cli_overrides: Vec<(String, Value)>,
+    pub overrides: ConfigOverrides,
+    /// Unknown keys are errors instead of warnings.
+    pub strict: bool,
+    pub env: HashMap<String, String>,
+    pub sandbox_exe: Option<PathBuf>,
+}
+
+/// Dedicated flags and per-call parameters (MCP tool arguments). Highest precedence.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigOverrides {
+    pub model: Option<String>,
+    pub model_provider: Option<String>,
+    /// Relative paths resolve against [`ConfigInputs::cwd`].
+    pub cwd: Option<PathBuf>,
+    pub approval_policy: Option<AskForApproval>,
+    pub sandbox_mode: Option<SandboxMode>,
+    pub model_reasoning_effort: Option<ReasoningEffort>,
+    pub base_instructions: Option<String>,
+    pub developer_instructions: Option<String>,
+    pub compact_prompt: Option<String>,
+    /// Extra writable roots in `workspace-write` mode (`--add-dir`); relative to the cwd.
+    pub add_dirs: Vec<PathBuf>,
+    pub output_schema: Option<serde_json::Value>,
+    pub ephemeral: bool,
+}
+
+/// `INTERPRETER_HOME` (must be an existing directory) or `$HOME/.interpreter` (which need
+/// not exist yet; whoever writes there creates it).
+pub fn resolve_home(env: &HashMap<String, String>) -> Result<PathBuf, ConfigError> {
+    if let Some(home) = env.get("INTERPRETER_HOME").filter(|v| !v.is_empty()) {
+        let path = PathBuf::from(home);
+        if !path.is_dir() {
+            return Err(ConfigError::HomeNotDirectory { path });
+        }
+        return path
+            .canonicalize()
+            .map_err(|source| ConfigError::Read { path, source });
+    }
+    env.get("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|home| Path::new(home).join(".interpreter"))
+        .ok_or(ConfigError::NoHome)
+}
+
+pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
+    let config_path = inputs.home.join("config.toml");
+    let layers = collect_layers(&inputs, &config_path)?;
+
+    let mut merged = Table::new();
+    for layer in &layers {
+        merge_into(&mut merged, layer.table.clone());
+    }
+    let file_origin = ConfigSource::File(config_path.clone());
+    let toml: ConfigToml = deserialize_merged(merged, &layers, &file_origin)?;
+    let invalid = |key: &str, message: &str| {
+        let path = vec![key.to_string()];
+        ConfigError::InvalidValue {
+            key: key.to_string(),
+            origin: layer_setting(&layers, &path)
+                .map(|layer| layer.origin.clone())
+                .unwrap_or_else(|| file_origin.clone()),
+            message: message.to_string(),
+        }
+    };
+
+    let ConfigOverrides {
+        model,
+        model_provider,
+        cwd,
+        approval_policy,
+        sandbox_mode,
+        model_reasoning_effort,
+        base_instructions,
+        developer_instructions,
+        compact_prompt,
+        add_dirs,
+        output_schema,
+        ephemeral,
+    } = inputs.overrides;
+
+    let cwd = match cwd {
+        Some(cwd) => inputs.cwd.join(cwd),
+        None => inputs.cwd.clone(),
+    };
+    if !cwd.is_dir() {
+        return Err(ConfigError::CwdNotDirectory { path: cwd });
+    }
+
+    let model = model
+        .or(toml.model)
+        .filter(|m| !m.trim().is_empty())
+        .ok_or_else(|| ConfigError::MissingModel {
+            config_path: config_path.clone(),
+        })?;
+
+    let model_provider_id = model_provider
+        .or(toml.model_provider)
+        .unwrap_or_else(|| DEFAULT_MODEL_PROVIDER.to_string());
+    let mut providers = built_in_providers();
+    if let Some(url) = toml.openai_base_url
+        && let Some(openai) = providers.get_mut(DEFAULT_MODEL_PROVIDER)
+    {
+        openai.base_url = Some(url);
+    }
+    providers.extend(toml.model_providers);
+    let model_provider =
+        providers
+            .remove(&model_provider_id)
+            .ok_or_else(|| ConfigError::UnknownModelProvider {
+                id: model_provider_id.clone(),
+                config_path: config_path.clone(),
+            })?;
+
+    let sandbox_mode = sandbox_mode.or(toml.sandbox_mode).unwrap_or_default();
+    let sandbox_policy = match sandbox_mode {
+        SandboxMode::ReadOnly => SandboxPolicy::ReadOnly {
+            network_access: false,
+        },
+        SandboxMode::DangerFullAccess => SandboxPolicy::DangerFullAccess,
+        SandboxMode::WorkspaceWrite => {
+            let settings = toml.sandbox_workspace_write.unwrap_or_default();
+            let mut writable_roots: Vec<PathBuf> = Vec::new();
+            for root in settings.writable_roots.iter().chain(add_dirs.iter()) {
+                let root = cwd.join(root);
+                if !writable_roots.contains(&root) {
+                    writable_roots.push(root);
+                }
+            }
+            SandboxPolicy::WorkspaceWrite {
+                writable_roots,
+                network_access: settings.network_access,
+                exclude_tmpdir_env_var: settings.exclude_tmpdir_env_var,
+                exclude_slash_tmp: settings.exclude_slash_tmp,
+            }
+        }
+    };
+    if !add_dirs.is_empty() && sandbox_mode != SandboxMode::WorkspaceWrite {
+        tracing::warn!(
+            "--add-dir has no effect in {} sandbox mode; directories ignored",
+            sandbox_mode.as_str()
+        );
+    }
+
+    let instructions_from_file = match toml.model_instructions_file {
+        Some(path) => {
+            let path = inputs.home.join(path);
+            Some(
+                std::fs::read_to_string(&path)
+                    .map_err(|source| ConfigError::InstructionsFile { path, source })?,
+            )
+        }
+        None => None,
+    };
+
+    let approval_timeout_sec = toml
+        .approval_timeout_sec
+        .unwrap_or(DEFAULT_APPROVAL_TIMEOUT_SEC);
+    let shell_timeout_ms = toml.shell_timeout_ms.unwrap_or(DEFAULT_SHELL_TIMEOUT_MS);
+    if shell_timeout_ms == 0 {
+        return Err(invalid("shell_timeout_ms", "must be greater than 0"));
+    }
+    let tool_output_max_bytes = toml
+        .tool_output_max_bytes
+        .unwrap_or(DEFAULT_TOOL_OUTPUT_MAX_BYTES);
+    if tool_output_max_bytes == 0 {
+        return Err(invalid("tool_output_max_bytes", "must be greater than 0"));
+    }
+
+    Ok(Config {
+        home: inputs.home,
+        cwd,
+        model,
+        model_provider_id,
+        model_provider,
+        model_reasoning_effort: model_reasoning_effort.or(toml.model_reasoning_effort),
+        model_context_window: toml.model_context_window,
+        approval_policy: approval_policy.or(toml.approval_policy).unwrap_or_default(),
+        sandbox_policy,
+        shell_environment_policy: toml.shell_environment_policy.unwrap_or_default(),
+        base_instructions: base_instructions
+            .or(instructions_from_file)
+            .or(toml.base_instructions),
+        developer_instructions: developer_instructions.or(toml.developer_instructions),
+        compact_prompt: compact_prompt.or(toml.compact_prompt),
+        project_doc_max_bytes: toml
+            .project_doc_max_bytes
+            .unwrap_or(DEFAULT_PROJECT_DOC_MAX_BYTES),
+        approval_timeout: Duration::from_secs(approval_timeout_sec),
+        shell_default_timeout: Duration::from_millis(shell_timeout_ms),
+        tool_output_max_bytes,
+        output_schema,
+        ephemeral,
+        mcp_servers: toml.mcp_servers,
+        mcp_server: toml.mcp_server.unwrap_or_default(),
+        env: inputs.env,
+        sandbox_exe: inputs.sandbox_exe,
+    })
+}
+
+/// Reads every layer in precedence order (lowest first) and strips (or, with `strict`,
+/// rejects) unknown keys from each.
+fn collect_layers(inputs: &ConfigInputs, config_path: &Path) -> Result<Vec<Layer>, ConfigError> {
+    let mut layers = Vec::new();
+    let base_table = read_toml_file(config_path)?.unwrap_or_default();
+    let file_origin = ConfigSource::File(config_path.to_path_buf());
+
+    let profile_name = match &inputs.profile {
+        Some(name) => Some(name.clone()),
+        None => match base_table.get("profile") {
+            None => None,
+            Some(Value::String(name)) => Some(name.clone()),
+            Some(_) => {
+                return Err(ConfigError::InvalidValue {
+                    key: "profile".into(),
+                    origin: file_origin,
+                    message: "expected a string".into(),
+                });
+            }
+        },
+    };
+    let profile_table = match &profile_name {
+        Some(name) => match base_table.get("profiles").and_then(|p| p.get(name)) {
+            None => None,
+            Some(Value::Table(table)) => Some(table.clone()),
+            Some(_) => {
+                return Err(ConfigError::InvalidValue {
+                    key: format!("profiles.{name}"),
+                    origin: file_origin,
+                    message: "expected a table".into(),
+                });
+            }
+        },
+        None => None,
+    };
+
+    layers.push(Layer {
+        origin: file_origin.clone(),
+        key_prefix: Vec::new(),
+        table: base_table,
+    });
+
+    if let Some(name) = profile_name {
+        let profile_path = inputs.home.join(format!("{name}.config.toml"));
+        let profile_file = read_toml_file(&profile_path)?;
+        if profile_table.is_none() && profile_file.is_none() {
+            return Err(ConfigError::ProfileNotFound {
+                name,
+                config_path: config_path.to_path_buf(),
+                profile_path,
+            });
+        }
+        if let Some(table) = profile_table {
+            layers.push(Layer {
+                origin: file_origin,
+                key_prefix: vec!["profiles".into(), name],
+                table,
+            });
+        }
+        if let Some(table) = profile_file {
+            layers.push(Layer {
+                origin: ConfigSource::File(profile_path),
+                key_prefix: Vec::new(),
+                table,
+            });
+        }
+    }
+
+    for (key, value) in &inputs.cli_overrides {
+        layers.push(cli_override_layer(key, value.clone()));
+    }
+
+    for layer in &mut layers {
+        remove_unknown_keys(layer, inputs.strict)?;
+    }
+    Ok(layers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_cli_override;
+    use interpreter_model_client::WireApi;
+    use pretty_assertions::assert_eq;
+    use tempfile::TempDir;
+
+    struct Fixture {
+        home: TempDir,
+        cwd: TempDir,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            Self {
+                home: tempfile::tempdir().unwrap(),
+                cwd: tempfile::tempdir().unwrap(),
+            }
+        }
+
+        fn write(&self, name: &str, text: &str) {
+            std::fs::write(self.home.path().join(name), text).unwrap();
+        }
+
+        fn inputs(&self) -> ConfigInputs {
+            ConfigInputs {
+                home: self.home.path().to_path_buf(),
+                cwd: self.cwd.path().to_path_buf(),
+                ..Default::default()
+            }
+        }
+
+        fn with_cli(&self, overrides: &[&str]) -> ConfigInputs {
+            ConfigInputs {
+                cli_overrides: overrides
+                    .iter()
+                    .map(|o| parse_cli_override(o).unwrap())
+                    .collect(),
+                ..self.inputs()
+            }
+        }
+    }
+
+    fn error_text(result: Result<Config, ConfigError>) -> String {
+        match result {
+            Ok(_) => panic!("expected an error"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    #[test]
+    fn defaults_with_only_a_model() {
+        let fx = Fixture::new();
+        let config = load_config(fx.with_cli(&["model=gpt-x"])).unwrap();
+        assert_eq!(config.model, "gpt-x");
+        assert_eq!(config.model_provider_id, "openai");
+        assert_eq!(config.approval_policy, AskForApproval::OnRequest);
+        assert_eq!(
+            config.sandbox_policy,
+            SandboxPolicy::ReadOnly {
+                network_access: false
+            }
+        );
+        assert_eq!(config.cwd, fx.cwd.path());
+        assert_eq!(config.project_doc_max_bytes, 32 * 1024);
+        assert_eq!(config.tool_output_max_bytes, 32 * 1024);
+        assert_eq!(config.approval_timeout, Duration::from_secs(600));
+        assert_eq!(config.shell_default_timeout, Duration::from_millis(120_000));
+    }
+
+    #[test]
+    fn precedence_is_file_then_profile_then_cli_then_overrides() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            r#"
+model = "from-file"
+model_provider = "ollama"
+approval_policy = "never"
+compact_prompt = "file compact"
+developer_instructions = "file dev"
+base_instructions = "file base"
+
+[profiles.fast]
+model = "from-profile-table"
+compact_prompt = "profile compact"
+developer_instructions = "profile dev"
+"#,
+        );
+        fx.write(
+            "fast.config.toml",
+            "developer_instructions = \"profile file dev\"\nbase_instructions = \"profile file base\"\n",
+        );
+        let mut inputs = fx.with_cli(&["model=from-cli", "approval_policy=untrusted"]);
+        inputs.profile = Some("fast".into());
+        inputs.overrides.approval_policy = Some(AskForApproval::OnFailure);
+        let config = load_config(inputs).unwrap();
+
+        assert_eq!(config.model, "from-cli");
+        assert_eq!(config.model_provider_id, "ollama");
+        assert_eq!(config.approval_policy, AskForApproval::OnFailure);
+        assert_eq!(config.compact_prompt.as_deref(), Some("profile compact"));
+        assert_eq!(
+            config.developer_instructions.as_deref(),
+            Some("profile file dev")
+        );
+        assert_eq!(
+            config.base_instructions.as_deref(),
+            Some("profile file base")
+        );
+    }
+
+    #[test]
+    fn top_level_profile_key_selects_a_profile() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            "profile = \"p\"\nmodel = \"a\"\n[profiles.p]\nmodel = \"b\"\n",
+        );
+        assert_eq!(load_config(fx.inputs()).unwrap().model, "b");
+    }
+
+    #[test]
+    fn unknown_profile_is_an_error_naming_it() {
+        let fx = Fixture::new();
+        fx.write("config.toml", "model = \"a\"\n");
+        let mut inputs = fx.inputs();
+        inputs.profile = Some("nope".into());
+        let err = error_text(load_config(inputs));
+        assert!(err.contains("profile `nope` not found"), "{err}");
+    }
+
+    #[test]
+    fn strict_unknown_key_names_key_and_file() {
+        let fx = Fixture::new();
+        fx.write("config.toml", "model = \"a\"\n[foo]\nbar = 1\n");
+        let mut inputs = fx.inputs();
+        inputs.strict = true;
+        let err = error_text(load_config(inputs));
+        let path = fx.home.path().join("config.toml");
+        assert_eq!(
+            err,
+            format!("unknown config key `foo.bar` in {}", path.display())
+        );
+    }
+
+    #[test]
+    fn strict_unknown_key_in_nested_table_and_cli_override() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            "model = \"a\"\n[model_providers.local]\nname = \"L\"\nbogus = true\n",
+        );
+        let mut inputs = fx.inputs();
+        inputs.strict = true;
+        let err = error_text(load_config(inputs));
+        assert!(
+            err.starts_with("unknown config key `model_providers.local.bogus` in /"),
+            "{err}"
+        );
+
+        let fx = Fixture::new();
+        let mut inputs = fx.with_cli(&["model=a", "sandbox_workspace_write.nope=1"]);
+        inputs.strict = true;
+        let err = error_text(load_config(inputs));
+        assert_eq!(
+            err,
+            "unknown config key `sandbox_workspace_write.nope` in -c override"
+        );
+    }
+
+    #[test]
+    fn strict_unknown_key_in_profile_table_is_spelled_as_in_file() {
+        let fx = Fixture::new();
+        fx.write("config.toml", "model = \"a\"\n[profiles.p]\nwat = 1\n");
+        let mut inputs = fx.inputs();
+        inputs.strict = true;
+        inputs.profile = Some("p".into());
+        let err = error_text(load_config(inputs));
+        assert!(
+            err.starts_with("unknown config key `profiles.p.wat` in "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_ignored_when_not_strict_and_codex_keys_are_accepted() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            r#"
+model = "a"
+web_search = "live"
+notify = ["x"]
+model_reasoning_summary = "auto"
+mystery = 3
+[features]
+shell_tool = true
+[tui]
+theme = "x"
+[projects."/tmp"]
+trust_level = "trusted"
+[model_providers.local]
+name = "Local"
+base_url = "http://localhost:9/v1"
+requires_openai_auth = false
+"#,
+        );
+        let config = load_config(fx.inputs()).unwrap();
+        assert_eq!(config.model, "a");
+
+        let mut inputs = fx.inputs();
+        inputs.strict = true;
+        let err = error_text(load_config(inputs));
+        // The accepted Codex keys pass; only the truly unknown ones are reported.
+        assert!(
+            err.contains("`mystery`")
+                || err.contains("`model_providers.local.requires_openai_auth`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn cli_override_types_reach_the_config() {
+        let fx = Fixture::new();
+        let config = load_config(fx.with_cli(&[
+            "model=gpt-x",
+            "sandbox_mode=workspace-write",
+            "sandbox_workspace_write.network_access=true",
+            "sandbox_workspace_write.writable_roots=[\"extra\"]",
+        ]))
+        .unwrap();
+        assert_eq!(
+            config.sandbox_policy,
+            SandboxPolicy::WorkspaceWrite {
+                writable_roots: vec![fx.cwd.path().join("extra")],
+                network_access: true,
+                exclude_tmpdir_env_var: false,
+                exclude_slash_tmp: false,
+            }
+        );
+    }
+
+    #[test]
+    fn add_dirs_join_writable_roots_resolved_against_cwd() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            "model = \"m\"\nsandbox_mode = \"workspace-write\"\n[sandbox_workspace_write]\nwritable_roots = [\"/abs\"]\n",
+        );
+        std::fs::create_dir(fx.cwd.path().join("sub")).unwrap();
+        let mut inputs = fx.inputs();
+        inputs.overrides.cwd = Some("sub".into());
+        inputs.overrides.add_dirs = vec!["rel".into(), "/abs".into()];
+        let config = load_config(inputs).unwrap();
+        let cwd = fx.cwd.path().join("sub");
+        assert_eq!(config.cwd, cwd);
+        match config.sandbox_policy {
+            SandboxPolicy::WorkspaceWrite { writable_roots, .. } => {
+                assert_eq!(writable_roots, vec![PathBuf::from("/abs"), cwd.join("rel")]);
+            }
+            other => panic!("unexpected policy {other:?}"),
+        }
+    }
+
+    #[test]
+    fn type_error_names_key_and_the_layer_that_set_it() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            "model = \"a\"\napproval_policy = \"never\"\n",
+        );
+        let err = error_text(load_config(fx.with_cli(&["approval_policy=sometimes"])));
+        assert!(
+            err.starts_with("invalid value for `approval_policy` in -c override: unknown variant"),
+            "{err}"
+        );
+
+        fx.write(
+            "config.toml",
+            "model = \"a\"\n[model_providers.x]\nname = 3\n",
+        );
+        let err = error_text(load_config(fx.inputs()));
+        let path = fx.home.path().join("config.toml");
+        assert!(
+            err.starts_with(&format!(
+                "invalid value for `model_providers.x.name` in {}",
+                path.display()
+            )),
+            "{err}"
+        );
+        assert!(!err.contains('\n'));
+    }
+
+    #[test]
+    fn parse_error_names_file_and_line() {
+        let fx = Fixture::new();
+        fx.write("config.toml", "model = \"a\"\nmodel_provider = \n");
+        let err = error_text(load_config(fx.inputs()));
+        let path = fx.home.path().join("config.toml");
+        assert!(
+            err.starts_with(&format!("failed to parse {} at line 2", path.display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_model_is_a_clear_error() {
+        let fx = Fixture::new();
+        let err = error_text(load_config(fx.inputs()));
+        assert_eq!(
+            err,
+            format!(
+                "no model configured: set `model` in {}, pass -m/--model, or -c model=...",
+                fx.home.path().join("config.toml").display()
+            )
+        );
+    }
+
+    #[test]
+    fn unknown_model_provider_is_an_error() {
+        let fx = Fixture::new();
+        let err = error_text(load_config(fx.with_cli(&["model=m", "model_provider=x"])));
+        assert!(
+            err.starts_with("model provider `x` not found; define [model_providers.x] in "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn user_provider_overrides_built_in_and_openai_base_url_applies() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            r#"
+model = "qwen"
+model_provider = "ollama"
+openai_base_url = "http://proxy/v1"
+[model_providers.ollama]
+name = "My Ollama"
+base_url = "http://gpu-box:11434/v1"
+stream_max_retries = 2
+"#,
+        );
+        let config = load_config(fx.inputs()).unwrap();
+        assert_eq!(config.model_provider.name, "My Ollama");
+        assert_eq!(
+            config.model_provider.base_url.as_deref(),
+            Some("http://gpu-box:11434/v1")
+        );
+        assert_eq!(config.model_provider.wire_api, WireApi::Chat);
+        assert_eq!(config.model_provider.stream_max_retries(), 2);
+
+        let config = load_config(fx.with_cli(&["model_provider=openai"])).unwrap();
+        assert_eq!(
+            config.model_provider.base_url.as_deref(),
+            Some("http://proxy/v1")
+        );
+    }
+
+    #[test]
+    fn model_instructions_file_becomes_base_instructions() {
+        let fx = Fixture::new();
+        fx.write("prompt.md", "be brief");
+        fx.write(
+            "config.toml",
+            "model = \"m\"\nmodel_instructions_file = \"prompt.md\"\n",
+        );
+        let config = load_config(fx.inputs()).unwrap();
+        assert_eq!(config.base_instructions.as_deref(), Some("be brief"));
+    }
+
+    #[test]
+    fn cwd_must_exist() {
+        let fx = Fixture::new();
+        let mut inputs = fx.with_cli(&["model=m"]);
+        inputs.overrides.cwd = Some("missing".into());
+        let err = error_text(load_config(inputs));
+        assert!(err.starts_with("working directory "), "{err}");
+    }
+
+    #[test]
+    fn home_resolution() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = HashMap::from([(
+            "INTERPRETER_HOME".to_string(),
+            dir.path().join("missing").display().to_string(),
+        )]);
+        assert!(matches!(
+            resolve_home(&env),
+            Err(ConfigError::HomeNotDirectory { .. })
+        ));
+
+        let env = HashMap::from([(
+            "INTERPRETER_HOME".to_string(),
+            dir.path().display().to_string(),
+        )]);
+        assert_eq!(
+            resolve_home(&env).unwrap(),
+            dir.path().canonicalize().unwrap()
+        );
+
+        let env = HashMap::from([("HOME".to_string(), "/home/u".to_string())]);
+        assert_eq!(
+            resolve_home(&env).unwrap(),
+            PathBuf::from("/home/u/.interpreter")
+        );
+        assert!(matches!(
+            resolve_home(&HashMap::new()),
+            Err(ConfigError::NoHome)
+        ));
+    }
+}

@@ -1,0 +1,19 @@
+//! Configuration: loading and the resolved [`Config`].
+//!
+//! [`load_config`] is the only way to build a [`Config`]: it layers `config.toml`, the
+//! selected profile, `-c` overrides and per-call [`ConfigOverrides`], checks for unknown
+//! keys, and validates the result.
+
+mod error;
+mod load;
+mod toml_file;
+mod types;
+
+pub use error::{ConfigError, ConfigSource};
+pub use load::{
+    ConfigInputs, ConfigOverrides, DEFAULT_APPROVAL_TIMEOUT_SEC, DEFAULT_MODEL_PROVIDER,
+    DEFAULT_PROJECT_DOC_MAX_BYTES, DEFAULT_SHELL_TIMEOUT_MS, DEFAULT_TOOL_OUTPUT_MAX_BYTES,
+    load_config, resolve_home,
+};
+pub use toml_file::{ACCEPTED_IGNORED_KEYS, parse_cli_override};
+pub use types::*;

@@ -1,0 +1,128 @@
+//! The resolved, validated configuration one thread runs with.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use interpreter_model_client::ModelProviderInfo;
+use interpreter_protocol::{AskForApproval, ReasoningEffort, SandboxPolicy};
+use interpreter_tools::env_policy::ShellEnvironmentPolicy;
+use serde::{Deserialize, Serialize};
+
+/// Everything the engine needs to run a thread. Built only by the config loader, which
+/// merges config file → profile → `-c` overrides → per-call overrides.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `$INTERPRETER_HOME` or `~/.interpreter`: config, sessions, state DB.
+    pub home: PathBuf,
+    /// Working directory of the thread (absolute).
+    pub cwd: PathBuf,
+    pub model: String,
+    pub model_provider_id: String,
+    pub model_provider: ModelProviderInfo,
+    pub model_reasoning_effort: Option<ReasoningEffort>,
+    pub model_context_window: Option<u64>,
+    pub approval_policy: AskForApproval,
+    pub sandbox_policy: SandboxPolicy,
+    pub shell_environment_policy: ShellEnvironmentPolicy,
+    /// Replaces the built-in system prompt when set.
+    pub base_instructions: Option<String>,
+    /// Sent as a developer message at the start of the thread.
+    pub developer_instructions: Option<String>,
+    pub compact_prompt: Option<String>,
+    /// Cap on the bytes of AGENTS.md text added to the context.
+    pub project_doc_max_bytes: usize,
+    /// How long an approval request may wait for an answer before it counts as denied.
+    pub approval_timeout: Duration,
+    /// Default timeout of a shell command when the model gives none.
+    pub shell_default_timeout: Duration,
+    /// Bytes of command output kept for the model (head and tail halves).
+    pub tool_output_max_bytes: usize,
+    /// JSON Schema the final message must follow (`--output-schema`).
+    pub output_schema: Option<serde_json::Value>,
+    /// Do not write rollouts (threads cannot be resumed).
+    pub ephemeral: bool,
+    /// `[mcp_servers.NAME]`: MCP servers our agent uses as a client.
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[mcp_server]`: how `interpreter mcp-server` behaves towards its client.
+    pub mcp_server: McpServerSettings,
+    /// The process environment, captured once in `main` and injected (tests pass their own).
+    pub env: HashMap<String, String>,
+    /// Path of the `interpreter` executable, used to re-exec the sandbox helper.
+    /// `None` means sandboxed commands cannot run (they fail with a clear error).
+    pub sandbox_exe: Option<PathBuf>,
+}
+
+/// `[mcp_servers.NAME]` (stdio or streamable HTTP). Parsed now, used by the MCP client.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub env_vars: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub bearer_token_env_var: Option<String>,
+    #[serde(default)]
+    pub http_headers: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub env_http_headers: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub startup_timeout_sec: Option<f64>,
+    #[serde(default)]
+    pub tool_timeout_sec: Option<f64>,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub required: bool,
+    #[serde(default)]
+    pub enabled_tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub disabled_tools: Option<Vec<String>>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// What `interpreter mcp-server` does when an approval is needed but the client did not
+/// declare the elicitation capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ElicitationFallback {
+    #[default]
+    Deny,
+    Approve,
+}
+
+/// `[mcp_server]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpServerSettings {
+    /// Send `codex/event` notifications (turn off for strict clients).
+    pub events: bool,
+    /// Deadline for an `elicitation/create` answer, in seconds.
+    pub approval_timeout_sec: u64,
+    pub elicitation_fallback: ElicitationFallback,
+    /// Heartbeat interval of `notifications/progress` while a turn runs, in seconds.
+    pub progress_interval_sec: u64,
+}
+
+impl Default for McpServerSettings {
+    fn default() -> Self {
+        Self {
+            events: true,
+            approval_timeout_sec: 600,
+            elicitation_fallback: ElicitationFallback::Deny,
+            progress_interval_sec: 10,
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! Errors at the engine's boundary.
+
+use interpreter_protocol::ThreadId;
+
+use crate::config::ConfigError;
+use crate::rollout::RolloutError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Rollout(#[from] RolloutError),
+    #[error(transparent)]
+    Provider(#[from] interpreter_model_client::ProviderError),
+    #[error("no thread with id {0} (no rollout found under the sessions directory)")]
+    ThreadNotFound(ThreadId),
+    #[error("thread {0} is already running in this process")]
+    ThreadAlreadyLive(ThreadId),
+    #[error("thread {0} has shut down")]
+    ThreadClosed(ThreadId),
+    #[error("{0}")]
+    Internal(String),
+}

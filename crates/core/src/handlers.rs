@@ -1,0 +1,581 @@
+//! The tools offered to the model and what happens when it calls one.
+//!
+//! Every call produces exactly one output string the model can read — bad arguments, a
+//! declined approval, or a failed command included — so a confused model can correct
+//! itself and the history stays well formed. Only an interrupt (or an approval answered
+//! with `abort`) stops the turn instead.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use interpreter_model_client::ToolSpec;
+use interpreter_protocol::{
+    ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
+    ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus, ExecOutputStream,
+    PatchApplyBeginEvent,
+    PatchApplyEndEvent, ReviewDecision, UpdatePlanArgs, WarningEvent,
+};
+use interpreter_tools::{apply_patch, env_policy, safety, sandbox, shell};
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{self, CommandAssessment, PatchAssessment};
+use crate::session::Session;
+
+pub(crate) enum ToolOutcome {
+    Output(String),
+    /// The turn must stop; the call gets an "aborted" output.
+    Aborted,
+}
+
+const SHELL_TOOL: &str = "shell";
+const APPLY_PATCH_TOOL: &str = "apply_patch";
+const UPDATE_PLAN_TOOL: &str = "update_plan";
+
+/// Environment variable carrying how deeply `interpreter` processes are nested, so an
+/// agent cannot start itself as an MCP server recursively.
+pub const NESTING_DEPTH_ENV: &str = "INTERPRETER_NESTING_DEPTH";
+
+pub(crate) fn tool_specs() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: SHELL_TOOL.to_string(),
+            description: "Run a shell command with `bash -lc` and return its exit code and output. \
+                Use `workdir` instead of `cd`. Output is truncated (head and tail kept) when long."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The shell script to run."},
+                    "workdir": {"type": "string", "description": "Directory to run in; defaults to the session's working directory."},
+                    "timeout_ms": {"type": "number", "description": "Kill the command after this many milliseconds."},
+                    "sandbox_permissions": {
+                        "type": "string",
+                        "enum": ["use_default", "require_escalated"],
+                        "description": "`require_escalated` asks the user to run this command outside the sandbox."
+                    },
+                    "justification": {"type": "string", "description": "With `require_escalated`: one sentence on why, shown to the user."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: APPLY_PATCH_TOOL.to_string(),
+            description: "Create, update, move or delete files with a patch in the `*** Begin Patch` format \
+                described in the instructions. Pass the whole patch text as `input`."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "input": {"type": "string", "description": "The patch, from `*** Begin Patch` to `*** End Patch`."}
+                },
+                "required": ["input"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: UPDATE_PLAN_TOOL.to_string(),
+            description: "Record or update the step plan for the task. At most one step may be `in_progress`."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "explanation": {"type": "string"},
+                    "plan": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "step": {"type": "string"},
+                                "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
+                            },
+                            "required": ["step", "status"],
+                            "additionalProperties": false
+                        }
+                    }
+                },
+                "required": ["plan"],
+                "additionalProperties": false
+            }),
+        },
+    ]
+}
+
+pub(crate) async fn handle_call(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    name: &str,
+    arguments: &str,
+    call_id: &str,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
+    match name {
+        SHELL_TOOL | "shell_command" | "exec_command" | "bash" => {
+            match parse_args::<ShellArgs>(name, arguments) {
+                Ok(args) => handle_shell(sess, sub_id, call_id, args, cancel).await,
+                Err(text) => ToolOutcome::Output(text),
+            }
+        }
+        APPLY_PATCH_TOOL => match parse_args::<ApplyPatchArgs>(name, arguments) {
+            Ok(args) => handle_patch(sess, sub_id, call_id, &args.input, cancel).await,
+            Err(text) => ToolOutcome::Output(text),
+        },
+        UPDATE_PLAN_TOOL => match parse_args::<UpdatePlanArgs>(name, arguments) {
+            Ok(args) => {
+                let in_progress = args
+                    .plan
+                    .iter()
+                    .filter(|p| p.status == interpreter_protocol::StepStatus::InProgress)
+                    .count();
+                if in_progress > 1 {
+                    return ToolOutcome::Output(format!(
+                        "update_plan rejected: {in_progress} steps are `in_progress`; at most one may be"
+                    ));
+                }
+                sess.emit(sub_id, EventMsg::PlanUpdate(args)).await;
+                ToolOutcome::Output("Plan updated".to_string())
+            }
+            Err(text) => ToolOutcome::Output(text),
+        },
+        other => ToolOutcome::Output(format!(
+            "unknown tool `{other}`; the available tools are `{SHELL_TOOL}`, `{APPLY_PATCH_TOOL}` and `{UPDATE_PLAN_TOOL}`"
+        )),
+    }
+}
+
+/// Parse tool arguments, or explain to the model what was wrong.
+fn parse_args<T: for<'de> Deserialize<'de>>(tool: &str, arguments: &str) -> Result<T, String> {
+    let arguments = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    serde_json::from_str(arguments).map_err(|err| {
+        format!("invalid arguments for `{tool}`: {err}. Send a JSON object that matches the tool's parameters schema and try again.")
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct ApplyPatchArgs {
+    input: String,
+}
+
+/// `command` as a script string, or (as some models send) an argv array.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum CommandArg {
+    Script(String),
+    Argv(Vec<String>),
+}
+
+#[derive(Debug, Deserialize, Default, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum SandboxPermissions {
+    #[default]
+    UseDefault,
+    RequireEscalated,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShellArgs {
+    #[serde(alias = "cmd")]
+    command: CommandArg,
+    #[serde(default)]
+    workdir: Option<String>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    sandbox_permissions: SandboxPermissions,
+    #[serde(default)]
+    justification: Option<String>,
+}
+
+async fn handle_shell(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    args: ShellArgs,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
+    let argv = match args.command {
+        CommandArg::Script(script) => safety::shell_argv(&script),
+        CommandArg::Argv(argv) if !argv.is_empty() => argv,
+        CommandArg::Argv(_) => {
+            return ToolOutcome::Output("invalid arguments for `shell`: `command` is empty".to_string());
+        }
+    };
+    if let Some(patch) = apply_patch::extract_patch_from_shell(&argv) {
+        return handle_patch(sess, sub_id, call_id, &patch, cancel).await;
+    }
+    let cwd = resolve_dir(&sess.config.cwd, args.workdir.as_deref());
+    if !cwd.is_dir() {
+        return ToolOutcome::Output(format!(
+            "workdir {} does not exist; pass an existing directory",
+            cwd.display()
+        ));
+    }
+    let timeout = args
+        .timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or(sess.config.shell_default_timeout);
+    let escalate = args.sandbox_permissions == SandboxPermissions::RequireEscalated;
+    let session_key = format!("exec:{}", render_command(&argv));
+    let approved_for_session = sess.approved_for_session.lock().await.contains(&session_key);
+
+    let sandboxed = match approval::assess_command(
+        sess.config.approval_policy,
+        &sess.config.sandbox_policy,
+        &argv,
+        escalate,
+        approved_for_session,
+    ) {
+        CommandAssessment::Run { sandboxed } => sandboxed,
+        CommandAssessment::Reject(reason) => {
+            return ToolOutcome::Output(format!("command rejected: {reason}"));
+        }
+        CommandAssessment::Ask { sandboxed, reason } => {
+            let reason = args.justification.clone().unwrap_or(reason);
+            match ask_exec(sess, sub_id, call_id, &argv, &cwd, reason, cancel).await {
+                ReviewDecision::Approved => sandboxed,
+                ReviewDecision::ApprovedForSession => {
+                    sess.approved_for_session.lock().await.insert(session_key);
+                    sandboxed
+                }
+                ReviewDecision::Abort => return ToolOutcome::Aborted,
+                ReviewDecision::Denied | ReviewDecision::TimedOut => {
+                    emit_declined(sess, sub_id, call_id, &argv, &cwd).await;
+                    return ToolOutcome::Output(
+                        "the user declined to run this command; do not run it again, find another way or ask"
+                            .to_string(),
+                    );
+                }
+            }
+        }
+    };
+
+    sess.emit(
+        sub_id,
+        EventMsg::ExecCommandBegin(ExecCommandBeginEvent {
+            call_id: call_id.to_string(),
+            turn_id: sub_id.to_string(),
+            command: argv.clone(),
+            cwd: cwd.clone(),
+            parsed_cmd: safety::parse_command(&argv),
+        }),
+    )
+    .await;
+    let started = Instant::now();
+    let mut result = run_command(sess, sub_id, call_id, &argv, &cwd, timeout, sandboxed, cancel).await;
+
+    // A command the sandbox stopped may be retried outside it, but only with approval.
+    if sandboxed
+        && approval::may_ask_to_retry_unsandboxed(sess.config.approval_policy)
+        && let Ok(out) = &result
+        && out.exit_code != Some(0)
+        && !out.cancelled
+        && !out.timed_out
+        && sandbox::looks_like_sandbox_denial(out.exit_code, &out.aggregated_output)
+    {
+        let reason = "the command failed inside the sandbox; run it again without the sandbox?".to_string();
+        match ask_exec(sess, sub_id, call_id, &argv, &cwd, reason, cancel).await {
+            ReviewDecision::Approved | ReviewDecision::ApprovedForSession => {
+                result = run_command(sess, sub_id, call_id, &argv, &cwd, timeout, false, cancel).await;
+            }
+            ReviewDecision::Abort => {
+                emit_end(sess, sub_id, call_id, &argv, &cwd, None, String::new(), started, ExecCommandStatus::Failed).await;
+                return ToolOutcome::Aborted;
+            }
+            ReviewDecision::Denied | ReviewDecision::TimedOut => {}
+        }
+    }
+
+    match result {
+        Ok(out) => {
+            let status = if out.exit_code == Some(0) {
+                ExecCommandStatus::Completed
+            } else {
+                ExecCommandStatus::Failed
+            };
+            emit_end(sess, sub_id, call_id, &argv, &cwd, out.exit_code, out.aggregated_output.clone(), started, status).await;
+            if out.cancelled {
+                return ToolOutcome::Aborted;
+            }
+            ToolOutcome::Output(shell::format_output_for_model(&out))
+        }
+        Err(err) => {
+            let text = format!("failed to run the command: {err}");
+            emit_end(sess, sub_id, call_id, &argv, &cwd, None, text.clone(), started, ExecCommandStatus::Failed).await;
+            ToolOutcome::Output(text)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_command(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    argv: &[String],
+    cwd: &Path,
+    timeout: Duration,
+    sandboxed: bool,
+    cancel: &CancellationToken,
+) -> Result<shell::ExecOutput, String> {
+    let mut env = env_policy::create_env(&sess.config.shell_environment_policy, &sess.config.env);
+    if !sess.config.sandbox_policy.has_full_network_access() && sandboxed {
+        env.insert("INTERPRETER_SANDBOX_NETWORK_DISABLED".to_string(), "1".to_string());
+    }
+    let argv = if sandboxed {
+        match &sess.config.sandbox_exe {
+            Some(exe) => sandbox::sandbox_argv(exe, &sess.config.sandbox_policy, cwd, argv),
+            None => {
+                return Err(
+                    "the sandbox helper is unavailable in this process; choose `danger-full-access` explicitly to run without a sandbox"
+                        .to_string(),
+                );
+            }
+        }
+    } else {
+        argv.to_vec()
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(ExecOutputStream, Vec<u8>)>();
+    let forward = {
+        let sess = sess.clone();
+        let sub_id = sub_id.to_string();
+        let call_id = call_id.to_string();
+        tokio::spawn(async move {
+            while let Some((stream, bytes)) = rx.recv().await {
+                sess.emit(
+                    &sub_id,
+                    EventMsg::ExecCommandOutputDelta(ExecCommandOutputDeltaEvent {
+                        call_id: call_id.clone(),
+                        stream,
+                        chunk: String::from_utf8_lossy(&bytes).into_owned(),
+                    }),
+                )
+                .await;
+            }
+        })
+    };
+    let request = shell::ExecRequest {
+        argv,
+        cwd: cwd.to_path_buf(),
+        env,
+        timeout,
+        output_max_bytes: sess.config.tool_output_max_bytes,
+    };
+    let result = shell::run(request, cancel.child_token(), Some(tx)).await;
+    // The sender is gone once `run` returns, so the forwarder drains and ends.
+    let _ = forward.await;
+    result.map_err(|err| err.to_string())
+}
+
+async fn ask_exec(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    argv: &[String],
+    cwd: &Path,
+    reason: String,
+    cancel: &CancellationToken,
+) -> ReviewDecision {
+    let request = EventMsg::ExecApprovalRequest(ExecApprovalRequestEvent {
+        call_id: call_id.to_string(),
+        turn_id: sub_id.to_string(),
+        command: argv.to_vec(),
+        cwd: cwd.to_path_buf(),
+        reason: Some(reason),
+        parsed_cmd: safety::parse_command(argv),
+    });
+    wait_for_approval(sess, sub_id, call_id, request, cancel).await
+}
+
+/// Emit an approval request and wait for its answer, the approval deadline, or the turn's
+/// cancellation — whichever comes first. Never waits forever.
+async fn wait_for_approval(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    request: EventMsg,
+    cancel: &CancellationToken,
+) -> ReviewDecision {
+    let answer = sess.register_approval(call_id).await;
+    sess.emit(sub_id, request).await;
+    let timeout = sess.config.approval_timeout;
+    tokio::select! {
+        decision = answer => decision.unwrap_or(ReviewDecision::Denied),
+        () = tokio::time::sleep(timeout) => {
+            sess.forget_approval(call_id).await;
+            sess.emit(sub_id, EventMsg::Warning(WarningEvent {
+                message: format!("approval request {call_id} got no answer within {}s; treated as declined", timeout.as_secs()),
+            })).await;
+            ReviewDecision::TimedOut
+        }
+        () = cancel.cancelled() => {
+            sess.forget_approval(call_id).await;
+            ReviewDecision::Abort
+        }
+    }
+}
+
+async fn emit_declined(sess: &Session, sub_id: &str, call_id: &str, argv: &[String], cwd: &Path) {
+    sess.emit(
+        sub_id,
+        EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+            call_id: call_id.to_string(),
+            turn_id: sub_id.to_string(),
+            command: argv.to_vec(),
+            cwd: cwd.to_path_buf(),
+            exit_code: None,
+            aggregated_output: String::new(),
+            duration_ms: 0,
+            status: ExecCommandStatus::Declined,
+        }),
+    )
+    .await;
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn emit_end(
+    sess: &Session,
+    sub_id: &str,
+    call_id: &str,
+    argv: &[String],
+    cwd: &Path,
+    exit_code: Option<i32>,
+    aggregated_output: String,
+    started: Instant,
+    status: ExecCommandStatus,
+) {
+    sess.emit(
+        sub_id,
+        EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+            call_id: call_id.to_string(),
+            turn_id: sub_id.to_string(),
+            command: argv.to_vec(),
+            cwd: cwd.to_path_buf(),
+            exit_code,
+            aggregated_output,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            status,
+        }),
+    )
+    .await;
+}
+
+async fn handle_patch(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    patch_text: &str,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
+    let cwd = sess.config.cwd.clone();
+    let patch = match apply_patch::parse_patch(patch_text) {
+        Ok(patch) => patch,
+        Err(err) => return ToolOutcome::Output(format!("apply_patch failed: {err}")),
+    };
+    let changes = match patch.changes(&cwd) {
+        Ok(changes) => changes,
+        Err(err) => return ToolOutcome::Output(format!("apply_patch failed: {err}")),
+    };
+    let paths = patch.affected_paths(&cwd);
+    let all_writable = paths.iter().all(|path| {
+        sandbox::is_path_writable(&sess.config.sandbox_policy, &cwd, &sess.config.env, path)
+    });
+    let session_key = format!(
+        "patch:{}",
+        paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join("\n")
+    );
+    let approved_for_session = sess.approved_for_session.lock().await.contains(&session_key);
+
+    let auto_approved = match approval::assess_patch(
+        sess.config.approval_policy,
+        all_writable,
+        approved_for_session,
+    ) {
+        PatchAssessment::Apply => true,
+        PatchAssessment::Reject(reason) => {
+            return ToolOutcome::Output(format!("patch rejected: {reason}"));
+        }
+        PatchAssessment::Ask { reason } => {
+            let grant_root = (!all_writable)
+                .then(|| common_parent(&paths))
+                .flatten();
+            let request = EventMsg::ApplyPatchApprovalRequest(ApplyPatchApprovalRequestEvent {
+                call_id: call_id.to_string(),
+                turn_id: sub_id.to_string(),
+                changes: changes.clone(),
+                reason: Some(reason),
+                grant_root,
+            });
+            match wait_for_approval(sess, sub_id, call_id, request, cancel).await {
+                ReviewDecision::Approved => false,
+                ReviewDecision::ApprovedForSession => {
+                    sess.approved_for_session.lock().await.insert(session_key);
+                    false
+                }
+                ReviewDecision::Abort => return ToolOutcome::Aborted,
+                ReviewDecision::Denied | ReviewDecision::TimedOut => {
+                    return ToolOutcome::Output(
+                        "the user declined this patch; the files were not changed".to_string(),
+                    );
+                }
+            }
+        }
+    };
+
+    sess.emit(
+        sub_id,
+        EventMsg::PatchApplyBegin(PatchApplyBeginEvent {
+            call_id: call_id.to_string(),
+            turn_id: sub_id.to_string(),
+            auto_approved,
+            changes: changes.clone(),
+        }),
+    )
+    .await;
+    let (success, stdout, stderr) = match apply_patch::apply_patch(&patch, &cwd) {
+        Ok(report) => (true, report.summary(), String::new()),
+        Err(err) => (false, String::new(), format!("apply_patch failed: {err}")),
+    };
+    sess.emit(
+        sub_id,
+        EventMsg::PatchApplyEnd(PatchApplyEndEvent {
+            call_id: call_id.to_string(),
+            turn_id: sub_id.to_string(),
+            stdout: stdout.clone(),
+            stderr: stderr.clone(),
+            success,
+            changes,
+        }),
+    )
+    .await;
+    ToolOutcome::Output(if success { stdout } else { stderr })
+}
+
+fn resolve_dir(cwd: &Path, workdir: Option<&str>) -> PathBuf {
+    match workdir {
+        Some(dir) if !dir.is_empty() => cwd.join(dir),
+        _ => cwd.to_path_buf(),
+    }
+}
+
+fn common_parent(paths: &[PathBuf]) -> Option<PathBuf> {
+    let mut iter = paths.iter().filter_map(|p| p.parent());
+    let mut common = iter.next()?.to_path_buf();
+    for parent in iter {
+        while !parent.starts_with(&common) {
+            common = common.parent()?.to_path_buf();
+        }
+    }
+    Some(common)
+}
+
+/// A command as one shell-quoted line, for display and for session approvals.
+pub fn render_command(argv: &[String]) -> String {
+    shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+}

@@ -1,0 +1,122 @@
+//! The initial context a thread starts with: AGENTS.md files and the environment.
+//!
+//! AGENTS.md files are collected from the repository root (the nearest ancestor of the cwd
+//! holding `.git`) down to the cwd, so instructions closer to the work come last and win.
+//! Their total is capped so a huge file cannot crowd the model's context.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+
+const PROJECT_DOC_FILENAME: &str = "AGENTS.md";
+
+/// The AGENTS.md text for `cwd`, or `None` when there is none.
+pub fn load_project_docs(cwd: &Path, max_bytes: usize) -> Option<String> {
+    if max_bytes == 0 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    let mut remaining = max_bytes;
+    for dir in dirs_from_root(cwd) {
+        let path = dir.join(PROJECT_DOC_FILENAME);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let taken = truncate_to_char_boundary(text, remaining);
+        if taken.len() < text.len() {
+            tracing::warn!(path = %path.display(), max_bytes, "AGENTS.md truncated to the project_doc_max_bytes budget");
+        }
+        remaining -= taken.len();
+        parts.push(taken.to_string());
+        if remaining == 0 {
+            break;
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
+}
+
+/// Directories from the repository root (or `cwd` itself outside a repository) to `cwd`.
+fn dirs_from_root(cwd: &Path) -> Vec<PathBuf> {
+    let mut chain: Vec<PathBuf> = Vec::new();
+    for dir in cwd.ancestors() {
+        chain.push(dir.to_path_buf());
+        if dir.join(".git").exists() {
+            chain.reverse();
+            return chain;
+        }
+    }
+    vec![cwd.to_path_buf()]
+}
+
+fn truncate_to_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The user-role message that carries AGENTS.md instructions, if any.
+pub fn project_doc_message(config: &Config) -> Option<String> {
+    load_project_docs(&config.cwd, config.project_doc_max_bytes).map(|docs| {
+        format!(
+            "# AGENTS.md instructions for {}\n\n<INSTRUCTIONS>\n{docs}\n</INSTRUCTIONS>",
+            config.cwd.display()
+        )
+    })
+}
+
+/// A short description of where and how commands run, so the model knows its limits.
+pub fn environment_context(config: &Config) -> String {
+    let network = if config.sandbox_policy.has_full_network_access() {
+        "enabled"
+    } else {
+        "restricted"
+    };
+    format!(
+        "<environment_context>\n  <cwd>{}</cwd>\n  <approval_policy>{}</approval_policy>\n  <sandbox_mode>{}</sandbox_mode>\n  <network_access>{network}</network_access>\n  <shell>bash</shell>\n</environment_context>",
+        config.cwd.display(),
+        config.approval_policy.as_str(),
+        config.sandbox_policy.mode().as_str(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collects_from_repo_root_down_to_cwd_within_budget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir(root.join(".git")).unwrap();
+        let sub = root.join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(root.join("AGENTS.md"), "root rules").unwrap();
+        std::fs::write(sub.join("AGENTS.md"), "leaf rules").unwrap();
+
+        let docs = load_project_docs(&sub, 1024).unwrap();
+        assert_eq!(docs, "root rules\n\nleaf rules");
+
+        let capped = load_project_docs(&sub, 4).unwrap();
+        assert_eq!(capped, "root");
+    }
+
+    #[test]
+    fn outside_a_repo_only_cwd_counts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sub = tmp.path().join("x");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(tmp.path().join("AGENTS.md"), "parent").unwrap();
+        assert_eq!(load_project_docs(&sub, 1024), None);
+        std::fs::write(sub.join("AGENTS.md"), "here").unwrap();
+        assert_eq!(load_project_docs(&sub, 1024).as_deref(), Some("here"));
+    }
+}

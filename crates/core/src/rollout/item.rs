@@ -1,0 +1,135 @@
+//! What a rollout line holds: the record types, the on-disk line shape, which events are
+//! worth persisting, and how model history is rebuilt from records.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use interpreter_protocol::{
+    AskForApproval, EventMsg, ReasoningEffort, ResponseItem, SandboxPolicy, SessionSource, ThreadId,
+};
+use serde::{Deserialize, Serialize};
+
+/// One record of a rollout. On disk: `{"timestamp": ..., "type": "<variant>", "payload": ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "payload", rename_all = "snake_case")]
+pub enum RolloutItem {
+    /// Always the first line of a rollout.
+    SessionMeta(SessionMeta),
+    /// Settings snapshot written at the start of each turn.
+    TurnContext(TurnContextItem),
+    /// Model-visible history, verbatim.
+    ResponseItem(ResponseItem),
+    /// The persisted subset of events (see [`should_persist_event`]).
+    EventMsg(EventMsg),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    pub id: ThreadId,
+    #[serde(with = "rfc3339_millis")]
+    pub timestamp: DateTime<Utc>,
+    pub cwd: PathBuf,
+    /// Name of the client that started the thread.
+    pub originator: String,
+    pub cli_version: String,
+    pub source: SessionSource,
+    pub model_provider: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    pub base_instructions: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnContextItem {
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    pub cwd: PathBuf,
+    pub approval_policy: AskForApproval,
+    pub sandbox_policy: SandboxPolicy,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<ReasoningEffort>,
+}
+
+/// The shape of one JSONL line.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct RolloutLine {
+    #[serde(with = "rfc3339_millis")]
+    pub timestamp: DateTime<Utc>,
+    #[serde(flatten)]
+    pub item: RolloutItem,
+}
+
+/// Whether an event belongs in the rollout. Deltas, begin events, approval requests and
+/// the like are transient: the completed form (or the response items) carries the same
+/// information, and replaying them would only duplicate output.
+pub fn should_persist_event(msg: &EventMsg) -> bool {
+    // Exhaustive on purpose: a new event kind must be classified here.
+    match msg {
+        EventMsg::UserMessage(_)
+        | EventMsg::AgentMessage(_)
+        | EventMsg::AgentReasoning(_)
+        | EventMsg::TaskStarted(_)
+        | EventMsg::TaskComplete(_)
+        | EventMsg::TurnAborted(_)
+        | EventMsg::TokenCount(_)
+        | EventMsg::ExecCommandEnd(_)
+        | EventMsg::PatchApplyEnd(_)
+        | EventMsg::Error(_) => true,
+        EventMsg::SessionConfigured(_)
+        | EventMsg::Warning(_)
+        | EventMsg::StreamError(_)
+        | EventMsg::AgentMessageDelta(_)
+        | EventMsg::AgentReasoningDelta(_)
+        | EventMsg::ExecCommandBegin(_)
+        | EventMsg::ExecCommandOutputDelta(_)
+        | EventMsg::ExecApprovalRequest(_)
+        | EventMsg::ApplyPatchApprovalRequest(_)
+        | EventMsg::PatchApplyBegin(_)
+        | EventMsg::PlanUpdate(_)
+        | EventMsg::McpToolCallBegin(_)
+        | EventMsg::McpToolCallEnd(_)
+        | EventMsg::ShutdownComplete => false,
+    }
+}
+
+/// The model history a resumed thread continues from: every response item, in order.
+pub fn history_from_rollout(items: &[RolloutItem]) -> Vec<ResponseItem> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            RolloutItem::ResponseItem(item) => Some(item.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The first user message text in `items`, used as the thread preview.
+pub(crate) fn first_user_message(items: &[RolloutItem]) -> Option<&str> {
+    items.iter().find_map(|item| match item {
+        RolloutItem::EventMsg(EventMsg::UserMessage(event)) => Some(event.message.as_str()),
+        _ => None,
+    })
+}
+
+/// UTC timestamps with millisecond precision (`2026-01-02T03:04:05.678Z`), the format of
+/// the reference implementation's rollouts; fixed width, so they also sort as text.
+pub(crate) mod rfc3339_millis {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_timestamp(value))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        let text = String::deserialize(d)?;
+        DateTime::parse_from_rfc3339(&text)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+pub(crate) fn format_timestamp(value: &DateTime<Utc>) -> String {
+    value.to_rfc3339_opts(SecondsFormat::Millis, true)
+}

@@ -1,0 +1,325 @@
+use std::io::Write;
+use std::path::Path;
+
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use interpreter_protocol::{
+    AgentMessageEvent, AskForApproval, DeltaEvent, EventMsg, ResponseItem, SandboxPolicy,
+    SessionSource, TaskStartedEvent, ThreadId, UserMessageEvent,
+};
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+fn meta(cwd: &Path) -> SessionMeta {
+    SessionMeta {
+        id: ThreadId::new(),
+        // Rollouts keep millisecond precision.
+        timestamp: DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap(),
+        cwd: cwd.to_path_buf(),
+        originator: "test".into(),
+        cli_version: "0.0.0".into(),
+        source: SessionSource::Exec,
+        model_provider: Some("ollama".into()),
+        model: Some("qwen".into()),
+        base_instructions: None,
+    }
+}
+
+fn sample_items() -> Vec<RolloutItem> {
+    vec![
+        RolloutItem::TurnContext(TurnContextItem {
+            turn_id: Some("1".into()),
+            cwd: "/w".into(),
+            approval_policy: AskForApproval::Never,
+            sandbox_policy: SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+            model: "qwen".into(),
+            effort: None,
+        }),
+        RolloutItem::EventMsg(EventMsg::TaskStarted(TaskStartedEvent {
+            turn_id: "1".into(),
+            model_context_window: Some(8192),
+        })),
+        RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
+            message: "list the files".into(),
+        })),
+        RolloutItem::ResponseItem(ResponseItem::user_text("list the files")),
+        RolloutItem::ResponseItem(ResponseItem::reasoning_text("think", None)),
+        RolloutItem::ResponseItem(ResponseItem::FunctionCall {
+            name: "shell".into(),
+            arguments: "{\"command\":[\"ls\"]}".into(),
+            call_id: "call_1".into(),
+        }),
+        RolloutItem::ResponseItem(ResponseItem::FunctionCallOutput {
+            call_id: "call_1".into(),
+            output: "a\nb".into(),
+        }),
+        RolloutItem::ResponseItem(ResponseItem::assistant_text("a and b")),
+        RolloutItem::EventMsg(EventMsg::AgentMessage(AgentMessageEvent {
+            message: "a and b".into(),
+        })),
+    ]
+}
+
+#[tokio::test]
+async fn write_then_read_back_in_order() {
+    let home = tempfile::tempdir().unwrap();
+    let meta = meta(home.path());
+    let recorder = RolloutRecorder::create(home.path(), meta.clone())
+        .await
+        .unwrap();
+
+    // The file layout and the session_meta line exist before anything else is recorded.
+    let path = recorder.path().to_path_buf();
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    assert!(name.starts_with("rollout-"), "{name}");
+    assert!(name.ends_with(&format!("-{}.jsonl", meta.id)), "{name}");
+    assert!(path.starts_with(home.path().join("sessions")));
+    assert_eq!(
+        read_rollout(&path).unwrap(),
+        vec![RolloutItem::SessionMeta(meta.clone())]
+    );
+
+    let items = sample_items();
+    recorder.record(&items[..3]).await.unwrap();
+    recorder.record(&items[3..]).await.unwrap();
+
+    let read = read_rollout(&path).unwrap();
+    let mut expected = vec![RolloutItem::SessionMeta(meta.clone())];
+    expected.extend(items.clone());
+    assert_eq!(read, expected);
+    assert_eq!(
+        history_from_rollout(&read),
+        items
+            .iter()
+            .filter_map(|i| match i {
+                RolloutItem::ResponseItem(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    );
+
+    // Line format: timestamp, type, payload.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "session_meta");
+    assert_eq!(first["payload"]["source"], "exec");
+    let ts = first["timestamp"].as_str().unwrap();
+    assert!(
+        ts.ends_with('Z') && ts.len() == "2026-01-02T03:04:05.678Z".len(),
+        "{ts}"
+    );
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "event_msg");
+    assert_eq!(last["payload"]["type"], "agent_message");
+
+    // The index learned the thread and its preview.
+    let index = ThreadIndex::open(home.path()).unwrap();
+    let record = index.get(meta.id).unwrap().unwrap();
+    assert_eq!(record.rollout_path, path);
+    assert_eq!(record.preview.as_deref(), Some("list the files"));
+    assert_eq!(record.source, SessionSource::Exec);
+    assert_eq!(record.model.as_deref(), Some("qwen"));
+}
+
+#[tokio::test]
+async fn truncated_last_line_is_skipped_and_appending_starts_clean() {
+    let home = tempfile::tempdir().unwrap();
+    let meta = meta(home.path());
+    let recorder = RolloutRecorder::create(home.path(), meta.clone())
+        .await
+        .unwrap();
+    let items = sample_items();
+    recorder.record(&items).await.unwrap();
+    let path = recorder.path().to_path_buf();
+    drop(recorder);
+
+    // A crash in the middle of a write: half a line, no newline.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    file.write_all(br#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"response_item","payl"#)
+        .unwrap();
+    drop(file);
+
+    let read = read_rollout(&path).unwrap();
+    assert_eq!(read.len(), 1 + items.len());
+
+    let recorder = RolloutRecorder::open_existing(&path).await.unwrap();
+    let extra = RolloutItem::ResponseItem(ResponseItem::user_text("again"));
+    recorder.record(std::slice::from_ref(&extra)).await.unwrap();
+
+    let read = read_rollout(&path).unwrap();
+    assert_eq!(read.len(), 2 + items.len());
+    assert_eq!(read.last(), Some(&extra));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.ends_with('\n'));
+    let last_line = text.lines().last().unwrap();
+    assert!(last_line.starts_with("{\"timestamp\""), "{last_line}");
+}
+
+#[test]
+fn unreadable_middle_line_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.jsonl");
+    let good = |text: &str| {
+        format!(
+            "{{\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"type\":\"response_item\",\"payload\":{}}}\n",
+            serde_json::to_string(&ResponseItem::user_text(text)).unwrap()
+        )
+    };
+    let content = format!("{}not json at all\n{}", good("one"), good("two"));
+    std::fs::write(&path, content).unwrap();
+    assert_eq!(
+        history_from_rollout(&read_rollout(&path).unwrap()),
+        vec![
+            ResponseItem::user_text("one"),
+            ResponseItem::user_text("two")
+        ]
+    );
+}
+
+#[test]
+fn read_missing_file_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope.jsonl");
+    let err = read_rollout(&path).err().unwrap().to_string();
+    assert!(err.contains(&path.display().to_string()), "{err}");
+}
+
+#[test]
+fn only_lasting_events_are_persisted() {
+    assert!(should_persist_event(&EventMsg::UserMessage(
+        UserMessageEvent {
+            message: "x".into()
+        }
+    )));
+    assert!(!should_persist_event(&EventMsg::AgentMessageDelta(
+        DeltaEvent { delta: "x".into() }
+    )));
+    assert!(!should_persist_event(&EventMsg::ShutdownComplete));
+}
+
+fn record_at(id: ThreadId, cwd: &str, minutes: i64) -> ThreadRecord {
+    let at = Utc::now() - ChronoDuration::hours(1) + ChronoDuration::minutes(minutes);
+    ThreadRecord {
+        id,
+        rollout_path: format!("/r/{id}.jsonl").into(),
+        created_at: at,
+        updated_at: at,
+        cwd: cwd.into(),
+        model_provider: Some("p".into()),
+        model: None,
+        source: SessionSource::Mcp,
+        preview: None,
+    }
+}
+
+#[test]
+fn index_upsert_get_latest_list_touch() {
+    let home = tempfile::tempdir().unwrap();
+    let index = ThreadIndex::open(home.path()).unwrap();
+    let ids: Vec<ThreadId> = (0..4).map(|_| ThreadId::new()).collect();
+    index.upsert(&record_at(ids[0], "/a", 0)).unwrap();
+    index.upsert(&record_at(ids[1], "/b", 1)).unwrap();
+    index.upsert(&record_at(ids[2], "/a", 2)).unwrap();
+    index.upsert(&record_at(ids[3], "/b", 3)).unwrap();
+
+    let got = index.get(ids[1]).unwrap().unwrap();
+    assert_eq!(got.cwd, Path::new("/b"));
+    assert_eq!(got.source, SessionSource::Mcp);
+    assert!(index.get(ThreadId::new()).unwrap().is_none());
+
+    assert_eq!(index.latest(None).unwrap().unwrap().id, ids[3]);
+    assert_eq!(
+        index.latest(Some(Path::new("/a"))).unwrap().unwrap().id,
+        ids[2]
+    );
+    assert!(index.latest(Some(Path::new("/c"))).unwrap().is_none());
+
+    // Touching moves a thread to the front and sets its preview once.
+    index
+        .touch(ids[0], Utc::now(), Some("first question"))
+        .unwrap();
+    index.touch(ids[0], Utc::now(), Some("second")).unwrap();
+    let latest = index.latest(None).unwrap().unwrap();
+    assert_eq!(latest.id, ids[0]);
+    assert_eq!(latest.preview.as_deref(), Some("first question"));
+
+    let page1 = index.list(3, None).unwrap();
+    let page1_ids: Vec<ThreadId> = page1.iter().map(|r| r.id).collect();
+    assert_eq!(page1_ids, vec![ids[0], ids[3], ids[2]]);
+    let page2 = index
+        .list(3, Some(&page1.last().unwrap().cursor()))
+        .unwrap();
+    assert_eq!(page2.iter().map(|r| r.id).collect::<Vec<_>>(), vec![ids[1]]);
+}
+
+#[test]
+fn long_previews_are_truncated() {
+    let home = tempfile::tempdir().unwrap();
+    let index = ThreadIndex::open(home.path()).unwrap();
+    let id = ThreadId::new();
+    index.upsert(&record_at(id, "/a", 0)).unwrap();
+    index
+        .touch(id, Utc::now(), Some(&"é".repeat(PREVIEW_MAX_CHARS * 2)))
+        .unwrap();
+    let preview = index.get(id).unwrap().unwrap().preview.unwrap();
+    assert_eq!(preview.chars().count(), PREVIEW_MAX_CHARS + 1);
+}
+
+#[tokio::test]
+async fn find_rollout_survives_a_deleted_index() {
+    let home = tempfile::tempdir().unwrap();
+    let meta = meta(home.path());
+    let recorder = RolloutRecorder::create(home.path(), meta.clone())
+        .await
+        .unwrap();
+    recorder.record(&sample_items()).await.unwrap();
+    let path = recorder.path().to_path_buf();
+    drop(recorder);
+
+    assert_eq!(
+        find_rollout(home.path(), meta.id).unwrap(),
+        Some(path.clone())
+    );
+
+    for suffix in ["", "-wal", "-shm"] {
+        let db = home.path().join(format!("{STATE_DB_FILE}{suffix}"));
+        if db.exists() {
+            std::fs::remove_file(db).unwrap();
+        }
+    }
+    assert_eq!(
+        find_rollout(home.path(), meta.id).unwrap(),
+        Some(path.clone())
+    );
+    // The index was repaired from the rollout.
+    let record = ThreadIndex::open(home.path())
+        .unwrap()
+        .get(meta.id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.rollout_path, path);
+    assert_eq!(record.preview.as_deref(), Some("list the files"));
+
+    assert_eq!(find_rollout(home.path(), ThreadId::new()).unwrap(), None);
+}
+
+#[tokio::test]
+async fn find_rollout_survives_a_corrupt_index() {
+    let home = tempfile::tempdir().unwrap();
+    let meta = meta(home.path());
+    let recorder = RolloutRecorder::create(home.path(), meta.clone())
+        .await
+        .unwrap();
+    let path = recorder.path().to_path_buf();
+    drop(recorder);
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(home.path().join(format!("{STATE_DB_FILE}{suffix}")));
+    }
+    std::fs::write(home.path().join(STATE_DB_FILE), b"this is not a database").unwrap();
+    assert_eq!(find_rollout(home.path(), meta.id).unwrap(), Some(path));
+}

@@ -1,0 +1,385 @@
+//! One thread's session task: the loop that owns a thread's state, takes its [`Op`]s and
+//! runs its turns.
+//!
+//! The task selects over the submission queue and the running turn. A turn runs as its own
+//! task so that `Interrupt` and approval answers are handled while the turn is blocked on
+//! the model or a child process; the turn observes a [`CancellationToken`] at every await.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use base64::prelude::*;
+use chrono::Utc;
+use interpreter_model_client::ModelClient;
+use interpreter_protocol::{
+    Event, EventMsg, Op, ResponseItem, ReviewDecision, SessionConfiguredEvent, SessionSource,
+    ThreadId, TokenUsage, UserInput,
+};
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::error::CoreError;
+use crate::project_doc;
+use crate::rollout::{self, RolloutItem, RolloutRecorder, SessionMeta};
+use crate::thread_manager::Submission;
+use crate::turn;
+
+pub(crate) enum SessionInit {
+    New {
+        config: Config,
+        source: SessionSource,
+    },
+    Resume {
+        config: Config,
+        thread_id: ThreadId,
+    },
+}
+
+pub(crate) struct Started {
+    pub thread_id: ThreadId,
+    pub session_configured: SessionConfiguredEvent,
+}
+
+/// State shared between the session loop and its running turn.
+pub(crate) struct Session {
+    pub thread_id: ThreadId,
+    pub config: Config,
+    pub client: ModelClient,
+    pub instructions: String,
+    tx_event: mpsc::UnboundedSender<Event>,
+    recorder: Option<RolloutRecorder>,
+    /// Model-visible history, in order. The single source of what the model sees.
+    pub history: Mutex<Vec<ResponseItem>>,
+    /// Input that arrived while a turn was running; the turn picks it up before its next
+    /// model call.
+    pub pending_input: Mutex<Vec<ResponseItem>>,
+    /// Approval requests waiting for an answer, by call id.
+    pending_approvals: Mutex<HashMap<String, oneshot::Sender<ReviewDecision>>>,
+    /// Commands (shell-joined) and patch path sets approved for the rest of the session.
+    pub approved_for_session: Mutex<HashSet<String>>,
+    pub total_usage: Mutex<TokenUsage>,
+}
+
+impl Session {
+    /// Send an event to the front end, and persist it when it belongs in the rollout.
+    pub async fn emit(&self, sub_id: &str, msg: EventMsg) {
+        if rollout::should_persist_event(&msg) {
+            self.persist(&[RolloutItem::EventMsg(msg.clone())]).await;
+        }
+        // A closed receiver means the front end is gone; the turn still finishes and is
+        // persisted, so there is nothing else to do with the error.
+        let _ = self.tx_event.send(Event {
+            id: sub_id.to_string(),
+            msg,
+        });
+    }
+
+    /// Append items to the model history and the rollout.
+    pub async fn record_items(&self, items: &[ResponseItem]) {
+        if items.is_empty() {
+            return;
+        }
+        self.history.lock().await.extend(items.iter().cloned());
+        let rollout_items: Vec<RolloutItem> = items
+            .iter()
+            .cloned()
+            .map(RolloutItem::ResponseItem)
+            .collect();
+        self.persist(&rollout_items).await;
+    }
+
+    pub async fn persist(&self, items: &[RolloutItem]) {
+        if let Some(recorder) = &self.recorder
+            && let Err(err) = recorder.record(items).await
+        {
+            // Losing durability must be visible, but must not kill the turn.
+            tracing::error!(thread_id = %self.thread_id, "failed to write rollout: {err}");
+            let _ = self.tx_event.send(Event {
+                id: String::new(),
+                msg: EventMsg::Warning(interpreter_protocol::WarningEvent {
+                    message: format!("failed to persist the thread: {err}"),
+                }),
+            });
+        }
+    }
+
+    /// Register an approval request; the returned receiver yields the answer.
+    pub async fn register_approval(&self, call_id: &str) -> oneshot::Receiver<ReviewDecision> {
+        let (tx, rx) = oneshot::channel();
+        self.pending_approvals
+            .lock()
+            .await
+            .insert(call_id.to_string(), tx);
+        rx
+    }
+
+    pub async fn forget_approval(&self, call_id: &str) {
+        self.pending_approvals.lock().await.remove(call_id);
+    }
+
+    async fn resolve_approval(&self, call_id: &str, decision: ReviewDecision) {
+        match self.pending_approvals.lock().await.remove(call_id) {
+            Some(tx) => {
+                let _ = tx.send(decision);
+            }
+            None => tracing::warn!(call_id, "approval answer for no pending request; ignored"),
+        }
+    }
+}
+
+pub(crate) async fn start(
+    init: SessionInit,
+    rx_sub: mpsc::Receiver<Submission>,
+    tx_event: mpsc::UnboundedSender<Event>,
+) -> Result<Started, CoreError> {
+    let (config, thread_id, history, total_usage, recorder, is_new) = match init {
+        SessionInit::New { config, source } => {
+            let thread_id = ThreadId::new();
+            let recorder = if config.ephemeral {
+                None
+            } else {
+                Some(
+                    RolloutRecorder::create(
+                        &config.home,
+                        SessionMeta {
+                            id: thread_id,
+                            timestamp: Utc::now(),
+                            cwd: config.cwd.clone(),
+                            originator: "interpreter".to_string(),
+                            cli_version: env!("CARGO_PKG_VERSION").to_string(),
+                            source,
+                            model_provider: Some(config.model_provider_id.clone()),
+                            model: Some(config.model.clone()),
+                            base_instructions: config.base_instructions.clone(),
+                        },
+                    )
+                    .await?,
+                )
+            };
+            (
+                config,
+                thread_id,
+                Vec::new(),
+                TokenUsage::default(),
+                recorder,
+                true,
+            )
+        }
+        SessionInit::Resume { config, thread_id } => {
+            let path = rollout::find_rollout(&config.home, thread_id)?
+                .ok_or(CoreError::ThreadNotFound(thread_id))?;
+            let items = rollout::read_rollout(&path)?;
+            let history = rollout::history_from_rollout(&items);
+            let total_usage = last_total_usage(&items);
+            let recorder = RolloutRecorder::open_existing(&path).await?;
+            (
+                config,
+                thread_id,
+                history,
+                total_usage,
+                Some(recorder),
+                false,
+            )
+        }
+    };
+
+    let client = ModelClient::new(
+        config.model_provider_id.clone(),
+        config.model_provider.clone(),
+        config.model.clone(),
+        config.model_reasoning_effort,
+        &config.env,
+    )?;
+
+    let instructions = config
+        .base_instructions
+        .clone()
+        .unwrap_or_else(|| include_str!("prompts/base_instructions.md").to_string());
+
+    let session_configured = SessionConfiguredEvent {
+        session_id: thread_id,
+        thread_id,
+        model: config.model.clone(),
+        model_provider_id: config.model_provider_id.clone(),
+        approval_policy: config.approval_policy,
+        sandbox_policy: config.sandbox_policy.clone(),
+        cwd: config.cwd.clone(),
+        reasoning_effort: config.model_reasoning_effort,
+        rollout_path: recorder.as_ref().map(|r| r.path().to_path_buf()),
+    };
+
+    let session = Arc::new(Session {
+        thread_id,
+        config,
+        client,
+        instructions,
+        tx_event,
+        recorder,
+        history: Mutex::new(history),
+        pending_input: Mutex::new(Vec::new()),
+        pending_approvals: Mutex::new(HashMap::new()),
+        approved_for_session: Mutex::new(HashSet::new()),
+        total_usage: Mutex::new(total_usage),
+    });
+
+    if is_new {
+        // The initial context is part of the durable history, so a resumed thread sees
+        // exactly what the model saw the first time.
+        let mut initial = Vec::new();
+        if let Some(dev) = &session.config.developer_instructions {
+            initial.push(ResponseItem::developer_text(dev.clone()));
+        }
+        if let Some(docs) = project_doc::project_doc_message(&session.config) {
+            initial.push(ResponseItem::user_text(docs));
+        }
+        initial.push(ResponseItem::user_text(project_doc::environment_context(
+            &session.config,
+        )));
+        session.record_items(&initial).await;
+    }
+
+    tokio::spawn(run_loop(session, rx_sub));
+    Ok(Started {
+        thread_id,
+        session_configured,
+    })
+}
+
+/// The thread's cumulative usage as last recorded, so totals continue across restarts.
+fn last_total_usage(items: &[RolloutItem]) -> TokenUsage {
+    items
+        .iter()
+        .rev()
+        .find_map(|item| match item {
+            RolloutItem::EventMsg(EventMsg::TokenCount(count)) => {
+                count.info.as_ref().map(|info| info.total_token_usage)
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+struct RunningTurn {
+    sub_id: String,
+    cancel: CancellationToken,
+    handle: JoinHandle<()>,
+}
+
+async fn run_loop(session: Arc<Session>, mut rx_sub: mpsc::Receiver<Submission>) {
+    let mut running: Option<RunningTurn> = None;
+    loop {
+        let turn_finished = async {
+            match running.as_mut() {
+                Some(turn) => {
+                    let _ = (&mut turn.handle).await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            sub = rx_sub.recv() => {
+                let Some(sub) = sub else {
+                    // Every handle is gone: stop the turn so children die and the rollout
+                    // records the abort.
+                    if let Some(turn) = running.take() {
+                        turn.cancel.cancel();
+                        let _ = turn.handle.await;
+                    }
+                    return;
+                };
+                match sub.op {
+                    Op::UserInput { items } => {
+                        let items = user_input_to_items(items);
+                        if running.is_some() {
+                            session.pending_input.lock().await.extend(items);
+                        } else {
+                            let cancel = CancellationToken::new();
+                            let handle = tokio::spawn(turn::run_turn(
+                                session.clone(),
+                                sub.id.clone(),
+                                items,
+                                cancel.clone(),
+                            ));
+                            running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
+                        }
+                    }
+                    Op::Interrupt => {
+                        if let Some(turn) = &running {
+                            tracing::debug!(turn = %turn.sub_id, "interrupt requested");
+                            turn.cancel.cancel();
+                        }
+                    }
+                    Op::ExecApproval { id, decision } | Op::PatchApproval { id, decision } => {
+                        session.resolve_approval(&id, decision).await;
+                    }
+                    Op::Shutdown => {
+                        if let Some(turn) = running.take() {
+                            turn.cancel.cancel();
+                            let _ = turn.handle.await;
+                        }
+                        session.emit(&sub.id, EventMsg::ShutdownComplete).await;
+                        return;
+                    }
+                }
+            }
+            () = turn_finished => {
+                running = None;
+                // Input that arrived after the turn's last model call starts a new turn.
+                let leftover = std::mem::take(&mut *session.pending_input.lock().await);
+                if !leftover.is_empty() {
+                    let cancel = CancellationToken::new();
+                    let sub_id = format!("{}-followup", session.thread_id);
+                    let handle = tokio::spawn(turn::run_turn(
+                        session.clone(),
+                        sub_id.clone(),
+                        leftover,
+                        cancel.clone(),
+                    ));
+                    running = Some(RunningTurn { sub_id, cancel, handle });
+                }
+            }
+        }
+    }
+}
+
+fn user_input_to_items(items: Vec<UserInput>) -> Vec<ResponseItem> {
+    let mut content = Vec::new();
+    for item in items {
+        match item {
+            UserInput::Text { text } => {
+                content.push(interpreter_protocol::ContentItem::InputText { text })
+            }
+            UserInput::LocalImage { path } => match image_data_url(&path) {
+                Ok(url) => {
+                    content.push(interpreter_protocol::ContentItem::InputImage { image_url: url })
+                }
+                Err(err) => content.push(interpreter_protocol::ContentItem::InputText {
+                    text: format!("[image {} could not be attached: {err}]", path.display()),
+                }),
+            },
+        }
+    }
+    vec![ResponseItem::Message {
+        role: interpreter_protocol::Role::User,
+        content,
+    }]
+}
+
+fn image_data_url(path: &std::path::Path) -> Result<String, std::io::Error> {
+    let bytes = std::fs::read(path)?;
+    let mime = match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        _ => "application/octet-stream",
+    };
+    Ok(format!("data:{mime};base64,{}", BASE64_STANDARD.encode(bytes)))
+}

@@ -1,0 +1,172 @@
+//! Threads as queue pairs, and the registry of live threads.
+//!
+//! A [`Thread`] is a handle on one running session task: [`Thread::submit`] pushes an
+//! [`Op`] into its submission queue and [`Thread::next_event`] pops the next [`Event`]
+//! from its event queue. The [`ThreadManager`] starts threads, resumes them from their
+//! rollout on disk, and keeps the live ones addressable by id so that any front end can
+//! reach a thread another request started.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use interpreter_protocol::{Event, Op, SessionConfiguredEvent, SessionSource, ThreadId};
+use tokio::sync::{Mutex, RwLock, mpsc};
+
+use crate::config::Config;
+use crate::error::CoreError;
+use crate::session::{self, SessionInit};
+
+/// Capacity of a thread's submission queue. Ops are small and rare; a full queue means the
+/// session task is wedged, and the sender then waits rather than dropping input.
+const SUBMISSION_QUEUE_CAPACITY: usize = 64;
+
+/// A handle on a running thread.
+pub struct Thread {
+    id: ThreadId,
+    tx_sub: mpsc::Sender<Submission>,
+    rx_event: Mutex<mpsc::UnboundedReceiver<Event>>,
+    next_submission_id: std::sync::atomic::AtomicU64,
+    rollout_path: Option<PathBuf>,
+}
+
+/// An [`Op`] with the id its events will carry.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub id: String,
+    pub op: Op,
+}
+
+impl Thread {
+    pub fn id(&self) -> ThreadId {
+        self.id
+    }
+
+    pub fn rollout_path(&self) -> Option<&PathBuf> {
+        self.rollout_path.as_ref()
+    }
+
+    /// Queue an op; returns the submission id that the resulting events carry.
+    pub async fn submit(&self, op: Op) -> Result<String, CoreError> {
+        let n = self
+            .next_submission_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = n.to_string();
+        self.tx_sub
+            .send(Submission { id: id.clone(), op })
+            .await
+            .map_err(|_| CoreError::ThreadClosed(self.id))?;
+        Ok(id)
+    }
+
+    /// The next event. Errors once the session task has ended and the queue is drained.
+    /// Not cancel-unsafe: dropping the future loses no event.
+    pub async fn next_event(&self) -> Result<Event, CoreError> {
+        self.rx_event
+            .lock()
+            .await
+            .recv()
+            .await
+            .ok_or(CoreError::ThreadClosed(self.id))
+    }
+}
+
+/// What [`ThreadManager::start_thread`] and [`ThreadManager::resume_thread`] return.
+pub struct NewThread {
+    pub thread_id: ThreadId,
+    pub thread: Arc<Thread>,
+    pub session_configured: SessionConfiguredEvent,
+}
+
+/// Starts, resumes and tracks threads. Cheap to share behind an `Arc`.
+#[derive(Default)]
+pub struct ThreadManager {
+    threads: RwLock<HashMap<ThreadId, Arc<Thread>>>,
+}
+
+impl ThreadManager {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Start a new thread. Its rollout is on disk before this returns, so the id can be
+    /// resumed even if the process dies before the first model call.
+    pub async fn start_thread(
+        &self,
+        config: Config,
+        source: SessionSource,
+    ) -> Result<NewThread, CoreError> {
+        self.spawn(SessionInit::New { config, source }).await
+    }
+
+    /// Load a thread from its rollout and make it live again. Errors with
+    /// [`CoreError::ThreadNotFound`] for an id that has no rollout.
+    pub async fn resume_thread(
+        &self,
+        config: Config,
+        thread_id: ThreadId,
+    ) -> Result<NewThread, CoreError> {
+        if let Some(thread) = self.get_thread(thread_id).await {
+            return Err(CoreError::ThreadAlreadyLive(thread.id()));
+        }
+        self.spawn(SessionInit::Resume { config, thread_id }).await
+    }
+
+    /// A live thread by id.
+    pub async fn get_thread(&self, id: ThreadId) -> Option<Arc<Thread>> {
+        self.threads.read().await.get(&id).cloned()
+    }
+
+    /// Forget a thread (its session task ends once the handle is dropped everywhere).
+    pub async fn remove_thread(&self, id: ThreadId) -> Option<Arc<Thread>> {
+        self.threads.write().await.remove(&id)
+    }
+
+    /// Interrupt every running turn and wait (bounded) for the sessions to record it.
+    pub async fn shutdown_all(&self, grace: std::time::Duration) {
+        let threads: Vec<Arc<Thread>> = self.threads.read().await.values().cloned().collect();
+        for thread in &threads {
+            let _ = thread.submit(Op::Interrupt).await;
+            let _ = thread.submit(Op::Shutdown).await;
+        }
+        let wait_all = async {
+            for thread in &threads {
+                loop {
+                    match thread.next_event().await {
+                        Ok(Event {
+                            msg: interpreter_protocol::EventMsg::ShutdownComplete,
+                            ..
+                        })
+                        | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                }
+            }
+        };
+        let _ = tokio::time::timeout(grace, wait_all).await;
+    }
+
+    async fn spawn(&self, init: SessionInit) -> Result<NewThread, CoreError> {
+        let (tx_sub, rx_sub) = mpsc::channel(SUBMISSION_QUEUE_CAPACITY);
+        // Unbounded: the session must never block on a slow reader (a stalled MCP client
+        // must not freeze a child process's output handling). Events are small.
+        let (tx_event, rx_event) = mpsc::unbounded_channel();
+        let started = session::start(init, rx_sub, tx_event).await?;
+        let thread = Arc::new(Thread {
+            id: started.thread_id,
+            tx_sub,
+            rx_event: Mutex::new(rx_event),
+            next_submission_id: std::sync::atomic::AtomicU64::new(1),
+            rollout_path: started.session_configured.rollout_path.clone(),
+        });
+        self.threads
+            .write()
+            .await
+            .insert(started.thread_id, thread.clone());
+        Ok(NewThread {
+            thread_id: started.thread_id,
+            thread,
+            session_configured: started.session_configured,
+        })
+    }
+}

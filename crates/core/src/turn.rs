@@ -1,0 +1,313 @@
+//! One turn: sample the model, run the tools it calls, feed the results back, repeat until
+//! the model answers without calling a tool.
+//!
+//! Invariants the turn keeps, whatever happens (error, interrupt, bad tool arguments):
+//! every tool call recorded in history gets exactly one output, in order, with its id
+//! unchanged; and the turn ends with exactly one of `task_complete` (after an `error` when
+//! it failed) or `turn_aborted`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use interpreter_model_client::{Prompt, ProviderError, ResponseEvent};
+use interpreter_protocol::{
+    AgentMessageEvent, AgentReasoningEvent, DeltaEvent, ErrorEvent, EventMsg, ReasoningContent,
+    ResponseItem, Role, StreamErrorEvent, TaskCompleteEvent, TaskStartedEvent, TokenCountEvent,
+    TokenUsage, TokenUsageInfo, TurnAbortReason, TurnAbortedEvent, UserMessageEvent,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::handlers::{self, ToolOutcome};
+use crate::rollout::{RolloutItem, TurnContextItem};
+use crate::session::Session;
+
+/// Why a turn stopped early.
+enum TurnStop {
+    Interrupted,
+    Failed(ErrorEvent),
+}
+
+/// Text recorded as the output of a tool call that never ran because the turn stopped.
+const ABORTED_OUTPUT: &str = "aborted: the turn was interrupted before this tool call ran";
+
+pub(crate) async fn run_turn(
+    sess: Arc<Session>,
+    sub_id: String,
+    input: Vec<ResponseItem>,
+    cancel: CancellationToken,
+) {
+    sess.emit(
+        &sub_id,
+        EventMsg::TaskStarted(TaskStartedEvent {
+            turn_id: sub_id.clone(),
+            model_context_window: sess.config.model_context_window,
+        }),
+    )
+    .await;
+    sess.persist(&[RolloutItem::TurnContext(TurnContextItem {
+        turn_id: Some(sub_id.clone()),
+        cwd: sess.config.cwd.clone(),
+        approval_policy: sess.config.approval_policy,
+        sandbox_policy: sess.config.sandbox_policy.clone(),
+        model: sess.config.model.clone(),
+        effort: sess.config.model_reasoning_effort,
+    })])
+    .await;
+    record_user_input(&sess, &sub_id, input).await;
+
+    match sampling_loop(&sess, &sub_id, &cancel).await {
+        Ok(last_agent_message) => {
+            sess.emit(
+                &sub_id,
+                EventMsg::TaskComplete(TaskCompleteEvent {
+                    turn_id: sub_id.clone(),
+                    last_agent_message,
+                    error: None,
+                }),
+            )
+            .await;
+        }
+        Err(TurnStop::Interrupted) => {
+            sess.emit(
+                &sub_id,
+                EventMsg::TurnAborted(TurnAbortedEvent {
+                    turn_id: sub_id.clone(),
+                    reason: TurnAbortReason::Interrupted,
+                }),
+            )
+            .await;
+        }
+        Err(TurnStop::Failed(error)) => {
+            let message = error.message.clone();
+            sess.emit(&sub_id, EventMsg::Error(error)).await;
+            sess.emit(
+                &sub_id,
+                EventMsg::TaskComplete(TaskCompleteEvent {
+                    turn_id: sub_id.clone(),
+                    last_agent_message: None,
+                    error: Some(message),
+                }),
+            )
+            .await;
+        }
+    }
+}
+
+async fn record_user_input(sess: &Session, sub_id: &str, input: Vec<ResponseItem>) {
+    for item in &input {
+        if let Some(message) = item.message_text() {
+            sess.emit(sub_id, EventMsg::UserMessage(UserMessageEvent { message }))
+                .await;
+        }
+    }
+    sess.record_items(&input).await;
+}
+
+async fn sampling_loop(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    cancel: &CancellationToken,
+) -> Result<Option<String>, TurnStop> {
+    let mut last_agent_message = None;
+    loop {
+        let steered = std::mem::take(&mut *sess.pending_input.lock().await);
+        if !steered.is_empty() {
+            record_user_input(sess, sub_id, steered).await;
+        }
+        if cancel.is_cancelled() {
+            return Err(TurnStop::Interrupted);
+        }
+
+        let prompt = Prompt {
+            instructions: sess.instructions.clone(),
+            input: sess.history.lock().await.clone(),
+            tools: handlers::tool_specs(),
+            output_schema: sess.config.output_schema.clone(),
+            prompt_cache_key: Some(sess.thread_id.to_string()),
+        };
+        let output = sample_with_retries(sess, sub_id, &prompt, cancel).await?;
+        sess.record_items(&output).await;
+
+        let mut calls = Vec::new();
+        for item in &output {
+            match item {
+                ResponseItem::Message {
+                    role: Role::Assistant,
+                    ..
+                } => {
+                    let text = item.message_text().unwrap_or_default();
+                    if !text.trim().is_empty() {
+                        last_agent_message = Some(text);
+                    }
+                }
+                ResponseItem::FunctionCall {
+                    name,
+                    arguments,
+                    call_id,
+                } => calls.push((name.clone(), arguments.clone(), call_id.clone())),
+                _ => {}
+            }
+        }
+
+        if calls.is_empty() {
+            if sess.pending_input.lock().await.is_empty() {
+                return Ok(last_agent_message);
+            }
+            continue;
+        }
+
+        let mut calls = calls.into_iter();
+        while let Some((name, arguments, call_id)) = calls.next() {
+            let outcome = if cancel.is_cancelled() {
+                ToolOutcome::Aborted
+            } else {
+                handlers::handle_call(sess, sub_id, &name, &arguments, &call_id, cancel).await
+            };
+            match outcome {
+                ToolOutcome::Output(output) => {
+                    sess.record_items(&[ResponseItem::FunctionCallOutput { call_id, output }])
+                        .await;
+                }
+                ToolOutcome::Aborted => {
+                    let mut outputs = vec![ResponseItem::FunctionCallOutput {
+                        call_id,
+                        output: ABORTED_OUTPUT.to_string(),
+                    }];
+                    outputs.extend(calls.map(|(_, _, call_id)| {
+                        ResponseItem::FunctionCallOutput {
+                            call_id,
+                            output: ABORTED_OUTPUT.to_string(),
+                        }
+                    }));
+                    sess.record_items(&outputs).await;
+                    return Err(TurnStop::Interrupted);
+                }
+            }
+        }
+    }
+}
+
+/// Sample once, retrying a stream that drops or goes idle up to the provider's
+/// `stream_max_retries`. Partial output of a failed attempt is discarded.
+async fn sample_with_retries(
+    sess: &Session,
+    sub_id: &str,
+    prompt: &Prompt,
+    cancel: &CancellationToken,
+) -> Result<Vec<ResponseItem>, TurnStop> {
+    let max_attempts = u32::try_from(sess.config.model_provider.stream_max_retries()).unwrap_or(u32::MAX);
+    let mut attempt = 0u32;
+    loop {
+        match sample_once(sess, sub_id, prompt, cancel).await {
+            Ok(items) => return Ok(items),
+            Err(_) if cancel.is_cancelled() => return Err(TurnStop::Interrupted),
+            Err(err) if is_stream_failure(&err) && attempt < max_attempts => {
+                attempt += 1;
+                sess.emit(
+                    sub_id,
+                    EventMsg::StreamError(StreamErrorEvent {
+                        message: format!("{err}; retrying ({attempt}/{max_attempts})"),
+                        attempt,
+                        max_attempts,
+                    }),
+                )
+                .await;
+                let backoff = Duration::from_millis(200u64.saturating_mul(1 << attempt.min(6)));
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = cancel.cancelled() => return Err(TurnStop::Interrupted),
+                }
+            }
+            Err(err) => {
+                return Err(TurnStop::Failed(ErrorEvent {
+                    message: err.to_string(),
+                    kind: Some(err.kind()),
+                }));
+            }
+        }
+    }
+}
+
+async fn sample_once(
+    sess: &Session,
+    sub_id: &str,
+    prompt: &Prompt,
+    cancel: &CancellationToken,
+) -> Result<Vec<ResponseItem>, ProviderError> {
+    let mut stream = sess.client.stream(prompt, cancel).await?;
+    let mut items = Vec::new();
+    while let Some(event) = stream.next().await {
+        match event? {
+            ResponseEvent::Created => {}
+            ResponseEvent::OutputTextDelta(delta) => {
+                sess.emit(sub_id, EventMsg::AgentMessageDelta(DeltaEvent { delta }))
+                    .await;
+            }
+            ResponseEvent::ReasoningDelta(delta) => {
+                sess.emit(sub_id, EventMsg::AgentReasoningDelta(DeltaEvent { delta }))
+                    .await;
+            }
+            ResponseEvent::OutputItemDone(item) => {
+                match &item {
+                    ResponseItem::Message {
+                        role: Role::Assistant,
+                        ..
+                    } => {
+                        let message = item.message_text().unwrap_or_default();
+                        if !message.is_empty() {
+                            sess.emit(sub_id, EventMsg::AgentMessage(AgentMessageEvent { message }))
+                                .await;
+                        }
+                    }
+                    ResponseItem::Reasoning { content, .. } => {
+                        let text: String = content
+                            .iter()
+                            .flatten()
+                            .map(ReasoningContent::text)
+                            .collect();
+                        if !text.trim().is_empty() {
+                            sess.emit(sub_id, EventMsg::AgentReasoning(AgentReasoningEvent { text }))
+                                .await;
+                        }
+                    }
+                    _ => {}
+                }
+                items.push(item);
+            }
+            ResponseEvent::Completed { token_usage, .. } => {
+                update_usage(sess, sub_id, token_usage).await;
+                return Ok(items);
+            }
+        }
+    }
+    // A stream that ends without `Completed` was cut off.
+    Err(ProviderError::Stream {
+        provider: sess.client.provider_id().to_string(),
+        message: "the response stream ended before the response was complete".to_string(),
+    })
+}
+
+/// Failures of an established stream, which are worth sampling again. Request-level
+/// failures (connection, 429, 5xx) were already retried by the client.
+fn is_stream_failure(err: &ProviderError) -> bool {
+    matches!(err, ProviderError::Stream { .. } | ProviderError::StreamIdle { .. })
+}
+
+async fn update_usage(sess: &Session, sub_id: &str, last: TokenUsage) {
+    let total = {
+        let mut total = sess.total_usage.lock().await;
+        total.add(&last);
+        *total
+    };
+    sess.emit(
+        sub_id,
+        EventMsg::TokenCount(TokenCountEvent {
+            info: Some(TokenUsageInfo {
+                total_token_usage: total,
+                last_token_usage: last,
+                model_context_window: sess.config.model_context_window,
+            }),
+        }),
+    )
+    .await;
+}

@@ -1,0 +1,266 @@
+//! The engine driven directly through its queue pair, against the mock model.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use interpreter_core::config::{ConfigInputs, ConfigOverrides, load_config};
+use interpreter_core::{Thread, ThreadManager};
+use interpreter_protocol::{
+    AskForApproval, Event, EventMsg, ExecCommandStatus, Op, ReviewDecision, SandboxMode,
+    SessionSource, UserInput,
+};
+use interpreter_test_support::mock_model::chunk;
+use interpreter_test_support::{MockModelServer, MockResponse};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn config(
+    home: &Path,
+    cwd: &Path,
+    mock: &MockModelServer,
+    approval: AskForApproval,
+) -> interpreter_core::config::Config {
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_API_KEY\"\nstream_max_retries = 1\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    load_config(ConfigInputs {
+        home: home.to_path_buf(),
+        cwd: cwd.to_path_buf(),
+        profile: None,
+        cli_overrides: Vec::new(),
+        overrides: ConfigOverrides {
+            approval_policy: Some(approval),
+            sandbox_mode: Some(SandboxMode::DangerFullAccess),
+            ..Default::default()
+        },
+        strict: true,
+        env: HashMap::from([
+            ("MOCK_API_KEY".to_string(), "test-key".to_string()),
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+        ]),
+        sandbox_exe: None,
+    })
+    .unwrap()
+}
+
+async fn next(thread: &Thread) -> Event {
+    tokio::time::timeout(DEADLINE, thread.next_event())
+        .await
+        .expect("event deadline")
+        .expect("thread closed")
+}
+
+/// Events until (and including) the first one `stop` accepts.
+async fn events_until(thread: &Thread, stop: impl Fn(&EventMsg) -> bool) -> Vec<EventMsg> {
+    let mut seen = Vec::new();
+    loop {
+        let event = next(thread).await;
+        let done = stop(&event.msg);
+        seen.push(event.msg);
+        if done {
+            return seen;
+        }
+    }
+}
+
+fn is_turn_end(msg: &EventMsg) -> bool {
+    matches!(msg, EventMsg::TaskComplete(_) | EventMsg::TurnAborted(_))
+}
+
+async fn submit_text(thread: &Arc<Thread>, text: &str) {
+    thread
+        .submit(Op::UserInput {
+            items: vec![UserInput::Text {
+                text: text.to_string(),
+            }],
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn shell_then_patch_then_answer() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(MockResponse::sse(vec![
+        chunk::reasoning("I should look first."),
+        chunk::tool_call(0, "call_sh_1", "shell", r#"{"command":"cat notes.txt"}"#),
+        chunk::finish("tool_calls"),
+    ]));
+    let patch = "*** Begin Patch\n*** Update File: notes.txt\n alpha\n-beta\n+gamma\n*** Add File: new.txt\n+hello\n*** End Patch";
+    mock.push(MockResponse::sse(vec![
+        chunk::tool_call(
+            0,
+            "call_patch_2",
+            "apply_patch",
+            &serde_json::json!({ "input": patch }).to_string(),
+        ),
+        chunk::finish("tool_calls"),
+    ]));
+    mock.push(MockResponse::sse(vec![
+        chunk::text("Done."),
+        chunk::finish("stop"),
+        chunk::usage(100, 5),
+    ]));
+
+    let manager = ThreadManager::new();
+    let cfg = config(home.path(), work.path(), &mock, AskForApproval::Never);
+    let new = manager
+        .start_thread(cfg, SessionSource::Exec)
+        .await
+        .unwrap();
+    let rollout = new.session_configured.rollout_path.clone().unwrap();
+    assert!(rollout.exists(), "rollout is written before the first model call");
+
+    submit_text(&new.thread, "edit the notes").await;
+    let events = events_until(&new.thread, is_turn_end).await;
+
+    let end = events
+        .iter()
+        .find_map(|m| match m {
+            EventMsg::ExecCommandEnd(e) => Some(e.clone()),
+            _ => None,
+        })
+        .expect("exec end");
+    assert_eq!(end.exit_code, Some(0));
+    assert_eq!(end.status, ExecCommandStatus::Completed);
+    assert!(end.aggregated_output.contains("alpha"));
+    assert!(events.iter().any(|m| matches!(m, EventMsg::PatchApplyEnd(e) if e.success)));
+    match events.last().unwrap() {
+        EventMsg::TaskComplete(done) => {
+            assert_eq!(done.last_agent_message.as_deref(), Some("Done."))
+        }
+        other => panic!("unexpected end {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("notes.txt")).unwrap(),
+        "alpha\ngamma\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("new.txt")).unwrap(),
+        "hello\n"
+    );
+
+    // The follow-up requests replay reasoning and keep tool ids byte-exact.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    mock.assert_invariants();
+
+    // Resume from disk in a fresh manager: the model sees the whole earlier history.
+    mock.push(MockResponse::sse(vec![
+        chunk::text("Still here."),
+        chunk::finish("stop"),
+    ]));
+    let manager2 = ThreadManager::new();
+    let cfg = config(home.path(), work.path(), &mock, AskForApproval::Never);
+    let resumed = manager2.resume_thread(cfg, new.thread_id).await.unwrap();
+    submit_text(&resumed.thread, "and now?").await;
+    let events = events_until(&resumed.thread, is_turn_end).await;
+    assert!(matches!(events.last(), Some(EventMsg::TaskComplete(_))));
+    let last = mock.requests().last().cloned().unwrap();
+    let body = last.to_string();
+    assert!(body.contains("call_patch_2"), "history replayed: {body}");
+    assert!(body.contains("I should look first."));
+    mock.assert_invariants();
+}
+
+#[tokio::test]
+async fn bad_tool_arguments_become_a_readable_result() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_bad", "shell", r#"{"cmd_typo": 3}"#),
+        chunk::finish("tool_calls"),
+    ]));
+    mock.push(MockResponse::sse(vec![chunk::text("ok"), chunk::finish("stop")]));
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    submit_text(&new.thread, "go").await;
+    events_until(&new.thread, is_turn_end).await;
+    let second = mock.requests()[1].to_string();
+    assert!(second.contains("invalid arguments for `shell`"), "{second}");
+    mock.assert_invariants();
+}
+
+#[tokio::test]
+async fn approval_declined_then_interrupt_during_command() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_1", "shell", r#"{"command":"touch declined.txt"}"#),
+        chunk::finish("tool_calls"),
+    ]));
+    mock.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_2", "shell", r#"{"command":"sleep 60"}"#),
+        chunk::finish("tool_calls"),
+    ]));
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Untrusted),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    submit_text(&new.thread, "go").await;
+    let events = events_until(&new.thread, |m| {
+        matches!(m, EventMsg::ExecApprovalRequest(_))
+    })
+    .await;
+    let EventMsg::ExecApprovalRequest(req) = events.last().unwrap() else {
+        unreachable!()
+    };
+    new.thread
+        .submit(Op::ExecApproval {
+            id: req.call_id.clone(),
+            decision: ReviewDecision::Denied,
+        })
+        .await
+        .unwrap();
+    // The second command also needs approval: approve it, then interrupt while it runs.
+    let events = events_until(&new.thread, |m| {
+        matches!(m, EventMsg::ExecApprovalRequest(_))
+    })
+    .await;
+    let EventMsg::ExecApprovalRequest(req) = events.last().unwrap() else {
+        unreachable!()
+    };
+    new.thread
+        .submit(Op::ExecApproval {
+            id: req.call_id.clone(),
+            decision: ReviewDecision::Approved,
+        })
+        .await
+        .unwrap();
+    events_until(&new.thread, |m| matches!(m, EventMsg::ExecCommandBegin(_))).await;
+    new.thread.submit(Op::Interrupt).await.unwrap();
+    let events = events_until(&new.thread, is_turn_end).await;
+    assert!(matches!(events.last(), Some(EventMsg::TurnAborted(_))));
+    assert!(!work.path().join("declined.txt").exists());
+
+    // The history stays valid: the next request answers both calls exactly once.
+    mock.push(MockResponse::sse(vec![chunk::text("ok"), chunk::finish("stop")]));
+    submit_text(&new.thread, "again").await;
+    events_until(&new.thread, is_turn_end).await;
+    let last = mock.requests().last().cloned().unwrap().to_string();
+    assert!(last.contains("declined"), "{last}");
+    mock.assert_invariants();
+}
