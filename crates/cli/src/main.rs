@@ -1,1 +1,118 @@
-fn main() {}
+//! The `interpreter` binary.
+//!
+//! `main` owns process-level concerns only: dispatching the sandbox helper before anything
+//! else exists (no runtime, no threads, no logging — the helper must `exec` a single-
+//! threaded process), parsing arguments, reading the process environment once, logging
+//! to stderr, and turning results into exit codes (0 ok, 1 failure, 2 usage).
+
+mod cli;
+mod config_inputs;
+mod exec;
+mod sandbox_cmd;
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    // The sandbox helper installs Landlock/seccomp on *this* process and then execs the
+    // command; seccomp filters and Landlock rulesets apply per thread, so this must run
+    // before clap, the tokio runtime or any logging thread exist.
+    let raw_args: Vec<String> = std::env::args().collect();
+    if raw_args.get(1).map(String::as_str) == Some("sandbox")
+        && raw_args.get(2).map(String::as_str) == Some("linux")
+    {
+        return sandbox_cmd::run_linux_helper_from_args(&raw_args[3..]);
+    }
+
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints help/version to stdout and usage errors to stderr, with exit 2.
+            let _ = err.print();
+            return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
+        }
+    };
+
+    init_logging();
+    let env: HashMap<String, String> = std::env::vars().collect();
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("Error: failed to start the async runtime: {err}");
+            return ExitCode::from(1);
+        }
+    };
+    let outcome = runtime.block_on(run(cli, env));
+    // Tasks still blocked on stdin or a child must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("Error: {}", one_line(&err));
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Exec(args) => {
+            let config_args = cli.config.merged(&args.config);
+            exec::run_exec(*args, config_args, env).await
+        }
+        Command::McpServer(args) => {
+            let config_args = cli.config.merged(&args.config);
+            let cwd = exec::resolve_cwd(None)?;
+            let inputs = config_inputs::build(
+                &config_args,
+                env,
+                cwd,
+                interpreter_core::config::ConfigOverrides::default(),
+            )?;
+            interpreter_mcp_server::run(interpreter_mcp_server::McpServerOptions {
+                config_inputs: inputs,
+            })
+            .await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sandbox(args) => {
+            let config_args = cli.config.merged(&args.config);
+            sandbox_cmd::run(args, config_args, env).await
+        }
+    }
+}
+
+/// Logs go to stderr only: stdout is the protocol in `--json` and `mcp-server` modes.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// The error and its causes on one line, so scripts can grep a single `Error:` line.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for (index, cause) in err.chain().enumerate() {
+        let cause = cause.to_string();
+        if index > 0 {
+            if text.contains(&cause) {
+                continue;
+            }
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

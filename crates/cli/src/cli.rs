@@ -1,0 +1,413 @@
+//! The command line: every flag and subcommand of `interpreter`, as clap derive types.
+//!
+//! Parsing only; behaviour lives in `exec`, `sandbox_cmd` and the MCP server crate.
+//! Flags the TypeScript SDK passes but that have no effect here are still accepted (and
+//! say so in their help) so that SDK calls never fail on argument parsing.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const ROOT_AFTER_HELP: &str = "\
+Examples:
+  interpreter exec \"explain this repository\"
+  git diff | interpreter exec \"review this diff\"
+  interpreter exec --json -s workspace-write \"add a unit test for parse()\"
+  interpreter exec resume --last \"now run the tests\"
+  interpreter -c model=\"qwen3-coder\" exec \"hello\"
+  interpreter mcp-server
+  interpreter sandbox check
+
+Configuration lives in $INTERPRETER_HOME/config.toml (default ~/.interpreter).
+Logs go to stderr; set RUST_LOG=debug for more.";
+
+const EXEC_AFTER_HELP: &str = "\
+Examples:
+  interpreter exec \"list the TODOs in src/\"
+  echo \"summarize\" | interpreter exec -
+  cat build.log | interpreter exec \"why did the build fail?\"
+  interpreter exec --json --skip-git-repo-check -C /tmp/work \"create hello.txt\"
+  interpreter exec -o answer.txt \"what does main.rs do?\"
+  interpreter exec resume 0199a213-81c0-7800-8aa1-bbab2a035a53 \"continue\"
+  interpreter exec resume --last \"and now the docs\"
+
+Exit codes: 0 turn completed, 1 failure or interruption, 2 bad arguments.";
+
+/// A coding agent for open models.
+#[derive(Debug, Parser)]
+#[command(
+    name = "interpreter",
+    version,
+    about = "A coding agent for open models (OpenAI-compatible Chat Completions endpoints).",
+    after_help = ROOT_AFTER_HELP,
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Config selection flags accepted at the root and again after a subcommand; the later
+/// ones win.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConfigArgs {
+    /// Override a config value: `key=value`, dotted keys for tables, value parsed as TOML
+    /// (an unparseable value is taken as a string). Repeatable.
+    #[arg(short = 'c', long = "config", value_name = "key=value")]
+    pub overrides: Vec<String>,
+
+    /// Layer `$INTERPRETER_HOME/NAME.config.toml` over config.toml.
+    #[arg(short = 'p', long = "profile", value_name = "NAME")]
+    pub profile: Option<String>,
+
+    /// Treat unknown config keys as errors instead of ignoring them.
+    #[arg(long = "strict-config")]
+    pub strict_config: bool,
+}
+
+impl ConfigArgs {
+    /// Root flags first, then subcommand flags, so the later ones take precedence.
+    pub fn merged(&self, later: &ConfigArgs) -> ConfigArgs {
+        let mut overrides = self.overrides.clone();
+        overrides.extend(later.overrides.iter().cloned());
+        ConfigArgs {
+            overrides,
+            profile: later.profile.clone().or_else(|| self.profile.clone()),
+            strict_config: self.strict_config || later.strict_config,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one turn non-interactively and print the result.
+    #[command(visible_alias = "e", after_help = EXEC_AFTER_HELP)]
+    Exec(Box<ExecArgs>),
+    /// Serve the agent as MCP tools (`codex`, `codex-reply`) over stdio.
+    McpServer(McpServerArgs),
+    /// Run a command under the sandbox, or check what the sandbox supports here.
+    Sandbox(SandboxArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpServerArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxModeArg {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+impl SandboxModeArg {
+    pub fn to_mode(self) -> interpreter_protocol::SandboxMode {
+        match self {
+            Self::ReadOnly => interpreter_protocol::SandboxMode::ReadOnly,
+            Self::WorkspaceWrite => interpreter_protocol::SandboxMode::WorkspaceWrite,
+            Self::DangerFullAccess => interpreter_protocol::SandboxMode::DangerFullAccess,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ColorArg {
+    Always,
+    Never,
+    #[default]
+    Auto,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[command(subcommand)]
+    pub command: Option<ExecCommand>,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
+
+    /// Print events as JSON Lines on stdout (one object per line).
+    #[arg(long = "json", visible_alias = "experimental-json", global = true)]
+    pub json: bool,
+
+    /// Model to use (overrides `model` in config).
+    #[arg(short = 'm', long = "model", global = true)]
+    pub model: Option<String>,
+
+    /// Sandbox for the commands the agent runs.
+    #[arg(short = 's', long = "sandbox", value_enum, global = true)]
+    pub sandbox: Option<SandboxModeArg>,
+
+    /// Working directory of the agent.
+    #[arg(short = 'C', long = "cd", value_name = "DIR", global = true)]
+    pub cwd: Option<PathBuf>,
+
+    /// Extra writable directory for workspace-write (repeatable).
+    #[arg(long = "add-dir", value_name = "DIR", global = true)]
+    pub add_dirs: Vec<PathBuf>,
+
+    /// Allow running outside a Git repository.
+    #[arg(long = "skip-git-repo-check", global = true)]
+    pub skip_git_repo_check: bool,
+
+    /// JSON Schema file the final message must follow.
+    #[arg(long = "output-schema", value_name = "FILE", global = true)]
+    pub output_schema: Option<PathBuf>,
+
+    /// Image(s) to attach to the prompt (comma-separated or repeated).
+    #[arg(short = 'i', long = "image", value_name = "FILE", value_delimiter = ',', num_args = 1..)]
+    pub images: Vec<PathBuf>,
+
+    /// Accepted for SDK compatibility; has no effect.
+    #[arg(
+        long = "thread-source",
+        value_name = "SOURCE",
+        global = true,
+        hide_short_help = true
+    )]
+    pub thread_source: Option<String>,
+
+    /// Accepted for SDK compatibility; has no effect.
+    #[arg(
+        long = "cyber-access-program",
+        value_name = "PROGRAM",
+        global = true,
+        hide_short_help = true
+    )]
+    pub cyber_access_program: Option<String>,
+
+    /// Write the final agent message to FILE when the turn completes.
+    #[arg(
+        short = 'o',
+        long = "output-last-message",
+        value_name = "FILE",
+        global = true
+    )]
+    pub output_last_message: Option<PathBuf>,
+
+    /// Do not persist the thread (it cannot be resumed).
+    #[arg(long = "ephemeral", global = true)]
+    pub ephemeral: bool,
+
+    /// Colored human output (has no effect on --json output).
+    #[arg(long = "color", value_enum, default_value_t = ColorArg::Auto, global = true)]
+    pub color: ColorArg,
+
+    /// Run commands without a sandbox and without approvals. Also skips the Git check.
+    /// Dangerous: only for throwaway environments.
+    #[arg(
+        long = "dangerously-bypass-approvals-and-sandbox",
+        visible_alias = "yolo",
+        global = true,
+        conflicts_with = "sandbox"
+    )]
+    pub dangerously_bypass_approvals_and_sandbox: bool,
+
+    /// The prompt. Omitted or `-`: read it from stdin. With a prompt, piped stdin is
+    /// appended inside <stdin> tags.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExecCommand {
+    /// Continue an earlier thread with a new prompt.
+    Resume(ResumeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Thread id (UUID) to resume. With --last, this position is the prompt.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: Option<String>,
+
+    /// The prompt (`-` or omitted: read stdin).
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
+
+    /// Resume the most recently updated thread started in this directory.
+    #[arg(long = "last")]
+    pub last: bool,
+
+    /// With --last: consider threads from any directory.
+    #[arg(long = "all", requires = "last")]
+    pub all: bool,
+
+    /// Image(s) to attach to the prompt (comma-separated or repeated).
+    #[arg(short = 'i', long = "image", value_name = "FILE", value_delimiter = ',', num_args = 1..)]
+    pub images: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+impl ResumeArgs {
+    /// (thread id, prompt) with the `--last` shift applied: `resume --last PROMPT`.
+    pub fn target_and_prompt(&self) -> (Option<&str>, Option<&str>) {
+        if self.last {
+            let prompt = self.prompt.as_deref().or(self.session_id.as_deref());
+            (None, prompt)
+        } else {
+            (self.session_id.as_deref(), self.prompt.as_deref())
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SandboxArgs {
+    #[command(subcommand)]
+    pub command: Option<SandboxCommand>,
+
+    /// Sandbox mode (default: `sandbox_mode` from config, else read-only).
+    #[arg(short = 's', long = "sandbox", value_enum)]
+    pub sandbox: Option<SandboxModeArg>,
+
+    /// Extra writable directory for workspace-write (repeatable).
+    #[arg(long = "add-dir", value_name = "DIR")]
+    pub add_dirs: Vec<PathBuf>,
+
+    /// Directory the command runs in (default: current directory).
+    #[arg(short = 'C', long = "cd", value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command_argv: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Report which sandbox features this machine supports.
+    Check {
+        /// Print the report as JSON.
+        #[arg(long = "json")]
+        json: bool,
+    },
+    /// Internal: the sandbox helper the engine re-executes. Handled before argument
+    /// parsing; listed here only so that help mentions it.
+    #[command(hide = true)]
+    Linux {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        rest: Vec<String>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("interpreter").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sdk_invocation_parses() {
+        let cli = parse(&[
+            "exec",
+            "--experimental-json",
+            "--config",
+            "a=1",
+            "--model",
+            "m",
+            "--thread-source",
+            "x",
+            "--sandbox",
+            "workspace-write",
+            "--cd",
+            "/tmp",
+            "--add-dir",
+            "/a",
+            "--add-dir",
+            "/b",
+            "--skip-git-repo-check",
+            "--output-schema",
+            "s.json",
+            "--cyber-access-program",
+            "p",
+            "--config",
+            "approval_policy=\"never\"",
+            "resume",
+            "0199a213-81c0-7800-8aa1-bbab2a035a53",
+            "--image",
+            "a.png",
+            "--image",
+            "b.png",
+        ]);
+        let Command::Exec(exec) = cli.command else {
+            panic!("not exec")
+        };
+        assert!(exec.json && exec.skip_git_repo_check);
+        assert_eq!(exec.config.overrides.len(), 2);
+        assert_eq!(exec.add_dirs.len(), 2);
+        let Some(ExecCommand::Resume(resume)) = exec.command else {
+            panic!("not resume")
+        };
+        assert_eq!(
+            resume.target_and_prompt(),
+            (Some("0199a213-81c0-7800-8aa1-bbab2a035a53"), None)
+        );
+        assert_eq!(resume.images.len(), 2);
+    }
+
+    #[test]
+    fn prompt_alias_and_resume_last() {
+        let cli = parse(&["-c", "x=1", "e", "-c", "y=2", "hello there"]);
+        let Command::Exec(exec) = cli.command else {
+            panic!("not exec")
+        };
+        assert_eq!(exec.prompt.as_deref(), Some("hello there"));
+        assert_eq!(
+            cli.config.merged(&exec.config).overrides,
+            vec!["x=1".to_string(), "y=2".to_string()]
+        );
+        let cli = parse(&["exec", "resume", "--last", "go on", "--json"]);
+        let Command::Exec(exec) = cli.command else {
+            panic!("not exec")
+        };
+        assert!(exec.json);
+        let Some(ExecCommand::Resume(resume)) = exec.command else {
+            panic!("not resume")
+        };
+        assert_eq!(resume.target_and_prompt(), (None, Some("go on")));
+    }
+
+    #[test]
+    fn sandbox_forms_parse() {
+        let cli = parse(&["sandbox", "-s", "workspace-write", "--", "ls", "-la"]);
+        let Command::Sandbox(sandbox) = cli.command else {
+            panic!("not sandbox")
+        };
+        assert_eq!(sandbox.command_argv, vec!["ls", "-la"]);
+        let cli = parse(&["sandbox", "check", "--json"]);
+        let Command::Sandbox(sandbox) = cli.command else {
+            panic!("not sandbox")
+        };
+        assert!(matches!(
+            sandbox.command,
+            Some(SandboxCommand::Check { json: true })
+        ));
+    }
+
+    #[test]
+    fn unknown_subcommand_is_an_error() {
+        assert!(Cli::try_parse_from(["interpreter", "frobnicate"]).is_err());
+        assert!(Cli::try_parse_from(["interpreter", "exec", "--bogus"]).is_err());
+    }
+}

@@ -1,0 +1,322 @@
+//! The two tools: their definitions (`tools/list`), their arguments, and how a call's
+//! arguments become a session [`Config`].
+//!
+//! Names and input schemas match the reference `codex` / `codex-reply` tools exactly, so
+//! existing client configurations keep working; only the descriptions are ours.
+
+use std::path::PathBuf;
+
+use interpreter_core::config::{Config, ConfigInputs, load_config};
+use interpreter_protocol::{AskForApproval, SandboxMode, ThreadId};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::nesting::child_depth_marker;
+
+pub const CODEX_TOOL: &str = "codex";
+pub const CODEX_REPLY_TOOL: &str = "codex-reply";
+
+const CODEX_DESCRIPTION: &str = "Run the interpreter coding agent on a prompt. It reads and edits \
+files and runs shell commands in `cwd`, then returns its final message. The result's \
+structuredContent is {threadId, content}; pass that threadId to `codex-reply` to continue the \
+same thread (threads are saved on disk and survive server restarts). Long turns send \
+notifications/progress when the call carries _meta.progressToken, so keep the call open. \
+Command and patch approvals are asked through elicitation when the client supports it; \
+otherwise the server's configured fallback applies (default: deny, reported in the result). \
+Cancelling the request interrupts the turn and kills its commands.";
+
+const CODEX_REPLY_DESCRIPTION: &str = "Continue a thread started by `codex`: give its threadId \
+and the next prompt. Returns {threadId, content} like `codex`. Works after a server restart \
+(the thread is loaded from disk). If the thread is still running a turn, this waits for it.";
+
+fn output_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "threadId": {"type": "string"},
+            "content": {"type": "string"}
+        },
+        "required": ["threadId", "content"]
+    })
+}
+
+/// The `tools/list` result.
+pub fn tools_list() -> Value {
+    json!({"tools": [codex_tool(), codex_reply_tool()]})
+}
+
+fn codex_tool() -> Value {
+    json!({
+        "name": CODEX_TOOL,
+        "title": "Interpreter",
+        "description": CODEX_DESCRIPTION,
+        "inputSchema": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["prompt"],
+            "properties": {
+                "prompt": {"type": "string", "description": "The initial user prompt that starts the thread."},
+                "model": {"type": "string", "description": "Override the model name for this thread."},
+                "cwd": {"type": "string", "description": "Working directory of the thread. A relative path is resolved against the server's working directory."},
+                "approval-policy": {
+                    "type": "string",
+                    "enum": ["untrusted", "on-request", "never"],
+                    "description": "When the agent must ask before running commands: `untrusted`, `on-request`, `never`."
+                },
+                "sandbox": {
+                    "type": "string",
+                    "enum": ["read-only", "workspace-write", "danger-full-access"],
+                    "description": "Sandbox mode: `read-only`, `workspace-write`, or `danger-full-access`."
+                },
+                "config": {
+                    "type": "object",
+                    "additionalProperties": true,
+                    "description": "Config settings (dotted keys allowed) overriding config.toml, like `-c key=value`."
+                },
+                "base-instructions": {"type": "string", "description": "Instructions that replace the built-in system prompt."},
+                "developer-instructions": {"type": "string", "description": "Instructions added as a developer message."},
+                "compact-prompt": {"type": "string", "description": "Prompt used when compacting the conversation."}
+            }
+        },
+        "outputSchema": output_schema()
+    })
+}
+
+fn codex_reply_tool() -> Value {
+    json!({
+        "name": CODEX_REPLY_TOOL,
+        "title": "Interpreter Reply",
+        "description": CODEX_REPLY_DESCRIPTION,
+        "inputSchema": {
+            "type": "object",
+            "required": ["prompt"],
+            "properties": {
+                "threadId": {"type": "string", "description": "The thread id returned by `codex` (required; optional in the schema only for clients that still send conversationId)."},
+                "conversationId": {"type": "string", "description": "DEPRECATED: use threadId instead."},
+                "prompt": {"type": "string", "description": "The next user prompt in the thread."}
+            }
+        },
+        "outputSchema": output_schema()
+    })
+}
+
+/// Arguments of `codex`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CodexArgs {
+    pub prompt: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default)]
+    pub approval_policy: Option<AskForApproval>,
+    #[serde(default)]
+    pub sandbox: Option<SandboxMode>,
+    #[serde(default)]
+    pub config: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    pub base_instructions: Option<String>,
+    #[serde(default)]
+    pub developer_instructions: Option<String>,
+    #[serde(default)]
+    pub compact_prompt: Option<String>,
+}
+
+/// Arguments of `codex-reply` (unknown keys are accepted, as the reference does).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodexReplyArgs {
+    pub prompt: String,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+}
+
+impl CodexReplyArgs {
+    /// `threadId`, else the legacy `conversationId`.
+    pub fn thread_id(&self) -> Result<ThreadId, String> {
+        let raw = self
+            .thread_id
+            .as_deref()
+            .or(self.conversation_id.as_deref())
+            .ok_or_else(|| "either threadId or conversationId must be provided".to_string())?;
+        raw.parse::<ThreadId>().map_err(|e| e.to_string())
+    }
+}
+
+/// Why a call's configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionConfigError {
+    #[error("{0}")]
+    Load(#[from] interpreter_core::config::ConfigError),
+    #[error("`config.{key}`: {reason}")]
+    BadValue { key: String, reason: String },
+    #[error("configuration loader stopped unexpectedly: {0}")]
+    Join(String),
+}
+
+/// Per-call settings layered on top of the server's own config inputs.
+#[derive(Debug, Default, Clone)]
+pub struct CallOverrides {
+    pub model: Option<String>,
+    pub cwd: Option<PathBuf>,
+    pub approval_policy: Option<AskForApproval>,
+    pub sandbox: Option<SandboxMode>,
+    pub config: Vec<(String, toml::Value)>,
+    pub base_instructions: Option<String>,
+    pub developer_instructions: Option<String>,
+    pub compact_prompt: Option<String>,
+}
+
+impl CodexArgs {
+    pub fn overrides(&self) -> Result<CallOverrides, SessionConfigError> {
+        let mut config = Vec::new();
+        for (key, value) in self.config.iter().flatten() {
+            let value = json_to_toml(value).map_err(|reason| SessionConfigError::BadValue {
+                key: key.clone(),
+                reason,
+            })?;
+            config.push((key.clone(), value));
+        }
+        Ok(CallOverrides {
+            model: self.model.clone(),
+            cwd: self.cwd.clone(),
+            approval_policy: self.approval_policy,
+            sandbox: self.sandbox,
+            config,
+            base_instructions: self.base_instructions.clone(),
+            developer_instructions: self.developer_instructions.clone(),
+            compact_prompt: self.compact_prompt.clone(),
+        })
+    }
+}
+
+/// JSON → TOML the way `-c` values are typed. TOML has no null; the reference turned it
+/// into an empty string, which silently changes meaning, so we reject it instead.
+pub fn json_to_toml(value: &Value) -> Result<toml::Value, String> {
+    Ok(match value {
+        Value::Null => return Err("null is not a TOML value; omit the key instead".to_string()),
+        Value::Bool(b) => toml::Value::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64().ok_or("number out of range")?),
+        },
+        Value::String(s) => toml::Value::String(s.clone()),
+        Value::Array(items) => {
+            toml::Value::Array(items.iter().map(json_to_toml).collect::<Result<_, _>>()?)
+        }
+        Value::Object(map) => {
+            let mut table = toml::map::Map::new();
+            for (k, v) in map {
+                table.insert(k.clone(), json_to_toml(v)?);
+            }
+            toml::Value::Table(table)
+        }
+    })
+}
+
+/// Build the session config: server inputs (its `-c`, `--strict-config`, profile, env)
+/// first, then this call's `config` entries, then its typed arguments; and mark the
+/// session's child environment with the MCP nesting depth.
+pub async fn build_session_config(
+    server_inputs: &ConfigInputs,
+    call: CallOverrides,
+) -> Result<Config, SessionConfigError> {
+    let mut inputs = server_inputs.clone();
+    inputs.cli_overrides.extend(call.config);
+    if let Some(cwd) = call.cwd {
+        inputs.overrides.cwd = Some(if cwd.is_absolute() {
+            cwd
+        } else {
+            server_inputs.cwd.join(cwd)
+        });
+    }
+    if call.model.is_some() {
+        inputs.overrides.model = call.model;
+    }
+    if call.approval_policy.is_some() {
+        inputs.overrides.approval_policy = call.approval_policy;
+    }
+    if call.sandbox.is_some() {
+        inputs.overrides.sandbox_mode = call.sandbox;
+    }
+    if call.base_instructions.is_some() {
+        inputs.overrides.base_instructions = call.base_instructions;
+    }
+    if call.developer_instructions.is_some() {
+        inputs.overrides.developer_instructions = call.developer_instructions;
+    }
+    if call.compact_prompt.is_some() {
+        inputs.overrides.compact_prompt = call.compact_prompt;
+    }
+    let (marker_key, marker_value) = child_depth_marker(&inputs.env);
+    inputs.env.insert(marker_key.clone(), marker_value.clone());
+    // Loading reads files; keep it off the async workers.
+    let mut config = tokio::task::spawn_blocking(move || load_config(inputs))
+        .await
+        .map_err(|e| SessionConfigError::Join(e.to_string()))??;
+    config.env.insert(marker_key, marker_value);
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codex_args_are_kebab_case_and_strict() {
+        let ok: CodexArgs = serde_json::from_value(json!({
+            "prompt": "hi", "approval-policy": "never", "sandbox": "workspace-write",
+            "base-instructions": "b", "config": {"model_reasoning_effort": "low"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ok.approval_policy, Some(AskForApproval::Never));
+        assert_eq!(ok.sandbox, Some(SandboxMode::WorkspaceWrite));
+        let err = serde_json::from_value::<CodexArgs>(json!({"prompt": "hi", "profile": "x"}));
+        assert!(err.is_err());
+        let err = serde_json::from_value::<CodexArgs>(
+            json!({"prompt": "hi", "approval_policy": "never"}),
+        );
+        assert!(err.is_err());
+    }
+
+    #[test]
+    fn reply_prefers_thread_id_over_conversation_id() {
+        let a = ThreadId::new();
+        let b = ThreadId::new();
+        let args: CodexReplyArgs = serde_json::from_value(json!({
+            "prompt": "p", "threadId": a.to_string(), "conversationId": b.to_string(), "extra": 1
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(args.thread_id().ok(), Some(a));
+        let legacy: CodexReplyArgs =
+            serde_json::from_value(json!({"prompt": "p", "conversationId": b.to_string()}))
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(legacy.thread_id().ok(), Some(b));
+    }
+
+    #[test]
+    fn json_values_become_toml() {
+        assert_eq!(json_to_toml(&json!(3)), Ok(toml::Value::Integer(3)));
+        assert_eq!(json_to_toml(&json!(1.5)), Ok(toml::Value::Float(1.5)));
+        assert!(json_to_toml(&json!(null)).is_err());
+        let table = json_to_toml(&json!({"a": [true]})).unwrap_or_else(|e| panic!("{e}"));
+        let expected: toml::Value = toml::Value::Table(
+            [(
+                "a".to_string(),
+                toml::Value::Array(vec![toml::Value::Boolean(true)]),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        assert_eq!(table, expected);
+    }
+
+    #[test]
+    fn descriptions_are_short() {
+        assert!(CODEX_DESCRIPTION.len() < 2048);
+        assert!(CODEX_REPLY_DESCRIPTION.len() < 2048);
+    }
+}
