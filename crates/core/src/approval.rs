@@ -89,7 +89,10 @@ pub fn assess_command(
 /// Whether a sandboxed command that failed (apparently because of the sandbox) may be
 /// retried without it after asking the user.
 pub fn may_ask_to_retry_unsandboxed(policy: AskForApproval) -> bool {
-    matches!(policy, AskForApproval::OnFailure | AskForApproval::Untrusted)
+    matches!(
+        policy,
+        AskForApproval::OnFailure | AskForApproval::Untrusted
+    )
 }
 
 /// What to do with a patch.
@@ -158,14 +161,47 @@ mod tests {
         use CommandAssessment::*;
         let full = SandboxPolicy::DangerFullAccess;
         let ws = ws();
-        let cases: Vec<(AskForApproval, &SandboxPolicy, &str, bool, CommandAssessment)> = vec![
+        let cases: Vec<(
+            AskForApproval,
+            &SandboxPolicy,
+            &str,
+            bool,
+            CommandAssessment,
+        )> = vec![
             (Untrusted, &ws, "ls", false, Run { sandboxed: true }),
             (Untrusted, &full, "ls", false, Run { sandboxed: false }),
-            (Untrusted, &ws, "touch x", false, Ask { sandboxed: true, reason: String::new() }),
+            (
+                Untrusted,
+                &ws,
+                "touch x",
+                false,
+                Ask {
+                    sandboxed: true,
+                    reason: String::new(),
+                },
+            ),
             (OnRequest, &ws, "touch x", false, Run { sandboxed: true }),
-            (OnRequest, &ws, "touch x", true, Ask { sandboxed: false, reason: String::new() }),
+            (
+                OnRequest,
+                &ws,
+                "touch x",
+                true,
+                Ask {
+                    sandboxed: false,
+                    reason: String::new(),
+                },
+            ),
             (OnRequest, &full, "touch x", true, Run { sandboxed: false }),
-            (OnRequest, &ws, "rm -rf build", false, Ask { sandboxed: true, reason: String::new() }),
+            (
+                OnRequest,
+                &ws,
+                "rm -rf build",
+                false,
+                Ask {
+                    sandboxed: true,
+                    reason: String::new(),
+                },
+            ),
             (OnFailure, &ws, "touch x", false, Run { sandboxed: true }),
             (Never, &ws, "touch x", false, Run { sandboxed: true }),
             (Never, &ws, "touch x", true, Reject(String::new())),
@@ -179,24 +215,42 @@ mod tests {
                 (Reject(_), Reject(_)) => true,
                 _ => false,
             };
-            assert!(same, "{policy:?} {sandbox:?} {cmd} esc={esc}: got {got:?}, want {want:?}");
+            assert!(
+                same,
+                "{policy:?} {sandbox:?} {cmd} esc={esc}: got {got:?}, want {want:?}"
+            );
         }
     }
 
     #[test]
     fn session_approval_skips_asking() {
-        let got = assess_command(AskForApproval::Untrusted, &ws(), &argv("touch x"), false, true);
+        let got = assess_command(
+            AskForApproval::Untrusted,
+            &ws(),
+            &argv("touch x"),
+            false,
+            true,
+        );
         assert_eq!(got, CommandAssessment::Run { sandboxed: true });
     }
 
     #[test]
     fn patch_matrix() {
         use AskForApproval::*;
-        assert!(matches!(assess_patch(Untrusted, true, false), PatchAssessment::Ask { .. }));
+        assert!(matches!(
+            assess_patch(Untrusted, true, false),
+            PatchAssessment::Ask { .. }
+        ));
         assert_eq!(assess_patch(OnRequest, true, false), PatchAssessment::Apply);
-        assert!(matches!(assess_patch(OnRequest, false, false), PatchAssessment::Ask { .. }));
+        assert!(matches!(
+            assess_patch(OnRequest, false, false),
+            PatchAssessment::Ask { .. }
+        ));
         assert_eq!(assess_patch(Never, true, false), PatchAssessment::Apply);
-        assert!(matches!(assess_patch(Never, false, false), PatchAssessment::Reject(_)));
+        assert!(matches!(
+            assess_patch(Never, false, false),
+            PatchAssessment::Reject(_)
+        ));
         assert_eq!(assess_patch(Untrusted, false, true), PatchAssessment::Apply);
     }
 }

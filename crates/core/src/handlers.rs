@@ -13,8 +13,7 @@ use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
     ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus, ExecOutputStream,
-    PatchApplyBeginEvent,
-    PatchApplyEndEvent, ReviewDecision, UpdatePlanArgs, WarningEvent,
+    PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, UpdatePlanArgs, WarningEvent,
 };
 use interpreter_tools::{apply_patch, env_policy, safety, sandbox, shell};
 use serde::Deserialize;
@@ -204,7 +203,9 @@ async fn handle_shell(
         CommandArg::Script(script) => safety::shell_argv(&script),
         CommandArg::Argv(argv) if !argv.is_empty() => argv,
         CommandArg::Argv(_) => {
-            return ToolOutcome::Output("invalid arguments for `shell`: `command` is empty".to_string());
+            return ToolOutcome::Output(
+                "invalid arguments for `shell`: `command` is empty".to_string(),
+            );
         }
     };
     if let Some(patch) = apply_patch::extract_patch_from_shell(&argv) {
@@ -223,7 +224,11 @@ async fn handle_shell(
         .unwrap_or(sess.config.shell_default_timeout);
     let escalate = args.sandbox_permissions == SandboxPermissions::RequireEscalated;
     let session_key = format!("exec:{}", render_command(&argv));
-    let approved_for_session = sess.approved_for_session.lock().await.contains(&session_key);
+    let approved_for_session = sess
+        .approved_for_session
+        .lock()
+        .await
+        .contains(&session_key);
 
     let sandboxed = match approval::assess_command(
         sess.config.approval_policy,
@@ -268,7 +273,10 @@ async fn handle_shell(
     )
     .await;
     let started = Instant::now();
-    let mut result = run_command(sess, sub_id, call_id, &argv, &cwd, timeout, sandboxed, cancel).await;
+    let mut result = run_command(
+        sess, sub_id, call_id, &argv, &cwd, timeout, sandboxed, cancel,
+    )
+    .await;
 
     // A command the sandbox stopped may be retried outside it, but only with approval.
     if sandboxed
@@ -279,13 +287,26 @@ async fn handle_shell(
         && !out.timed_out
         && sandbox::looks_like_sandbox_denial(out.exit_code, &out.aggregated_output)
     {
-        let reason = "the command failed inside the sandbox; run it again without the sandbox?".to_string();
+        let reason =
+            "the command failed inside the sandbox; run it again without the sandbox?".to_string();
         match ask_exec(sess, sub_id, call_id, &argv, &cwd, reason, cancel).await {
             ReviewDecision::Approved | ReviewDecision::ApprovedForSession => {
-                result = run_command(sess, sub_id, call_id, &argv, &cwd, timeout, false, cancel).await;
+                result =
+                    run_command(sess, sub_id, call_id, &argv, &cwd, timeout, false, cancel).await;
             }
             ReviewDecision::Abort => {
-                emit_end(sess, sub_id, call_id, &argv, &cwd, None, String::new(), started, ExecCommandStatus::Failed).await;
+                emit_end(
+                    sess,
+                    sub_id,
+                    call_id,
+                    &argv,
+                    &cwd,
+                    None,
+                    String::new(),
+                    started,
+                    ExecCommandStatus::Failed,
+                )
+                .await;
                 return ToolOutcome::Aborted;
             }
             ReviewDecision::Denied | ReviewDecision::TimedOut => {}
@@ -299,7 +320,18 @@ async fn handle_shell(
             } else {
                 ExecCommandStatus::Failed
             };
-            emit_end(sess, sub_id, call_id, &argv, &cwd, out.exit_code, out.aggregated_output.clone(), started, status).await;
+            emit_end(
+                sess,
+                sub_id,
+                call_id,
+                &argv,
+                &cwd,
+                out.exit_code,
+                out.aggregated_output.clone(),
+                started,
+                status,
+            )
+            .await;
             if out.cancelled {
                 return ToolOutcome::Aborted;
             }
@@ -307,7 +339,18 @@ async fn handle_shell(
         }
         Err(err) => {
             let text = format!("failed to run the command: {err}");
-            emit_end(sess, sub_id, call_id, &argv, &cwd, None, text.clone(), started, ExecCommandStatus::Failed).await;
+            emit_end(
+                sess,
+                sub_id,
+                call_id,
+                &argv,
+                &cwd,
+                None,
+                text.clone(),
+                started,
+                ExecCommandStatus::Failed,
+            )
+            .await;
             ToolOutcome::Output(text)
         }
     }
@@ -326,7 +369,10 @@ async fn run_command(
 ) -> Result<shell::ExecOutput, String> {
     let mut env = env_policy::create_env(&sess.config.shell_environment_policy, &sess.config.env);
     if !sess.config.sandbox_policy.has_full_network_access() && sandboxed {
-        env.insert("INTERPRETER_SANDBOX_NETWORK_DISABLED".to_string(), "1".to_string());
+        env.insert(
+            "INTERPRETER_SANDBOX_NETWORK_DISABLED".to_string(),
+            "1".to_string(),
+        );
     }
     let argv = if sandboxed {
         match &sess.config.sandbox_exe {
@@ -488,9 +534,17 @@ async fn handle_patch(
     });
     let session_key = format!(
         "patch:{}",
-        paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join("\n")
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
-    let approved_for_session = sess.approved_for_session.lock().await.contains(&session_key);
+    let approved_for_session = sess
+        .approved_for_session
+        .lock()
+        .await
+        .contains(&session_key);
 
     let auto_approved = match approval::assess_patch(
         sess.config.approval_policy,
@@ -502,9 +556,7 @@ async fn handle_patch(
             return ToolOutcome::Output(format!("patch rejected: {reason}"));
         }
         PatchAssessment::Ask { reason } => {
-            let grant_root = (!all_writable)
-                .then(|| common_parent(&paths))
-                .flatten();
+            let grant_root = (!all_writable).then(|| common_parent(&paths)).flatten();
             let request = EventMsg::ApplyPatchApprovalRequest(ApplyPatchApprovalRequestEvent {
                 call_id: call_id.to_string(),
                 turn_id: sub_id.to_string(),

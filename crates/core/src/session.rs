@@ -381,5 +381,8 @@ fn image_data_url(path: &std::path::Path) -> Result<String, std::io::Error> {
         Some("webp") => "image/webp",
         _ => "application/octet-stream",
     };
-    Ok(format!("data:{mime};base64,{}", BASE64_STANDARD.encode(bytes)))
+    Ok(format!(
+        "data:{mime};base64,{}",
+        BASE64_STANDARD.encode(bytes)
+    ))
 }

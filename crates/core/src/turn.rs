@@ -173,12 +173,12 @@ async fn sampling_loop(
                         call_id,
                         output: ABORTED_OUTPUT.to_string(),
                     }];
-                    outputs.extend(calls.map(|(_, _, call_id)| {
-                        ResponseItem::FunctionCallOutput {
+                    outputs.extend(
+                        calls.map(|(_, _, call_id)| ResponseItem::FunctionCallOutput {
                             call_id,
                             output: ABORTED_OUTPUT.to_string(),
-                        }
-                    }));
+                        }),
+                    );
                     sess.record_items(&outputs).await;
                     return Err(TurnStop::Interrupted);
                 }
@@ -195,7 +195,8 @@ async fn sample_with_retries(
     prompt: &Prompt,
     cancel: &CancellationToken,
 ) -> Result<Vec<ResponseItem>, TurnStop> {
-    let max_attempts = u32::try_from(sess.config.model_provider.stream_max_retries()).unwrap_or(u32::MAX);
+    let max_attempts =
+        u32::try_from(sess.config.model_provider.stream_max_retries()).unwrap_or(u32::MAX);
     let mut attempt = 0u32;
     loop {
         match sample_once(sess, sub_id, prompt, cancel).await {
@@ -255,8 +256,11 @@ async fn sample_once(
                     } => {
                         let message = item.message_text().unwrap_or_default();
                         if !message.is_empty() {
-                            sess.emit(sub_id, EventMsg::AgentMessage(AgentMessageEvent { message }))
-                                .await;
+                            sess.emit(
+                                sub_id,
+                                EventMsg::AgentMessage(AgentMessageEvent { message }),
+                            )
+                            .await;
                         }
                     }
                     ResponseItem::Reasoning { content, .. } => {
@@ -266,8 +270,11 @@ async fn sample_once(
                             .map(ReasoningContent::text)
                             .collect();
                         if !text.trim().is_empty() {
-                            sess.emit(sub_id, EventMsg::AgentReasoning(AgentReasoningEvent { text }))
-                                .await;
+                            sess.emit(
+                                sub_id,
+                                EventMsg::AgentReasoning(AgentReasoningEvent { text }),
+                            )
+                            .await;
                         }
                     }
                     _ => {}
@@ -290,7 +297,10 @@ async fn sample_once(
 /// Failures of an established stream, which are worth sampling again. Request-level
 /// failures (connection, 429, 5xx) were already retried by the client.
 fn is_stream_failure(err: &ProviderError) -> bool {
-    matches!(err, ProviderError::Stream { .. } | ProviderError::StreamIdle { .. })
+    matches!(
+        err,
+        ProviderError::Stream { .. } | ProviderError::StreamIdle { .. }
+    )
 }
 
 async fn update_usage(sess: &Session, sub_id: &str, last: TokenUsage) {

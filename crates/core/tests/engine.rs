@@ -120,7 +120,10 @@ async fn shell_then_patch_then_answer() {
         .await
         .unwrap();
     let rollout = new.session_configured.rollout_path.clone().unwrap();
-    assert!(rollout.exists(), "rollout is written before the first model call");
+    assert!(
+        rollout.exists(),
+        "rollout is written before the first model call"
+    );
 
     submit_text(&new.thread, "edit the notes").await;
     let events = events_until(&new.thread, is_turn_end).await;
@@ -135,7 +138,11 @@ async fn shell_then_patch_then_answer() {
     assert_eq!(end.exit_code, Some(0));
     assert_eq!(end.status, ExecCommandStatus::Completed);
     assert!(end.aggregated_output.contains("alpha"));
-    assert!(events.iter().any(|m| matches!(m, EventMsg::PatchApplyEnd(e) if e.success)));
+    assert!(
+        events
+            .iter()
+            .any(|m| matches!(m, EventMsg::PatchApplyEnd(e) if e.success))
+    );
     match events.last().unwrap() {
         EventMsg::TaskComplete(done) => {
             assert_eq!(done.last_agent_message.as_deref(), Some("Done."))
@@ -183,7 +190,10 @@ async fn bad_tool_arguments_become_a_readable_result() {
         chunk::tool_call(0, "call_bad", "shell", r#"{"cmd_typo": 3}"#),
         chunk::finish("tool_calls"),
     ]));
-    mock.push(MockResponse::sse(vec![chunk::text("ok"), chunk::finish("stop")]));
+    mock.push(MockResponse::sse(vec![
+        chunk::text("ok"),
+        chunk::finish("stop"),
+    ]));
     let manager = ThreadManager::new();
     let new = manager
         .start_thread(
@@ -257,7 +267,10 @@ async fn approval_declined_then_interrupt_during_command() {
     assert!(!work.path().join("declined.txt").exists());
 
     // The history stays valid: the next request answers both calls exactly once.
-    mock.push(MockResponse::sse(vec![chunk::text("ok"), chunk::finish("stop")]));
+    mock.push(MockResponse::sse(vec![
+        chunk::text("ok"),
+        chunk::finish("stop"),
+    ]));
     submit_text(&new.thread, "again").await;
     events_until(&new.thread, is_turn_end).await;
     let last = mock.requests().last().cloned().unwrap().to_string();

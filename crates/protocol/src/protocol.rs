@@ -19,9 +19,15 @@ pub enum Op {
     /// is recorded, and `turn_aborted` is emitted.
     Interrupt,
     /// Answer to an `exec_approval_request` with the same `call_id`.
-    ExecApproval { id: String, decision: ReviewDecision },
+    ExecApproval {
+        id: String,
+        decision: ReviewDecision,
+    },
     /// Answer to an `apply_patch_approval_request` with the same `call_id`.
-    PatchApproval { id: String, decision: ReviewDecision },
+    PatchApproval {
+        id: String,
+        decision: ReviewDecision,
+    },
     /// Finish the running turn's bookkeeping and stop the thread's task.
     Shutdown,
 }
@@ -29,9 +35,13 @@ pub enum Op {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum UserInput {
-    Text { text: String },
+    Text {
+        text: String,
+    },
     /// A local image file to attach.
-    LocalImage { path: PathBuf },
+    LocalImage {
+        path: PathBuf,
+    },
 }
 
 /// A decision on an approval request.

@@ -388,8 +388,23 @@ mod overlap_tests {
             exclude_slash_tmp: true,
         };
         let env = HashMap::new();
-        assert!(is_path_writable(&policy, &work, &env, &work.join("src/lib.rs")));
-        assert!(!is_path_writable(&policy, &work, &env, &work.join(".git/hooks/pre-commit")));
-        assert!(is_path_writable(&policy, &work, &env, &outer.join("other.txt")));
+        assert!(is_path_writable(
+            &policy,
+            &work,
+            &env,
+            &work.join("src/lib.rs")
+        ));
+        assert!(!is_path_writable(
+            &policy,
+            &work,
+            &env,
+            &work.join(".git/hooks/pre-commit")
+        ));
+        assert!(is_path_writable(
+            &policy,
+            &work,
+            &env,
+            &outer.join("other.txt")
+        ));
     }
 }
