@@ -1,0 +1,239 @@
+//! `interpreter mcp-server` protocol rules over raw JSON-RPC: the handshake, the method
+//! table, tool definitions, malformed and oversized input, and exit on EOF.
+
+// Test code: a failed expectation should panic with its message.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod mcp_support;
+
+use std::time::Duration;
+
+use mcp_support::{McpEnv, READ_DEADLINE};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn handshake_rules() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    let init = client.initialize(json!({})).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(init["result"]["serverInfo"]["name"], "interpreter");
+    assert_eq!(
+        init["result"]["serverInfo"]["version"],
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(init["result"]["capabilities"]["tools"].is_object());
+
+    let again = client
+        .call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}))
+        .await;
+    assert_eq!(again["error"]["code"], -32600);
+    assert_eq!(
+        again["error"]["message"],
+        "initialize called more than once"
+    );
+
+    assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
+    let unknown = client.call("frobnicate", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32601);
+    assert_eq!(
+        client.call("resources/list", json!({})).await["result"]["resources"],
+        json!([])
+    );
+    assert_eq!(
+        client.call("resources/templates/list", json!({})).await["result"]["resourceTemplates"],
+        json!([])
+    );
+    assert_eq!(
+        client.call("prompts/list", json!({})).await["result"]["prompts"],
+        json!([])
+    );
+    assert_eq!(
+        client.call("resources/read", json!({"uri": "x:y"})).await["error"]["code"],
+        -32602
+    );
+
+    let discover = client
+        .call(
+            "server/discover",
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}),
+        )
+        .await;
+    assert!(
+        discover["result"]["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("2026-07-28")) && v.contains(&json!("2025-11-25"))),
+        "{discover}"
+    );
+    assert_eq!(discover["result"]["resultType"], "complete");
+    let bad_version = client
+        .call(
+            "tools/list",
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "1999-01-01"}}),
+        )
+        .await;
+    assert_eq!(bad_version["error"]["code"], -32022, "{bad_version}");
+}
+
+#[tokio::test]
+async fn unknown_protocol_version_gets_latest_legacy() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    let init = client
+        .call("initialize", json!({"protocolVersion": "1999-01-01", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}))
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+}
+
+fn strip_descriptions(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("description");
+            map.values_mut().for_each(strip_descriptions);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_descriptions),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn tools_list_matches_reference_schemas() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+    let list = client.call("tools/list", json!({})).await;
+    let tools = list["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(tools.len(), 2);
+    let output_schema = json!({
+        "type": "object",
+        "properties": {"threadId": {"type": "string"}, "content": {"type": "string"}},
+        "required": ["threadId", "content"]
+    });
+    for tool in &tools {
+        assert!(
+            tool["description"]
+                .as_str()
+                .is_some_and(|d| !d.is_empty() && d.len() < 2048)
+        );
+        assert_eq!(tool["outputSchema"], output_schema);
+    }
+    let mut codex = tools[0]["inputSchema"].clone();
+    strip_descriptions(&mut codex);
+    assert_eq!(tools[0]["name"], "codex");
+    assert_eq!(
+        codex,
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["prompt"],
+            "properties": {
+                "prompt": {"type": "string"},
+                "model": {"type": "string"},
+                "cwd": {"type": "string"},
+                "approval-policy": {"type": "string", "enum": ["untrusted", "on-request", "never"]},
+                "sandbox": {"type": "string", "enum": ["read-only", "workspace-write", "danger-full-access"]},
+                "config": {"type": "object", "additionalProperties": true},
+                "base-instructions": {"type": "string"},
+                "developer-instructions": {"type": "string"},
+                "compact-prompt": {"type": "string"}
+            }
+        })
+    );
+    let mut reply = tools[1]["inputSchema"].clone();
+    strip_descriptions(&mut reply);
+    assert_eq!(tools[1]["name"], "codex-reply");
+    assert_eq!(
+        reply,
+        json!({
+            "type": "object",
+            "required": ["prompt"],
+            "properties": {
+                "threadId": {"type": "string"},
+                "conversationId": {"type": "string"},
+                "prompt": {"type": "string"}
+            }
+        })
+    );
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_input_get_errors_and_the_server_keeps_serving() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+
+    client
+        .process
+        .write_raw(b"{this is not json\n")
+        .await
+        .expect("write");
+    let parse_error = client
+        .process
+        .read_json(READ_DEADLINE)
+        .await
+        .expect("parse error reply");
+    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
+    assert_eq!(parse_error["id"], Value::Null);
+
+    client
+        .process
+        .write_raw(b"[{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"ping\"}]\n")
+        .await
+        .expect("write");
+    let batch_error = client
+        .process
+        .read_json(READ_DEADLINE)
+        .await
+        .expect("batch reply");
+    assert_eq!(batch_error["error"]["code"], -32600, "{batch_error}");
+    assert_eq!(batch_error["id"], Value::Null);
+
+    // 17 MiB without a newline, then the newline: over the 16 MiB bound.
+    let huge = vec![b'x'; 17 * 1024 * 1024];
+    client.process.write_raw(&huge).await.expect("write huge");
+    client
+        .process
+        .write_raw(b"\n")
+        .await
+        .expect("write newline");
+    let too_long = client
+        .process
+        .read_json(READ_DEADLINE)
+        .await
+        .expect("too-long reply");
+    assert_eq!(too_long["error"]["code"], -32600, "{too_long}");
+
+    // A large but legal argument still works (no truncation of long lines).
+    let big_prompt = "y".repeat(200 * 1024);
+    let result = client
+        .call(
+            "tools/call",
+            json!({"name": "codex", "arguments": {"prompt": big_prompt, "bogus-key": 1}}),
+        )
+        .await;
+    assert_eq!(result["result"]["isError"], true, "{result}");
+
+    assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
+    let unknown_tool = client
+        .call("tools/call", json!({"name": "nope", "arguments": {}}))
+        .await;
+    assert_eq!(unknown_tool["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn exits_promptly_when_stdin_closes() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+    client.process.close_stdin();
+    let status = client
+        .process
+        .wait_exit(Duration::from_secs(10))
+        .await
+        .expect("server exits after EOF");
+    assert!(status.success(), "{status:?}\n{}", client.process.stderr());
+}

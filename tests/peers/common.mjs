@@ -1,0 +1,53 @@
+// Shared set-up for the TypeScript peer test: a fresh home, the mock model process with
+// a script, and the config pointing `interpreter mcp-server` at it.
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+
+export const BIN_DIR = process.env.INTERPRETER_BIN_DIR ?? join(import.meta.dirname, "../../target/debug");
+
+function toolCall(id, command) {
+  return [
+    { id: "c", object: "chat.completion.chunk", model: "mock-model",
+      choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id, type: "function",
+        function: { name: "shell", arguments: JSON.stringify({ command }) } }] }, finish_reason: null }] },
+    { id: "c", object: "chat.completion.chunk", model: "mock-model",
+      choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] },
+  ];
+}
+
+function text(t) {
+  return [
+    { id: "c", object: "chat.completion.chunk", model: "mock-model",
+      choices: [{ index: 0, delta: { content: t }, finish_reason: null }] },
+    { id: "c", object: "chat.completion.chunk", model: "mock-model",
+      choices: [{ index: 0, delta: {}, finish_reason: "stop" }] },
+  ];
+}
+
+/** Scripted turns: [{command}|{text}] → mock-model script entries. */
+export function script(steps) {
+  return steps.map((s, i) => ({ chunks: s.command ? toolCall(`call_${i}`, s.command) : text(s.text) }));
+}
+
+/** Start mock-model with `steps`; returns {home, work, env, stop()}. */
+export async function setUp(steps) {
+  const home = mkdtempSync(join(tmpdir(), "peer-home-"));
+  const work = mkdtempSync(join(tmpdir(), "peer-work-"));
+  const scriptFile = join(home, "script.json");
+  writeFileSync(scriptFile, JSON.stringify(script(steps)));
+  const mock = spawn(join(BIN_DIR, "mock-model"), ["--script", scriptFile], { stdio: ["pipe", "pipe", "inherit"] });
+  const firstLine = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("mock-model did not start")), 30000);
+    createInterface({ input: mock.stdout }).once("line", (line) => { clearTimeout(timer); resolve(line); });
+  });
+  const { base_url } = JSON.parse(firstLine);
+  writeFileSync(join(home, "config.toml"),
+    `model = "mock-model"\nmodel_provider = "mock"\n\n[model_providers.mock]\nname = "mock"\n` +
+    `base_url = "${base_url}"\nenv_key = "MOCK_API_KEY"\nwire_api = "chat"\nrequest_max_retries = 0\n`);
+  const env = { PATH: process.env.PATH, HOME: home, INTERPRETER_HOME: home, MOCK_API_KEY: "k" };
+  // Closing stdin is how mock-model is told to stop; SIGKILL makes sure it does.
+  return { home, work, env, stop: () => { mock.stdin.end(); mock.kill("SIGKILL"); } };
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Official MCP SDK clients (TypeScript and Python, pinned) against `interpreter mcp-server`.
+# Installs both into this directory (node_modules/, .venv/) and runs them. Needs the debug
+# binaries `interpreter` and `mock-model`; builds them unless INTERPRETER_BIN_DIR is set.
+set -euo pipefail
+cd "$(dirname "$0")"
+if [[ -z "${INTERPRETER_BIN_DIR:-}" ]]; then
+  (cd ../.. && cargo build -p interpreter-cli -p interpreter-test-support --bins)
+fi
+npm ci --no-audit --no-fund
+[[ -x .venv/bin/python ]] || python3 -m venv .venv
+.venv/bin/pip install -q -r requirements.txt
+timeout 600 node --test ts_client.test.mjs
+timeout 600 .venv/bin/python py_client.py
