@@ -44,8 +44,7 @@ struct Fixture {
 fn fixture() -> Fixture {
     let home = tempfile::tempdir().unwrap();
     let work_dir = tempfile::tempdir().unwrap();
-    // Not under /tmp: the temp dirs are writable roots in workspace-write mode.
-    let outside_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside_dir = tempfile::tempdir().unwrap();
     let work = work_dir.path().canonicalize().unwrap();
     std::fs::create_dir(work.join(".git")).unwrap();
     Fixture {
@@ -102,7 +101,18 @@ async fn run_case(
         home: fx.home.clone(),
         cwd: fx.work.clone(),
         profile: None,
-        cli_overrides: Vec::new(),
+        // Every directory here lives under /tmp, so the temp dirs must not be writable
+        // roots, or "outside the workspace" would be writable too.
+        cli_overrides: vec![
+            (
+                "sandbox_workspace_write.exclude_slash_tmp".to_string(),
+                toml::Value::Boolean(true),
+            ),
+            (
+                "sandbox_workspace_write.exclude_tmpdir_env_var".to_string(),
+                toml::Value::Boolean(true),
+            ),
+        ],
         overrides: ConfigOverrides {
             approval_policy: Some(policy),
             sandbox_mode: Some(sandbox),

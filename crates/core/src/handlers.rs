@@ -224,11 +224,7 @@ async fn handle_shell(
         .unwrap_or(sess.config.shell_default_timeout);
     let escalate = args.sandbox_permissions == SandboxPermissions::RequireEscalated;
     let session_key = format!("exec:{}", render_command(&argv));
-    let approved_for_session = sess
-        .approved_for_session
-        .lock()
-        .await
-        .contains(&session_key);
+    let approved_for_session = sess.is_approved_for_session(&session_key).await;
 
     let sandboxed = match approval::assess_command(
         sess.config.approval_policy,
@@ -246,7 +242,7 @@ async fn handle_shell(
             match ask_exec(sess, sub_id, call_id, &argv, &cwd, reason, cancel).await {
                 ReviewDecision::Approved => sandboxed,
                 ReviewDecision::ApprovedForSession => {
-                    sess.approved_for_session.lock().await.insert(session_key);
+                    sess.approve_for_session(session_key).await;
                     sandboxed
                 }
                 ReviewDecision::Abort => return ToolOutcome::Aborted,
@@ -540,11 +536,7 @@ async fn handle_patch(
             .collect::<Vec<_>>()
             .join("\n")
     );
-    let approved_for_session = sess
-        .approved_for_session
-        .lock()
-        .await
-        .contains(&session_key);
+    let approved_for_session = sess.is_approved_for_session(&session_key).await;
 
     let auto_approved = match approval::assess_patch(
         sess.config.approval_policy,
@@ -567,7 +559,7 @@ async fn handle_patch(
             match wait_for_approval(sess, sub_id, call_id, request, cancel).await {
                 ReviewDecision::Approved => false,
                 ReviewDecision::ApprovedForSession => {
-                    sess.approved_for_session.lock().await.insert(session_key);
+                    sess.approve_for_session(session_key).await;
                     false
                 }
                 ReviewDecision::Abort => return ToolOutcome::Aborted,

@@ -58,7 +58,7 @@ pub(crate) struct Session {
     /// Approval requests waiting for an answer, by call id.
     pending_approvals: Mutex<HashMap<String, oneshot::Sender<ReviewDecision>>>,
     /// Commands (shell-joined) and patch path sets approved for the rest of the session.
-    pub approved_for_session: Mutex<HashSet<String>>,
+    approved_for_session: Mutex<HashSet<String>>,
     pub total_usage: Mutex<TokenUsage>,
 }
 
@@ -113,6 +113,14 @@ impl Session {
             .await
             .insert(call_id.to_string(), tx);
         rx
+    }
+
+    pub async fn is_approved_for_session(&self, key: &str) -> bool {
+        self.approved_for_session.lock().await.contains(key)
+    }
+
+    pub async fn approve_for_session(&self, key: String) {
+        self.approved_for_session.lock().await.insert(key);
     }
 
     pub async fn forget_approval(&self, call_id: &str) {

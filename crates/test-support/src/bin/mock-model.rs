@@ -68,7 +68,9 @@ async fn main() -> anyhow::Result<()> {
         let record = serde_json::to_vec_pretty(&server.record())?;
         std::fs::write(path, record).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(())
+    // Exit here rather than return: tokio's stdin reader sits on a blocking thread that a
+    // signal does not wake, and dropping the runtime would wait for it forever.
+    std::process::exit(0)
 }
 
 /// Returns when stdin reaches EOF (the parent closed it or exited) or on SIGINT/SIGTERM.
