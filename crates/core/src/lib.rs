@@ -7,6 +7,7 @@
 //! index). Front ends translate; they never decide.
 
 mod approval;
+mod compact;
 pub mod config;
 mod error;
 mod handlers;

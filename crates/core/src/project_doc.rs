@@ -63,6 +63,21 @@ fn truncate_to_char_boundary(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// What every thread's history starts with: developer instructions, AGENTS.md and the
+/// environment. Compaction keeps it, so the model never loses its ground rules.
+pub fn initial_context(config: &Config) -> Vec<interpreter_protocol::ResponseItem> {
+    use interpreter_protocol::ResponseItem;
+    let mut items = Vec::new();
+    if let Some(dev) = &config.developer_instructions {
+        items.push(ResponseItem::developer_text(dev.clone()));
+    }
+    if let Some(docs) = project_doc_message(config) {
+        items.push(ResponseItem::user_text(docs));
+    }
+    items.push(ResponseItem::user_text(environment_context(config)));
+    items
+}
+
 /// The user-role message that carries AGENTS.md instructions, if any.
 pub fn project_doc_message(config: &Config) -> Option<String> {
     load_project_docs(&config.cwd, config.project_doc_max_bytes).map(|docs| {

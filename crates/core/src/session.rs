@@ -60,6 +60,8 @@ pub(crate) struct Session {
     /// Commands (shell-joined) and patch path sets approved for the rest of the session.
     approved_for_session: Mutex<HashSet<String>>,
     pub total_usage: Mutex<TokenUsage>,
+    /// Prompt size of the most recent model request, to decide on compaction.
+    pub last_input_tokens: Mutex<Option<u64>>,
 }
 
 impl Session {
@@ -88,6 +90,16 @@ impl Session {
             .map(RolloutItem::ResponseItem)
             .collect();
         self.persist(&rollout_items).await;
+    }
+
+    /// Replace the whole model history (after compaction) and record the checkpoint.
+    pub async fn replace_history(&self, summary: String, replacement: Vec<ResponseItem>) {
+        *self.history.lock().await = replacement.clone();
+        self.persist(&[RolloutItem::Compacted(rollout::CompactedItem {
+            message: summary,
+            replacement_history: replacement,
+        })])
+        .await;
     }
 
     pub async fn persist(&self, items: &[RolloutItem]) {
@@ -230,22 +242,15 @@ pub(crate) async fn start(
         pending_approvals: Mutex::new(HashMap::new()),
         approved_for_session: Mutex::new(HashSet::new()),
         total_usage: Mutex::new(total_usage),
+        last_input_tokens: Mutex::new(None),
     });
 
     if is_new {
         // The initial context is part of the durable history, so a resumed thread sees
         // exactly what the model saw the first time.
-        let mut initial = Vec::new();
-        if let Some(dev) = &session.config.developer_instructions {
-            initial.push(ResponseItem::developer_text(dev.clone()));
-        }
-        if let Some(docs) = project_doc::project_doc_message(&session.config) {
-            initial.push(ResponseItem::user_text(docs));
-        }
-        initial.push(ResponseItem::user_text(project_doc::environment_context(
-            &session.config,
-        )));
-        session.record_items(&initial).await;
+        session
+            .record_items(&project_doc::initial_context(&session.config))
+            .await;
     }
 
     tokio::spawn(run_loop(session, rx_sub));

@@ -11,18 +11,20 @@ use std::time::Duration;
 
 use interpreter_model_client::{Prompt, ProviderError, ResponseEvent};
 use interpreter_protocol::{
-    AgentMessageEvent, AgentReasoningEvent, DeltaEvent, ErrorEvent, EventMsg, ReasoningContent,
-    ResponseItem, Role, StreamErrorEvent, TaskCompleteEvent, TaskStartedEvent, TokenCountEvent,
-    TokenUsage, TokenUsageInfo, TurnAbortReason, TurnAbortedEvent, UserMessageEvent,
+    AgentMessageEvent, AgentReasoningEvent, DeltaEvent, ErrorEvent, ErrorKind, EventMsg,
+    ReasoningContent, ResponseItem, Role, StreamErrorEvent, TaskCompleteEvent, TaskStartedEvent,
+    TokenCountEvent, TokenUsage, TokenUsageInfo, TurnAbortReason, TurnAbortedEvent,
+    UserMessageEvent,
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::compact;
 use crate::handlers::{self, ToolOutcome};
 use crate::rollout::{RolloutItem, TurnContextItem};
 use crate::session::Session;
 
 /// Why a turn stopped early.
-enum TurnStop {
+pub(crate) enum TurnStop {
     Interrupted,
     Failed(ErrorEvent),
 }
@@ -53,9 +55,9 @@ pub(crate) async fn run_turn(
         effort: sess.config.model_reasoning_effort,
     })])
     .await;
-    record_user_input(&sess, &sub_id, input).await;
+    record_user_input(&sess, &sub_id, input.clone()).await;
 
-    match sampling_loop(&sess, &sub_id, &cancel).await {
+    match sampling_loop(&sess, &sub_id, &input, &cancel).await {
         Ok(last_agent_message) => {
             sess.emit(
                 &sub_id,
@@ -106,9 +108,13 @@ async fn record_user_input(sess: &Session, sub_id: &str, input: Vec<ResponseItem
 async fn sampling_loop(
     sess: &Arc<Session>,
     sub_id: &str,
+    turn_input: &[ResponseItem],
     cancel: &CancellationToken,
 ) -> Result<Option<String>, TurnStop> {
     let mut last_agent_message = None;
+    // One compaction per turn: if the summary plus the request still does not fit, more
+    // summarising will not help, and the error is reported instead of looping.
+    let mut compacted = false;
     loop {
         let steered = std::mem::take(&mut *sess.pending_input.lock().await);
         if !steered.is_empty() {
@@ -125,8 +131,21 @@ async fn sampling_loop(
             output_schema: sess.config.output_schema.clone(),
             prompt_cache_key: Some(sess.thread_id.to_string()),
         };
-        let output = sample_with_retries(sess, sub_id, &prompt, cancel).await?;
+        let output = match sample_with_retries(sess, sub_id, &prompt, cancel, true).await {
+            Err(TurnStop::Failed(error))
+                if error.kind == Some(ErrorKind::ContextWindowExceeded) && !compacted =>
+            {
+                compacted = true;
+                compact::compact(sess, sub_id, turn_input, cancel).await?;
+                continue;
+            }
+            result => result?,
+        };
         sess.record_items(&output).await;
+        if !compacted && context_nearly_full(sess).await {
+            compacted = true;
+            compact::compact(sess, sub_id, turn_input, cancel).await?;
+        }
 
         let mut calls = Vec::new();
         for item in &output {
@@ -189,17 +208,20 @@ async fn sampling_loop(
 
 /// Sample once, retrying a stream that drops or goes idle up to the provider's
 /// `stream_max_retries`. Partial output of a failed attempt is discarded.
-async fn sample_with_retries(
+/// `visible` events (deltas, messages, reasoning) are emitted only for samples the user
+/// should see; a compaction summary is not one.
+pub(crate) async fn sample_with_retries(
     sess: &Session,
     sub_id: &str,
     prompt: &Prompt,
     cancel: &CancellationToken,
+    visible: bool,
 ) -> Result<Vec<ResponseItem>, TurnStop> {
     let max_attempts =
         u32::try_from(sess.config.model_provider.stream_max_retries()).unwrap_or(u32::MAX);
     let mut attempt = 0u32;
     loop {
-        match sample_once(sess, sub_id, prompt, cancel).await {
+        match sample_once(sess, sub_id, prompt, cancel, visible).await {
             Ok(items) => return Ok(items),
             Err(_) if cancel.is_cancelled() => return Err(TurnStop::Interrupted),
             Err(err) if is_stream_failure(&err) && attempt < max_attempts => {
@@ -234,11 +256,24 @@ async fn sample_once(
     sub_id: &str,
     prompt: &Prompt,
     cancel: &CancellationToken,
+    visible: bool,
 ) -> Result<Vec<ResponseItem>, ProviderError> {
     let mut stream = sess.client.stream(prompt, cancel).await?;
     let mut items = Vec::new();
     while let Some(event) = stream.next().await {
-        match event? {
+        let event = event?;
+        if !visible {
+            match event {
+                ResponseEvent::OutputItemDone(item) => items.push(item),
+                ResponseEvent::Completed { token_usage, .. } => {
+                    update_usage(sess, sub_id, token_usage).await;
+                    return Ok(items);
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match event {
             ResponseEvent::Created => {}
             ResponseEvent::OutputTextDelta(delta) => {
                 sess.emit(sub_id, EventMsg::AgentMessageDelta(DeltaEvent { delta }))
@@ -303,7 +338,17 @@ fn is_stream_failure(err: &ProviderError) -> bool {
     )
 }
 
+/// Whether the last prompt filled most of the configured context window.
+async fn context_nearly_full(sess: &Session) -> bool {
+    let Some(window) = sess.config.model_context_window else {
+        return false;
+    };
+    let last_input = sess.last_input_tokens.lock().await.unwrap_or(0);
+    window > 0 && last_input as f64 >= window as f64 * compact::PROACTIVE_COMPACTION_RATIO
+}
+
 async fn update_usage(sess: &Session, sub_id: &str, last: TokenUsage) {
+    *sess.last_input_tokens.lock().await = Some(last.input_tokens);
     let total = {
         let mut total = sess.total_usage.lock().await;
         total.add(&last);

@@ -277,3 +277,86 @@ async fn approval_declined_then_interrupt_during_command() {
     assert!(last.contains("declined"), "{last}");
     mock.assert_invariants();
 }
+
+#[tokio::test]
+async fn context_overflow_compacts_and_the_turn_goes_on() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(MockResponse::sse(vec![
+        chunk::text("noted"),
+        chunk::finish("stop"),
+    ]));
+    mock.push(MockResponse::status(
+        400,
+        r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.","type":"invalid_request_error"}}"#,
+    ));
+    mock.push(MockResponse::sse(vec![
+        chunk::text("SUMMARY-TEXT: the user shared OLD facts"),
+        chunk::finish("stop"),
+    ]));
+    mock.push(MockResponse::sse(vec![
+        chunk::text("second answer"),
+        chunk::finish("stop"),
+    ]));
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    submit_text(&new.thread, "first request OLD-MARKER").await;
+    events_until(&new.thread, is_turn_end).await;
+    submit_text(&new.thread, "second request").await;
+    let events = events_until(&new.thread, is_turn_end).await;
+    assert!(
+        events
+            .iter()
+            .any(|m| matches!(m, EventMsg::ContextCompacted(_))),
+        "{events:?}"
+    );
+    match events.last().unwrap() {
+        EventMsg::TaskComplete(done) => {
+            assert_eq!(done.last_agent_message.as_deref(), Some("second answer"));
+            assert_eq!(done.error, None);
+        }
+        other => panic!("unexpected end {other:?}"),
+    }
+    // The summary itself is not shown as an agent message.
+    assert!(
+        !events
+            .iter()
+            .any(|m| matches!(m, EventMsg::AgentMessage(a) if a.message.contains("SUMMARY-TEXT")))
+    );
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    let summarise = &requests[2];
+    assert!(summarise.get("tools").is_none(), "{summarise}");
+    let after = requests[3].to_string();
+    assert!(after.contains("SUMMARY-TEXT"), "{after}");
+    assert!(after.contains("second request"), "{after}");
+    assert!(!after.contains("OLD-MARKER"), "{after}");
+    mock.assert_invariants();
+
+    // A resumed thread continues from the compacted history.
+    mock.push(MockResponse::sse(vec![
+        chunk::text("third"),
+        chunk::finish("stop"),
+    ]));
+    let manager2 = ThreadManager::new();
+    let resumed = manager2
+        .resume_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            new.thread_id,
+        )
+        .await
+        .unwrap();
+    submit_text(&resumed.thread, "third request").await;
+    events_until(&resumed.thread, is_turn_end).await;
+    let last = mock.requests().last().cloned().unwrap().to_string();
+    assert!(last.contains("SUMMARY-TEXT"), "{last}");
+    assert!(!last.contains("OLD-MARKER"), "{last}");
+}

@@ -117,6 +117,8 @@ pub enum EventMsg {
     McpToolCallBegin(McpToolCallBeginEvent),
     McpToolCallEnd(McpToolCallEndEvent),
     TokenCount(TokenCountEvent),
+    /// The conversation was summarised to fit the model's context window.
+    ContextCompacted(ContextCompactedEvent),
     ShutdownComplete,
 }
 
@@ -147,6 +149,7 @@ impl EventMsg {
             Self::McpToolCallBegin(_) => "mcp_tool_call_begin",
             Self::McpToolCallEnd(_) => "mcp_tool_call_end",
             Self::TokenCount(_) => "token_count",
+            Self::ContextCompacted(_) => "context_compacted",
             Self::ShutdownComplete => "shutdown_complete",
         }
     }
@@ -361,4 +364,12 @@ pub struct TokenUsageInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenCountEvent {
     pub info: Option<TokenUsageInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextCompactedEvent {
+    /// Items of model history before compaction.
+    pub items_before: usize,
+    /// Items of model history after compaction (initial context, summary, current request).
+    pub items_after: usize,
 }

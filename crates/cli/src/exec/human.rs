@@ -291,6 +291,10 @@ impl HumanOutput {
                 }
             }
             EventMsg::Warning(warning) => self.warning(&warning.message),
+            EventMsg::ContextCompacted(compacted) => self.warning(&format!(
+                "context compacted: {} history items summarised into {}",
+                compacted.items_before, compacted.items_after
+            )),
             EventMsg::Error(error) => {
                 let line = self.style.red(&format!("ERROR: {}", error.message));
                 self.err(&line);

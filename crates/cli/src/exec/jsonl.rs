@@ -375,6 +375,8 @@ impl JsonlTranslator {
             | EventMsg::ExecCommandOutputDelta(_)
             | EventMsg::ExecApprovalRequest(_)
             | EventMsg::ApplyPatchApprovalRequest(_)
+            // Compaction is bookkeeping the SDK's item types have no shape for.
+            | EventMsg::ContextCompacted(_)
             | EventMsg::ShutdownComplete => Vec::new(),
         }
     }

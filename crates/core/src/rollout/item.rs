@@ -21,6 +21,16 @@ pub enum RolloutItem {
     ResponseItem(ResponseItem),
     /// The persisted subset of events (see [`should_persist_event`]).
     EventMsg(EventMsg),
+    /// A compaction checkpoint: the model history from here on starts from
+    /// `replacement_history` instead of everything recorded before.
+    Compacted(CompactedItem),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactedItem {
+    /// The summary the model wrote.
+    pub message: String,
+    pub replacement_history: Vec<ResponseItem>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,6 +85,7 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::TokenCount(_)
         | EventMsg::ExecCommandEnd(_)
         | EventMsg::PatchApplyEnd(_)
+        | EventMsg::ContextCompacted(_)
         | EventMsg::Error(_) => true,
         EventMsg::SessionConfigured(_)
         | EventMsg::Warning(_)
@@ -93,15 +104,20 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
     }
 }
 
-/// The model history a resumed thread continues from: every response item, in order.
+/// The model history a resumed thread continues from: every response item, in order,
+/// restarting from the replacement history at each compaction checkpoint.
 pub fn history_from_rollout(items: &[RolloutItem]) -> Vec<ResponseItem> {
-    items
-        .iter()
-        .filter_map(|item| match item {
-            RolloutItem::ResponseItem(item) => Some(item.clone()),
-            _ => None,
-        })
-        .collect()
+    let mut history = Vec::new();
+    for item in items {
+        match item {
+            RolloutItem::ResponseItem(item) => history.push(item.clone()),
+            RolloutItem::Compacted(compacted) => {
+                history = compacted.replacement_history.clone();
+            }
+            _ => {}
+        }
+    }
+    history
 }
 
 /// The first user message text in `items`, used as the thread preview.

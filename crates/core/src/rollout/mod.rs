@@ -19,6 +19,7 @@ pub use index::{
     PREVIEW_MAX_CHARS, SESSIONS_DIR, STATE_DB_FILE, ThreadIndex, ThreadRecord, find_rollout,
 };
 pub use item::{
-    RolloutItem, SessionMeta, TurnContextItem, history_from_rollout, should_persist_event,
+    CompactedItem, RolloutItem, SessionMeta, TurnContextItem, history_from_rollout,
+    should_persist_event,
 };
 pub use recorder::{RolloutRecorder, read_rollout};

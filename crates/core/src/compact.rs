@@ -1,0 +1,117 @@
+//! Compaction: when the conversation no longer fits the model's context window, the model
+//! summarises it and the history restarts from that summary.
+//!
+//! Local models often run with small windows, and a turn that dies on "context length
+//! exceeded" loses the user's work. So a sampling request rejected for length (or one
+//! whose last prompt filled most of a configured `model_context_window`) triggers one
+//! compaction: the model is asked, without tools, to summarise the conversation; the
+//! history is replaced by the initial context, that summary, and the current request; and
+//! the checkpoint is written to the rollout so a resumed thread continues from it.
+
+use std::sync::Arc;
+
+use interpreter_model_client::Prompt;
+use interpreter_protocol::{
+    ContextCompactedEvent, ErrorEvent, ErrorKind, EventMsg, ResponseItem, Role,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::project_doc;
+use crate::session::Session;
+use crate::turn::{self, TurnStop};
+
+/// Used when `compact_prompt` is not configured.
+pub(crate) const DEFAULT_COMPACT_PROMPT: &str = "The conversation is about to be cut to fit the \
+context window. Write a summary that lets you continue the work without the earlier messages: \
+the user's goal and constraints, what has been done (commands run, files created or changed, \
+with paths), what was learned, what is left to do, and anything the user asked you to \
+remember. Be specific and brief. Reply with the summary only.";
+
+const SUMMARY_PREFIX: &str = "Summary of the conversation so far (earlier messages were compacted to fit the context window):";
+
+/// How often the summarisation request may itself be too long before giving up; each
+/// round drops the older half of what is left.
+const MAX_TRIM_ROUNDS: usize = 4;
+
+/// Share of `model_context_window` that a prompt may fill before the next request is
+/// compacted first.
+pub(crate) const PROACTIVE_COMPACTION_RATIO: f64 = 0.9;
+
+pub(crate) async fn compact(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    turn_input: &[ResponseItem],
+    cancel: &CancellationToken,
+) -> Result<(), TurnStop> {
+    let history = sess.history.lock().await.clone();
+    let items_before = history.len();
+    let instruction = sess
+        .config
+        .compact_prompt
+        .clone()
+        .unwrap_or_else(|| DEFAULT_COMPACT_PROMPT.to_string());
+
+    let mut conversation: &[ResponseItem] = &history;
+    let mut summary = None;
+    for _ in 0..=MAX_TRIM_ROUNDS {
+        let mut input = conversation.to_vec();
+        input.push(ResponseItem::user_text(instruction.clone()));
+        let prompt = Prompt {
+            instructions: sess.instructions.clone(),
+            input,
+            tools: Vec::new(),
+            output_schema: None,
+            prompt_cache_key: Some(sess.thread_id.to_string()),
+        };
+        match turn::sample_with_retries(sess, sub_id, &prompt, cancel, false).await {
+            Ok(items) => {
+                summary = Some(last_assistant_text(&items));
+                break;
+            }
+            Err(TurnStop::Failed(error))
+                if error.kind == Some(ErrorKind::ContextWindowExceeded)
+                    && conversation.len() > 1 =>
+            {
+                conversation = &conversation[conversation.len() / 2..];
+            }
+            Err(stop) => return Err(stop),
+        }
+    }
+    let Some(summary) = summary.filter(|s| !s.trim().is_empty()) else {
+        return Err(TurnStop::Failed(ErrorEvent {
+            message: "the conversation does not fit the model's context window, and summarising it failed; start a new thread or raise the server's context length".to_string(),
+            kind: Some(ErrorKind::ContextWindowExceeded),
+        }));
+    };
+
+    let mut replacement = project_doc::initial_context(&sess.config);
+    replacement.push(ResponseItem::user_text(format!(
+        "{SUMMARY_PREFIX}\n\n{summary}"
+    )));
+    replacement.extend(turn_input.iter().cloned());
+    let items_after = replacement.len();
+    sess.replace_history(summary, replacement).await;
+    sess.emit(
+        sub_id,
+        EventMsg::ContextCompacted(ContextCompactedEvent {
+            items_before,
+            items_after,
+        }),
+    )
+    .await;
+    Ok(())
+}
+
+fn last_assistant_text(items: &[ResponseItem]) -> String {
+    items
+        .iter()
+        .rev()
+        .find_map(|item| match item {
+            ResponseItem::Message {
+                role: Role::Assistant,
+                ..
+            } => item.message_text(),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
