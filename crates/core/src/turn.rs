@@ -12,9 +12,9 @@ use std::time::Duration;
 use interpreter_model_client::{Prompt, ProviderError, ResponseEvent};
 use interpreter_protocol::{
     AgentMessageEvent, AgentReasoningEvent, DeltaEvent, ErrorEvent, ErrorKind, EventMsg,
-    ReasoningContent, ResponseItem, Role, StreamErrorEvent, TaskCompleteEvent, TaskStartedEvent,
-    TokenCountEvent, TokenUsage, TokenUsageInfo, TurnAbortReason, TurnAbortedEvent,
-    UserMessageEvent,
+    ReasoningContent, ReasoningSummary, ResponseItem, Role, StreamErrorEvent, TaskCompleteEvent,
+    TaskStartedEvent, TokenCountEvent, TokenUsage, TokenUsageInfo, TurnAbortReason,
+    TurnAbortedEvent, UserMessageEvent,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -298,12 +298,23 @@ async fn sample_once(
                             .await;
                         }
                     }
-                    ResponseItem::Reasoning { content, .. } => {
-                        let text: String = content
+                    ResponseItem::Reasoning {
+                        content, summary, ..
+                    } => {
+                        // Raw reasoning when the server sends it (open models); otherwise
+                        // the summary (Responses API models that keep raw text private).
+                        let mut text: String = content
                             .iter()
                             .flatten()
                             .map(ReasoningContent::text)
                             .collect();
+                        if text.trim().is_empty() {
+                            text = summary
+                                .iter()
+                                .map(|ReasoningSummary::SummaryText { text }| text.as_str())
+                                .collect::<Vec<_>>()
+                                .join("\n");
+                        }
                         if !text.trim().is_empty() {
                             sess.emit(
                                 sub_id,

@@ -23,6 +23,16 @@ fn config(
     mock: &MockModelServer,
     approval: AskForApproval,
 ) -> interpreter_core::config::Config {
+    config_with(home, cwd, mock, approval, Vec::new())
+}
+
+fn config_with(
+    home: &Path,
+    cwd: &Path,
+    mock: &MockModelServer,
+    approval: AskForApproval,
+    cli_overrides: Vec<(String, toml::Value)>,
+) -> interpreter_core::config::Config {
     std::fs::write(
         home.join("config.toml"),
         format!(
@@ -35,7 +45,7 @@ fn config(
         home: home.to_path_buf(),
         cwd: cwd.to_path_buf(),
         profile: None,
-        cli_overrides: Vec::new(),
+        cli_overrides,
         overrides: ConfigOverrides {
             approval_policy: Some(approval),
             sandbox_mode: Some(SandboxMode::DangerFullAccess),
@@ -359,4 +369,67 @@ async fn context_overflow_compacts_and_the_turn_goes_on() {
     let last = mock.requests().last().cloned().unwrap().to_string();
     assert!(last.contains("SUMMARY-TEXT"), "{last}");
     assert!(!last.contains("OLD-MARKER"), "{last}");
+}
+
+#[tokio::test]
+async fn responses_wire_api_runs_a_tool_turn() {
+    use interpreter_test_support::mock_model::responses_event::ResponseEvents;
+
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(MockResponse::responses(
+        ResponseEvents::new("resp_1")
+            .reasoning(
+                &["Checking the directory."],
+                Some("raw thoughts"),
+                Some("ENCRYPTED"),
+            )
+            .function_call(
+                "call_r1",
+                "shell",
+                r#"{"command":"echo from-responses"}"#,
+                3,
+            )
+            .completed(50, 10),
+    ));
+    mock.push(MockResponse::responses(
+        ResponseEvents::new("resp_2")
+            .text("All good.")
+            .completed(80, 5),
+    ));
+    let cfg = config_with(
+        home.path(),
+        work.path(),
+        &mock,
+        AskForApproval::Never,
+        vec![(
+            "model_providers.mock.wire_api".to_string(),
+            toml::Value::String("responses".to_string()),
+        )],
+    );
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(cfg, SessionSource::Exec)
+        .await
+        .unwrap();
+    submit_text(&new.thread, "check").await;
+    let events = events_until(&new.thread, is_turn_end).await;
+    assert!(events.iter().any(|m| matches!(
+        m,
+        EventMsg::ExecCommandEnd(e) if e.aggregated_output.contains("from-responses")
+    )));
+    match events.last().unwrap() {
+        EventMsg::TaskComplete(done) => {
+            assert_eq!(done.last_agent_message.as_deref(), Some("All good."))
+        }
+        other => panic!("unexpected end {other:?}"),
+    }
+    assert!(mock.endpoints().iter().all(|e| e.ends_with("/responses")));
+    let second = mock.requests()[1].to_string();
+    assert!(
+        second.contains("ENCRYPTED") && second.contains("call_r1"),
+        "{second}"
+    );
+    mock.assert_invariants();
 }

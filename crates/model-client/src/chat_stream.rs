@@ -294,7 +294,7 @@ impl ChatStreamParser {
 
 /// Roughly four bytes per token for English text and code; only used when the server
 /// reports nothing.
-fn estimate_tokens(bytes: usize) -> u64 {
+pub(crate) fn estimate_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 

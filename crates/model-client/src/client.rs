@@ -1,6 +1,8 @@
-//! [`ModelClient`]: sends a [`Prompt`] to a Chat Completions endpoint, retries what is
-//! worth retrying before the stream starts, and turns the SSE stream into
-//! [`ResponseEvent`]s on a channel the engine reads at its own pace.
+//! [`ModelClient`]: sends a [`Prompt`] to a Chat Completions or Responses endpoint,
+//! retries what is worth retrying before the stream starts, and turns the SSE stream into
+//! [`ResponseEvent`]s on a channel the engine reads at its own pace. The request/retry
+//! loop, idle timeout and cancellation are shared; only the body and the stream parser
+//! depend on the wire format.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -20,6 +22,8 @@ use crate::chat_stream::{ChatStreamParser, ResponseEvent};
 use crate::error::ProviderError;
 use crate::prompt::Prompt;
 use crate::provider::{ModelProviderInfo, WireApi};
+use crate::responses_request::build_responses_request;
+use crate::responses_stream::ResponsesStreamParser;
 
 /// First retry delay; doubled per attempt.
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
@@ -57,6 +61,61 @@ impl std::fmt::Debug for ModelClient {
     }
 }
 
+/// The non-blank value of an environment variable from the injected environment.
+fn env_value(env: &HashMap<String, String>, name: &str) -> Option<String> {
+    env.get(name)
+        .map(|value| value.trim().to_string())
+        .filter(|value| !value.is_empty())
+}
+
+/// The provider's credential: the `env_key` variable, else `experimental_bearer_token`.
+fn api_key(provider: &ModelProviderInfo, env: &HashMap<String, String>) -> Option<String> {
+    match &provider.env_key {
+        Some(variable) => env_value(env, variable),
+        None => provider
+            .experimental_bearer_token
+            .as_deref()
+            .map(str::trim)
+            .filter(|token| !token.is_empty())
+            .map(str::to_string),
+    }
+}
+
+/// The headers every request to this provider carries: the bearer credential when one is
+/// available, `http_headers`, and the `env_http_headers` whose variables are set. Public
+/// so diagnostics (`interpreter doctor`) probe the server exactly as model requests do.
+pub fn provider_headers(
+    provider_id: &str,
+    provider: &ModelProviderInfo,
+    env: &HashMap<String, String>,
+) -> Result<HeaderMap, ProviderError> {
+    let mut headers = HeaderMap::new();
+    let mut insert = |name: &str, value: &str| -> Result<(), ProviderError> {
+        let invalid = |what: &str| ProviderError::Config {
+            provider: provider_id.to_string(),
+            message: format!("invalid {what} `{name}`"),
+        };
+        let header_name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid("HTTP header name"))?;
+        let header_value =
+            HeaderValue::from_str(value).map_err(|_| invalid("value for HTTP header"))?;
+        headers.insert(header_name, header_value);
+        Ok(())
+    };
+    if let Some(key) = api_key(provider, env) {
+        insert(AUTHORIZATION.as_str(), &format!("Bearer {key}"))?;
+    }
+    for (name, value) in provider.http_headers.iter().flatten() {
+        insert(name, value)?;
+    }
+    for (name, variable) in provider.env_http_headers.iter().flatten() {
+        if let Some(value) = env_value(env, variable) {
+            insert(name, &value)?;
+        }
+    }
+    Ok(headers)
+}
+
 impl ModelClient {
     /// Resolves credentials and headers from `env` (the process environment captured
     /// once by `main`) and validates the provider table.
@@ -71,11 +130,6 @@ impl ModelClient {
             provider: provider_id.clone(),
             message,
         };
-        if provider.wire_api == WireApi::Responses {
-            return Err(config_error(
-                "wire_api = \"responses\" is not supported yet; use wire_api = \"chat\"".into(),
-            ));
-        }
         let base_url = provider
             .base_url
             .as_deref()
@@ -86,40 +140,38 @@ impl ModelClient {
                     "base_url is not set; add base_url to [model_providers.{provider_id}]"
                 ))
             })?;
-        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
-        let env_value = |name: &str| {
-            env.get(name)
-                .map(|value| value.trim().to_string())
-                .filter(|value| !value.is_empty())
+        let endpoint = match provider.wire_api {
+            WireApi::Chat => "chat/completions",
+            WireApi::Responses => "responses",
         };
-
-        let (api_key, credential_hint) = match (
+        let url = format!("{}/{endpoint}", base_url.trim_end_matches('/'));
+        let (credential_hint, key_required) = match (
             &provider.env_key,
             &provider.experimental_bearer_token,
         ) {
-            (Some(env_key), _) => match env_value(env_key) {
-                Some(key) => (Some(key), format!("check the API key in {env_key}")),
-                None => {
-                    return Err(ProviderError::MissingApiKey {
-                        provider: provider_id,
-                        env_key: env_key.clone(),
-                        instructions: provider.env_key_instructions.clone(),
-                    });
-                }
-            },
+            (Some(env_key), _) => (format!("check the API key in {env_key}"), Some(env_key)),
             (None, Some(token)) if !token.trim().is_empty() => (
-                Some(token.trim().to_string()),
                 format!("check experimental_bearer_token in [model_providers.{provider_id}]"),
+                None,
             ),
             _ => (
-                None,
                 format!(
                     "the server wants an API key; set env_key in [model_providers.{provider_id}]"
                 ),
+                None,
             ),
         };
+        if let Some(env_key) = key_required
+            && api_key(&provider, env).is_none()
+        {
+            return Err(ProviderError::MissingApiKey {
+                provider: provider_id,
+                env_key: env_key.clone(),
+                instructions: provider.env_key_instructions.clone(),
+            });
+        }
 
-        let mut headers = HeaderMap::new();
+        let mut headers = provider_headers(&provider_id, &provider, env)?;
         let mut insert = |name: &str, value: &str| -> Result<(), ProviderError> {
             let header_name = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| config_error(format!("invalid HTTP header name `{name}`")))?;
@@ -128,17 +180,6 @@ impl ModelClient {
             headers.insert(header_name, header_value);
             Ok(())
         };
-        if let Some(key) = &api_key {
-            insert(AUTHORIZATION.as_str(), &format!("Bearer {key}"))?;
-        }
-        for (name, value) in provider.http_headers.iter().flatten() {
-            insert(name, value)?;
-        }
-        for (name, variable) in provider.env_http_headers.iter().flatten() {
-            if let Some(value) = env_value(variable) {
-                insert(name, &value)?;
-            }
-        }
         insert(ACCEPT.as_str(), "text/event-stream")?;
         insert(CONTENT_TYPE.as_str(), "application/json")?;
 
@@ -178,20 +219,21 @@ impl ModelClient {
         prompt: &Prompt,
         cancel: &CancellationToken,
     ) -> Result<ResponseStream, ProviderError> {
-        let request = build_chat_request(&self.model, prompt, self.reasoning_effort);
-        let body = serde_json::to_vec(&request).map_err(|err| ProviderError::Config {
-            provider: self.provider_id.clone(),
-            message: format!("cannot encode the request: {err}"),
-        })?;
-        let request_bytes = serde_json::to_vec(&request.messages)
-            .map(|bytes| bytes.len())
-            .unwrap_or(body.len());
+        let (body, request_bytes) = self.encode_request(prompt)?;
         let response = self.send_with_retries(body, cancel).await?;
+        let parser = match self.provider.wire_api {
+            WireApi::Chat => WireParser::Chat(ChatStreamParser::default()),
+            WireApi::Responses => WireParser::Responses(ResponsesStreamParser::new(
+                self.provider_id.clone(),
+                request_bytes,
+            )),
+        };
 
         let (sender, receiver) = mpsc::unbounded_channel();
         let _ = sender.send(Ok(ResponseEvent::Created));
         tokio::spawn(pump_stream(
             response,
+            parser,
             sender,
             cancel.clone(),
             self.provider.stream_idle_timeout(),
@@ -199,6 +241,33 @@ impl ModelClient {
             request_bytes,
         ));
         Ok(ResponseStream { receiver })
+    }
+
+    /// The request body in this provider's wire format, and the size of its history part
+    /// (what the usage estimate is based on when the server reports none).
+    fn encode_request(&self, prompt: &Prompt) -> Result<(Vec<u8>, usize), ProviderError> {
+        let encode_error = |err: serde_json::Error| ProviderError::Config {
+            provider: self.provider_id.clone(),
+            message: format!("cannot encode the request: {err}"),
+        };
+        let (body, history) = match self.provider.wire_api {
+            WireApi::Chat => {
+                let request = build_chat_request(&self.model, prompt, self.reasoning_effort);
+                (
+                    serde_json::to_vec(&request).map_err(encode_error)?,
+                    serde_json::to_vec(&request.messages),
+                )
+            }
+            WireApi::Responses => {
+                let request = build_responses_request(&self.model, prompt, self.reasoning_effort);
+                (
+                    serde_json::to_vec(&request).map_err(encode_error)?,
+                    serde_json::to_vec(&request.input),
+                )
+            }
+        };
+        let history_bytes = history.map(|bytes| bytes.len()).unwrap_or(body.len());
+        Ok((body, history_bytes))
     }
 
     async fn send_with_retries(
@@ -369,10 +438,63 @@ impl futures::Stream for ResponseStream {
 
 type EventSender = mpsc::UnboundedSender<Result<ResponseEvent, ProviderError>>;
 
-/// Reads the SSE body until `[DONE]`, EOF, an error, idleness or cancellation. Stops as
-/// soon as the consumer drops the [`ResponseStream`].
+/// The stream parser of the provider's wire format.
+#[derive(Debug)]
+enum WireParser {
+    Chat(ChatStreamParser),
+    Responses(ResponsesStreamParser),
+}
+
+impl WireParser {
+    fn push(
+        &mut self,
+        event: &eventsource_stream::Event,
+        provider: &str,
+    ) -> Result<Vec<ResponseEvent>, ProviderError> {
+        match self {
+            Self::Chat(parser) => {
+                parser
+                    .push_data(event.data.trim())
+                    .map_err(|err| ProviderError::Stream {
+                        provider: provider.to_string(),
+                        message: err.0,
+                    })
+            }
+            Self::Responses(parser) => parser.push_event(&event.event, event.data.trim()),
+        }
+    }
+
+    /// Whether the response is over and nothing more needs to be read.
+    fn is_complete(&self) -> bool {
+        match self {
+            // Usage arrives in a chunk after `finish_reason`, so chat reads on to the end.
+            Self::Chat(_) => false,
+            Self::Responses(parser) => parser.is_complete(),
+        }
+    }
+
+    /// Whether the connection closing now is a normal end.
+    fn may_end(&self) -> bool {
+        match self {
+            Self::Chat(parser) => parser.saw_finish_reason(),
+            Self::Responses(parser) => parser.is_complete(),
+        }
+    }
+
+    /// The events that close the response once the stream has ended.
+    fn finish(self, request_bytes: usize) -> Result<Vec<ResponseEvent>, ProviderError> {
+        match self {
+            Self::Chat(parser) => Ok(parser.finish(request_bytes)),
+            Self::Responses(parser) => parser.finish().map(|()| Vec::new()),
+        }
+    }
+}
+
+/// Reads the SSE body until `[DONE]`, EOF, the end of the response, an error, idleness or
+/// cancellation. Stops as soon as the consumer drops the [`ResponseStream`].
 async fn pump_stream(
     response: reqwest::Response,
+    mut parser: WireParser,
     sender: EventSender,
     cancel: CancellationToken,
     idle_timeout: Duration,
@@ -380,7 +502,6 @@ async fn pump_stream(
     request_bytes: usize,
 ) {
     let mut sse = response.bytes_stream().eventsource();
-    let mut parser = ChatStreamParser::default();
     let stream_error = |message: String| ProviderError::Stream {
         provider: provider.clone(),
         message,
@@ -403,7 +524,7 @@ async fn pump_stream(
                 }));
                 return;
             }
-            Ok(None) if parser.saw_finish_reason() => break,
+            Ok(None) if parser.may_end() => break,
             Ok(None) => {
                 let _ = sender.send(Err(stream_error(
                     "the connection closed before the response finished".into(),
@@ -425,7 +546,7 @@ async fn pump_stream(
         if data.is_empty() {
             continue;
         }
-        match parser.push_data(data) {
+        match parser.push(&event, &provider) {
             Ok(events) => {
                 for event in events {
                     if sender.send(Ok(event)).is_err() {
@@ -434,14 +555,24 @@ async fn pump_stream(
                 }
             }
             Err(err) => {
-                let _ = sender.send(Err(stream_error(err.0)));
+                let _ = sender.send(Err(err));
                 return;
             }
         }
+        if parser.is_complete() {
+            break;
+        }
     }
-    for event in parser.finish(request_bytes) {
-        if sender.send(Ok(event)).is_err() {
-            return;
+    match parser.finish(request_bytes) {
+        Ok(events) => {
+            for event in events {
+                if sender.send(Ok(event)).is_err() {
+                    return;
+                }
+            }
+        }
+        Err(err) => {
+            let _ = sender.send(Err(err));
         }
     }
 }
@@ -500,7 +631,7 @@ fn error_message(body: &str, status: reqwest::StatusCode) -> String {
     clipped.replace('\n', " ")
 }
 
-fn mentions_context_overflow(message: &str) -> bool {
+pub(crate) fn mentions_context_overflow(message: &str) -> bool {
     let lower = message.to_lowercase();
     [
         "context length",
@@ -635,5 +766,16 @@ mod tests {
         );
         assert!(client.headers.get("x-absent").is_none());
         assert!(!format!("{client:?}").contains("sk-1"));
+    }
+
+    #[test]
+    fn responses_wire_api_posts_to_responses() {
+        let mut info = provider(None);
+        info.wire_api = WireApi::Responses;
+        let client = ModelClient::new("x".into(), info, "m".into(), None, &HashMap::new());
+        let Ok(client) = client else {
+            panic!("client should build");
+        };
+        assert_eq!(client.url, "http://127.0.0.1:9/v1/responses");
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! This crate owns everything between the engine and an HTTP model endpoint: the
 //! `[model_providers.ID]` table ([`ModelProviderInfo`]), request building from the
-//! model-visible history, SSE parsing, retries with backoff, the stream idle timeout, and
+//! model-visible history for both wire formats (Chat Completions and Responses), SSE
+//! parsing, retries with backoff, the stream idle timeout, and
 //! the typed [`ProviderError`] the engine turns into a user-facing message. The engine
 //! never sees a provider's JSON.
 
@@ -12,10 +13,12 @@ mod client;
 mod error;
 mod prompt;
 mod provider;
+mod responses_request;
+mod responses_stream;
 
 pub use chat_request::{ABORTED_TOOL_OUTPUT, DEFAULT_REASONING_FIELD};
 pub use chat_stream::ResponseEvent;
-pub use client::{ModelClient, ResponseStream};
+pub use client::{ModelClient, ResponseStream, provider_headers};
 pub use error::ProviderError;
 pub use prompt::{Prompt, ToolSpec};
 pub use provider::*;

@@ -5,12 +5,14 @@ use interpreter_protocol::ResponseItem;
 /// One sampling request, independent of the provider's wire API.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Prompt {
-    /// System prompt; sent as the leading system message (skipped when blank).
+    /// System prompt: the leading system message on the chat wire, `instructions` on the
+    /// Responses wire (skipped when blank).
     pub instructions: String,
     /// Model-visible history, oldest first.
     pub input: Vec<ResponseItem>,
     pub tools: Vec<ToolSpec>,
-    /// JSON schema the final answer must follow (`response_format: json_schema`).
+    /// JSON schema the final answer must follow (chat `response_format`, Responses
+    /// `text.format`).
     pub output_schema: Option<serde_json::Value>,
     /// Stable per-thread key that lets servers reuse their prompt cache.
     pub prompt_cache_key: Option<String>,

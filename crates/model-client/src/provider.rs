@@ -12,7 +12,8 @@ pub enum WireApi {
     /// `POST {base_url}/chat/completions` with SSE streaming. What open-model servers serve.
     #[default]
     Chat,
-    /// `POST {base_url}/responses`. Accepted in config; not implemented yet.
+    /// `POST {base_url}/responses` with SSE streaming (OpenAI, vLLM, Ollama and other
+    /// servers that implement the Responses API).
     Responses,
 }
 

@@ -1,7 +1,7 @@
 //! Test-only helpers shared by the workspace's integration tests.
 //!
-//! * [`mock_model`]: a scripted OpenAI-compatible Chat Completions server that records
-//!   every request and checks conversation invariants.
+//! * [`mock_model`]: a scripted OpenAI-compatible server (Chat Completions and Responses
+//!   API) that records every request and checks conversation invariants.
 //! * [`process`]: a child process spoken to in JSON lines, every read with a deadline.
 
 pub mod mock_model;

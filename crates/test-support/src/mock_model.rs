@@ -1,12 +1,14 @@
-//! A scripted OpenAI-compatible Chat Completions server for tests.
+//! A scripted OpenAI-compatible model server for tests.
 //!
-//! Each request to `POST /v1/chat/completions` is answered with the next queued
-//! [`MockResponse`] (FIFO). Every request body is captured and checked against the
-//! conversation invariants in [`invariants`]; breaches are recorded as violations (never
-//! panics inside the server) so a test can assert on them at the end.
+//! Each request to `POST /v1/chat/completions` or `POST /v1/responses` is answered with
+//! the next queued [`MockResponse`] (one FIFO for both). Every request body is captured
+//! with the endpoint it hit and checked against the conversation invariants of its wire
+//! format in [`invariants`]; breaches are recorded as violations (never panics inside the
+//! server) so a test can assert on them at the end.
 
 pub mod chunk;
 mod invariants;
+pub mod responses_event;
 mod script;
 
 use std::collections::VecDeque;
@@ -34,7 +36,26 @@ const STALL_LIMIT: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MockRecord {
     pub requests: Vec<serde_json::Value>,
+    /// The path each request hit (`/v1/chat/completions`, `/v1/responses`), parallel to
+    /// `requests`.
+    pub endpoints: Vec<String>,
     pub violations: Vec<String>,
+}
+
+/// The wire formats the mock serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    ChatCompletions,
+    Responses,
+}
+
+impl Endpoint {
+    fn path(self) -> &'static str {
+        match self {
+            Self::ChatCompletions => "/v1/chat/completions",
+            Self::Responses => "/v1/responses",
+        }
+    }
 }
 
 #[derive(Default)]
@@ -68,7 +89,17 @@ impl MockModelServer {
         let addr = listener.local_addr()?;
         let state: Shared = Arc::default();
         let app = Router::new()
-            .route("/v1/chat/completions", post(chat_completions))
+            .route(
+                Endpoint::ChatCompletions.path(),
+                post(|state: State<Shared>, body: Bytes| {
+                    answer(state, Endpoint::ChatCompletions, body)
+                }),
+            )
+            .route(
+                Endpoint::Responses.path(),
+                post(|state: State<Shared>, body: Bytes| answer(state, Endpoint::Responses, body)),
+            )
+            .route("/v1/models", axum::routing::get(list_models))
             .fallback(unknown_route)
             .with_state(state.clone());
         let task = tokio::spawn(async move {
@@ -92,6 +123,11 @@ impl MockModelServer {
     /// Request bodies received so far, in order.
     pub fn requests(&self) -> Vec<serde_json::Value> {
         lock(&self.state).record.requests.clone()
+    }
+
+    /// The path each request so far hit, in order (parallel to [`Self::requests`]).
+    pub fn endpoints(&self) -> Vec<String> {
+        lock(&self.state).record.endpoints.clone()
     }
 
     /// Invariant breaches and unscripted requests seen so far.
@@ -142,7 +178,17 @@ async fn unknown_route(State(state): State<Shared>, uri: axum::http::Uri) -> Res
     (StatusCode::NOT_FOUND, message).into_response()
 }
 
-async fn chat_completions(State(state): State<Shared>, body: Bytes) -> Response {
+/// `GET /v1/models`: the model list clients probe an endpoint with (`interpreter doctor`).
+/// Not scripted and not recorded, so probing never consumes a queued response.
+async fn list_models() -> Response {
+    axum::Json(serde_json::json!({
+        "object": "list",
+        "data": [{"id": "mock-model", "object": "model"}],
+    }))
+    .into_response()
+}
+
+async fn answer(State(state): State<Shared>, endpoint: Endpoint, body: Bytes) -> Response {
     let scripted = {
         let mut guard = lock(&state);
         let state = &mut *guard;
@@ -155,13 +201,18 @@ async fn chat_completions(State(state): State<Shared>, body: Bytes) -> Response 
             }
         };
         let index = state.record.requests.len();
-        for violation in invariants::check_request(&request, &state.streamed) {
+        let violations = match endpoint {
+            Endpoint::ChatCompletions => invariants::check_request(&request, &state.streamed),
+            Endpoint::Responses => invariants::check_responses_request(&request, &state.streamed),
+        };
+        for violation in violations {
             state
                 .record
                 .violations
                 .push(format!("request #{index}: {violation}"));
         }
         state.record.requests.push(request);
+        state.record.endpoints.push(endpoint.path().to_string());
         match state.queue.pop_front() {
             Some(response) => {
                 if let MockResponse::Sse(script) = &response {
@@ -203,7 +254,12 @@ fn sse_response(script: SseScript) -> Response {
     let frames: Vec<Bytes> = script
         .chunks
         .iter()
-        .map(|chunk| Bytes::from(format!("data: {chunk}\n\n")))
+        .map(
+            |chunk| match chunk.get("type").and_then(serde_json::Value::as_str) {
+                Some(kind) => Bytes::from(format!("event: {kind}\ndata: {chunk}\n\n")),
+                None => Bytes::from(format!("data: {chunk}\n\n")),
+            },
+        )
         .chain(
             (script.send_done && !script.stall_after_chunks)
                 .then(|| Bytes::from_static(b"data: [DONE]\n\n")),

@@ -1,9 +1,11 @@
-//! `mock-model --script FILE.json [--record FILE.json]`: the scripted Chat Completions
-//! mock as a process, for tests written in other languages.
+//! `mock-model --script FILE.json [--record FILE.json]`: the scripted model server mock
+//! (Chat Completions and Responses API) as a process, for tests written in other
+//! languages.
 //!
 //! Prints exactly one line `{"base_url":"http://127.0.0.1:PORT/v1"}` on stdout, serves
 //! until stdin closes or the process gets SIGINT/SIGTERM, then writes
-//! `{"requests":[...],"violations":[...]}` to the record file when one was given.
+//! `{"requests":[...],"endpoints":[...],"violations":[...]}` to the record file when one
+//! was given.
 
 use std::io::Write as _;
 use std::path::PathBuf;

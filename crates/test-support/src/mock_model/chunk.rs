@@ -90,7 +90,7 @@ pub fn usage(prompt_tokens: u64, completion_tokens: u64) -> Value {
 
 /// Splits on char boundaries into at most `pieces` non-empty parts (one part, possibly
 /// empty, for empty text).
-fn split_evenly(text: &str, pieces: usize) -> Vec<String> {
+pub(crate) fn split_evenly(text: &str, pieces: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     if chars.is_empty() {
         return vec![String::new()];

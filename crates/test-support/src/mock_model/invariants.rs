@@ -1,5 +1,6 @@
-//! Conversation rules every Chat Completions request must obey, checked against the
-//! request's `messages` and against what the mock streamed earlier.
+//! Conversation rules every request must obey, checked against the request's history
+//! (`messages` for Chat Completions, `input` for the Responses API) and against what the
+//! mock streamed earlier.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -14,6 +15,9 @@ pub struct StreamedTurn {
     pub reasoning: Option<(String, String)>,
     /// `(id, name, arguments)` per call, by index order.
     pub tool_calls: Vec<(String, String, String)>,
+    /// Responses API reasoning items as streamed (`summary`, `content`,
+    /// `encrypted_content`; ids and status left out), which must come back verbatim.
+    pub reasoning_items: Vec<Value>,
 }
 
 impl StreamedTurn {
@@ -22,6 +26,12 @@ impl StreamedTurn {
         let mut calls: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
         let mut last_index = 0;
         for chunk in chunks {
+            if chunk.get("type").and_then(Value::as_str) == Some("response.output_item.done")
+                && let Some(item) = chunk.get("item")
+            {
+                turn.push_responses_item(item);
+                continue;
+            }
             let choices = chunk.get("choices").and_then(Value::as_array);
             for choice in choices.into_iter().flatten() {
                 let Some(delta) = choice.get("delta") else {
@@ -66,8 +76,204 @@ impl StreamedTurn {
                 }
             }
         }
-        turn.tool_calls = calls.into_values().collect();
+        turn.tool_calls.extend(calls.into_values());
         turn
+    }
+
+    fn push_responses_item(&mut self, item: &Value) {
+        let text = |value: &Value, key: &str| {
+            value
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        match item.get("type").and_then(Value::as_str) {
+            Some("message") => {
+                for part in item
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    self.text.push_str(&text(part, "text"));
+                }
+            }
+            Some("function_call") => self.tool_calls.push((
+                text(item, "call_id"),
+                text(item, "name"),
+                text(item, "arguments"),
+            )),
+            Some("reasoning") => self.reasoning_items.push(replayable_reasoning(item)),
+            _ => {}
+        }
+    }
+}
+
+/// The parts of a reasoning item a client must send back unchanged.
+fn replayable_reasoning(item: &Value) -> Value {
+    let field = |key: &str| item.get(key).cloned().unwrap_or(Value::Null);
+    serde_json::json!({
+        "summary": field("summary"),
+        "content": field("content"),
+        "encrypted_content": field("encrypted_content"),
+    })
+}
+
+/// Returns one human-readable line per broken rule of a Responses API request.
+pub fn check_responses_request(request: &Value, streamed: &[StreamedTurn]) -> Vec<String> {
+    let mut violations = Vec::new();
+    let Some(input) = request.get("input").and_then(Value::as_array) else {
+        violations.push("request has no `input` array".to_string());
+        return violations;
+    };
+    check_responses_pairing(input, &mut violations);
+    check_responses_replay(input, streamed, &mut violations);
+    violations
+}
+
+fn item_type(item: &Value) -> &str {
+    item.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+fn str_field<'a>(item: &'a Value, key: &str) -> &'a str {
+    item.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Every function call answered by exactly one output with its call id before the next
+/// non-assistant message; no client-private fields on the wire.
+fn check_responses_pairing(input: &[Value], violations: &mut Vec<String>) {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut answered: HashSet<String> = HashSet::new();
+    let mut open: Vec<String> = Vec::new();
+    for (position, item) in input.iter().enumerate() {
+        if item.get("wire_field").is_some() {
+            violations.push(format!(
+                "input[{position}]: carries the client-private field `wire_field`"
+            ));
+        }
+        match item_type(item) {
+            "function_call" => {
+                let id = str_field(item, "call_id").to_string();
+                if !seen.insert(id.clone()) {
+                    violations.push(format!("input[{position}]: duplicate call id `{id}`"));
+                }
+                open.push(id);
+            }
+            "function_call_output" => {
+                let id = str_field(item, "call_id");
+                if !seen.contains(id) {
+                    violations.push(format!(
+                        "input[{position}]: function_call_output for `{id}` has no matching earlier function_call"
+                    ));
+                } else if !answered.insert(id.to_string()) {
+                    violations.push(format!(
+                        "input[{position}]: function call `{id}` is answered more than once"
+                    ));
+                } else if let Some(open_position) = open.iter().position(|o| o == id) {
+                    open.remove(open_position);
+                }
+            }
+            "message" if str_field(item, "role") != "assistant" && !open.is_empty() => {
+                violations.push(format!(
+                    "input[{position}] ({} message): function call(s) {open:?} not answered before it",
+                    str_field(item, "role")
+                ));
+                open.clear();
+            }
+            _ => {}
+        }
+    }
+    if !open.is_empty() {
+        violations.push(format!(
+            "request ends with unanswered function call(s) {open:?}"
+        ));
+    }
+}
+
+/// Function calls replay what the mock streamed byte for byte, and every reasoning item
+/// of a replayed turn comes back with its summary, content and encrypted content intact.
+fn check_responses_replay(
+    input: &[Value],
+    streamed: &[StreamedTurn],
+    violations: &mut Vec<String>,
+) {
+    let mut replayed_turns: Vec<&StreamedTurn> = Vec::new();
+    for (position, item) in input.iter().enumerate() {
+        match item_type(item) {
+            "function_call" => {
+                let id = str_field(item, "call_id");
+                let name = str_field(item, "name");
+                let arguments = str_field(item, "arguments");
+                let original = streamed.iter().find_map(|turn| {
+                    turn.tool_calls
+                        .iter()
+                        .find(|c| c.0 == id)
+                        .map(|c| (turn, c))
+                });
+                match original {
+                    Some((turn, call)) => {
+                        if call.1 != name {
+                            violations.push(format!(
+                                "input[{position}]: function call `{id}` replayed with name `{name}`, streamed `{}`",
+                                call.1
+                            ));
+                        }
+                        if call.2 != arguments {
+                            violations.push(format!(
+                                "input[{position}]: function call `{id}` arguments changed: streamed {:?}, replayed {arguments:?}",
+                                call.2
+                            ));
+                        }
+                        if !replayed_turns.iter().any(|t| std::ptr::eq(*t, turn)) {
+                            replayed_turns.push(turn);
+                        }
+                    }
+                    None => {
+                        let rewritten = streamed
+                            .iter()
+                            .flat_map(|t| &t.tool_calls)
+                            .find(|c| c.1 == name && c.2 == arguments && !c.0.is_empty());
+                        if let Some(call) = rewritten {
+                            violations.push(format!(
+                                "input[{position}]: call id `{id}` does not match the streamed id `{}`",
+                                call.0
+                            ));
+                        }
+                    }
+                }
+            }
+            "message" if str_field(item, "role") == "assistant" => {
+                let text: String = item
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|part| str_field(part, "text"))
+                    .collect();
+                if let Some(turn) = streamed.iter().find(|turn| {
+                    turn.tool_calls.is_empty() && !turn.text.is_empty() && turn.text == text
+                }) && !replayed_turns.iter().any(|t| std::ptr::eq(*t, turn))
+                {
+                    replayed_turns.push(turn);
+                }
+            }
+            _ => {}
+        }
+    }
+    let sent_reasoning: Vec<Value> = input
+        .iter()
+        .filter(|item| item_type(item) == "reasoning")
+        .map(replayable_reasoning)
+        .collect();
+    for turn in replayed_turns {
+        for reasoning in &turn.reasoning_items {
+            if !sent_reasoning.contains(reasoning) {
+                violations.push(format!(
+                    "reasoning item {reasoning} streamed with a replayed turn is not sent back verbatim"
+                ));
+            }
+        }
     }
 }
 
@@ -264,6 +470,39 @@ mod tests {
             {"role": "tool", "tool_call_id": "call_1", "content": "ok"}
         ]});
         assert_eq!(check_request(&request, &streamed), Vec::<String>::new());
+    }
+
+    #[test]
+    fn responses_requests_are_checked_for_pairing_ids_and_reasoning() {
+        use crate::mock_model::responses_event::ResponseEvents;
+        let streamed = vec![StreamedTurn::from_chunks(
+            &ResponseEvents::new("r1")
+                .reasoning(&["plan"], None, Some("enc=="))
+                .function_call("call_1", "shell", "{\"a\": 1}", 2)
+                .completed(1, 1),
+        )];
+        let reasoning = json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}],
+                               "encrypted_content": "enc=="});
+        let call = json!({"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{\"a\": 1}"});
+        let user = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]});
+        let good = json!({"input": [user, reasoning, call,
+            {"type": "function_call_output", "call_id": "call_1", "output": "ok"}]});
+        assert_eq!(
+            check_responses_request(&good, &streamed),
+            Vec::<String>::new()
+        );
+
+        let bad = json!({"input": [user,
+            {"type": "reasoning", "summary": [], "wire_field": "reasoning"},
+            {"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{\"a\":1}"},
+            {"type": "function_call", "call_id": "other", "name": "shell", "arguments": "{\"a\": 1}"},
+            user,
+            {"type": "function_call_output", "call_id": "call_1", "output": "late"},
+            {"type": "function_call_output", "call_id": "ghost", "output": "orphan"}]});
+        let violations = check_responses_request(&bad, &streamed);
+        // wire_field, changed arguments, rewritten id, unanswered before the user
+        // message, orphan output, reasoning not replayed.
+        assert_eq!(violations.len(), 6, "{violations:#?}");
     }
 
     #[test]

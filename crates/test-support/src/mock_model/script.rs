@@ -1,6 +1,9 @@
 //! Scripted responses: what the mock answers to one request. The same shape is read
 //! from JSON by the `mock-model` binary, e.g.
 //! `[{"chunks": [...]}, {"status": 429, "body": "slow down", "retry_after": 1}]`.
+//! A chunk with a string `type` (a Responses API event) is sent with a matching
+//! `event:` line; Responses scripts set `"send_done": false`, as real servers send no
+//! `[DONE]` there.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +19,8 @@ pub enum MockResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SseScript {
-    /// Raw `chat.completion.chunk` objects (see [`super::chunk`] for builders).
+    /// Raw `chat.completion.chunk` objects (see [`super::chunk`] for builders) or
+    /// Responses API events (see [`super::responses_event`]).
     pub chunks: Vec<serde_json::Value>,
     /// Pause before every chunk after the first.
     #[serde(default)]
@@ -70,6 +74,16 @@ impl MockResponse {
             chunk_delay_ms: 0,
             stall_after_chunks: false,
             send_done: true,
+        })
+    }
+
+    /// A Responses API stream of these events, ending when they end (no `[DONE]`).
+    pub fn responses(events: Vec<serde_json::Value>) -> Self {
+        Self::Sse(SseScript {
+            chunks: events,
+            chunk_delay_ms: 0,
+            stall_after_chunks: false,
+            send_done: false,
         })
     }
 

@@ -1,0 +1,662 @@
+//! Responses API SSE parsing: turns typed stream events (`response.output_text.delta`,
+//! `response.output_item.done`, `response.completed`, …) into [`ResponseEvent`]s, and
+//! `response.failed` / `error` events into the matching [`ProviderError`].
+//!
+//! Finished items come from `response.output_item.done`, whose payload is the complete
+//! item: reasoning summaries, raw reasoning text and `encrypted_content` are kept exactly
+//! as sent so they can be replayed, and call ids and arguments byte for byte. Deltas only
+//! drive the live display, except as a fallback for servers whose finished message or
+//! reasoning item comes back empty.
+
+use interpreter_protocol::{
+    ContentItem, ReasoningContent, ReasoningSummary, ResponseItem, Role, TokenUsage,
+};
+use serde::Deserialize;
+
+use crate::chat_stream::{ResponseEvent, estimate_tokens};
+use crate::client::mentions_context_overflow;
+use crate::error::ProviderError;
+
+/// One SSE event's JSON payload. Only the fields any handled event type uses.
+#[derive(Debug, Deserialize)]
+struct StreamEvent {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    delta: Option<String>,
+    #[serde(default)]
+    item: Option<serde_json::Value>,
+    #[serde(default)]
+    response: Option<ResponseBody>,
+    /// Top-level `code` / `message` of an `error` event.
+    #[serde(default)]
+    code: Option<serde_json::Value>,
+    #[serde(default)]
+    message: Option<String>,
+    /// Some servers nest the details of an `error` event.
+    #[serde(default)]
+    error: Option<ErrorBody>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ResponseBody {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<ErrorBody>,
+    #[serde(default)]
+    incomplete_details: Option<IncompleteDetails>,
+    #[serde(default)]
+    output: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ErrorBody {
+    /// A string in practice; some servers send a number.
+    #[serde(default)]
+    code: Option<serde_json::Value>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct IncompleteDetails {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    input_tokens_details: Option<InputTokensDetails>,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    output_tokens_details: Option<OutputTokensDetails>,
+    #[serde(default)]
+    total_tokens: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct InputTokensDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct OutputTokensDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+/// The output item kinds this client understands; others (built-in tool calls the
+/// client never offers) are skipped.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutputItem {
+    Message {
+        #[serde(default)]
+        content: Vec<Part>,
+    },
+    Reasoning {
+        #[serde(default)]
+        summary: Vec<Part>,
+        #[serde(default)]
+        content: Option<Vec<Part>>,
+        #[serde(default)]
+        encrypted_content: Option<String>,
+    },
+    FunctionCall {
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        arguments: String,
+        #[serde(default)]
+        call_id: Option<String>,
+        /// The item id, used as the call id only by servers that send no `call_id`.
+        #[serde(default)]
+        id: Option<String>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// A typed text part: `output_text`, `refusal`, `summary_text`, `reasoning_text`, `text`.
+#[derive(Debug, Deserialize)]
+struct Part {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+impl Part {
+    fn into_text(self) -> String {
+        self.text.or(self.refusal).unwrap_or_default()
+    }
+}
+
+/// Accumulates one streamed response.
+#[derive(Debug)]
+pub(crate) struct ResponsesStreamParser {
+    provider: String,
+    /// Size of the request's history, for the usage estimate when the server sends none.
+    request_bytes: usize,
+    response_id: Option<String>,
+    /// Text deltas since the last finished message.
+    pending_text: String,
+    /// Reasoning deltas since the last finished reasoning item.
+    pending_reasoning: String,
+    output_bytes: usize,
+    items_done: usize,
+    completed: bool,
+}
+
+impl ResponsesStreamParser {
+    pub(crate) fn new(provider: String, request_bytes: usize) -> Self {
+        Self {
+            provider,
+            request_bytes,
+            response_id: None,
+            pending_text: String::new(),
+            pending_reasoning: String::new(),
+            output_bytes: 0,
+            items_done: 0,
+            completed: false,
+        }
+    }
+
+    /// Whether the terminal event arrived; nothing after it matters.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.completed
+    }
+
+    /// Parses one SSE event. `event_name` is the `event:` line, used when the payload
+    /// has no `type`.
+    pub(crate) fn push_event(
+        &mut self,
+        event_name: &str,
+        data: &str,
+    ) -> Result<Vec<ResponseEvent>, ProviderError> {
+        let event: StreamEvent = serde_json::from_str(data).map_err(|err| {
+            self.stream_error(format!("failed to parse event ({err}): {}", clip(data)))
+        })?;
+        let kind = event.kind.clone().unwrap_or_else(|| event_name.to_string());
+        let mut events = Vec::new();
+        match kind.as_str() {
+            "response.created" | "response.in_progress" | "response.queued" => {
+                self.note_response_id(event.response.as_ref());
+            }
+            "response.output_text.delta" => {
+                if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
+                    self.pending_text.push_str(&delta);
+                    events.push(ResponseEvent::OutputTextDelta(delta));
+                }
+            }
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
+                    self.pending_reasoning.push_str(&delta);
+                    events.push(ResponseEvent::ReasoningDelta(delta));
+                }
+            }
+            "response.output_item.done" => {
+                if let Some(item) = event.item.and_then(|item| self.finished_item(item)) {
+                    self.items_done += 1;
+                    events.push(ResponseEvent::OutputItemDone(item));
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                let response = event.response.unwrap_or_default();
+                if kind == "response.incomplete" {
+                    // Like a chat `finish_reason: "length"`: what was produced is kept and
+                    // the turn goes on from it.
+                    tracing::warn!(
+                        provider = %self.provider,
+                        reason = response
+                            .incomplete_details
+                            .as_ref()
+                            .and_then(|d| d.reason.as_deref())
+                            .unwrap_or("unknown"),
+                        "the model response ended incomplete"
+                    );
+                }
+                self.note_response_id(Some(&response));
+                // A server that streams no item events still lists the output here.
+                if self.items_done == 0 {
+                    for item in response.output {
+                        if let Some(item) = self.finished_item(item) {
+                            events.push(ResponseEvent::OutputItemDone(item));
+                        }
+                    }
+                }
+                events.push(self.completed_event(response.usage));
+                self.completed = true;
+            }
+            "response.failed" => {
+                let error = event.response.and_then(|r| r.error).unwrap_or_default();
+                return Err(self.failure(error));
+            }
+            "error" => {
+                let error = match event.error {
+                    Some(nested) => nested,
+                    None => ErrorBody {
+                        code: event.code,
+                        kind: None,
+                        message: event.message,
+                    },
+                };
+                return Err(self.failure(error));
+            }
+            _ => {}
+        }
+        Ok(events)
+    }
+
+    /// Called when the stream ends (EOF or `[DONE]`); an end before the terminal event
+    /// means the response was cut off.
+    pub(crate) fn finish(&self) -> Result<(), ProviderError> {
+        if self.completed {
+            Ok(())
+        } else {
+            Err(self.stream_error("the stream ended before response.completed".to_string()))
+        }
+    }
+
+    fn note_response_id(&mut self, response: Option<&ResponseBody>) {
+        if let Some(id) = response.and_then(|r| r.id.clone()) {
+            self.response_id = Some(id);
+        }
+    }
+
+    fn finished_item(&mut self, raw: serde_json::Value) -> Option<ResponseItem> {
+        let item = match serde_json::from_value::<OutputItem>(raw) {
+            Ok(item) => item,
+            Err(err) => {
+                tracing::warn!(provider = %self.provider, "skipping an unreadable output item: {err}");
+                return None;
+            }
+        };
+        match item {
+            OutputItem::Message { content } => {
+                let streamed = std::mem::take(&mut self.pending_text);
+                let mut parts: Vec<ContentItem> = content
+                    .into_iter()
+                    .map(Part::into_text)
+                    .filter(|text| !text.is_empty())
+                    .map(|text| ContentItem::OutputText { text })
+                    .collect();
+                if parts.is_empty() && !streamed.is_empty() {
+                    parts.push(ContentItem::OutputText { text: streamed });
+                }
+                self.output_bytes += parts
+                    .iter()
+                    .filter_map(ContentItem::text)
+                    .map(str::len)
+                    .sum::<usize>();
+                Some(ResponseItem::Message {
+                    role: Role::Assistant,
+                    content: parts,
+                })
+            }
+            OutputItem::Reasoning {
+                summary,
+                content,
+                encrypted_content,
+            } => {
+                let streamed = std::mem::take(&mut self.pending_reasoning);
+                let summary: Vec<ReasoningSummary> = summary
+                    .into_iter()
+                    .map(|part| ReasoningSummary::SummaryText {
+                        text: part.into_text(),
+                    })
+                    .collect();
+                let mut content: Option<Vec<ReasoningContent>> = content.map(|parts| {
+                    parts
+                        .into_iter()
+                        .map(|part| {
+                            if part.kind == "text" {
+                                ReasoningContent::Text {
+                                    text: part.into_text(),
+                                }
+                            } else {
+                                ReasoningContent::ReasoningText {
+                                    text: part.into_text(),
+                                }
+                            }
+                        })
+                        .collect()
+                });
+                let has_content = content.as_ref().is_some_and(|parts| !parts.is_empty());
+                if summary.is_empty()
+                    && !has_content
+                    && encrypted_content.is_none()
+                    && !streamed.is_empty()
+                {
+                    content = Some(vec![ReasoningContent::ReasoningText { text: streamed }]);
+                }
+                self.output_bytes += summary
+                    .iter()
+                    .map(|ReasoningSummary::SummaryText { text }| text.len())
+                    .chain(content.iter().flatten().map(|part| part.text().len()))
+                    .sum::<usize>();
+                Some(ResponseItem::Reasoning {
+                    summary,
+                    content,
+                    encrypted_content,
+                    wire_field: None,
+                })
+            }
+            OutputItem::FunctionCall {
+                name,
+                arguments,
+                call_id,
+                id,
+            } => {
+                self.output_bytes += name.len() + arguments.len();
+                let call_id = call_id
+                    .or(id)
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(|| format!("call_{name}"));
+                Some(ResponseItem::FunctionCall {
+                    name,
+                    arguments,
+                    call_id,
+                })
+            }
+            OutputItem::Other => None,
+        }
+    }
+
+    fn completed_event(&self, usage: Option<Usage>) -> ResponseEvent {
+        let (token_usage, usage_estimated) = match usage {
+            Some(usage) => (
+                TokenUsage {
+                    input_tokens: usage.input_tokens,
+                    cached_input_tokens: usage
+                        .input_tokens_details
+                        .and_then(|d| d.cached_tokens)
+                        .unwrap_or(0),
+                    output_tokens: usage.output_tokens,
+                    reasoning_output_tokens: usage
+                        .output_tokens_details
+                        .and_then(|d| d.reasoning_tokens)
+                        .unwrap_or(0),
+                    total_tokens: if usage.total_tokens > 0 {
+                        usage.total_tokens
+                    } else {
+                        usage.input_tokens + usage.output_tokens
+                    },
+                },
+                false,
+            ),
+            None => {
+                let input_tokens = estimate_tokens(self.request_bytes);
+                let output_tokens = estimate_tokens(self.output_bytes);
+                (
+                    TokenUsage {
+                        input_tokens,
+                        output_tokens,
+                        total_tokens: input_tokens + output_tokens,
+                        ..Default::default()
+                    },
+                    true,
+                )
+            }
+        };
+        ResponseEvent::Completed {
+            response_id: self.response_id.clone(),
+            token_usage,
+            usage_estimated,
+        }
+    }
+
+    /// Maps a server-reported failure to the error the engine acts on.
+    fn failure(&self, error: ErrorBody) -> ProviderError {
+        let code = match &error.code {
+            Some(serde_json::Value::String(code)) => code.clone(),
+            Some(other) => other.to_string(),
+            None => error.kind.clone().unwrap_or_default(),
+        };
+        let message = error
+            .message
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or_else(|| {
+                if code.is_empty() {
+                    "the server reported a failure without details".to_string()
+                } else {
+                    code.clone()
+                }
+            });
+        let provider = self.provider.clone();
+        let lower_code = code.to_lowercase();
+        if lower_code.contains("context_length") || mentions_context_overflow(&message) {
+            return ProviderError::ContextWindowExceeded { provider, message };
+        }
+        match lower_code.as_str() {
+            "rate_limit_exceeded" | "rate_limit_error" | "too_many_requests" => {
+                ProviderError::Retryable {
+                    provider,
+                    status: 429,
+                    message,
+                    attempts: 1,
+                }
+            }
+            "server_is_overloaded" | "slow_down" | "overloaded" => ProviderError::Retryable {
+                provider,
+                status: 503,
+                message,
+                attempts: 1,
+            },
+            code if code.starts_with("invalid") || code == "bad_request" => {
+                ProviderError::BadRequest {
+                    provider,
+                    status: 400,
+                    message,
+                }
+            }
+            // Server errors and anything unknown: the response is lost, and sampling
+            // again may well succeed.
+            _ => ProviderError::Stream {
+                provider,
+                message: if code.is_empty() {
+                    message
+                } else {
+                    format!("{message} ({code})")
+                },
+            },
+        }
+    }
+
+    fn stream_error(&self, message: String) -> ProviderError {
+        ProviderError::Stream {
+            provider: self.provider.clone(),
+            message,
+        }
+    }
+}
+
+fn clip(text: &str) -> String {
+    const MAX: usize = 200;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn feed(
+        parser: &mut ResponsesStreamParser,
+        event: serde_json::Value,
+    ) -> Result<Vec<ResponseEvent>, ProviderError> {
+        parser.push_event("message", &event.to_string())
+    }
+
+    #[test]
+    fn items_come_from_done_events_and_usage_from_completed() {
+        let mut parser = ResponsesStreamParser::new("p".into(), 0);
+        let mut events = Vec::new();
+        for event in [
+            json!({"type": "response.created", "response": {"id": "resp_1"}}),
+            json!({"type": "response.reasoning_summary_text.delta", "delta": "Plan"}),
+            json!({"type": "response.output_item.done", "item": {"type": "reasoning", "id": "rs_1",
+                "summary": [{"type": "summary_text", "text": "Plan"}], "encrypted_content": "enc=="}}),
+            json!({"type": "response.output_text.delta", "delta": "Hi"}),
+            json!({"type": "response.output_item.done", "item": {"type": "message", "id": "msg_1", "role": "assistant",
+                "content": [{"type": "output_text", "text": "Hi", "annotations": []}]}}),
+            json!({"type": "response.output_item.done", "item": {"type": "function_call", "id": "fc_1",
+                "call_id": "call_1", "name": "shell", "arguments": "{\"a\": 1}"}}),
+            json!({"type": "response.output_item.done", "item": {"type": "web_search_call", "id": "ws_1"}}),
+            json!({"type": "response.completed", "response": {"id": "resp_1", "usage": {
+                "input_tokens": 10, "input_tokens_details": {"cached_tokens": 4},
+                "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2}, "total_tokens": 15}}}),
+        ] {
+            events.extend(feed(&mut parser, event).unwrap_or_default());
+        }
+        assert!(parser.is_complete());
+        assert_eq!(parser.finish(), Ok(()));
+        assert_eq!(
+            events,
+            vec![
+                ResponseEvent::ReasoningDelta("Plan".into()),
+                ResponseEvent::OutputItemDone(ResponseItem::Reasoning {
+                    summary: vec![ReasoningSummary::SummaryText {
+                        text: "Plan".into()
+                    }],
+                    content: None,
+                    encrypted_content: Some("enc==".into()),
+                    wire_field: None,
+                }),
+                ResponseEvent::OutputTextDelta("Hi".into()),
+                ResponseEvent::OutputItemDone(ResponseItem::assistant_text("Hi")),
+                ResponseEvent::OutputItemDone(ResponseItem::FunctionCall {
+                    name: "shell".into(),
+                    arguments: "{\"a\": 1}".into(),
+                    call_id: "call_1".into()
+                }),
+                ResponseEvent::Completed {
+                    response_id: Some("resp_1".into()),
+                    token_usage: TokenUsage {
+                        input_tokens: 10,
+                        cached_input_tokens: 4,
+                        output_tokens: 5,
+                        reasoning_output_tokens: 2,
+                        total_tokens: 15
+                    },
+                    usage_estimated: false
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_done_items_fall_back_to_deltas_and_output_list() {
+        let mut parser = ResponsesStreamParser::new("p".into(), 40);
+        let mut events = Vec::new();
+        for event in [
+            json!({"type": "response.reasoning_text.delta", "delta": "hmm"}),
+            json!({"type": "response.output_item.done", "item": {"type": "reasoning", "summary": []}}),
+            json!({"type": "response.output_text.delta", "delta": "12345678"}),
+            json!({"type": "response.output_item.done", "item": {"type": "message", "content": []}}),
+            json!({"type": "response.completed", "response": {}}),
+        ] {
+            events.extend(feed(&mut parser, event).unwrap_or_default());
+        }
+        assert_eq!(
+            events[1],
+            ResponseEvent::OutputItemDone(ResponseItem::reasoning_text("hmm", None))
+        );
+        assert_eq!(
+            events[3],
+            ResponseEvent::OutputItemDone(ResponseItem::assistant_text("12345678"))
+        );
+        assert_eq!(
+            events[4],
+            ResponseEvent::Completed {
+                response_id: None,
+                token_usage: TokenUsage {
+                    input_tokens: 10,
+                    output_tokens: 3,
+                    total_tokens: 13,
+                    ..Default::default()
+                },
+                usage_estimated: true
+            }
+        );
+
+        let mut parser = ResponsesStreamParser::new("p".into(), 0);
+        let events = feed(
+            &mut parser,
+            json!({"type": "response.completed", "response": {"id": "r", "output": [
+                {"type": "function_call", "id": "fc_9", "name": "shell", "arguments": "{}"}
+            ]}}),
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            events[0],
+            ResponseEvent::OutputItemDone(ResponseItem::FunctionCall {
+                name: "shell".into(),
+                arguments: "{}".into(),
+                call_id: "fc_9".into()
+            })
+        );
+    }
+
+    #[test]
+    fn failures_map_to_provider_errors() {
+        let parser = ResponsesStreamParser::new("p".into(), 0);
+        let fail = |event: serde_json::Value| {
+            let mut parser = ResponsesStreamParser::new("p".into(), 0);
+            feed(&mut parser, event).err().map(|err| err.kind())
+        };
+        use interpreter_protocol::ErrorKind;
+        assert_eq!(
+            fail(json!({"type": "response.failed", "response": {"error": {
+                "code": "context_length_exceeded", "message": "Your input exceeds the context window"}}})),
+            Some(ErrorKind::ContextWindowExceeded)
+        );
+        assert_eq!(
+            fail(json!({"type": "response.failed", "response": {"error": {
+                "code": "rate_limit_exceeded", "message": "slow down"}}})),
+            Some(ErrorKind::ServerOverloaded)
+        );
+        assert_eq!(
+            fail(json!({"type": "error", "code": "invalid_prompt", "message": "no"})),
+            Some(ErrorKind::BadRequest)
+        );
+        assert_eq!(
+            fail(json!({"type": "error", "error": {"type": "server_error", "message": "boom"}})),
+            Some(ErrorKind::Internal)
+        );
+        assert!(matches!(
+            ResponsesStreamParser::new("p".into(), 0).push_event("message", "{oops"),
+            Err(ProviderError::Stream { .. })
+        ));
+        assert!(matches!(parser.finish(), Err(ProviderError::Stream { .. })));
+    }
+
+    #[test]
+    fn event_name_is_used_when_the_payload_has_no_type() {
+        let mut parser = ResponsesStreamParser::new("p".into(), 0);
+        let events = parser
+            .push_event("response.output_text.delta", r#"{"delta": "x"}"#)
+            .unwrap_or_default();
+        assert_eq!(events, vec![ResponseEvent::OutputTextDelta("x".into())]);
+    }
+}
