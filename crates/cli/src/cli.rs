@@ -1,6 +1,6 @@
 //! The command line: every flag and subcommand of `interpreter`, as clap derive types.
 //!
-//! Parsing only; behaviour lives in `exec`, `sandbox_cmd` and the MCP server crate.
+//! Parsing only; behaviour lives in `exec`, `sandbox_cmd`, `doctor` and the MCP server crate.
 //! Flags the TypeScript SDK passes but that have no effect here are still accepted (and
 //! say so in their help) so that SDK calls never fail on argument parsing.
 
@@ -17,6 +17,7 @@ Examples:
   interpreter -c model=\"qwen3-coder\" exec \"hello\"
   interpreter mcp-server
   interpreter sandbox check
+  interpreter doctor
 
 Configuration lives in $INTERPRETER_HOME/config.toml (default ~/.interpreter).
 Logs go to stderr; set RUST_LOG=debug for more.";
@@ -91,6 +92,19 @@ pub enum Command {
     McpServer(McpServerArgs),
     /// Run a command under the sandbox, or check what the sandbox supports here.
     Sandbox(SandboxArgs),
+    /// Check that this installation works: home, config, API key, endpoint, sandbox,
+    /// thread index. Exit 0 when no check failed, 1 otherwise.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the report as one JSON object: {"ok": bool, "checks": [...]}.
+    #[arg(long = "json")]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
 }
 
 #[derive(Debug, Args)]
@@ -403,6 +417,27 @@ mod tests {
             sandbox.command,
             Some(SandboxCommand::Check { json: true })
         ));
+    }
+
+    #[test]
+    fn doctor_takes_json_and_config_flags() {
+        let cli = parse(&[
+            "--profile",
+            "p",
+            "doctor",
+            "--json",
+            "--strict-config",
+            "-c",
+            "a=1",
+        ]);
+        let Command::Doctor(doctor) = cli.command else {
+            panic!("not doctor")
+        };
+        assert!(doctor.json);
+        let merged = cli.config.merged(&doctor.config);
+        assert!(merged.strict_config);
+        assert_eq!(merged.profile.as_deref(), Some("p"));
+        assert_eq!(merged.overrides, vec!["a=1".to_string()]);
     }
 
     #[test]

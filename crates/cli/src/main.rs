@@ -7,6 +7,7 @@
 
 mod cli;
 mod config_inputs;
+mod doctor;
 mod exec;
 mod sandbox_cmd;
 
@@ -86,6 +87,10 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
         Command::Sandbox(args) => {
             let config_args = cli.config.merged(&args.config);
             sandbox_cmd::run(args, config_args, env).await
+        }
+        Command::Doctor(args) => {
+            let config_args = cli.config.merged(&args.config);
+            doctor::run(args, config_args, env).await
         }
     }
 }

@@ -1,0 +1,901 @@
+//! `interpreter doctor`: a self-test that says in one screen whether this installation
+//! will work for the programs that drive it — home directory, config, API key, model
+//! endpoint, sandbox, thread index and nesting — with a concrete fix for each problem.
+//!
+//! It only reads. The one exception is a missing home directory, which it creates (as
+//! every other subcommand would) and reports. Every external wait has a deadline.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use interpreter_core::NESTING_DEPTH_ENV;
+use interpreter_core::config::{Config, ConfigError, ConfigOverrides, load_config};
+use interpreter_core::rollout::{SESSIONS_DIR, STATE_DB_FILE, ThreadIndex};
+use interpreter_model_client::{
+    ModelClient, ModelProviderInfo, ProviderError, WireApi, provider_headers,
+};
+use interpreter_protocol::SandboxMode;
+use interpreter_tools::sandbox::{self, SandboxSupport};
+use reqwest::header::{ACCEPT, HeaderValue};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{ConfigArgs, DoctorArgs};
+use crate::config_inputs;
+
+/// Deadline of the whole `GET {base_url}/models` exchange, body included.
+const ENDPOINT_DEADLINE: Duration = Duration::from_secs(5);
+/// The sandbox probe forks short-lived children, each with its own deadline; this bounds
+/// the whole probe in case one of them is stuck in the kernel.
+const SANDBOX_PROBE_DEADLINE: Duration = Duration::from_secs(30);
+/// Opening the index waits at most its own 5 s busy timeout per statement.
+const STATE_DEADLINE: Duration = Duration::from_secs(15);
+/// How many served model ids a "model not listed" warning names.
+const LISTED_MODEL_IDS: usize = 5;
+/// How much of an unexpected response body ends up in a detail line.
+const BODY_EXCERPT_CHARS: usize = 120;
+
+/// The verdict of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckStatus {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl CheckStatus {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Warn => "warn",
+            Self::Fail => "fail",
+        }
+    }
+}
+
+/// One line of the report. `fix` is present for `warn` and `fail`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: CheckStatus,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn ok(name: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            name,
+            status: CheckStatus::Ok,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            name,
+            status: CheckStatus::Warn,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            name,
+            status: CheckStatus::Fail,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    fn skipped(name: &'static str) -> Self {
+        Self::warn(
+            name,
+            "not checked: the config did not load",
+            "fix the config failure above, then run `interpreter doctor` again",
+        )
+    }
+}
+
+/// The `--json` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorReport {
+    /// No check failed.
+    pub ok: bool,
+    pub checks: Vec<Check>,
+}
+
+impl DoctorReport {
+    fn new(checks: Vec<Check>) -> Self {
+        let ok = checks.iter().all(|check| check.status != CheckStatus::Fail);
+        Self { ok, checks }
+    }
+
+    /// Aligned `status  name  detail` lines, each fix indented under its check, then a
+    /// summary line.
+    pub fn render_human(&self) -> String {
+        let name_width = self
+            .checks
+            .iter()
+            .map(|check| check.name.len())
+            .max()
+            .unwrap_or(0);
+        let mut text = String::new();
+        for check in &self.checks {
+            let _ = writeln!(
+                text,
+                "{:<5}{:<name_width$}  {}",
+                check.status.label(),
+                check.name,
+                check.detail
+            );
+            if let Some(fix) = &check.fix {
+                let _ = writeln!(text, "{:<5}{:<name_width$}  fix: {fix}", "", "");
+            }
+        }
+        let count = |status| {
+            self.checks
+                .iter()
+                .filter(|check| check.status == status)
+                .count()
+        };
+        let (warnings, failures) = (count(CheckStatus::Warn), count(CheckStatus::Fail));
+        let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+        let summary = if failures > 0 {
+            format!(
+                "{}, {}: interpreter will not work until the failures are fixed",
+                plural(failures, "failure"),
+                plural(warnings, "warning")
+            )
+        } else if warnings > 0 {
+            format!(
+                "no failures, {}: interpreter should work",
+                plural(warnings, "warning")
+            )
+        } else {
+            "all checks passed".to_string()
+        };
+        text.push('\n');
+        text.push_str(&summary);
+        text.push('\n');
+        text
+    }
+}
+
+/// `interpreter doctor [--json]`: exit 0 when no check failed, 1 otherwise.
+pub async fn run(
+    args: DoctorArgs,
+    config_args: ConfigArgs,
+    env: HashMap<String, String>,
+) -> anyhow::Result<ExitCode> {
+    let report = diagnose(&config_args, &env).await;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        writeln!(stdout, "{}", serde_json::to_string(&report)?)?;
+    } else {
+        write!(stdout, "{}", report.render_human())?;
+    }
+    stdout.flush()?;
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Runs every check in order; later checks use what earlier ones found.
+pub async fn diagnose(config_args: &ConfigArgs, env: &HashMap<String, String>) -> DoctorReport {
+    let (home_check, home) = check_home(env);
+    let loaded = load(config_args, env);
+    let mut checks = vec![home_check, check_config(&loaded)];
+    let config = loaded.as_ref().ok();
+    checks.push(match config {
+        Some(config) => check_api_key(config),
+        None => Check::skipped("api-key"),
+    });
+    checks.push(match config {
+        Some(config) => check_endpoint(config).await,
+        None => Check::skipped("endpoint"),
+    });
+    checks.push(check_sandbox(config.map(|config| config.sandbox_policy.mode())).await);
+    let state_home = config.map(|config| config.home.clone()).or(home);
+    checks.push(match state_home {
+        Some(home) => check_state(home).await,
+        None => Check::warn(
+            "state",
+            "not checked: no home directory",
+            "fix the home failure above",
+        ),
+    });
+    checks.push(check_nesting(env));
+    DoctorReport::new(checks)
+}
+
+/// The home path the config loader will use, created when missing.
+fn check_home(env: &HashMap<String, String>) -> (Check, Option<PathBuf>) {
+    const NAME: &str = "home";
+    let non_empty = |key: &str| env.get(key).filter(|value| !value.trim().is_empty());
+    let home = match (non_empty("INTERPRETER_HOME"), non_empty("HOME")) {
+        (Some(home), _) => PathBuf::from(home),
+        (None, Some(user_home)) => Path::new(user_home).join(".interpreter"),
+        (None, None) => {
+            return (
+                Check::fail(
+                    NAME,
+                    "cannot determine the home directory: neither INTERPRETER_HOME nor HOME is set",
+                    "set INTERPRETER_HOME to a writable directory",
+                ),
+                None,
+            );
+        }
+    };
+    let shown = home.display().to_string();
+    let mut created = false;
+    match std::fs::metadata(&home) {
+        Ok(metadata) if metadata.is_dir() => {}
+        Ok(_) => {
+            return (
+                Check::fail(
+                    NAME,
+                    format!("{shown} exists but is not a directory"),
+                    "move that file aside or point INTERPRETER_HOME at a directory",
+                ),
+                None,
+            );
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            if let Err(err) = std::fs::create_dir_all(&home) {
+                return (
+                    Check::fail(
+                        NAME,
+                        format!("{shown} is missing and cannot be created: {err}"),
+                        "create it by hand or set INTERPRETER_HOME to a writable directory",
+                    ),
+                    None,
+                );
+            }
+            created = true;
+        }
+        Err(err) => {
+            return (
+                Check::fail(
+                    NAME,
+                    format!("cannot read {shown}: {err}"),
+                    "fix its permissions or set INTERPRETER_HOME to another directory",
+                ),
+                None,
+            );
+        }
+    }
+    if let Err(reason) = writable(&home) {
+        return (
+            Check::fail(
+                NAME,
+                format!("{shown} is not writable: {reason}"),
+                "fix its owner/permissions (sessions and state.sqlite live there) or set \
+                 INTERPRETER_HOME to a writable directory",
+            ),
+            Some(home),
+        );
+    }
+    let detail = if created {
+        format!("{shown} (created)")
+    } else {
+        shown
+    };
+    (Check::ok(NAME, detail), Some(home))
+}
+
+/// access(2) rather than a probe file, so the check itself writes nothing.
+#[cfg(unix)]
+fn writable(dir: &Path) -> Result<(), String> {
+    use rustix::fs::{Access, access};
+    access(dir, Access::WRITE_OK | Access::EXEC_OK).map_err(|errno| errno.to_string())
+}
+
+#[cfg(not(unix))]
+fn writable(dir: &Path) -> Result<(), String> {
+    match std::fs::metadata(dir) {
+        Ok(metadata) if metadata.permissions().readonly() => Err("read-only".to_string()),
+        Ok(_) => Ok(()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+/// Why the config did not load: the loader's one-line message and what to do about it.
+struct ConfigFailure {
+    message: String,
+    fix: String,
+}
+
+fn load(config_args: &ConfigArgs, env: &HashMap<String, String>) -> Result<Config, ConfigFailure> {
+    let cwd = crate::exec::resolve_cwd(None).map_err(|err| ConfigFailure {
+        message: format!("{err:#}"),
+        fix: "run doctor from an existing directory".to_string(),
+    })?;
+    let failure = |err: anyhow::Error| {
+        let fix = match err.downcast_ref::<ConfigError>() {
+            Some(config_error) => config_fix(config_error, config_args),
+            None => "fix the argument named above".to_string(),
+        };
+        ConfigFailure {
+            message: one_line(&format!("{err:#}")),
+            fix,
+        }
+    };
+    let inputs = config_inputs::build(config_args, env.clone(), cwd, ConfigOverrides::default())
+        .map_err(failure)?;
+    load_config(inputs).map_err(|err| failure(err.into()))
+}
+
+fn config_fix(err: &ConfigError, config_args: &ConfigArgs) -> String {
+    match err {
+        ConfigError::UnknownKey { .. } if config_args.strict_config => {
+            "remove or correct that key (see docs/config.md), or drop --strict-config to \
+             ignore unknown keys"
+                .to_string()
+        }
+        ConfigError::UnknownKey { .. } => {
+            "remove or correct that key (see docs/config.md)".to_string()
+        }
+        ConfigError::HomeNotDirectory { .. } | ConfigError::NoHome => {
+            "set INTERPRETER_HOME to an existing, writable directory".to_string()
+        }
+        ConfigError::Parse { .. } => "fix the TOML syntax at the position shown".to_string(),
+        ConfigError::InvalidOverride { .. } => {
+            "write overrides as -c key=value (value in TOML syntax)".to_string()
+        }
+        ConfigError::ProfileNotFound { .. } => {
+            "create that profile, or drop --profile / the `profile` key".to_string()
+        }
+        ConfigError::MissingModel { .. } => {
+            "add `model = \"NAME\"` to config.toml, or pass -c model=NAME".to_string()
+        }
+        ConfigError::UnknownModelProvider { .. } => {
+            "define that [model_providers.ID] table, or use a built-in provider id \
+             (openai, ollama, lmstudio, vllm, llamacpp, ...)"
+                .to_string()
+        }
+        ConfigError::CwdNotDirectory { .. } => {
+            "run from an existing directory, or fix the `cwd` setting".to_string()
+        }
+        ConfigError::Read { .. } | ConfigError::InstructionsFile { .. } => {
+            "make that file readable, or remove the setting that points at it".to_string()
+        }
+        ConfigError::InvalidValue { .. } => {
+            "correct that value (see docs/config.md for the allowed values)".to_string()
+        }
+    }
+}
+
+fn check_config(loaded: &Result<Config, ConfigFailure>) -> Check {
+    const NAME: &str = "config";
+    match loaded {
+        Ok(config) => {
+            let base_url = config
+                .model_provider
+                .base_url
+                .as_deref()
+                .unwrap_or("(no base_url)");
+            Check::ok(
+                NAME,
+                format!(
+                    "model={} provider={} base_url={} wire_api={} approval={} sandbox={}",
+                    config.model,
+                    config.model_provider_id,
+                    base_url,
+                    wire_api_name(config.model_provider.wire_api),
+                    config.approval_policy.as_str(),
+                    config.sandbox_policy.mode().as_str(),
+                ),
+            )
+        }
+        Err(failure) => Check::fail(NAME, failure.message.clone(), failure.fix.clone()),
+    }
+}
+
+fn wire_api_name(wire_api: WireApi) -> &'static str {
+    match wire_api {
+        WireApi::Chat => "chat",
+        WireApi::Responses => "responses",
+    }
+}
+
+/// The API key's presence and length; never its value.
+fn check_api_key(config: &Config) -> Check {
+    const NAME: &str = "api-key";
+    let provider = &config.model_provider;
+    let provider_id = &config.model_provider_id;
+    match &provider.env_key {
+        Some(variable) => match config.env.get(variable) {
+            Some(value) if !value.trim().is_empty() => {
+                let length = value.trim().chars().count();
+                let plural = if length == 1 { "" } else { "s" };
+                Check::ok(NAME, format!("{variable} is set ({length} char{plural})"))
+            }
+            found => {
+                let state = if found.is_some() { "blank" } else { "not set" };
+                let mut fix = format!("export {variable}=<your API key>");
+                if let Some(instructions) = &provider.env_key_instructions {
+                    let _ = write!(fix, " ({instructions})");
+                }
+                Check::fail(
+                    NAME,
+                    format!("{variable} is {state} (provider `{provider_id}` needs it)"),
+                    fix,
+                )
+            }
+        },
+        None if bearer_token(provider).is_some() => Check::ok(
+            NAME,
+            format!("experimental_bearer_token set in [model_providers.{provider_id}]"),
+        ),
+        None => Check::ok(
+            NAME,
+            format!("no key needed (provider `{provider_id}` has no env_key)"),
+        ),
+    }
+}
+
+fn bearer_token(provider: &ModelProviderInfo) -> Option<&str> {
+    provider
+        .experimental_bearer_token
+        .as_deref()
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+}
+
+/// `{"data": [{"id": ...}, ...]}`, the OpenAI-compatible model list.
+#[derive(Debug, Deserialize)]
+struct ModelList {
+    data: Vec<ModelEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ModelEntry {
+    id: String,
+}
+
+/// `GET {base_url}/models` with the provider's credentials, headers and query parameters.
+async fn check_endpoint(config: &Config) -> Check {
+    const NAME: &str = "endpoint";
+    let provider = &config.model_provider;
+    let provider_id = &config.model_provider_id;
+    // The client the engine would build validates base_url, wire_api and header names;
+    // a missing key is the api-key check's to report, and the probe still runs without it.
+    match ModelClient::new(
+        provider_id.clone(),
+        provider.clone(),
+        config.model.clone(),
+        config.model_reasoning_effort,
+        &config.env,
+    ) {
+        Ok(_) | Err(ProviderError::MissingApiKey { .. }) => {}
+        Err(err) => {
+            return Check::fail(
+                NAME,
+                err.to_string(),
+                format!("fix [model_providers.{provider_id}] in config.toml"),
+            );
+        }
+    }
+    let Some(base_url) = provider
+        .base_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|url| !url.is_empty())
+    else {
+        return Check::fail(
+            NAME,
+            "base_url is not set",
+            format!("add base_url to [model_providers.{provider_id}]"),
+        );
+    };
+    let url = format!("{}/models", base_url.trim_end_matches('/'));
+    let mut headers = match provider_headers(provider_id, provider, &config.env) {
+        Ok(headers) => headers,
+        Err(err) => {
+            return Check::fail(
+                NAME,
+                err.to_string(),
+                format!("fix the headers of [model_providers.{provider_id}]"),
+            );
+        }
+    };
+    let http = match reqwest::Client::builder()
+        .connect_timeout(ENDPOINT_DEADLINE)
+        .build()
+    {
+        Ok(http) => http,
+        Err(err) => {
+            return Check::fail(
+                NAME,
+                format!("cannot build an HTTP client: {err}"),
+                "report this as a bug",
+            );
+        }
+    };
+    headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+    let mut request = http.get(&url).headers(headers);
+    if let Some(query) = &provider.query_params {
+        request = request.query(query);
+    }
+    let exchange = async {
+        let response = request.send().await?;
+        let status = response.status();
+        let body = response.bytes().await?;
+        Ok::<_, reqwest::Error>((status, body))
+    };
+    let (status, body) = match tokio::time::timeout(ENDPOINT_DEADLINE, exchange).await {
+        Err(_) => {
+            return Check::fail(
+                NAME,
+                format!(
+                    "no answer from {url} within {}s",
+                    ENDPOINT_DEADLINE.as_secs()
+                ),
+                format!(
+                    "check that the server is up and that base_url in \
+                     [model_providers.{provider_id}] is right"
+                ),
+            );
+        }
+        Ok(Err(err)) => {
+            return Check::fail(
+                NAME,
+                format!("cannot reach {url}: {}", describe_transport_error(&err)),
+                format!(
+                    "start the model server, or fix base_url in [model_providers.{provider_id}]"
+                ),
+            );
+        }
+        Ok(Ok(answer)) => answer,
+    };
+    if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+        return Check::fail(
+            NAME,
+            format!(
+                "{url} answered HTTP {} (credentials refused): {}",
+                status.as_u16(),
+                excerpt(&body)
+            ),
+            credential_hint(provider, provider_id),
+        );
+    }
+    if !status.is_success() {
+        return Check::warn(
+            NAME,
+            format!(
+                "{url} is reachable but answered HTTP {}: {}",
+                status.as_u16(),
+                excerpt(&body)
+            ),
+            "some servers do not list models; if requests fail too, check that base_url \
+             is the API root (it usually ends in /v1)",
+        );
+    }
+    let Ok(list) = serde_json::from_slice::<ModelList>(&body) else {
+        return Check::warn(
+            NAME,
+            format!(
+                "{url} is reachable but its model list is not readable: {}",
+                excerpt(&body)
+            ),
+            "check that base_url points at an OpenAI-compatible API root (usually ending in /v1)",
+        );
+    };
+    let model = &config.model;
+    if list.data.iter().any(|entry| &entry.id == model) {
+        return Check::ok(
+            NAME,
+            format!(
+                "{url} reachable; model `{model}` is served ({} models listed)",
+                list.data.len()
+            ),
+        );
+    }
+    let available: Vec<&str> = list
+        .data
+        .iter()
+        .take(LISTED_MODEL_IDS)
+        .map(|entry| entry.id.as_str())
+        .collect();
+    let available = if available.is_empty() {
+        "none".to_string()
+    } else if list.data.len() > LISTED_MODEL_IDS {
+        format!("{}, ...", available.join(", "))
+    } else {
+        available.join(", ")
+    };
+    Check::warn(
+        NAME,
+        format!(
+            "{url} reachable, but model `{model}` is not among the {} models it lists \
+             (available: {available})",
+            list.data.len()
+        ),
+        "set `model` to one of the listed ids (or -c model=ID), or load the model on the server",
+    )
+}
+
+fn credential_hint(provider: &ModelProviderInfo, provider_id: &str) -> String {
+    match &provider.env_key {
+        Some(variable) => format!("check the API key in {variable}"),
+        None if bearer_token(provider).is_some() => {
+            format!("check experimental_bearer_token in [model_providers.{provider_id}]")
+        }
+        None => format!(
+            "the server wants an API key: set env_key in [model_providers.{provider_id}] and \
+             export that variable"
+        ),
+    }
+}
+
+/// reqwest's own message plus its innermost cause ("Connection refused (os error 111)").
+fn describe_transport_error(err: &reqwest::Error) -> String {
+    let mut innermost: &dyn std::error::Error = err;
+    while let Some(source) = innermost.source() {
+        innermost = source;
+    }
+    let kind = if err.is_connect() {
+        "connection failed"
+    } else if err.is_timeout() {
+        "timed out"
+    } else {
+        "request failed"
+    };
+    let cause = innermost.to_string();
+    if std::ptr::addr_eq(innermost, err) || cause.is_empty() {
+        one_line(&format!("{kind}: {err}"))
+    } else {
+        one_line(&format!("{kind}: {cause}"))
+    }
+}
+
+fn excerpt(body: &[u8]) -> String {
+    let text = one_line(&String::from_utf8_lossy(body));
+    if text.is_empty() {
+        return "(empty body)".to_string();
+    }
+    match text.char_indices().nth(BODY_EXCERPT_CHARS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `read-only`/`workspace-write` commands can be enforced here. Without a loaded
+/// config the default mode (read-only, which needs the sandbox) is assumed.
+async fn check_sandbox(mode: Option<SandboxMode>) -> Check {
+    const NAME: &str = "sandbox";
+    let mode = mode.unwrap_or_default();
+    let probe = tokio::task::spawn_blocking(sandbox::probe_support);
+    let support = match tokio::time::timeout(SANDBOX_PROBE_DEADLINE, probe).await {
+        Ok(Ok(support)) => support,
+        Ok(Err(err)) => {
+            return Check::fail(
+                NAME,
+                format!("the sandbox probe crashed: {err}"),
+                "run `interpreter sandbox check` for details",
+            );
+        }
+        Err(_) => {
+            return Check::fail(
+                NAME,
+                format!(
+                    "the sandbox probe did not finish within {}s",
+                    SANDBOX_PROBE_DEADLINE.as_secs()
+                ),
+                "run `interpreter sandbox check` for details",
+            );
+        }
+    };
+    sandbox_verdict(&support, mode)
+}
+
+fn sandbox_verdict(support: &SandboxSupport, mode: SandboxMode) -> Check {
+    const NAME: &str = "sandbox";
+    let features = format!(
+        "Landlock {}, seccomp {}, mount namespace {}",
+        support
+            .landlock_abi
+            .map(|abi| format!("ABI {abi}"))
+            .unwrap_or_else(|| "unavailable".to_string()),
+        if support.seccomp { "yes" } else { "no" },
+        if support.mount_namespace { "yes" } else { "no" },
+    );
+    if !support.supported {
+        let problems = support.problems.join("; ");
+        let detail = format!("sandbox unavailable ({features}): {problems}");
+        return if mode == SandboxMode::DangerFullAccess {
+            Check::warn(
+                NAME,
+                detail,
+                "not needed while sandbox_mode is danger-full-access; read-only and \
+                 workspace-write would refuse to run commands here",
+            )
+        } else {
+            Check::fail(
+                NAME,
+                detail,
+                format!(
+                    "sandbox_mode is {}, which needs the sandbox: run on Linux 6.2+ with \
+                     Landlock enabled and seccomp allowed (`interpreter sandbox check` shows \
+                     details), or, in a throwaway environment only, set sandbox_mode = \
+                     \"danger-full-access\"",
+                    mode.as_str()
+                ),
+            )
+        };
+    }
+    if !support.warnings.is_empty() {
+        return Check::warn(
+            NAME,
+            format!("supported ({features}); {}", support.warnings.join("; ")),
+            "optional: allow unprivileged user namespaces (or CAP_SYS_ADMIN) so protected \
+             paths get a read-only mount",
+        );
+    }
+    Check::ok(NAME, format!("supported ({features})"))
+}
+
+/// The thread index and sessions directory. A missing index is normal before the first
+/// thread and is not created here.
+async fn check_state(home: PathBuf) -> Check {
+    const NAME: &str = "state";
+    let sessions = home.join(SESSIONS_DIR);
+    let sessions_note = if sessions.is_dir() {
+        format!("sessions in {}", sessions.display())
+    } else {
+        format!("sessions dir {} not created yet", sessions.display())
+    };
+    let db_path = home.join(STATE_DB_FILE);
+    if !db_path.exists() {
+        return Check::ok(
+            NAME,
+            format!("no thread index yet (created by the first thread); {sessions_note}"),
+        );
+    }
+    let index_home = home.clone();
+    let count = tokio::task::spawn_blocking(move || {
+        let index = ThreadIndex::open(&index_home)?;
+        index.list(usize::MAX, None).map(|threads| threads.len())
+    });
+    let move_aside = format!(
+        "the index is a cache: move {} aside and it is rebuilt from sessions/",
+        db_path.display()
+    );
+    match tokio::time::timeout(STATE_DEADLINE, count).await {
+        Ok(Ok(Ok(threads))) => Check::ok(
+            NAME,
+            format!(
+                "{} opens, {threads} thread{}; {sessions_note}",
+                db_path.display(),
+                if threads == 1 { "" } else { "s" }
+            ),
+        ),
+        Ok(Ok(Err(err))) => Check::fail(NAME, one_line(&err.to_string()), move_aside),
+        Ok(Err(err)) => Check::fail(
+            NAME,
+            format!("opening the thread index crashed: {err}"),
+            move_aside,
+        ),
+        Err(_) => Check::fail(
+            NAME,
+            format!(
+                "{} did not open within {}s (locked by another process?)",
+                db_path.display(),
+                STATE_DEADLINE.as_secs()
+            ),
+            "wait for other interpreter processes to finish, then retry",
+        ),
+    }
+}
+
+fn check_nesting(env: &HashMap<String, String>) -> Check {
+    const NAME: &str = "nesting";
+    match env.get(NESTING_DEPTH_ENV).map(|value| value.trim()) {
+        None | Some("") | Some("0") => Check::ok(NAME, "not running inside another interpreter"),
+        Some(value) => match value.parse::<u32>() {
+            Ok(depth) => Check::ok(
+                NAME,
+                format!("running inside another interpreter session (depth {depth})"),
+            ),
+            Err(_) => Check::warn(
+                NAME,
+                format!("{NESTING_DEPTH_ENV}=`{value}` is not a number; it counts as 0"),
+                format!("unset {NESTING_DEPTH_ENV}; interpreter sets it for its own children"),
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn support(supported: bool, warnings: Vec<String>) -> SandboxSupport {
+        SandboxSupport {
+            landlock_abi: supported.then_some(5),
+            landlock_enforced: supported,
+            seccomp: supported,
+            mount_namespace: warnings.is_empty(),
+            supported,
+            problems: if supported {
+                Vec::new()
+            } else {
+                vec!["Landlock is not available".to_string()]
+            },
+            warnings,
+        }
+    }
+
+    #[test]
+    fn unsupported_sandbox_fails_only_when_a_sandboxed_mode_is_configured() {
+        let unsupported = support(false, Vec::new());
+        assert_eq!(
+            sandbox_verdict(&unsupported, SandboxMode::ReadOnly).status,
+            CheckStatus::Fail
+        );
+        assert_eq!(
+            sandbox_verdict(&unsupported, SandboxMode::DangerFullAccess).status,
+            CheckStatus::Warn
+        );
+        let degraded = support(true, vec!["no user namespaces".to_string()]);
+        assert_eq!(
+            sandbox_verdict(&degraded, SandboxMode::WorkspaceWrite).status,
+            CheckStatus::Warn
+        );
+        let full = support(true, Vec::new());
+        let check = sandbox_verdict(&full, SandboxMode::WorkspaceWrite);
+        assert_eq!(check.status, CheckStatus::Ok);
+        assert!(check.fix.is_none());
+    }
+
+    #[test]
+    fn nesting_depth_is_reported() {
+        let env = |value: &str| HashMap::from([(NESTING_DEPTH_ENV.to_string(), value.into())]);
+        assert!(
+            check_nesting(&HashMap::new())
+                .detail
+                .contains("not running")
+        );
+        assert!(check_nesting(&env("2")).detail.contains("depth 2"));
+        assert_eq!(check_nesting(&env("x")).status, CheckStatus::Warn);
+    }
+
+    #[test]
+    fn human_report_aligns_and_summarises() {
+        let report = DoctorReport::new(vec![
+            Check::ok("home", "/h"),
+            Check::fail("api-key", "KEY is not set", "export KEY=<your API key>"),
+        ]);
+        assert!(!report.ok);
+        let text = report.render_human();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "ok   home     /h");
+        assert_eq!(lines[1], "fail api-key  KEY is not set");
+        assert_eq!(lines[2], "              fix: export KEY=<your API key>");
+        assert!(lines[4].starts_with("1 failure, 0 warnings"));
+    }
+
+    #[test]
+    fn json_report_omits_fix_of_passing_checks() {
+        let report = DoctorReport::new(vec![Check::ok("home", "/h")]);
+        let json = serde_json::to_value(&report).unwrap_or_default();
+        assert_eq!(
+            json,
+            serde_json::json!({"ok": true, "checks": [{"name": "home", "status": "ok", "detail": "/h"}]})
+        );
+    }
+}
