@@ -195,3 +195,42 @@ async fn twenty_concurrent_calls_each_get_their_own_thread() {
     }
     assert_eq!(threads.len(), 20);
 }
+
+#[tokio::test]
+async fn idle_threads_leave_memory_and_come_back_from_disk() {
+    let env = McpEnv::new().await;
+    // More threads than the server keeps live (32), then a reply to the oldest one.
+    const THREADS: usize = 36;
+    for n in 0..THREADS {
+        env.script_text(&format!("answer {n}"));
+    }
+    env.script_text("Back from disk.");
+    let mut client = env.spawn_with_args(&[]);
+    client.initialize(json!({})).await;
+    let mut first = None;
+    for n in 0..THREADS {
+        let result = client
+            .tool("codex", json!({"prompt": format!("remember {n}")}))
+            .await;
+        assert_valid_result(&result);
+        first.get_or_insert_with(|| thread_id(&result));
+    }
+    let first = first.unwrap();
+    let stderr = client.process.stderr();
+    assert!(
+        stderr.contains(&format!("retired idle thread {first}")),
+        "the oldest thread left memory: {stderr}"
+    );
+    let result = client
+        .tool(
+            "codex-reply",
+            json!({"threadId": first, "prompt": "what was it?"}),
+        )
+        .await;
+    assert_valid_result(&result);
+    assert_eq!(result["structuredContent"]["threadId"], first.as_str());
+    assert_eq!(result["structuredContent"]["content"], "Back from disk.");
+    // The reply's request carried the first thread's history, reloaded from its rollout.
+    let last = env.model.requests().last().cloned().unwrap().to_string();
+    assert!(last.contains("remember 0"), "{last}");
+}

@@ -27,6 +27,12 @@ use crate::tools::{CallOverrides, CodexArgs, CodexReplyArgs, build_session_confi
 /// of the thread anyway.
 const CANCEL_DRAIN: Duration = Duration::from_secs(5);
 
+/// Idle threads kept live after their turn, so a quick `codex-reply` skips the reload from
+/// disk. Past this many, the least recently used idle ones are shut down and dropped from
+/// memory (a long-running server would otherwise grow with every thread it ever ran); a
+/// later `codex-reply` resumes them from their rollout.
+const MAX_LIVE_IDLE_THREADS: usize = 32;
+
 /// State shared by all calls of one server.
 pub struct Shared {
     pub thread_manager: Arc<ThreadManager>,
@@ -35,6 +41,8 @@ pub struct Shared {
     pub default_settings: McpServerSettings,
     thread_settings: std::sync::Mutex<HashMap<ThreadId, McpServerSettings>>,
     turn_slots: std::sync::Mutex<HashMap<ThreadId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Live threads, least recently used first.
+    recently_used: std::sync::Mutex<std::collections::VecDeque<ThreadId>>,
 }
 
 impl Shared {
@@ -49,6 +57,44 @@ impl Shared {
             default_settings,
             thread_settings: std::sync::Mutex::new(HashMap::new()),
             turn_slots: std::sync::Mutex::new(HashMap::new()),
+            recently_used: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
+    /// Mark `just_used` as the most recent thread, then shut down and drop the least
+    /// recently used idle threads beyond [`MAX_LIVE_IDLE_THREADS`]. A thread whose turn is
+    /// running, or that has no rollout to come back from (ephemeral), stays.
+    async fn retire_idle_threads(&self, just_used: ThreadId) {
+        let candidates: Vec<ThreadId> = {
+            let Ok(mut recent) = self.recently_used.lock() else {
+                return;
+            };
+            recent.retain(|id| *id != just_used);
+            recent.push_back(just_used);
+            let excess = recent.len().saturating_sub(MAX_LIVE_IDLE_THREADS);
+            recent.iter().take(excess).copied().collect()
+        };
+        for id in candidates {
+            let slot = self.turn_slot(id);
+            let Ok(_idle) = slot.try_lock() else {
+                continue;
+            };
+            if let Some(thread) = self.thread_manager.get_thread(id).await {
+                if thread.rollout_path().is_none() {
+                    continue;
+                }
+                self.thread_manager.remove_thread(id).await;
+                if let Err(e) = thread.submit(Op::Shutdown).await {
+                    tracing::debug!("thread {id} was already closed: {e}");
+                }
+                tracing::info!("retired idle thread {id} from memory; it resumes from disk");
+            }
+            if let Ok(mut recent) = self.recently_used.lock() {
+                recent.retain(|other| *other != id);
+            }
+            if let Ok(mut slots) = self.turn_slots.lock() {
+                slots.remove(&id);
+            }
         }
     }
 
@@ -134,7 +180,7 @@ pub async fn run_codex(
         };
         send_codex_event(&ctx, started.thread_id, &event);
     }
-    drive_turn(
+    let result = drive_turn(
         &shared,
         &ctx,
         started.thread,
@@ -142,7 +188,9 @@ pub async fn run_codex(
         args.prompt,
         &settings,
     )
-    .await
+    .await;
+    shared.retire_idle_threads(started.thread_id).await;
+    result
 }
 
 /// Run `codex-reply`. `None` means the call was cancelled and must get no response.
@@ -190,7 +238,9 @@ pub async fn run_codex_reply(
         }
     };
     let settings = shared.settings_for(thread_id);
-    drive_turn(&shared, &ctx, thread, thread_id, args.prompt, &settings).await
+    let result = drive_turn(&shared, &ctx, thread, thread_id, args.prompt, &settings).await;
+    shared.retire_idle_threads(thread_id).await;
+    result
 }
 
 async fn live_or_resumed(shared: &Shared, thread_id: ThreadId) -> Result<Arc<Thread>, CoreError> {
