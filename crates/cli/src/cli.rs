@@ -1,12 +1,13 @@
 //! The command line: every flag and subcommand of `interpreter`, as clap derive types.
 //!
-//! Parsing only; behaviour lives in `exec`, `sandbox_cmd`, `doctor` and the MCP server crate.
+//! Parsing only; behaviour lives in `exec`, `sandbox_cmd`, `doctor`, `mcp_cmd` and the MCP
+//! server crate.
 //! Flags the TypeScript SDK passes but that have no effect here are still accepted (and
 //! say so in their help) so that SDK calls never fail on argument parsing.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 const ROOT_AFTER_HELP: &str = "\
 Examples:
@@ -16,6 +17,7 @@ Examples:
   interpreter exec resume --last \"now run the tests\"
   interpreter -c model=\"qwen3-coder\" exec \"hello\"
   interpreter mcp-server
+  interpreter mcp add files -- npx -y @modelcontextprotocol/server-filesystem ~/notes
   interpreter sandbox check
   interpreter doctor
 
@@ -33,6 +35,20 @@ Examples:
   interpreter exec resume --last \"and now the docs\"
 
 Exit codes: 0 turn completed, 1 failure or interruption, 2 bad arguments.";
+
+const MCP_AFTER_HELP: &str = "\
+Examples:
+  interpreter mcp list
+  interpreter mcp add files -- npx -y @modelcontextprotocol/server-filesystem ~/notes
+  interpreter mcp add sqlite --env LOG_LEVEL=debug -- uvx mcp-server-sqlite --db-path app.db
+  interpreter mcp add docs --url https://mcp.example.com/mcp --bearer-token-env-var DOCS_TOKEN
+  interpreter mcp get files --json
+  interpreter mcp remove files
+
+These commands read and edit the [mcp_servers.NAME] tables of $INTERPRETER_HOME/config.toml
+only: --profile and -c do not apply to them, and profile files are never edited. Comments
+and other settings in config.toml are kept; an edit that would make the config fail to
+load is refused and leaves the file unchanged.";
 
 /// A coding agent for open models.
 #[derive(Debug, Parser)]
@@ -95,6 +111,87 @@ pub enum Command {
     /// Check that this installation works: home, config, API key, endpoint, sandbox,
     /// thread index. Exit 0 when no check failed, 1 otherwise.
     Doctor(DoctorArgs),
+    /// Manage the MCP servers the agent uses as a client (`[mcp_servers.NAME]` in
+    /// config.toml).
+    #[command(after_help = MCP_AFTER_HELP)]
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub command: McpCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// List the configured MCP servers.
+    List {
+        /// Print a JSON array, one object per server.
+        #[arg(long = "json")]
+        json: bool,
+    },
+    /// Show one MCP server. Exit 1 when no server has that name.
+    Get {
+        /// Server name (the NAME of `[mcp_servers.NAME]`).
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Print one JSON object.
+        #[arg(long = "json")]
+        json: bool,
+    },
+    /// Add an MCP server: a command after `--` (stdio) or `--url` (streamable HTTP).
+    Add(McpAddArgs),
+    /// Remove an MCP server. Exit 1 when no server has that name.
+    Remove {
+        /// Server name (the NAME of `[mcp_servers.NAME]`).
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("transport").required(true).args(["url", "command"])))]
+pub struct McpAddArgs {
+    /// Server name: letters, digits, `-` and `_`. Tools appear to the model as
+    /// `mcp__NAME__TOOL`.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// Streamable HTTP endpoint of the server.
+    #[arg(long = "url", value_name = "URL")]
+    pub url: Option<String>,
+
+    /// Environment variable holding a bearer token, sent as `Authorization: Bearer ...`.
+    #[arg(
+        long = "bearer-token-env-var",
+        value_name = "ENV_VAR",
+        requires = "url",
+        conflicts_with = "command"
+    )]
+    pub bearer_token_env_var: Option<String>,
+
+    /// Environment variable for the server process (stdio only; repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env_entry, conflicts_with = "url")]
+    pub env: Vec<(String, String)>,
+
+    /// Replace an existing server of the same name.
+    #[arg(long = "force")]
+    pub force: bool,
+
+    /// The command that starts the server and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `KEY=VALUE` with a non-empty key; the value may be empty or contain `=`.
+fn parse_env_entry(raw: &str) -> Result<(String, String), String> {
+    match raw.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!(
+            "environment entries must be in KEY=VALUE form, got '{raw}'"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -438,6 +535,45 @@ mod tests {
         assert!(merged.strict_config);
         assert_eq!(merged.profile.as_deref(), Some("p"));
         assert_eq!(merged.overrides, vec!["a=1".to_string()]);
+    }
+
+    #[test]
+    fn mcp_add_forms_parse() {
+        let cli = parse(&[
+            "mcp", "add", "files", "--env", "A=b=c", "--", "npx", "-y", "pkg",
+        ]);
+        let Command::Mcp(McpArgs {
+            command: McpCommand::Add(add),
+        }) = cli.command
+        else {
+            panic!("not mcp add")
+        };
+        assert_eq!(add.command, vec!["npx", "-y", "pkg"]);
+        assert_eq!(add.env, vec![("A".to_string(), "b=c".to_string())]);
+        let cli = parse(&["mcp", "add", "web", "--url", "http://x/mcp"]);
+        assert!(matches!(cli.command, Command::Mcp(_)));
+        // Exactly one transport; HTTP-only and stdio-only flags do not mix.
+        for bad in [
+            &["mcp", "add", "x"][..],
+            &["mcp", "add", "x", "--url", "http://x", "--", "cmd"],
+            &["mcp", "add", "x", "--env", "A=1", "--url", "http://x"],
+            &[
+                "mcp",
+                "add",
+                "x",
+                "--bearer-token-env-var",
+                "T",
+                "--",
+                "cmd",
+            ],
+            &["mcp", "add", "x", "--env", "NOEQUALS", "--", "cmd"],
+        ] {
+            assert!(
+                Cli::try_parse_from(std::iter::once("interpreter").chain(bad.iter().copied()))
+                    .is_err(),
+                "{bad:?} parsed"
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod cli;
 mod config_inputs;
 mod doctor;
 mod exec;
+mod mcp_cmd;
 mod sandbox_cmd;
 
 use std::collections::HashMap;
@@ -92,6 +93,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             let config_args = cli.config.merged(&args.config);
             doctor::run(args, config_args, env).await
         }
+        Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env),
     }
 }
 

@@ -13,6 +13,8 @@ pub enum CoreError {
     Rollout(#[from] RolloutError),
     #[error(transparent)]
     Provider(#[from] interpreter_model_client::ProviderError),
+    #[error(transparent)]
+    Mcp(#[from] interpreter_mcp_client::McpClientError),
     #[error("no thread with id {0} (no rollout found under the sessions directory)")]
     ThreadNotFound(ThreadId),
     #[error("thread {0} is already running in this process")]

@@ -9,10 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use interpreter_mcp_client::McpToolInfo;
 use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
-    ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
-    ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus, ExecOutputStream,
+    ApplyPatchApprovalRequestEvent, AskForApproval, EventMsg, ExecApprovalRequestEvent,
+    ExecCommandBeginEvent, ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus,
+    ExecOutputStream, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent,
     PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, UpdatePlanArgs, WarningEvent,
 };
 use interpreter_tools::{apply_patch, env_policy, safety, sandbox, shell};
@@ -34,10 +36,24 @@ const APPLY_PATCH_TOOL: &str = "apply_patch";
 const UPDATE_PLAN_TOOL: &str = "update_plan";
 
 /// Environment variable carrying how deeply `interpreter` processes are nested, so an
-/// agent cannot start itself as an MCP server recursively.
-pub const NESTING_DEPTH_ENV: &str = "INTERPRETER_NESTING_DEPTH";
+/// agent cannot start itself as an MCP server recursively. The MCP client owns it, since
+/// it also decides which servers would recurse.
+pub use interpreter_mcp_client::NESTING_DEPTH_ENV;
 
-pub(crate) fn tool_specs() -> Vec<ToolSpec> {
+/// The built-in tools, then the thread's MCP tools (`mcp__<server>__<tool>`).
+pub(crate) fn tool_specs(sess: &Session) -> Vec<ToolSpec> {
+    let mut specs = builtin_tool_specs();
+    if let Some(mcp) = &sess.mcp {
+        specs.extend(mcp.tools().into_iter().map(|tool| ToolSpec {
+            name: tool.qualified_name,
+            description: tool.description,
+            parameters: tool.input_schema,
+        }));
+    }
+    specs
+}
+
+fn builtin_tool_specs() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: SHELL_TOOL.to_string(),
@@ -139,9 +155,16 @@ pub(crate) async fn handle_call(
             }
             Err(text) => ToolOutcome::Output(text),
         },
-        other => ToolOutcome::Output(format!(
-            "unknown tool `{other}`; the available tools are `{SHELL_TOOL}`, `{APPLY_PATCH_TOOL}` and `{UPDATE_PLAN_TOOL}`"
-        )),
+        other => match sess.mcp.as_ref().and_then(|mcp| {
+            mcp.tools()
+                .into_iter()
+                .find(|tool| tool.qualified_name == other)
+        }) {
+            Some(tool) => handle_mcp(sess, sub_id, call_id, tool, arguments, cancel).await,
+            None => ToolOutcome::Output(format!(
+                "unknown tool `{other}`; the available tools are `{SHELL_TOOL}`, `{APPLY_PATCH_TOOL}`, `{UPDATE_PLAN_TOOL}` and the `mcp__*` tools listed in this request"
+            )),
+        },
     }
 }
 
@@ -622,4 +645,136 @@ fn common_parent(paths: &[PathBuf]) -> Option<PathBuf> {
 /// A command as one shell-quoted line, for display and for session approvals.
 pub fn render_command(argv: &[String]) -> String {
     shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+}
+
+/// Call a tool of one of the thread's MCP servers.
+///
+/// MCP tools run without approval, except under `untrusted`, where every call is asked
+/// for like a command (`mcp:<server>/<tool> <arguments>`): a server's tools can have any
+/// side effect, and the policy promises to ask before anything not known to be safe.
+async fn handle_mcp(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    tool: McpToolInfo,
+    arguments: &str,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
+    let Some(mcp) = &sess.mcp else {
+        return ToolOutcome::Output(format!(
+            "MCP tool `{}` is not available",
+            tool.qualified_name
+        ));
+    };
+    let arguments: Option<serde_json::Value> = if arguments.trim().is_empty() {
+        None
+    } else {
+        match serde_json::from_str(arguments) {
+            Ok(value) => Some(value),
+            Err(err) => {
+                return ToolOutcome::Output(format!(
+                    "invalid arguments for `{}`: {err}. Send a JSON object that matches the tool's parameters schema.",
+                    tool.qualified_name
+                ));
+            }
+        }
+    };
+    let invocation = McpInvocation {
+        server: tool.server.clone(),
+        tool: tool.tool.clone(),
+        arguments: arguments.clone(),
+    };
+    if sess.config.approval_policy == AskForApproval::Untrusted {
+        let shown = vec![
+            format!("mcp:{}/{}", tool.server, tool.tool),
+            arguments
+                .as_ref()
+                .map(serde_json::Value::to_string)
+                .unwrap_or_default(),
+        ];
+        let session_key = format!("mcp:{}", tool.qualified_name);
+        if !sess.is_approved_for_session(&session_key).await {
+            let reason = format!(
+                "approval policy `untrusted` asks before calling tool `{}` of MCP server `{}`",
+                tool.tool, tool.server
+            );
+            match ask_exec(
+                sess,
+                sub_id,
+                call_id,
+                &shown,
+                &sess.config.cwd,
+                reason,
+                cancel,
+            )
+            .await
+            {
+                ReviewDecision::Approved => {}
+                ReviewDecision::ApprovedForSession => sess.approve_for_session(session_key).await,
+                ReviewDecision::Abort => return ToolOutcome::Aborted,
+                ReviewDecision::Denied | ReviewDecision::TimedOut => {
+                    return ToolOutcome::Output(
+                        "the user declined this MCP tool call; do not call it again, find another way or ask"
+                            .to_string(),
+                    );
+                }
+            }
+        }
+    }
+
+    sess.emit(
+        sub_id,
+        EventMsg::McpToolCallBegin(McpToolCallBeginEvent {
+            call_id: call_id.to_string(),
+            invocation: invocation.clone(),
+        }),
+    )
+    .await;
+    let started = Instant::now();
+    let result = mcp
+        .call_tool(&tool.qualified_name, arguments, cancel)
+        .await
+        .map_err(|err| err.to_string());
+    sess.emit(
+        sub_id,
+        EventMsg::McpToolCallEnd(McpToolCallEndEvent {
+            call_id: call_id.to_string(),
+            invocation,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            result: result.clone(),
+        }),
+    )
+    .await;
+    if cancel.is_cancelled() {
+        return ToolOutcome::Aborted;
+    }
+    ToolOutcome::Output(match result {
+        Ok(value) => mcp_result_text(&value),
+        Err(message) => format!("MCP tool call failed: {message}"),
+    })
+}
+
+/// The model-facing text of an MCP `CallToolResult`: its text parts, other parts as JSON,
+/// `structuredContent` when there is nothing else, and an `Error:` prefix for `isError`.
+fn mcp_result_text(result: &serde_json::Value) -> String {
+    let mut parts: Vec<String> = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|item| match item["text"].as_str() {
+            Some(text) if item["type"] == "text" => text.to_string(),
+            _ => item.to_string(),
+        })
+        .collect();
+    if parts.is_empty()
+        && let Some(structured) = result.get("structuredContent")
+    {
+        parts.push(structured.to_string());
+    }
+    let text = parts.join("\n");
+    if result["isError"].as_bool() == Some(true) {
+        format!("Error: {text}")
+    } else {
+        text
+    }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use base64::prelude::*;
 use chrono::Utc;
+use interpreter_mcp_client::McpConnectionManager;
 use interpreter_model_client::ModelClient;
 use interpreter_protocol::{
     Event, EventMsg, Op, ResponseItem, ReviewDecision, SessionConfiguredEvent, SessionSource,
@@ -47,6 +48,8 @@ pub(crate) struct Session {
     pub thread_id: ThreadId,
     pub config: Config,
     pub client: ModelClient,
+    /// The MCP servers this thread uses as a client (`[mcp_servers.*]`), if any.
+    pub mcp: Option<McpConnectionManager>,
     pub instructions: String,
     tx_event: mpsc::UnboundedSender<Event>,
     recorder: Option<RolloutRecorder>,
@@ -213,6 +216,23 @@ pub(crate) async fn start(
         &config.env,
     )?;
 
+    // Started per thread, before the first turn, so their tools are in the first request;
+    // a server that fails to start is a warning unless it is `required`.
+    let mut startup_warnings = Vec::new();
+    let mcp = if config.mcp_servers.values().any(|server| server.enabled) {
+        let (manager, report) = McpConnectionManager::start_in(
+            &config.mcp_servers,
+            &config.env,
+            config.sandbox_exe.as_deref(),
+            Some(&config.cwd),
+        )
+        .await?;
+        startup_warnings = report.warnings;
+        Some(manager)
+    } else {
+        None
+    };
+
     let instructions = config
         .base_instructions
         .clone()
@@ -234,6 +254,7 @@ pub(crate) async fn start(
         thread_id,
         config,
         client,
+        mcp,
         instructions,
         tx_event,
         recorder,
@@ -244,6 +265,15 @@ pub(crate) async fn start(
         total_usage: Mutex::new(total_usage),
         last_input_tokens: Mutex::new(None),
     });
+
+    for message in startup_warnings {
+        session
+            .emit(
+                "",
+                EventMsg::Warning(interpreter_protocol::WarningEvent { message }),
+            )
+            .await;
+    }
 
     if is_new {
         // The initial context is part of the durable history, so a resumed thread sees
@@ -280,7 +310,18 @@ struct RunningTurn {
     handle: JoinHandle<()>,
 }
 
-async fn run_loop(session: Arc<Session>, mut rx_sub: mpsc::Receiver<Submission>) {
+async fn run_loop(session: Arc<Session>, rx_sub: mpsc::Receiver<Submission>) {
+    serve_submissions(&session, rx_sub).await;
+    // The turn is over; stop the thread's MCP servers within their grace period rather than
+    // leaving them to the drop of the last handle.
+    if let Ok(session) = Arc::try_unwrap(session)
+        && let Some(mcp) = session.mcp
+    {
+        mcp.shutdown().await;
+    }
+}
+
+async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Submission>) {
     let mut running: Option<RunningTurn> = None;
     loop {
         let turn_finished = async {

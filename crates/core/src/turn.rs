@@ -127,7 +127,7 @@ async fn sampling_loop(
         let prompt = Prompt {
             instructions: sess.instructions.clone(),
             input: sess.history.lock().await.clone(),
-            tools: handlers::tool_specs(),
+            tools: handlers::tool_specs(sess),
             output_schema: sess.config.output_schema.clone(),
             prompt_cache_key: Some(sess.thread_id.to_string()),
         };

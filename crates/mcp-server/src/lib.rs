@@ -38,7 +38,7 @@ use interpreter_core::ThreadManager;
 use interpreter_core::config::{ConfigError, ConfigInputs, load_config};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-pub use nesting::{MCP_DEPTH_ENV, child_depth_marker, current_depth, skip_self_server};
+pub use nesting::{MCP_DEPTH_ENV, child_depth_marker, current_depth};
 
 /// What the CLI passes to [`run`].
 #[derive(Debug, Clone)]

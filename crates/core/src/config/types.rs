@@ -9,6 +9,9 @@ use interpreter_protocol::{AskForApproval, ReasoningEffort, SandboxPolicy};
 use interpreter_tools::env_policy::ShellEnvironmentPolicy;
 use serde::{Deserialize, Serialize};
 
+/// `[mcp_servers.NAME]`: owned by the MCP client, which is what reads it.
+pub use interpreter_mcp_client::McpServerConfig;
+
 /// Everything the engine needs to run a thread. Built only by the config loader, which
 /// merges config file → profile → `-c` overrides → per-call overrides.
 #[derive(Debug, Clone)]
@@ -51,46 +54,6 @@ pub struct Config {
     /// Path of the `interpreter` executable, used to re-exec the sandbox helper.
     /// `None` means sandboxed commands cannot run (they fail with a clear error).
     pub sandbox_exe: Option<PathBuf>,
-}
-
-/// `[mcp_servers.NAME]` (stdio or streamable HTTP). Parsed now, used by the MCP client.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
-    #[serde(default)]
-    pub command: Option<String>,
-    #[serde(default)]
-    pub args: Vec<String>,
-    #[serde(default)]
-    pub env: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    pub env_vars: Vec<String>,
-    #[serde(default)]
-    pub cwd: Option<PathBuf>,
-    #[serde(default)]
-    pub url: Option<String>,
-    #[serde(default)]
-    pub bearer_token_env_var: Option<String>,
-    #[serde(default)]
-    pub http_headers: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    pub env_http_headers: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    pub startup_timeout_sec: Option<f64>,
-    #[serde(default)]
-    pub tool_timeout_sec: Option<f64>,
-    #[serde(default = "default_true")]
-    pub enabled: bool,
-    #[serde(default)]
-    pub required: bool,
-    #[serde(default)]
-    pub enabled_tools: Option<Vec<String>>,
-    #[serde(default)]
-    pub disabled_tools: Option<Vec<String>>,
-}
-
-fn default_true() -> bool {
-    true
 }
 
 /// What `interpreter mcp-server` does when an approval is needed but the client did not

@@ -1,0 +1,103 @@
+//! MCP tools in a real turn: `interpreter exec` starts the configured MCP server, offers its
+//! tools to the model as `mcp__<server>__<tool>`, calls one, and reports it in the JSONL.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod exec_support;
+
+use std::path::PathBuf;
+
+use exec_support::TestEnv;
+use interpreter_test_support::MockResponse;
+use interpreter_test_support::mock_model::chunk;
+
+/// The `mock-mcp-server` binary of the test-support package, built next to `interpreter`.
+fn mock_mcp_server() -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_BIN_EXE_interpreter")).with_file_name("mock-mcp-server");
+    if !path.exists() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-p",
+                "interpreter-test-support",
+                "--bin",
+                "mock-mcp-server",
+            ])
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building mock-mcp-server failed");
+    }
+    path
+}
+
+#[tokio::test]
+async fn exec_calls_an_mcp_tool_and_reports_it() {
+    let env = TestEnv::new().await;
+    env.write_config(&format!(
+        "\n[mcp_servers.mock]\ncommand = \"{}\"\n",
+        mock_mcp_server().display()
+    ));
+    env.server.push(MockResponse::sse(vec![
+        chunk::tool_call(
+            0,
+            "call_mcp_1",
+            "mcp__mock__echo",
+            r#"{"text":"hello-from-mcp"}"#,
+        ),
+        chunk::finish("tool_calls"),
+    ]));
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("echoed"),
+        chunk::finish("stop"),
+    ]));
+
+    let out = env
+        .run(&[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "use the echo tool",
+        ])
+        .await;
+    out.assert_success();
+
+    let events = out.events();
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "item.completed" && e["item"]["type"] == "mcp_tool_call")
+        .unwrap_or_else(|| panic!("no mcp_tool_call item: {}", out.stdout));
+    let item = &completed["item"];
+    assert_eq!(item["server"], "mock");
+    assert_eq!(item["tool"], "echo");
+    assert_eq!(item["status"], "completed");
+    assert!(
+        item["result"].to_string().contains("hello-from-mcp"),
+        "{item}"
+    );
+
+    let requests = env.server.requests();
+    let tools = requests[0]["tools"].to_string();
+    assert!(tools.contains("mcp__mock__echo"), "{tools}");
+    assert!(requests[1].to_string().contains("hello-from-mcp"));
+    env.server.assert_invariants();
+}
+
+#[tokio::test]
+async fn an_mcp_entry_that_would_start_interpreter_again_is_skipped() {
+    let env = TestEnv::new().await;
+    env.write_config(&format!(
+        "\n[mcp_servers.myself]\ncommand = \"{}\"\nargs = [\"mcp-server\"]\n",
+        env!("CARGO_BIN_EXE_interpreter")
+    ));
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("fine"),
+        chunk::finish("stop"),
+    ]));
+    let out = env
+        .run(&["exec", "--json", "--skip-git-repo-check", "hi"])
+        .await;
+    out.assert_success();
+    let all = format!("{}\n{}", out.stdout, out.stderr);
+    assert!(all.contains("myself"), "the skip is reported: {all}");
+    let tools = env.server.requests()[0]["tools"].to_string();
+    assert!(!tools.contains("mcp__myself"), "{tools}");
+}

@@ -1,0 +1,158 @@
+//! The only module that touches the MCP SDK (`rmcp`): connecting over stdio or streamable
+//! HTTP, listing tools, calling one, and closing. Callers put the deadlines around these
+//! futures; dropping a pending [`SdkConnection::call_tool`] future makes the SDK send
+//! `notifications/cancelled` for it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, serve_client};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// A tool as the server listed it.
+pub(crate) struct RawTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+}
+
+/// One initialized MCP session.
+pub(crate) struct SdkConnection {
+    service: RunningService<RoleClient, ClientConfig>,
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("interpreter-mcp-client", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+/// Spawns `command` with exactly `env` (nothing inherited), logs its stderr, and runs
+/// the `initialize` handshake over its stdin/stdout.
+pub(crate) async fn connect_stdio(
+    server_name: &str,
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: Option<&Path>,
+) -> Result<SdkConnection, String> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args).env_clear().envs(env).kill_on_drop(true);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    // Its own process group: a Ctrl-C meant for us does not reach the server directly.
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|err| format!("failed to spawn `{command}`: {err}"))?;
+    if let Some(stderr) = stderr {
+        let server_name = server_name.to_string();
+        // Ends at EOF, i.e. when the child exits or is killed.
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(server = %server_name, "MCP server stderr: {line}");
+            }
+        });
+    }
+    let service = serve_client(client_config(), transport)
+        .await
+        .map_err(|err| format!("handshake failed: {err}"))?;
+    Ok(SdkConnection { service })
+}
+
+/// Connects to a streamable HTTP server; `bearer_token` becomes `Authorization: Bearer`.
+pub(crate) async fn connect_http(
+    url: &str,
+    bearer_token: Option<String>,
+    headers: &[(String, String)],
+) -> Result<SdkConnection, String> {
+    // The SDK's HTTP client brings no TLS crypto provider of its own. An error only means
+    // one is installed already, which is just as good.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut header_map = HashMap::new();
+    for (name, value) in headers {
+        let parsed = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_str(value),
+        );
+        match parsed {
+            (Ok(name), Ok(value)) => {
+                header_map.insert(name, value);
+            }
+            _ => tracing::warn!("skipping invalid HTTP header `{name}` for MCP server {url}"),
+        }
+    }
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(header_map);
+    if let Some(token) = bearer_token {
+        config = config.auth_header(token);
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let service = serve_client(client_config(), transport)
+        .await
+        .map_err(|err| format!("handshake failed: {err}"))?;
+    Ok(SdkConnection { service })
+}
+
+impl SdkConnection {
+    /// Every tool the server lists (all pages).
+    pub(crate) async fn list_tools(&self) -> Result<Vec<RawTool>, String> {
+        let tools = self
+            .service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|err| format!("tools/list failed: {err}"))?;
+        Ok(tools
+            .into_iter()
+            .map(|tool| RawTool {
+                name: tool.name.to_string(),
+                description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
+                input_schema: serde_json::Value::Object(tool.input_schema.as_ref().clone()),
+            })
+            .collect())
+    }
+
+    /// One `tools/call`; the `CallToolResult` as JSON (an `isError` result is a success
+    /// here: the model should see it).
+    pub(crate) async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<serde_json::Value, String> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let Some(arguments) = arguments {
+            let arguments: JsonObject = arguments;
+            params = params.with_arguments(arguments);
+        }
+        let result = self
+            .service
+            .peer()
+            .call_tool(params)
+            .await
+            .map_err(|err| err.to_string())?;
+        serde_json::to_value(&result).map_err(|err| format!("unreadable tool result: {err}"))
+    }
+
+    /// Closes the session (for stdio: closes stdin, then SIGTERM, then kill). Past
+    /// `deadline` the session is dropped, which kills a child process.
+    pub(crate) async fn shutdown(mut self, deadline: Duration) {
+        match self.service.close_with_timeout(deadline).await {
+            Ok(Some(_)) => {}
+            Ok(None) => tracing::warn!("MCP session did not close within {deadline:?}"),
+            Err(err) => tracing::warn!("MCP session task failed while closing: {err}"),
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The MCP client (`interpreter-mcp-client`) against the real `mock-mcp-server` binary:
+//! startup, tool listing and filtering, calls, timeouts, cancellation, failures and the
+//! self-recursion guard. Lives here because only this package's tests know the path of
+//! its binaries.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use interpreter_mcp_client::{
+    McpClientError, McpConnectionManager, McpServerConfig, NESTING_DEPTH_ENV,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const MOCK: &str = env!("CARGO_BIN_EXE_mock-mcp-server");
+
+fn mock(configure: impl FnOnce(&mut McpServerConfig)) -> McpServerConfig {
+    let mut config = McpServerConfig {
+        command: Some(MOCK.to_string()),
+        enabled: true,
+        startup_timeout_sec: Some(20.0),
+        ..Default::default()
+    };
+    configure(&mut config);
+    config
+}
+
+fn servers(entries: Vec<(&str, McpServerConfig)>) -> BTreeMap<String, McpServerConfig> {
+    entries
+        .into_iter()
+        .map(|(name, config)| (name.to_string(), config))
+        .collect()
+}
+
+fn parent_env() -> HashMap<String, String> {
+    [
+        ("PATH", "/usr/bin:/bin"),
+        ("SECRET_TOKEN", "do-not-leak"),
+        ("WANTED", "copied"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+async fn start(
+    entries: Vec<(&str, McpServerConfig)>,
+) -> Result<(McpConnectionManager, Vec<String>)> {
+    let (manager, report) =
+        McpConnectionManager::start(&servers(entries), &parent_env(), None).await?;
+    Ok((manager, report.warnings))
+}
+
+fn text_of(result: &Value) -> Result<&str> {
+    result["content"][0]["text"]
+        .as_str()
+        .with_context(|| format!("no text content in {result}"))
+}
+
+async fn call(manager: &McpConnectionManager, name: &str, args: Value) -> Result<Value> {
+    Ok(manager
+        .call_tool(name, Some(args), &CancellationToken::new())
+        .await?)
+}
+
+#[tokio::test]
+async fn lists_qualified_tools_and_calls_them() -> Result<()> {
+    let (manager, warnings) = start(vec![("mock", mock(|_| {}))]).await?;
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let names: Vec<String> = manager
+        .tools()
+        .into_iter()
+        .map(|t| t.qualified_name)
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [
+            "mcp__mock__add",
+            "mcp__mock__echo",
+            "mcp__mock__env_var",
+            "mcp__mock__fail",
+            "mcp__mock__sleep"
+        ]
+    );
+    let echo = manager
+        .tools()
+        .into_iter()
+        .find(|t| t.tool == "echo")
+        .context("echo listed")?;
+    assert_eq!(echo.server, "mock");
+    assert_eq!(echo.input_schema["properties"]["text"]["type"], "string");
+    assert!(!echo.description.is_empty());
+
+    let result = call(&manager, "mcp__mock__echo", json!({"text": "hello"})).await?;
+    assert_eq!(text_of(&result)?, "hello");
+    let result = call(&manager, "mcp__mock__add", json!({"a": 2, "b": 3})).await?;
+    assert_eq!(text_of(&result)?, "5");
+    let result = call(&manager, "mcp__mock__fail", json!({})).await?;
+    assert_eq!(result["isError"], true);
+    assert_eq!(text_of(&result)?, "this tool always fails");
+
+    let unknown = manager
+        .call_tool("mcp__mock__nope", None, &CancellationToken::new())
+        .await;
+    assert!(matches!(unknown, Err(McpClientError::UnknownTool(_))));
+    let not_object = manager
+        .call_tool(
+            "mcp__mock__echo",
+            Some(json!([1])),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert!(matches!(
+        not_object,
+        Err(McpClientError::InvalidArguments(_))
+    ));
+    manager.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn child_gets_only_the_allowed_environment_and_a_deeper_nesting_depth() -> Result<()> {
+    let config = mock(|c| {
+        c.env_vars = vec!["WANTED".into()];
+        c.env = Some([("LITERAL".to_string(), "lit".to_string())].into());
+    });
+    let (manager, _) = start(vec![("mock", config)]).await?;
+    let var = |name: &'static str| {
+        let manager = &manager;
+        async move {
+            let result = call(manager, "mcp__mock__env_var", json!({ "name": name })).await?;
+            Ok::<_, anyhow::Error>(text_of(&result)?.to_string())
+        }
+    };
+    assert_eq!(var("PATH").await?, "/usr/bin:/bin");
+    assert_eq!(var("WANTED").await?, "copied");
+    assert_eq!(var("LITERAL").await?, "lit");
+    assert_eq!(var("SECRET_TOKEN").await?, "<unset>");
+    assert_eq!(var(NESTING_DEPTH_ENV).await?, "1");
+    manager.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tool_timeout_ends_the_call_and_the_server_stays_usable() -> Result<()> {
+    let (manager, _) = start(vec![("mock", mock(|c| c.tool_timeout_sec = Some(0.3)))]).await?;
+    let slow = call(&manager, "mcp__mock__sleep", json!({"ms": 30_000})).await;
+    match slow {
+        Err(err) => match err.downcast_ref::<McpClientError>() {
+            Some(McpClientError::Timeout { server, tool, .. }) => {
+                assert_eq!((server.as_str(), tool.as_str()), ("mock", "sleep"));
+            }
+            _ => bail!("expected a timeout, got {err}"),
+        },
+        Ok(value) => bail!("expected a timeout, got {value}"),
+    }
+    let result = call(&manager, "mcp__mock__echo", json!({"text": "still here"})).await?;
+    assert_eq!(text_of(&result)?, "still here");
+    manager.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn cancellation_ends_the_call() -> Result<()> {
+    let (manager, _) = start(vec![("mock", mock(|_| {}))]).await?;
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let slow = manager
+        .call_tool("mcp__mock__sleep", Some(json!({"ms": 30_000})), &cancel)
+        .await;
+    assert!(
+        matches!(slow, Err(McpClientError::Cancelled { .. })),
+        "{slow:?}"
+    );
+    let result = call(&manager, "mcp__mock__echo", json!({"text": "after"})).await?;
+    assert_eq!(text_of(&result)?, "after");
+    manager.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_server_that_fails_to_start_is_left_out_with_a_warning() -> Result<()> {
+    let bad = McpServerConfig {
+        command: Some("/nonexistent/mcp-server-binary".into()),
+        enabled: true,
+        ..Default::default()
+    };
+    let disabled = McpServerConfig {
+        command: Some("/nonexistent/other".into()),
+        enabled: false,
+        ..Default::default()
+    };
+    let (manager, warnings) = start(vec![
+        ("bad", bad),
+        ("off", disabled),
+        ("mock", mock(|_| {})),
+    ])
+    .await?;
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("`bad` failed to start"),
+        "{}",
+        warnings[0]
+    );
+    assert_eq!(manager.servers(), ["mock"]);
+    assert!(manager.tools().iter().all(|t| t.server == "mock"));
+    manager.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_required_server_that_fails_makes_start_fail() -> Result<()> {
+    let bad = McpServerConfig {
+        command: Some("/nonexistent/mcp-server-binary".into()),
+        enabled: true,
+        required: true,
+        ..Default::default()
+    };
+    let outcome = start(vec![("needed", bad), ("mock", mock(|_| {}))]).await;
+    match outcome {
+        Err(err) => {
+            let text = err.to_string();
+            assert!(
+                text.starts_with("required MCP servers failed to initialize: needed: "),
+                "{text}"
+            );
+        }
+        Ok(_) => bail!("start should fail"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn tool_filters_hide_tools() -> Result<()> {
+    let config = mock(|c| {
+        c.enabled_tools = Some(vec!["echo".into(), "add".into(), "fail".into()]);
+        c.disabled_tools = Some(vec!["fail".into()]);
+    });
+    let (manager, _) = start(vec![("mock", config)]).await?;
+    let mut names: Vec<String> = manager.tools().into_iter().map(|t| t.tool).collect();
+    names.sort();
+    assert_eq!(names, ["add", "echo"]);
+    let hidden = manager
+        .call_tool("mcp__mock__fail", None, &CancellationToken::new())
+        .await;
+    assert!(matches!(hidden, Err(McpClientError::UnknownTool(_))));
+    manager.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_server_that_would_start_ourselves_again_is_skipped() -> Result<()> {
+    let own_exe = Path::new(MOCK);
+    let by_path = mock(|c| c.args = vec!["mcp-server".into()]);
+    let by_name = McpServerConfig {
+        command: Some("interpreter".into()),
+        args: vec!["mcp-server".into()],
+        enabled: true,
+        ..Default::default()
+    };
+    let (manager, report) = McpConnectionManager::start(
+        &servers(vec![
+            ("me", by_path),
+            ("me-too", by_name),
+            ("mock", mock(|_| {})),
+        ]),
+        &parent_env(),
+        Some(own_exe),
+    )
+    .await?;
+    assert_eq!(report.warnings.len(), 2, "{:?}", report.warnings);
+    assert!(report.warnings[0].contains("`me`"));
+    assert!(report.warnings[1].contains("`me-too`"));
+    assert_eq!(report.ready, ["mock"]);
+    manager.shutdown().await;
+    Ok(())
+}
