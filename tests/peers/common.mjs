@@ -8,11 +8,11 @@ import { createInterface } from "node:readline";
 
 export const BIN_DIR = process.env.INTERPRETER_BIN_DIR ?? join(import.meta.dirname, "../../target/debug");
 
-function toolCall(id, command) {
+function toolCall(id, name, args) {
   return [
     { id: "c", object: "chat.completion.chunk", model: "mock-model",
       choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id, type: "function",
-        function: { name: "shell", arguments: JSON.stringify({ command }) } }] }, finish_reason: null }] },
+        function: { name, arguments: JSON.stringify(args) } }] }, finish_reason: null }] },
     { id: "c", object: "chat.completion.chunk", model: "mock-model",
       choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] },
   ];
@@ -27,18 +27,25 @@ function text(t) {
   ];
 }
 
-/** Scripted turns: [{command}|{text}] → mock-model script entries. */
+/** Scripted turns: [{command}|{tool, args}|{text}] → mock-model script entries. */
 export function script(steps) {
-  return steps.map((s, i) => ({ chunks: s.command ? toolCall(`call_${i}`, s.command) : text(s.text) }));
+  return steps.map((s, i) => ({
+    chunks: s.command ? toolCall(`call_${i}`, "shell", { command: s.command })
+      : s.tool ? toolCall(`call_${i}`, s.tool, s.args ?? {})
+      : text(s.text),
+  }));
 }
 
-/** Start mock-model with `steps`; returns {home, work, env, stop()}. */
+/** Start mock-model with `steps`; returns {home, work, env, stop()} (and `record`, the
+ * file mock-model writes the requests it saw to when it stops). */
 export async function setUp(steps) {
   const home = mkdtempSync(join(tmpdir(), "peer-home-"));
   const work = mkdtempSync(join(tmpdir(), "peer-work-"));
   const scriptFile = join(home, "script.json");
   writeFileSync(scriptFile, JSON.stringify(script(steps)));
-  const mock = spawn(join(BIN_DIR, "mock-model"), ["--script", scriptFile], { stdio: ["pipe", "pipe", "inherit"] });
+  const record = join(home, "record.json");
+  const mock = spawn(join(BIN_DIR, "mock-model"), ["--script", scriptFile, "--record", record],
+    { stdio: ["pipe", "pipe", "inherit"] });
   const firstLine = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("mock-model did not start")), 30000);
     createInterface({ input: mock.stdout }).once("line", (line) => { clearTimeout(timer); resolve(line); });
@@ -49,5 +56,16 @@ export async function setUp(steps) {
     `base_url = "${base_url}"\nenv_key = "MOCK_API_KEY"\nwire_api = "chat"\nrequest_max_retries = 0\n`);
   const env = { PATH: process.env.PATH, HOME: home, INTERPRETER_HOME: home, MOCK_API_KEY: "k" };
   // Closing stdin is how mock-model is told to stop; SIGKILL makes sure it does.
-  return { home, work, env, stop: () => { mock.stdin.end(); mock.kill("SIGKILL"); } };
+  const exited = new Promise((resolve) => mock.once("exit", resolve));
+  return {
+    home, work, env, record,
+    stop: () => { mock.stdin.end(); mock.kill("SIGKILL"); },
+    // Close stdin and wait (bounded) for the record file to be written.
+    finish: async () => {
+      mock.stdin.end();
+      const timer = setTimeout(() => mock.kill("SIGKILL"), 10000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
 }

@@ -10,5 +10,5 @@ fi
 npm ci --no-audit --no-fund
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
 .venv/bin/pip install -q -r requirements.txt
-timeout 600 node --test ts_client.test.mjs
+timeout 600 node --test ts_client.test.mjs agent_mcp_client.test.mjs
 timeout 600 .venv/bin/python py_client.py
