@@ -262,21 +262,14 @@ async fn handle_shell(
         }
         CommandAssessment::Ask { sandboxed, reason } => {
             let reason = args.justification.clone().unwrap_or(reason);
-            match ask_exec(sess, sub_id, call_id, &argv, &cwd, reason, cancel).await {
-                ReviewDecision::Approved => sandboxed,
-                ReviewDecision::ApprovedForSession => {
-                    sess.approve_for_session(session_key).await;
-                    sandboxed
-                }
-                ReviewDecision::Abort => return ToolOutcome::Aborted,
-                ReviewDecision::Denied | ReviewDecision::TimedOut => {
+            let decision = ask_exec(sess, sub_id, call_id, &argv, &cwd, reason, cancel).await;
+            if let Err(stop) = settle(sess, decision, session_key, DECLINED_COMMAND).await {
+                if decision != ReviewDecision::Abort {
                     emit_declined(sess, sub_id, call_id, &argv, &cwd).await;
-                    return ToolOutcome::Output(
-                        "the user declined to run this command; do not run it again, find another way or ask"
-                            .to_string(),
-                    );
                 }
+                return stop;
             }
+            sandboxed
         }
     };
 
@@ -438,6 +431,33 @@ async fn run_command(
     result.map_err(|err| err.to_string())
 }
 
+const DECLINED_COMMAND: &str =
+    "the user declined to run this command; do not run it again, find another way or ask";
+const DECLINED_PATCH: &str = "the user declined this patch; the files were not changed";
+const DECLINED_MCP_CALL: &str =
+    "the user declined this MCP tool call; do not call it again, find another way or ask";
+
+/// Act on an approval answer: go on (remembering a session-wide approval under
+/// `session_key`), or stop with what the model is told (`declined`) or with an abort.
+async fn settle(
+    sess: &Session,
+    decision: ReviewDecision,
+    session_key: String,
+    declined: &str,
+) -> Result<(), ToolOutcome> {
+    match decision {
+        ReviewDecision::Approved => Ok(()),
+        ReviewDecision::ApprovedForSession => {
+            sess.approve_for_session(session_key).await;
+            Ok(())
+        }
+        ReviewDecision::Abort => Err(ToolOutcome::Aborted),
+        ReviewDecision::Denied | ReviewDecision::TimedOut => {
+            Err(ToolOutcome::Output(declined.to_string()))
+        }
+    }
+}
+
 async fn ask_exec(
     sess: &Arc<Session>,
     sub_id: &str,
@@ -579,19 +599,11 @@ async fn handle_patch(
                 reason: Some(reason),
                 grant_root,
             });
-            match wait_for_approval(sess, sub_id, call_id, request, cancel).await {
-                ReviewDecision::Approved => false,
-                ReviewDecision::ApprovedForSession => {
-                    sess.approve_for_session(session_key).await;
-                    false
-                }
-                ReviewDecision::Abort => return ToolOutcome::Aborted,
-                ReviewDecision::Denied | ReviewDecision::TimedOut => {
-                    return ToolOutcome::Output(
-                        "the user declined this patch; the files were not changed".to_string(),
-                    );
-                }
+            let decision = wait_for_approval(sess, sub_id, call_id, request, cancel).await;
+            if let Err(stop) = settle(sess, decision, session_key, DECLINED_PATCH).await {
+                return stop;
             }
+            false
         }
     };
 
@@ -698,7 +710,7 @@ async fn handle_mcp(
                 "approval policy `untrusted` asks before calling tool `{}` of MCP server `{}`",
                 tool.tool, tool.server
             );
-            match ask_exec(
+            let decision = ask_exec(
                 sess,
                 sub_id,
                 call_id,
@@ -707,17 +719,9 @@ async fn handle_mcp(
                 reason,
                 cancel,
             )
-            .await
-            {
-                ReviewDecision::Approved => {}
-                ReviewDecision::ApprovedForSession => sess.approve_for_session(session_key).await,
-                ReviewDecision::Abort => return ToolOutcome::Aborted,
-                ReviewDecision::Denied | ReviewDecision::TimedOut => {
-                    return ToolOutcome::Output(
-                        "the user declined this MCP tool call; do not call it again, find another way or ask"
-                            .to_string(),
-                    );
-                }
+            .await;
+            if let Err(stop) = settle(sess, decision, session_key, DECLINED_MCP_CALL).await {
+                return stop;
             }
         }
     }
