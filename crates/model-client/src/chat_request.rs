@@ -10,24 +10,22 @@
 //!   message, because that is how the model produced them and how thinking models expect
 //!   them back (reasoning in the same field it arrived in, call ids and arguments byte
 //!   for byte).
-//! * Every tool call is answered exactly once: calls without an output get a synthetic
-//!   `"aborted"` tool message, duplicate or orphan outputs are dropped, and user messages
-//!   that arrive between a call and its output are placed after the tool results. Servers
-//!   reject histories that break these rules.
+//! * Empty assistant text and empty reasoning are left out: there is nothing to send.
+//! * Call/output pairing (every call answered once, late messages after the tool
+//!   results) comes from [`crate::history`]; this module only spells its steps as
+//!   messages, one model turn per assistant message.
 
 use std::collections::BTreeMap;
 
-use interpreter_protocol::{ContentItem, ReasoningEffort, ResponseItem, Role};
+use interpreter_protocol::{ContentItem, ReasoningEffort, ReasoningSummary, ResponseItem, Role};
 use serde::Serialize;
 
+use crate::history::{Step, well_formed};
 use crate::prompt::{Prompt, ToolSpec};
 
 /// Field name reasoning text is sent back in when the item does not say which one it
 /// arrived in.
 pub const DEFAULT_REASONING_FIELD: &str = "reasoning_content";
-
-/// Content of a tool call that never got an output (interrupted turn, crash).
-pub const ABORTED_TOOL_OUTPUT: &str = "aborted";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatRequest {
@@ -200,229 +198,141 @@ fn chat_tool(tool: &ToolSpec) -> ChatTool {
     }
 }
 
-/// The assistant message being assembled from consecutive model-produced items.
-#[derive(Default)]
-struct AssistantGroup {
-    text: Option<String>,
-    reasoning: Option<(String, String)>,
-    tool_calls: Vec<ChatToolCall>,
-}
-
-impl AssistantGroup {
-    fn is_empty(&self) -> bool {
-        self.text.is_none() && self.reasoning.is_none() && self.tool_calls.is_empty()
+/// Converts instructions + history into Chat Completions `messages`.
+pub fn history_to_messages(instructions: &str, input: &[ResponseItem]) -> Vec<ChatMessage> {
+    let mut leading_system = Vec::new();
+    if !instructions.trim().is_empty() {
+        leading_system.push(instructions.to_string());
     }
-
-    fn into_message(self) -> ChatMessage {
-        let content = match (self.text, self.tool_calls.is_empty()) {
-            (Some(text), _) => Some(ChatContent::Text(text)),
-            // A reasoning-only turn still needs a content string for most servers.
-            (None, true) => Some(ChatContent::Text(String::new())),
-            (None, false) => None,
-        };
-        ChatMessage {
-            role: ChatRole::Assistant,
-            content,
-            tool_calls: self.tool_calls,
-            tool_call_id: None,
-            reasoning: self.reasoning.into_iter().collect(),
-        }
-    }
-}
-
-/// Walks the history once, keeping the tool-call bookkeeping described in the module doc.
-struct Converter {
-    messages: Vec<ChatMessage>,
-    /// Text of the leading system message, extended by leading developer/system items.
-    leading_system: Vec<String>,
-    /// Whether any non-system message has been emitted yet.
-    conversation_started: bool,
-    group: AssistantGroup,
-    /// Call ids of the last emitted assistant message that still await an output.
-    unanswered: Vec<String>,
-    /// Every call id ever emitted, so late or duplicate outputs can be dropped.
-    emitted_calls: std::collections::HashSet<String>,
-    /// User messages held back until the open tool calls are answered.
-    deferred: Vec<ChatMessage>,
-}
-
-impl Converter {
-    fn push(&mut self, message: ChatMessage) {
-        self.conversation_started = true;
-        self.messages.push(message);
-    }
-
-    fn flush_group(&mut self) {
-        if self.group.is_empty() {
-            return;
-        }
-        let group = std::mem::take(&mut self.group);
-        self.unanswered = group.tool_calls.iter().map(|c| c.id.clone()).collect();
-        self.emitted_calls.extend(self.unanswered.iter().cloned());
-        let message = group.into_message();
-        self.push(message);
-    }
-
-    /// Answers every still-open call with the synthetic output and releases deferred
-    /// user messages.
-    fn close_open_calls(&mut self) {
-        for call_id in std::mem::take(&mut self.unanswered) {
-            self.push(ChatMessage::tool_result(
-                call_id,
-                ABORTED_TOOL_OUTPUT.to_string(),
-            ));
-        }
-        self.release_deferred();
-    }
-
-    fn release_deferred(&mut self) {
-        for message in std::mem::take(&mut self.deferred) {
-            self.push(message);
-        }
-    }
-
-    fn model_item(&mut self) {
-        // A new assistant group starts only once the previous one is fully answered.
-        if !self.unanswered.is_empty() || !self.deferred.is_empty() {
-            self.close_open_calls();
-        }
-    }
-
-    fn item(&mut self, item: &ResponseItem) {
-        match item {
-            ResponseItem::Reasoning {
-                content,
-                summary,
-                wire_field,
-                ..
-            } => {
-                let text: String = match content {
-                    Some(parts) => parts.iter().map(|p| p.text()).collect(),
-                    None => summary
-                        .iter()
-                        .map(|s| match s {
-                            interpreter_protocol::ReasoningSummary::SummaryText { text } => {
-                                text.as_str()
-                            }
-                        })
-                        .collect(),
-                };
-                if text.is_empty() {
-                    return;
+    let mut messages = Vec::new();
+    for step in well_formed(input.iter().filter(|item| !sends_nothing(item))) {
+        match step {
+            Step::ModelTurn(items) => messages.push(assistant_message(&items)),
+            Step::Item(ResponseItem::FunctionCallOutput { call_id, output }) => {
+                messages.push(ChatMessage::tool_result(call_id, output));
+            }
+            Step::Item(ResponseItem::Message { role, content }) => {
+                let is_system = matches!(role, Role::System | Role::Developer);
+                if is_system && messages.is_empty() {
+                    let text = joined_text(&content);
+                    if !text.trim().is_empty() {
+                        leading_system.push(text);
+                    }
+                    continue;
                 }
-                self.model_item();
-                let field = wire_field
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_REASONING_FIELD.to_string());
-                match &mut self.group.reasoning {
-                    Some((_, existing)) => existing.push_str(&text),
-                    None => self.group.reasoning = Some((field, text)),
+                messages.push(ChatMessage {
+                    content: Some(user_content(&content)),
+                    ..ChatMessage::text(ChatRole::User, String::new())
+                });
+            }
+            // Model items only ever arrive inside a model turn.
+            Step::Item(ResponseItem::Reasoning { .. } | ResponseItem::FunctionCall { .. }) => {}
+        }
+    }
+    if !leading_system.is_empty() {
+        messages.insert(
+            0,
+            ChatMessage::text(ChatRole::System, leading_system.join("\n\n")),
+        );
+    }
+    messages
+}
+
+/// Items with no text to send; they must not split or start a model turn.
+fn sends_nothing(item: &ResponseItem) -> bool {
+    match item {
+        ResponseItem::Reasoning { .. } => reasoning_text(item).is_empty(),
+        ResponseItem::Message {
+            role: Role::Assistant,
+            content,
+        } => joined_text(content).is_empty(),
+        ResponseItem::Message { .. }
+        | ResponseItem::FunctionCall { .. }
+        | ResponseItem::FunctionCallOutput { .. } => false,
+    }
+}
+
+/// The raw reasoning text when there is any, else the summary.
+fn reasoning_text(item: &ResponseItem) -> String {
+    let ResponseItem::Reasoning {
+        content, summary, ..
+    } = item
+    else {
+        return String::new();
+    };
+    match content {
+        Some(parts) => parts.iter().map(|p| p.text()).collect(),
+        None => summary
+            .iter()
+            .map(|s| match s {
+                ReasoningSummary::SummaryText { text } => text.as_str(),
+            })
+            .collect(),
+    }
+}
+
+/// One model turn as one assistant message: reasoning concatenated under the field the
+/// first part arrived in, texts joined by a blank line, calls byte for byte.
+fn assistant_message(turn: &[ResponseItem]) -> ChatMessage {
+    let mut text: Option<String> = None;
+    let mut reasoning: Option<(String, String)> = None;
+    let mut tool_calls = Vec::new();
+    for item in turn {
+        match item {
+            ResponseItem::Reasoning { wire_field, .. } => {
+                let part = reasoning_text(item);
+                match &mut reasoning {
+                    Some((_, existing)) => existing.push_str(&part),
+                    None => {
+                        let field = wire_field
+                            .clone()
+                            .unwrap_or_else(|| DEFAULT_REASONING_FIELD.to_string());
+                        reasoning = Some((field, part));
+                    }
                 }
             }
             ResponseItem::Message {
                 role: Role::Assistant,
                 content,
             } => {
-                let text = joined_text(content);
-                if text.is_empty() {
-                    return;
-                }
-                self.model_item();
-                match &mut self.group.text {
+                let part = joined_text(content);
+                match &mut text {
                     Some(existing) => {
                         existing.push_str("\n\n");
-                        existing.push_str(&text);
+                        existing.push_str(&part);
                     }
-                    None => self.group.text = Some(text),
+                    None => text = Some(part),
                 }
             }
             ResponseItem::FunctionCall {
                 name,
                 arguments,
                 call_id,
-            } => {
-                self.model_item();
-                self.group.tool_calls.push(ChatToolCall {
-                    id: call_id.clone(),
-                    kind: "function",
-                    function: ChatToolCallFunction {
-                        name: name.clone(),
-                        arguments: arguments.clone(),
-                    },
-                });
-            }
-            ResponseItem::FunctionCallOutput { call_id, output } => {
-                self.flush_group();
-                if let Some(pos) = self.unanswered.iter().position(|id| id == call_id) {
-                    self.unanswered.remove(pos);
-                    self.push(ChatMessage::tool_result(call_id.clone(), output.clone()));
-                    if self.unanswered.is_empty() {
-                        self.release_deferred();
-                    }
-                } else {
-                    tracing::warn!(
-                        call_id,
-                        already_answered = self.emitted_calls.contains(call_id),
-                        "dropping a tool output that matches no open tool call"
-                    );
-                }
-            }
-            ResponseItem::Message { role, content } => {
-                self.flush_group();
-                let is_system = matches!(role, Role::System | Role::Developer);
-                if is_system && !self.conversation_started {
-                    let text = joined_text(content);
-                    if !text.trim().is_empty() {
-                        self.leading_system.push(text);
-                    }
-                    return;
-                }
-                let message = ChatMessage {
-                    content: Some(user_content(content)),
-                    ..ChatMessage::text(ChatRole::User, String::new())
-                };
-                if self.unanswered.is_empty() {
-                    self.push(message);
-                } else {
-                    self.deferred.push(message);
-                }
-            }
+            } => tool_calls.push(ChatToolCall {
+                id: call_id.clone(),
+                kind: "function",
+                function: ChatToolCallFunction {
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                },
+            }),
+            // A model turn holds model items only.
+            ResponseItem::Message { .. } | ResponseItem::FunctionCallOutput { .. } => {}
         }
     }
-
-    fn finish(mut self) -> Vec<ChatMessage> {
-        self.flush_group();
-        self.close_open_calls();
-        let mut messages = Vec::with_capacity(self.messages.len() + 1);
-        if !self.leading_system.is_empty() {
-            messages.push(ChatMessage::text(
-                ChatRole::System,
-                self.leading_system.join("\n\n"),
-            ));
-        }
-        messages.extend(self.messages);
-        messages
-    }
-}
-
-/// Converts instructions + history into Chat Completions `messages`.
-pub fn history_to_messages(instructions: &str, input: &[ResponseItem]) -> Vec<ChatMessage> {
-    let mut converter = Converter {
-        messages: Vec::new(),
-        leading_system: Vec::new(),
-        conversation_started: false,
-        group: AssistantGroup::default(),
-        unanswered: Vec::new(),
-        emitted_calls: Default::default(),
-        deferred: Vec::new(),
+    let content = match (text, tool_calls.is_empty()) {
+        (Some(text), _) => Some(ChatContent::Text(text)),
+        // A reasoning-only turn still needs a content string for most servers.
+        (None, true) => Some(ChatContent::Text(String::new())),
+        (None, false) => None,
     };
-    if !instructions.trim().is_empty() {
-        converter.leading_system.push(instructions.to_string());
+    ChatMessage {
+        role: ChatRole::Assistant,
+        content,
+        tool_calls,
+        tool_call_id: None,
+        reasoning: reasoning.into_iter().collect(),
     }
-    for item in input {
-        converter.item(item);
-    }
-    converter.finish()
 }
 
 fn joined_text(content: &[ContentItem]) -> String {
@@ -559,6 +469,39 @@ mod tests {
                     {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
                 ]},
                 {"role": "tool", "content": "first", "tool_call_id": "c1"}
+            ])
+        );
+    }
+
+    #[test]
+    fn empty_items_do_not_split_a_turn_but_a_dropped_output_does() {
+        let input = vec![
+            ResponseItem::assistant_text("one"),
+            ResponseItem::reasoning_text("", None),
+            ResponseItem::assistant_text("two"),
+            output("ghost", "orphan"),
+            ResponseItem::assistant_text("three"),
+            call("c1", "shell", "{}"),
+            call("c2", "shell", "{}"),
+            output("c1", "ok"),
+            ResponseItem::Reasoning {
+                summary: Vec::new(),
+                content: None,
+                encrypted_content: Some("gAAA==".into()),
+                wire_field: None,
+            },
+            output("c2", "late but answered"),
+        ];
+        assert_eq!(
+            to_json("", &input),
+            json!([
+                {"role": "assistant", "content": "one\n\ntwo"},
+                {"role": "assistant", "content": "three", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+                {"role": "tool", "content": "late but answered", "tool_call_id": "c2"}
             ])
         );
     }

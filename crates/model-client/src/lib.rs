@@ -11,14 +11,16 @@ mod chat_request;
 mod chat_stream;
 mod client;
 mod error;
+mod history;
 mod prompt;
 mod provider;
 mod responses_request;
 mod responses_stream;
 
-pub use chat_request::{ABORTED_TOOL_OUTPUT, DEFAULT_REASONING_FIELD};
+pub use chat_request::DEFAULT_REASONING_FIELD;
 pub use chat_stream::ResponseEvent;
 pub use client::{ModelClient, ResponseStream, provider_headers};
 pub use error::ProviderError;
+pub use history::ABORTED_TOOL_OUTPUT;
 pub use prompt::{Prompt, ToolSpec};
 pub use provider::*;

@@ -9,16 +9,17 @@
 //! * Developer messages keep the `developer` role; this API defines it.
 //! * Message parts are re-tagged by role (`output_text` for the assistant, `input_text`
 //!   otherwise) because the API rejects the other kind for each role.
-//! * Every function call is answered exactly once, as on the chat path: calls without an
-//!   output get a synthetic `"aborted"` output, duplicate or orphan outputs are dropped,
-//!   and user messages that arrive between a call and its output follow the outputs.
+//! * Reasoning with no summary, content or `encrypted_content`, and assistant messages
+//!   with no parts, are left out: there is nothing to send.
+//! * Call/output pairing (every call answered once, late messages after the outputs)
+//!   comes from [`crate::history`], shared with the chat path.
 
 use interpreter_protocol::{
     ContentItem, ReasoningContent, ReasoningEffort, ReasoningSummary, ResponseItem, Role,
 };
 use serde::Serialize;
 
-use crate::chat_request::ABORTED_TOOL_OUTPUT;
+use crate::history::{Step, well_formed};
 use crate::prompt::{Prompt, ToolSpec};
 
 /// What `include` asks for when reasoning is on, so reasoning can be replayed statelessly.
@@ -156,116 +157,68 @@ fn responses_tool(tool: &ToolSpec) -> ResponsesTool {
     }
 }
 
-/// Walks the history once, enforcing the call/output pairing described in the module doc.
-#[derive(Default)]
-struct Converter {
-    input: Vec<InputItem>,
-    /// Calls emitted so far that still await their output, oldest first.
-    open_calls: Vec<String>,
-    /// Whether the previous item was produced by the model; a run of such items is one
-    /// model turn, whose calls may be answered after the whole run.
-    in_model_turn: bool,
-    /// User-side messages held back until the open calls are answered.
-    deferred: Vec<InputItem>,
-}
-
-impl Converter {
-    fn close_open_calls(&mut self) {
-        for call_id in std::mem::take(&mut self.open_calls) {
-            self.input.push(InputItem::FunctionCallOutput {
-                call_id,
-                output: ABORTED_TOOL_OUTPUT.to_string(),
-            });
-        }
-        self.input.append(&mut self.deferred);
-    }
-
-    fn model_item(&mut self, item: InputItem) {
-        if !self.in_model_turn && (!self.open_calls.is_empty() || !self.deferred.is_empty()) {
-            self.close_open_calls();
-        }
-        if let InputItem::FunctionCall { call_id, .. } = &item {
-            self.open_calls.push(call_id.clone());
-        }
-        self.in_model_turn = true;
-        self.input.push(item);
-    }
-
-    fn item(&mut self, item: &ResponseItem) {
-        match item {
-            ResponseItem::Reasoning {
-                summary,
-                content,
-                encrypted_content,
-                wire_field: _,
-            } => {
-                let content = content.clone().filter(|parts| !parts.is_empty());
-                if summary.is_empty() && content.is_none() && encrypted_content.is_none() {
-                    return;
-                }
-                self.model_item(InputItem::Reasoning {
-                    summary: summary.clone(),
-                    content,
-                    encrypted_content: encrypted_content.clone(),
-                });
-            }
-            ResponseItem::Message {
-                role: Role::Assistant,
-                content,
-            } => {
-                if content.is_empty() {
-                    return;
-                }
-                self.model_item(message(Role::Assistant, content));
-            }
-            ResponseItem::FunctionCall {
-                name,
-                arguments,
-                call_id,
-            } => self.model_item(InputItem::FunctionCall {
-                name: name.clone(),
-                arguments: arguments.clone(),
-                call_id: call_id.clone(),
-            }),
-            ResponseItem::FunctionCallOutput { call_id, output } => {
-                self.in_model_turn = false;
-                let Some(position) = self.open_calls.iter().position(|id| id == call_id) else {
-                    tracing::warn!(
-                        call_id,
-                        "dropping a tool output that matches no open tool call"
-                    );
-                    return;
-                };
-                self.open_calls.remove(position);
-                self.input.push(InputItem::FunctionCallOutput {
-                    call_id: call_id.clone(),
-                    output: output.clone(),
-                });
-                if self.open_calls.is_empty() {
-                    self.input.append(&mut self.deferred);
-                }
-            }
-            ResponseItem::Message { role, content } => {
-                self.in_model_turn = false;
-                let item = message(*role, content);
-                if self.open_calls.is_empty() {
-                    self.input.push(item);
-                } else {
-                    self.deferred.push(item);
-                }
-            }
-        }
-    }
-}
-
 /// Converts the model-visible history into Responses `input` items.
 pub fn history_to_input(history: &[ResponseItem]) -> Vec<InputItem> {
-    let mut converter = Converter::default();
-    for item in history {
-        converter.item(item);
+    let mut input = Vec::with_capacity(history.len());
+    for step in well_formed(history.iter().filter(|item| !sends_nothing(item))) {
+        match step {
+            Step::ModelTurn(items) => input.extend(items.iter().map(input_item)),
+            Step::Item(item) => input.push(input_item(&item)),
+        }
     }
-    converter.close_open_calls();
-    converter.input
+    input
+}
+
+/// Items with nothing to send; they must not split or start a model turn.
+fn sends_nothing(item: &ResponseItem) -> bool {
+    match item {
+        ResponseItem::Reasoning {
+            summary,
+            content,
+            encrypted_content,
+            wire_field: _,
+        } => {
+            summary.is_empty()
+                && content.as_ref().is_none_or(Vec::is_empty)
+                && encrypted_content.is_none()
+        }
+        ResponseItem::Message {
+            role: Role::Assistant,
+            content,
+        } => content.is_empty(),
+        ResponseItem::Message { .. }
+        | ResponseItem::FunctionCall { .. }
+        | ResponseItem::FunctionCallOutput { .. } => false,
+    }
+}
+
+fn input_item(item: &ResponseItem) -> InputItem {
+    match item {
+        ResponseItem::Reasoning {
+            summary,
+            content,
+            encrypted_content,
+            wire_field: _,
+        } => InputItem::Reasoning {
+            summary: summary.clone(),
+            content: content.clone().filter(|parts| !parts.is_empty()),
+            encrypted_content: encrypted_content.clone(),
+        },
+        ResponseItem::Message { role, content } => message(*role, content),
+        ResponseItem::FunctionCall {
+            name,
+            arguments,
+            call_id,
+        } => InputItem::FunctionCall {
+            name: name.clone(),
+            arguments: arguments.clone(),
+            call_id: call_id.clone(),
+        },
+        ResponseItem::FunctionCallOutput { call_id, output } => InputItem::FunctionCallOutput {
+            call_id: call_id.clone(),
+            output: output.clone(),
+        },
+    }
 }
 
 fn message(role: Role, content: &[ContentItem]) -> InputItem {
@@ -385,6 +338,36 @@ mod tests {
                 {"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,AA"}]},
                 {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c3"},
                 {"type": "function_call_output", "call_id": "c3", "output": "aborted"}
+            ])
+        );
+    }
+
+    #[test]
+    fn encrypted_only_reasoning_starts_a_turn_and_empty_items_are_left_out() {
+        let input = vec![
+            call("c1", "{}"),
+            call("c2", "{}"),
+            output("c1", "ok"),
+            ResponseItem::Message {
+                role: Role::Assistant,
+                content: Vec::new(),
+            },
+            ResponseItem::Reasoning {
+                summary: Vec::new(),
+                content: Some(Vec::new()),
+                encrypted_content: Some("gAAA==".into()),
+                wire_field: None,
+            },
+            output("c2", "too late"),
+        ];
+        assert_eq!(
+            to_json(&input),
+            json!([
+                {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"},
+                {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c2"},
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+                {"type": "function_call_output", "call_id": "c2", "output": "aborted"},
+                {"type": "reasoning", "summary": [], "encrypted_content": "gAAA=="}
             ])
         );
     }
