@@ -55,7 +55,7 @@ load is refused and leaves the file unchanged.";
 #[command(
     name = "interpreter",
     version,
-    about = "A coding agent for open models (OpenAI-compatible Chat Completions endpoints).",
+    about = "A coding agent for open models behind OpenAI-compatible endpoints (Chat Completions or Responses).",
     after_help = ROOT_AFTER_HELP,
     subcommand_required = true,
     arg_required_else_help = true
@@ -77,7 +77,7 @@ pub struct ConfigArgs {
     #[arg(short = 'c', long = "config", value_name = "key=value")]
     pub overrides: Vec<String>,
 
-    /// Layer `$INTERPRETER_HOME/NAME.config.toml` over config.toml.
+    /// Use profile NAME: the `[profiles.NAME]` table of config.toml, then `$INTERPRETER_HOME/NAME.config.toml`.
     #[arg(short = 'p', long = "profile", value_name = "NAME")]
     pub profile: Option<String>,
 
