@@ -132,24 +132,30 @@ pub struct CallContext {
     pub can_elicit: bool,
 }
 
+/// A tool's arguments, or the error result that tells the calling model what was wrong.
+fn parse_arguments<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    arguments: Option<Value>,
+    missing: &str,
+) -> Result<T, Value> {
+    let arguments = arguments.ok_or_else(|| result::error(missing))?;
+    serde_json::from_value(arguments)
+        .map_err(|e| result::error(&format!("Invalid arguments for `{tool}`: {e}")))
+}
+
 /// Run `codex`. `None` means the call was cancelled and must get no response.
 pub async fn run_codex(
     shared: Arc<Shared>,
     ctx: CallContext,
     arguments: Option<Value>,
 ) -> Option<Value> {
-    let Some(arguments) = arguments else {
-        return Some(result::error(
-            "Missing arguments for codex tool-call; the `prompt` field is required.",
-        ));
-    };
-    let args: CodexArgs = match serde_json::from_value(arguments) {
+    let args: CodexArgs = match parse_arguments(
+        "codex",
+        arguments,
+        "Missing arguments for codex tool-call; the `prompt` field is required.",
+    ) {
         Ok(args) => args,
-        Err(e) => {
-            return Some(result::error(&format!(
-                "Invalid arguments for `codex`: {e}"
-            )));
-        }
+        Err(error) => return Some(error),
     };
     let overrides = match args.overrides() {
         Ok(o) => o,
@@ -199,18 +205,13 @@ pub async fn run_codex_reply(
     ctx: CallContext,
     arguments: Option<Value>,
 ) -> Option<Value> {
-    let Some(arguments) = arguments else {
-        return Some(result::error(
-            "Missing arguments for codex-reply tool-call; the `threadId` and `prompt` fields are required.",
-        ));
-    };
-    let args: CodexReplyArgs = match serde_json::from_value(arguments) {
+    let args: CodexReplyArgs = match parse_arguments(
+        "codex-reply",
+        arguments,
+        "Missing arguments for codex-reply tool-call; the `threadId` and `prompt` fields are required.",
+    ) {
         Ok(args) => args,
-        Err(e) => {
-            return Some(result::error(&format!(
-                "Invalid arguments for `codex-reply`: {e}"
-            )));
-        }
+        Err(error) => return Some(error),
     };
     let thread_id = match args.thread_id() {
         Ok(id) => id,
