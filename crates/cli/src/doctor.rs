@@ -16,7 +16,7 @@ use interpreter_core::NESTING_DEPTH_ENV;
 use interpreter_core::config::{Config, ConfigError, ConfigOverrides, load_config};
 use interpreter_core::rollout::{SESSIONS_DIR, STATE_DB_FILE, ThreadIndex};
 use interpreter_model_client::{
-    ModelClient, ModelProviderInfo, ProviderError, WireApi, provider_headers,
+    ModelClient, ModelProviderInfo, ProviderError, WireApi, credential_hint, provider_headers,
 };
 use interpreter_protocol::SandboxMode;
 use interpreter_tools::sandbox::{self, SandboxSupport};
@@ -566,7 +566,7 @@ async fn check_endpoint(config: &Config) -> Check {
                 status.as_u16(),
                 excerpt(&body)
             ),
-            credential_hint(provider, provider_id),
+            credential_hint(provider_id, provider),
         );
     }
     if !status.is_success() {
@@ -623,19 +623,6 @@ async fn check_endpoint(config: &Config) -> Check {
         ),
         "set `model` to one of the listed ids (or -c model=ID), or load the model on the server",
     )
-}
-
-fn credential_hint(provider: &ModelProviderInfo, provider_id: &str) -> String {
-    match &provider.env_key {
-        Some(variable) => format!("check the API key in {variable}"),
-        None if bearer_token(provider).is_some() => {
-            format!("check experimental_bearer_token in [model_providers.{provider_id}]")
-        }
-        None => format!(
-            "the server wants an API key: set env_key in [model_providers.{provider_id}] and \
-             export that variable"
-        ),
-    }
 }
 
 /// reqwest's own message plus its innermost cause ("Connection refused (os error 111)").

@@ -35,11 +35,6 @@ const SHELL_TOOL: &str = "shell";
 const APPLY_PATCH_TOOL: &str = "apply_patch";
 const UPDATE_PLAN_TOOL: &str = "update_plan";
 
-/// Environment variable carrying how deeply `interpreter` processes are nested, so an
-/// agent cannot start itself as an MCP server recursively. The MCP client owns it, since
-/// it also decides which servers would recurse.
-pub use interpreter_mcp_client::NESTING_DEPTH_ENV;
-
 /// The built-in tools, then the thread's MCP tools (`mcp__<server>__<tool>`).
 pub(crate) fn tool_specs(sess: &Session) -> Vec<ToolSpec> {
     let mut specs = builtin_tool_specs();
@@ -379,13 +374,8 @@ async fn run_command(
     sandboxed: bool,
     cancel: &CancellationToken,
 ) -> Result<shell::ExecOutput, String> {
-    let mut env = env_policy::create_env(&sess.config.shell_environment_policy, &sess.config.env);
-    if !sess.config.sandbox_policy.has_full_network_access() && sandboxed {
-        env.insert(
-            "INTERPRETER_SANDBOX_NETWORK_DISABLED".to_string(),
-            "1".to_string(),
-        );
-    }
+    // The sandbox helper itself tells a sandboxed command that the network is off.
+    let env = env_policy::create_env(&sess.config.shell_environment_policy, &sess.config.env);
     let argv = if sandboxed {
         match &sess.config.sandbox_exe {
             Some(exe) => sandbox::sandbox_argv(exe, &sess.config.sandbox_policy, cwd, argv),

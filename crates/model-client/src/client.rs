@@ -81,6 +81,21 @@ fn api_key(provider: &ModelProviderInfo, env: &HashMap<String, String>) -> Optio
     }
 }
 
+/// What to check when the server refuses this provider's credentials (401/403). Public so
+/// `interpreter doctor` gives the same advice as a failed model request.
+pub fn credential_hint(provider_id: &str, provider: &ModelProviderInfo) -> String {
+    match &provider.env_key {
+        Some(env_key) => format!("check the API key in {env_key}"),
+        None if api_key(provider, &HashMap::new()).is_some() => {
+            format!("check experimental_bearer_token in [model_providers.{provider_id}]")
+        }
+        None => format!(
+            "the server wants an API key: set env_key in [model_providers.{provider_id}] and \
+             export that variable"
+        ),
+    }
+}
+
 /// The headers every request to this provider carries: the bearer credential when one is
 /// available, `http_headers`, and the `env_http_headers` whose variables are set. Public
 /// so diagnostics (`interpreter doctor`) probe the server exactly as model requests do.
@@ -145,23 +160,7 @@ impl ModelClient {
             WireApi::Responses => "responses",
         };
         let url = format!("{}/{endpoint}", base_url.trim_end_matches('/'));
-        let (credential_hint, key_required) = match (
-            &provider.env_key,
-            &provider.experimental_bearer_token,
-        ) {
-            (Some(env_key), _) => (format!("check the API key in {env_key}"), Some(env_key)),
-            (None, Some(token)) if !token.trim().is_empty() => (
-                format!("check experimental_bearer_token in [model_providers.{provider_id}]"),
-                None,
-            ),
-            _ => (
-                format!(
-                    "the server wants an API key; set env_key in [model_providers.{provider_id}]"
-                ),
-                None,
-            ),
-        };
-        if let Some(env_key) = key_required
+        if let Some(env_key) = &provider.env_key
             && api_key(&provider, env).is_none()
         {
             return Err(ProviderError::MissingApiKey {
@@ -170,6 +169,7 @@ impl ModelClient {
                 instructions: provider.env_key_instructions.clone(),
             });
         }
+        let credential_hint = credential_hint(&provider_id, &provider);
 
         let mut headers = provider_headers(&provider_id, &provider, env)?;
         let mut insert = |name: &str, value: &str| -> Result<(), ProviderError> {

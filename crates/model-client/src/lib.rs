@@ -19,7 +19,7 @@ mod responses_stream;
 
 pub use chat_request::DEFAULT_REASONING_FIELD;
 pub use chat_stream::ResponseEvent;
-pub use client::{ModelClient, ResponseStream, provider_headers};
+pub use client::{ModelClient, ResponseStream, credential_hint, provider_headers};
 pub use error::ProviderError;
 pub use history::ABORTED_TOOL_OUTPUT;
 pub use prompt::{Prompt, ToolSpec};
