@@ -1,51 +1,235 @@
-//! One `tools/call` from arguments to result: build the session config, start or resume
-//! the thread, run one turn, forward its events (`codex/event`, `notifications/progress`),
-//! bridge approvals, and turn the end of the turn into a result.
+//! Turns that outlive the request that started them.
 //!
-//! Each call runs on its own task. Calls on different threads share nothing but the
-//! [`ThreadManager`]; calls on the same thread take turns through a per-thread slot, so a
-//! thread's event stream always has exactly one reader.
+//! A [`TurnRun`] is one turn on one thread, driven by its own task: it reads the thread's
+//! events, publishes them to whoever follows the turn, parks approval requests until a
+//! follower resolves them (or their deadline denies them), and ends with the
+//! `tools/call` result. A follower ([`crate::follow`]) is a `codex` / `codex-reply` /
+//! `codex-wait` call; it may come and go (background runs, MRTR retries, client
+//! timeouts) without disturbing the turn.
+//!
+//! The [`Registry`] keeps the latest run per thread, one turn slot per thread (a thread's
+//! event stream has exactly one reader), the per-thread server settings, and retires
+//! idle threads from memory (they resume from disk).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use interpreter_core::config::{ConfigInputs, ElicitationFallback, McpServerSettings};
+use interpreter_core::config::{ConfigInputs, McpServerSettings};
 use interpreter_core::{CoreError, Thread, ThreadManager};
-use interpreter_protocol::{
-    Event, EventMsg, Op, ReviewDecision, SessionSource, ThreadId, UserInput,
-};
-use serde_json::{Value, json};
+use interpreter_protocol::{Event, EventMsg, Op, ReviewDecision, ThreadId, UserInput};
+use interpreter_tools::display_command;
+use rmcp::model::CallToolResult;
+use serde_json::Value;
+use tokio::sync::{OwnedMutexGuard, broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{self, ElicitOutcome, render_command};
-use crate::outgoing::{Outgoing, RequestId};
-use crate::result;
-use crate::tools::{CallOverrides, CodexArgs, CodexReplyArgs, build_session_config};
-
-/// How long a cancelled turn may take to report `turn_aborted` before the call lets go
-/// of the thread anyway.
-const CANCEL_DRAIN: Duration = Duration::from_secs(5);
+use crate::approval;
+use crate::result::{self, TurnStatus};
+use crate::tools::{CallOverrides, build_session_config};
 
 /// Idle threads kept live after their turn, so a quick `codex-reply` skips the reload from
 /// disk. Past this many, the least recently used idle ones are shut down and dropped from
-/// memory (a long-running server would otherwise grow with every thread it ever ran); a
-/// later `codex-reply` resumes them from their rollout.
+/// memory; a later `codex-reply` resumes them from their rollout.
 const MAX_LIVE_IDLE_THREADS: usize = 32;
 
-/// State shared by all calls of one server.
-pub struct Shared {
+/// Events buffered for a follower that reads slowly; past this it skips ahead.
+const EVENT_BUFFER: usize = 1024;
+
+/// How long an interrupted turn may take to report its end before the run gives up on it.
+const INTERRUPT_DRAIN: Duration = Duration::from_secs(5);
+
+/// An approval the turn waits for.
+pub struct PendingApproval {
+    /// One-time id within this process (the MRTR `requestState` names it).
+    pub id: u64,
+    /// The elicitation params (ours, with the reference's `codex_*` fields).
+    pub params: Value,
+    /// "run `make test`", for notes.
+    pub what: String,
+    reply: std::sync::Mutex<Option<oneshot::Sender<ReviewDecision>>>,
+}
+
+impl PendingApproval {
+    /// Answer the turn. Only the first answer counts; later ones return `false`.
+    pub fn resolve(&self, decision: ReviewDecision) -> bool {
+        let sender = self.reply.lock().ok().and_then(|mut s| s.take());
+        sender.is_some_and(|s| s.send(decision).is_ok())
+    }
+}
+
+/// Where the turn stands.
+#[derive(Clone)]
+pub enum RunState {
+    Running {
+        step: String,
+        last_message: Option<String>,
+        waiting_for_approval: bool,
+    },
+    Finished {
+        result: CallToolResult,
+        status: TurnStatus,
+    },
+}
+
+/// One turn on one thread, driven in the background.
+pub struct TurnRun {
+    pub thread_id: ThreadId,
+    pub settings: McpServerSettings,
+    state: watch::Sender<RunState>,
+    events: broadcast::Sender<Arc<Event>>,
+    /// Approvals no follower has taken yet.
+    pending: std::sync::Mutex<VecDeque<Arc<PendingApproval>>>,
+    /// Approvals handed to a 2026 client as MRTR, waiting for its retry.
+    offered: std::sync::Mutex<HashMap<u64, Arc<PendingApproval>>>,
+    notes: std::sync::Mutex<Vec<String>>,
+    interrupt: CancellationToken,
+    /// The request that started the turn, as the reference's `codex_mcp_tool_call_id`.
+    pub tool_call_id: String,
+}
+
+impl TurnRun {
+    pub fn subscribe_events(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    pub fn watch_state(&self) -> watch::Receiver<RunState> {
+        self.state.subscribe()
+    }
+
+    pub fn state(&self) -> RunState {
+        self.state.borrow().clone()
+    }
+
+    /// The next approval nobody has taken, if any.
+    pub fn take_pending(&self) -> Option<Arc<PendingApproval>> {
+        self.pending.lock().ok().and_then(|mut p| p.pop_front())
+    }
+
+    /// Park an approval for an MRTR retry.
+    pub fn offer(&self, approval: Arc<PendingApproval>) {
+        if let Ok(mut offered) = self.offered.lock() {
+            offered.insert(approval.id, approval);
+        }
+    }
+
+    /// Take back an approval offered as MRTR; `None` if it was redeemed, expired or never
+    /// existed (a replayed or forged state).
+    pub fn redeem(&self, id: u64) -> Option<Arc<PendingApproval>> {
+        self.offered.lock().ok().and_then(|mut o| o.remove(&id))
+    }
+
+    pub fn note(&self, note: String) {
+        if let Ok(mut notes) = self.notes.lock() {
+            notes.push(note);
+        }
+    }
+
+    /// Ask the turn to stop (`Op::Interrupt`); the run ends once the engine confirms.
+    pub fn interrupt(&self) {
+        self.interrupt.cancel();
+    }
+
+    /// Fires when the turn is asked to stop; bounds work done on its behalf.
+    pub fn stopping(&self) -> CancellationToken {
+        self.interrupt.clone()
+    }
+
+    fn notes_text(&self) -> String {
+        let notes = self.notes.lock().map(|n| n.clone()).unwrap_or_default();
+        if notes.is_empty() {
+            return String::new();
+        }
+        let mut text = "Approvals:".to_string();
+        for note in notes {
+            text.push_str("\n- ");
+            text.push_str(&note);
+        }
+        text
+    }
+
+    fn set_step(&self, step: String) {
+        self.state.send_modify(|state| {
+            if let RunState::Running { step: current, .. } = state {
+                *current = step;
+            }
+        });
+    }
+
+    fn finish(&self, text: String, status: TurnStatus) {
+        let mut text = text;
+        let notes = self.notes_text();
+        if !notes.is_empty() {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&notes);
+        }
+        let result = result::with_status(self.thread_id, &text, status);
+        self.state
+            .send_replace(RunState::Finished { result, status });
+    }
+}
+
+/// A human line for progress messages and `codex-status`.
+pub fn step_of(msg: &EventMsg) -> Option<String> {
+    Some(match msg {
+        EventMsg::TaskStarted(_) => "turn started; waiting for the model".to_string(),
+        EventMsg::AgentMessage(_) => "the agent wrote a message".to_string(),
+        EventMsg::AgentReasoning(_) => "the agent is reasoning".to_string(),
+        EventMsg::ExecCommandBegin(e) => format!("running `{}`", display_command(&e.command)),
+        EventMsg::ExecCommandEnd(e) => format!(
+            "`{}` finished ({})",
+            display_command(&e.command),
+            e.exit_code
+                .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"))
+        ),
+        EventMsg::ExecApprovalRequest(e) => format!(
+            "waiting for approval to run `{}`",
+            display_command(&e.command)
+        ),
+        EventMsg::ApplyPatchApprovalRequest(e) => {
+            format!("waiting for approval to change {} file(s)", e.changes.len())
+        }
+        EventMsg::PatchApplyBegin(e) => format!("editing {} file(s)", e.changes.len()),
+        EventMsg::PatchApplyEnd(e) => if e.success {
+            "edit applied"
+        } else {
+            "edit failed"
+        }
+        .to_string(),
+        EventMsg::PlanUpdate(_) => "plan updated".to_string(),
+        EventMsg::McpToolCallBegin(e) => {
+            format!("calling tool {}/{}", e.invocation.server, e.invocation.tool)
+        }
+        EventMsg::StreamError(e) => format!(
+            "model stream failed, retrying ({}/{}): {}",
+            e.attempt, e.max_attempts, e.message
+        ),
+        EventMsg::Warning(e) => format!("warning: {}", e.message),
+        EventMsg::Error(e) => format!("error: {}", e.message),
+        _ => return None,
+    })
+}
+
+/// State shared by every connection of one server process.
+pub struct Registry {
     pub thread_manager: Arc<ThreadManager>,
     pub inputs: ConfigInputs,
     /// Settings of the server-level config, for threads we did not start ourselves.
     pub default_settings: McpServerSettings,
     thread_settings: std::sync::Mutex<HashMap<ThreadId, McpServerSettings>>,
     turn_slots: std::sync::Mutex<HashMap<ThreadId, Arc<tokio::sync::Mutex<()>>>>,
+    runs: std::sync::Mutex<HashMap<ThreadId, Arc<TurnRun>>>,
     /// Live threads, least recently used first.
-    recently_used: std::sync::Mutex<std::collections::VecDeque<ThreadId>>,
+    recently_used: std::sync::Mutex<VecDeque<ThreadId>>,
+    next_approval_id: AtomicU64,
+    /// Fires on server shutdown: every run is interrupted.
+    pub shutdown: CancellationToken,
 }
 
-impl Shared {
+impl Registry {
     pub fn new(
         thread_manager: Arc<ThreadManager>,
         inputs: ConfigInputs,
@@ -55,10 +239,125 @@ impl Shared {
             thread_manager,
             inputs,
             default_settings,
-            thread_settings: std::sync::Mutex::new(HashMap::new()),
-            turn_slots: std::sync::Mutex::new(HashMap::new()),
-            recently_used: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            thread_settings: std::sync::Mutex::default(),
+            turn_slots: std::sync::Mutex::default(),
+            runs: std::sync::Mutex::default(),
+            recently_used: std::sync::Mutex::default(),
+            next_approval_id: AtomicU64::new(1),
+            shutdown: CancellationToken::new(),
         }
+    }
+
+    pub fn settings_for(&self, thread_id: ThreadId) -> McpServerSettings {
+        self.thread_settings
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&thread_id).cloned())
+            .unwrap_or_else(|| self.default_settings.clone())
+    }
+
+    pub fn remember_settings(&self, thread_id: ThreadId, settings: McpServerSettings) {
+        if let Ok(mut m) = self.thread_settings.lock() {
+            m.insert(thread_id, settings);
+        }
+    }
+
+    /// The latest run on a thread (running or finished), if this process has one.
+    pub fn latest_run(&self, thread_id: ThreadId) -> Option<Arc<TurnRun>> {
+        self.runs
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&thread_id).cloned())
+    }
+
+    fn turn_slot(&self, thread_id: ThreadId) -> Arc<tokio::sync::Mutex<()>> {
+        match self.turn_slots.lock() {
+            Ok(mut slots) => slots.entry(thread_id).or_default().clone(),
+            // A poisoned map only means another call panicked; a fresh slot is safe.
+            Err(_) => Arc::default(),
+        }
+    }
+
+    /// A live thread, or the saved one loaded from disk.
+    pub async fn live_or_resumed(&self, thread_id: ThreadId) -> Result<Arc<Thread>, CoreError> {
+        if let Some(thread) = self.thread_manager.get_thread(thread_id).await {
+            return Ok(thread);
+        }
+        let config = build_session_config(&self.inputs, CallOverrides::default())
+            .await
+            .map_err(|e| CoreError::Internal(format!("failed to load configuration: {e}")))?;
+        let settings = config.mcp_server.clone();
+        match self.thread_manager.resume_thread(config, thread_id).await {
+            Ok(resumed) => {
+                self.remember_settings(thread_id, settings);
+                Ok(resumed.thread)
+            }
+            // Another call resumed it first.
+            Err(CoreError::ThreadAlreadyLive(_)) => self
+                .thread_manager
+                .get_thread(thread_id)
+                .await
+                .ok_or(CoreError::ThreadNotFound(thread_id)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Wait for the thread's turn slot (a previous turn must end first), submit `prompt`,
+    /// and start driving the turn. `None` if `cancel` fired while waiting.
+    pub async fn start_turn(
+        self: &Arc<Self>,
+        thread: Arc<Thread>,
+        prompt: String,
+        tool_call_id: String,
+        cancel: &CancellationToken,
+    ) -> Option<Result<Arc<TurnRun>, CallToolResult>> {
+        let thread_id = thread.id();
+        let slot = self.turn_slot(thread_id);
+        let guard = tokio::select! {
+            guard = slot.lock_owned() => guard,
+            () = cancel.cancelled() => return None,
+        };
+        let submission_id = match thread
+            .submit(Op::UserInput {
+                items: vec![UserInput::Text { text: prompt }],
+            })
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                return Some(Err(result::thread_error(
+                    thread_id,
+                    &format!("Failed to submit user input: {e}"),
+                )));
+            }
+        };
+        let (state, _) = watch::channel(RunState::Running {
+            step: "prompt submitted".to_string(),
+            last_message: None,
+            waiting_for_approval: false,
+        });
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let run = Arc::new(TurnRun {
+            thread_id,
+            settings: self.settings_for(thread_id),
+            state,
+            events,
+            pending: std::sync::Mutex::default(),
+            offered: std::sync::Mutex::default(),
+            notes: std::sync::Mutex::default(),
+            interrupt: self.shutdown.child_token(),
+            tool_call_id,
+        });
+        if let Ok(mut runs) = self.runs.lock() {
+            runs.insert(thread_id, run.clone());
+        }
+        let registry = self.clone();
+        let driven = run.clone();
+        tokio::spawn(async move {
+            drive(&registry, &driven, thread, submission_id, guard).await;
+            registry.retire_idle_threads(driven.thread_id).await;
+        });
+        Some(Ok(run))
     }
 
     /// Mark `just_used` as the most recent thread, then shut down and drop the least
@@ -95,406 +394,161 @@ impl Shared {
             if let Ok(mut slots) = self.turn_slots.lock() {
                 slots.remove(&id);
             }
+            if let Ok(mut runs) = self.runs.lock() {
+                runs.remove(&id);
+            }
         }
     }
 
-    fn settings_for(&self, thread_id: ThreadId) -> McpServerSettings {
-        self.thread_settings
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&thread_id).cloned())
-            .unwrap_or_else(|| self.default_settings.clone())
-    }
-
-    fn remember_settings(&self, thread_id: ThreadId, settings: McpServerSettings) {
-        if let Ok(mut m) = self.thread_settings.lock() {
-            m.insert(thread_id, settings);
-        }
-    }
-
-    fn turn_slot(&self, thread_id: ThreadId) -> Arc<tokio::sync::Mutex<()>> {
-        match self.turn_slots.lock() {
-            Ok(mut slots) => slots.entry(thread_id).or_default().clone(),
-            // A poisoned map only means another call panicked; a fresh slot is safe.
-            Err(_) => Arc::default(),
-        }
+    fn next_approval_id(&self) -> u64 {
+        self.next_approval_id.fetch_add(1, Ordering::Relaxed)
     }
 }
 
-/// The per-call context the dispatcher hands over.
-pub struct CallContext {
-    pub request_id: RequestId,
-    pub progress_token: Option<Value>,
-    /// Fires on `notifications/cancelled` for this request, or on server shutdown.
-    pub cancel: CancellationToken,
-    pub outgoing: Outgoing,
-    /// The client can answer `elicitation/create` on this connection.
-    pub can_elicit: bool,
-}
-
-/// A tool's arguments, or the error result that tells the calling model what was wrong.
-fn parse_arguments<T: serde::de::DeserializeOwned>(
-    tool: &str,
-    arguments: Option<Value>,
-    missing: &str,
-) -> Result<T, Value> {
-    let arguments = arguments.ok_or_else(|| result::error(missing))?;
-    serde_json::from_value(arguments)
-        .map_err(|e| result::error(&format!("Invalid arguments for `{tool}`: {e}")))
-}
-
-/// Run `codex`. `None` means the call was cancelled and must get no response.
-pub async fn run_codex(
-    shared: Arc<Shared>,
-    ctx: CallContext,
-    arguments: Option<Value>,
-) -> Option<Value> {
-    let args: CodexArgs = match parse_arguments(
-        "codex",
-        arguments,
-        "Missing arguments for codex tool-call; the `prompt` field is required.",
-    ) {
-        Ok(args) => args,
-        Err(error) => return Some(error),
-    };
-    let overrides = match args.overrides() {
-        Ok(o) => o,
-        Err(e) => {
-            return Some(result::error(&format!(
-                "Invalid arguments for `codex`: {e}"
-            )));
+/// Park an approval on the run and answer the engine when a follower resolves it, or deny
+/// at the deadline.
+fn park_approval(
+    registry: &Registry,
+    run: &Arc<TurnRun>,
+    thread: &Arc<Thread>,
+    params: Value,
+    what: String,
+    answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
+) {
+    let (reply, decision) = oneshot::channel();
+    let approval = Arc::new(PendingApproval {
+        id: registry.next_approval_id(),
+        params,
+        what: what.clone(),
+        reply: std::sync::Mutex::new(Some(reply)),
+    });
+    if let Ok(mut pending) = run.pending.lock() {
+        pending.push_back(approval.clone());
+    }
+    run.state.send_modify(|state| {
+        if let RunState::Running {
+            waiting_for_approval,
+            ..
+        } = state
+        {
+            *waiting_for_approval = true;
         }
-    };
-    let config = match build_session_config(&shared.inputs, overrides).await {
-        Ok(config) => config,
-        Err(e) => return Some(result::error(&format!("Failed to load configuration: {e}"))),
-    };
-    let settings = config.mcp_server.clone();
-    let started = tokio::select! {
-        started = shared.thread_manager.start_thread(config, SessionSource::Mcp) => started,
-        () = ctx.cancel.cancelled() => return None,
-    };
-    let started = match started {
-        Ok(started) => started,
-        Err(e) => return Some(result::error(&format!("Failed to start session: {e}"))),
-    };
-    shared.remember_settings(started.thread_id, settings.clone());
-    if settings.events {
-        let event = Event {
-            id: String::new(),
-            msg: EventMsg::SessionConfigured(started.session_configured.clone()),
+    });
+    let deadline = Duration::from_secs(run.settings.approval_timeout_sec);
+    let run = run.clone();
+    let thread = thread.clone();
+    tokio::spawn(async move {
+        let decision = tokio::select! {
+            decision = decision => decision.unwrap_or(ReviewDecision::Denied),
+            () = tokio::time::sleep(deadline) => {
+                run.note(format!(
+                    "the request to {what} was denied: no answer within {}s (mcp_server.approval_timeout_sec)",
+                    deadline.as_secs()
+                ));
+                ReviewDecision::TimedOut
+            }
+            () = run.interrupt.cancelled() => ReviewDecision::Abort,
         };
-        send_codex_event(&ctx, started.thread_id, &event);
-    }
-    let result = drive_turn(
-        &shared,
-        &ctx,
-        started.thread,
-        started.thread_id,
-        args.prompt,
-        &settings,
-    )
-    .await;
-    shared.retire_idle_threads(started.thread_id).await;
-    result
+        // Whatever answered, the approval is no longer takeable or redeemable.
+        if let Ok(mut pending) = run.pending.lock() {
+            pending.retain(|p| p.id != approval.id);
+        }
+        run.redeem(approval.id);
+        let still_waiting = run.pending.lock().map(|p| !p.is_empty()).unwrap_or(false)
+            || run.offered.lock().map(|o| !o.is_empty()).unwrap_or(false);
+        run.state.send_modify(|state| {
+            if let RunState::Running {
+                waiting_for_approval,
+                ..
+            } = state
+            {
+                *waiting_for_approval = still_waiting;
+            }
+        });
+        if let Err(e) = thread.submit(answer(decision)).await {
+            tracing::debug!("submitting an approval decision failed: {e}");
+        }
+    });
 }
 
-/// Run `codex-reply`. `None` means the call was cancelled and must get no response.
-pub async fn run_codex_reply(
-    shared: Arc<Shared>,
-    ctx: CallContext,
-    arguments: Option<Value>,
-) -> Option<Value> {
-    let args: CodexReplyArgs = match parse_arguments(
-        "codex-reply",
-        arguments,
-        "Missing arguments for codex-reply tool-call; the `threadId` and `prompt` fields are required.",
-    ) {
-        Ok(args) => args,
-        Err(error) => return Some(error),
-    };
-    let thread_id = match args.thread_id() {
-        Ok(id) => id,
-        Err(e) => return Some(result::error(&format!("Invalid threadId: {e}"))),
-    };
-    let thread = tokio::select! {
-        thread = live_or_resumed(&shared, thread_id) => thread,
-        () = ctx.cancel.cancelled() => return None,
-    };
-    let thread = match thread {
-        Ok(thread) => thread,
-        Err(CoreError::ThreadNotFound(_)) => {
-            return Some(result::thread_error(
-                thread_id,
-                &format!(
-                    "Session not found for thread_id: {thread_id} (no live thread and no saved thread with this id; start a new one with `codex`)"
-                ),
-            ));
-        }
-        Err(e) => {
-            return Some(result::thread_error(
-                thread_id,
-                &format!("Failed to resume thread {thread_id}: {e}"),
-            ));
-        }
-    };
-    let settings = shared.settings_for(thread_id);
-    let result = drive_turn(&shared, &ctx, thread, thread_id, args.prompt, &settings).await;
-    shared.retire_idle_threads(thread_id).await;
-    result
-}
-
-async fn live_or_resumed(shared: &Shared, thread_id: ThreadId) -> Result<Arc<Thread>, CoreError> {
-    if let Some(thread) = shared.thread_manager.get_thread(thread_id).await {
-        return Ok(thread);
-    }
-    let config = build_session_config(&shared.inputs, CallOverrides::default())
-        .await
-        .map_err(|e| CoreError::Internal(format!("failed to load configuration: {e}")))?;
-    let settings = config.mcp_server.clone();
-    match shared.thread_manager.resume_thread(config, thread_id).await {
-        Ok(resumed) => {
-            shared.remember_settings(thread_id, settings);
-            Ok(resumed.thread)
-        }
-        // Another call resumed it first.
-        Err(CoreError::ThreadAlreadyLive(_)) => shared
-            .thread_manager
-            .get_thread(thread_id)
-            .await
-            .ok_or(CoreError::ThreadNotFound(thread_id)),
-        Err(e) => Err(e),
+fn turn_id_of(msg: &EventMsg) -> Option<&str> {
+    match msg {
+        EventMsg::TaskComplete(e) => Some(&e.turn_id),
+        EventMsg::TurnAborted(e) => Some(&e.turn_id),
+        _ => None,
     }
 }
 
-fn send_codex_event(ctx: &CallContext, thread_id: ThreadId, event: &Event) {
-    let msg = match serde_json::to_value(&event.msg) {
-        Ok(msg) => msg,
-        Err(e) => {
-            tracing::warn!("failed to serialize event: {e}");
-            return;
-        }
-    };
-    ctx.outgoing.notify(
-        "codex/event",
-        &json!({
-            "_meta": {"requestId": ctx.request_id, "threadId": thread_id.to_string()},
-            "id": event.id,
-            "msg": msg,
-        }),
-    );
-}
-
-/// `notifications/progress` for one call: strictly increasing, human message.
-struct Progress {
-    token: Option<Value>,
-    count: u64,
-    last_step: String,
-    started: Instant,
-}
-
-impl Progress {
-    fn new(token: Option<Value>) -> Self {
-        Self {
-            token,
-            count: 0,
-            last_step: "starting".to_string(),
-            started: Instant::now(),
-        }
-    }
-
-    fn step(&mut self, ctx: &CallContext, step: String) {
-        self.last_step = step;
-        self.send(ctx, self.last_step.clone());
-    }
-
-    fn heartbeat(&mut self, ctx: &CallContext) {
-        let message = format!(
-            "{} (turn running for {}s)",
-            self.last_step,
-            self.started.elapsed().as_secs()
-        );
-        self.send(ctx, message);
-    }
-
-    fn send(&mut self, ctx: &CallContext, message: String) {
-        let Some(token) = &self.token else {
-            return;
-        };
-        self.count += 1;
-        ctx.outgoing.notify(
-            "notifications/progress",
-            &json!({"progressToken": token, "progress": self.count, "message": message}),
-        );
-    }
-}
-
-fn progress_step(msg: &EventMsg) -> Option<String> {
-    Some(match msg {
-        EventMsg::TaskStarted(_) => "turn started; waiting for the model".to_string(),
-        EventMsg::AgentMessage(_) => "the agent wrote a message".to_string(),
-        EventMsg::AgentReasoning(_) => "the agent is reasoning".to_string(),
-        EventMsg::ExecCommandBegin(e) => format!("running `{}`", render_command(&e.command)),
-        EventMsg::ExecCommandEnd(e) => format!(
-            "`{}` finished ({})",
-            render_command(&e.command),
-            e.exit_code
-                .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"))
-        ),
-        EventMsg::ExecApprovalRequest(e) => {
-            format!(
-                "waiting for approval to run `{}`",
-                render_command(&e.command)
-            )
-        }
-        EventMsg::ApplyPatchApprovalRequest(e) => {
-            format!("waiting for approval to change {} file(s)", e.changes.len())
-        }
-        EventMsg::PatchApplyBegin(e) => format!("editing {} file(s)", e.changes.len()),
-        EventMsg::PatchApplyEnd(e) => if e.success {
-            "edit applied"
-        } else {
-            "edit failed"
-        }
-        .to_string(),
-        EventMsg::PlanUpdate(_) => "plan updated".to_string(),
-        EventMsg::McpToolCallBegin(e) => {
-            format!("calling tool {}/{}", e.invocation.server, e.invocation.tool)
-        }
-        EventMsg::StreamError(e) => format!(
-            "model stream failed, retrying ({}/{}): {}",
-            e.attempt, e.max_attempts, e.message
-        ),
-        EventMsg::Warning(e) => format!("warning: {}", e.message),
-        EventMsg::Error(e) => format!("error: {}", e.message),
-        _ => return None,
-    })
-}
-
-/// Notes about approvals decided without the user, appended to the result.
-type Notes = Arc<std::sync::Mutex<Vec<String>>>;
-
-fn push_note(notes: &Notes, note: String) {
-    if let Ok(mut n) = notes.lock() {
-        n.push(note);
-    }
-}
-
-async fn drive_turn(
-    shared: &Shared,
-    ctx: &CallContext,
+/// Read the thread's events until the turn ends; the slot guard is held throughout.
+async fn drive(
+    registry: &Registry,
+    run: &Arc<TurnRun>,
     thread: Arc<Thread>,
-    thread_id: ThreadId,
-    prompt: String,
-    settings: &McpServerSettings,
-) -> Option<Value> {
-    let mut progress = Progress::new(ctx.progress_token.clone());
-    let slot = shared.turn_slot(thread_id);
-    let _turn_guard = tokio::select! {
-        guard = slot.lock_owned() => guard,
-        () = ctx.cancel.cancelled() => return None,
-    };
-    let submission_id = match thread
-        .submit(Op::UserInput {
-            items: vec![UserInput::Text { text: prompt }],
-        })
-        .await
-    {
-        Ok(id) => id,
-        Err(e) => {
-            return Some(result::thread_error(
-                thread_id,
-                &format!("Failed to submit user input: {e}"),
-            ));
-        }
-    };
-    progress.step(ctx, "prompt submitted".to_string());
-
-    // Approval waiters stop when the turn ends, whatever ended it.
-    let turn_scope = ctx.cancel.child_token();
-    let _stop_waiters = turn_scope.clone().drop_guard();
-    let notes: Notes = Arc::default();
-    let heartbeat_every = Duration::from_secs(settings.progress_interval_sec.max(1));
-    let mut heartbeat = tokio::time::interval_at(
-        tokio::time::Instant::now() + heartbeat_every,
-        heartbeat_every,
-    );
+    submission_id: String,
+    _slot: OwnedMutexGuard<()>,
+) {
+    let thread_id = run.thread_id;
     let mut our_turn_id: Option<String> = None;
     let mut last_error: Option<String> = None;
-    let mut cancelled_at: Option<tokio::time::Instant> = None;
-
+    let mut interrupted_at: Option<tokio::time::Instant> = None;
     loop {
-        let drain_deadline = cancelled_at.map(|at| at + CANCEL_DRAIN);
+        let drain_deadline = interrupted_at.map(|at| at + INTERRUPT_DRAIN);
         let event = tokio::select! {
             biased;
-            () = ctx.cancel.cancelled(), if cancelled_at.is_none() => {
-                cancelled_at = Some(tokio::time::Instant::now());
+            () = run.interrupt.cancelled(), if interrupted_at.is_none() => {
+                interrupted_at = Some(tokio::time::Instant::now());
                 if let Err(e) = thread.submit(Op::Interrupt).await {
                     tracing::warn!("interrupting thread {thread_id} failed: {e}");
-                    return None;
+                    run.finish("The turn was interrupted.".to_string(), TurnStatus::Interrupted);
+                    return;
                 }
                 continue;
             }
             () = sleep_until_opt(drain_deadline) => {
                 tracing::warn!("thread {thread_id} did not confirm the interrupt in time");
-                return None;
-            }
-            _ = heartbeat.tick(), if cancelled_at.is_none() => {
-                progress.heartbeat(ctx);
-                continue;
+                run.finish("The turn was interrupted.".to_string(), TurnStatus::Interrupted);
+                return;
             }
             event = thread.next_event() => event,
         };
         let event = match event {
-            Ok(event) => event,
+            Ok(event) => Arc::new(event),
             Err(e) => {
-                if cancelled_at.is_some() {
-                    return None;
-                }
-                return Some(result::thread_error(
-                    thread_id,
-                    &format!("Runtime error: {e}"),
-                ));
+                run.finish(format!("Runtime error: {e}"), TurnStatus::Failed);
+                return;
             }
         };
         let ours = event.id == submission_id
             || our_turn_id
                 .as_deref()
                 .is_some_and(|t| turn_id_of(&event.msg) == Some(t));
-        if cancelled_at.is_some() {
-            // The request is over for the client; only wait for the engine to settle.
-            if ours
-                && matches!(
-                    event.msg,
-                    EventMsg::TurnAborted(_) | EventMsg::TaskComplete(_)
-                )
-            {
-                return None;
-            }
-            continue;
-        }
-        if settings.events {
-            send_codex_event(ctx, thread_id, &event);
-        }
-        if let Some(step) = progress_step(&event.msg) {
-            progress.step(ctx, step);
+        // Nobody following is fine: the turn goes on.
+        let _ = run.events.send(event.clone());
+        if let Some(step) = step_of(&event.msg) {
+            run.set_step(step);
         }
         match &event.msg {
             EventMsg::TaskStarted(started) if event.id == submission_id => {
                 our_turn_id = Some(started.turn_id.clone());
             }
+            EventMsg::AgentMessage(message) => {
+                let text = message.message.clone();
+                run.state.send_modify(|state| {
+                    if let RunState::Running { last_message, .. } = state {
+                        *last_message = Some(text);
+                    }
+                });
+            }
             EventMsg::ExecApprovalRequest(request) => {
-                let params = approval::exec_params(request, &event.id, thread_id, &ctx.request_id);
-                let what = format!("run `{}`", render_command(&request.command));
+                let params =
+                    approval::exec_params(request, &event.id, thread_id, &run.tool_call_id);
                 let call_id = request.call_id.clone();
-                spawn_approval(
-                    ctx,
-                    settings,
-                    &turn_scope,
-                    &notes,
-                    thread.clone(),
-                    serde_json::to_value(params).unwrap_or(Value::Null),
-                    what,
+                park_approval(
+                    registry,
+                    run,
+                    &thread,
+                    params,
+                    format!("run `{}`", display_command(&request.command)),
                     move |decision| Op::ExecApproval {
                         id: call_id,
                         decision,
@@ -502,17 +556,15 @@ async fn drive_turn(
                 );
             }
             EventMsg::ApplyPatchApprovalRequest(request) => {
-                let params = approval::patch_params(request, &event.id, thread_id, &ctx.request_id);
-                let what = format!("change {} file(s)", request.changes.len());
+                let params =
+                    approval::patch_params(request, &event.id, thread_id, &run.tool_call_id);
                 let call_id = request.call_id.clone();
-                spawn_approval(
-                    ctx,
-                    settings,
-                    &turn_scope,
-                    &notes,
-                    thread.clone(),
-                    serde_json::to_value(params).unwrap_or(Value::Null),
-                    what,
+                park_approval(
+                    registry,
+                    run,
+                    &thread,
+                    params,
+                    format!("change {} file(s)", request.changes.len()),
                     move |decision| Op::PatchApproval {
                         id: call_id,
                         decision,
@@ -530,40 +582,36 @@ async fn drive_turn(
                         format!("{text}\n\nThe turn failed: {failure}")
                     };
                 }
-                append_notes(&mut text, &notes);
-                return Some(if failure.is_some() {
-                    result::thread_error(thread_id, &text)
+                let status = if failure.is_some() {
+                    TurnStatus::Failed
                 } else {
-                    result::success(thread_id, &text)
-                });
+                    TurnStatus::Completed
+                };
+                run.finish(text, status);
+                return;
             }
             EventMsg::TurnAborted(aborted) if ours => {
-                let mut text = format!(
-                    "The turn was aborted ({}). Send `codex-reply` with threadId {thread_id} to continue.",
-                    serde_json::to_value(aborted.reason)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
+                let reason = serde_json::to_value(aborted.reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                run.finish(
+                    format!(
+                        "The turn was aborted ({reason}). Send `codex-reply` with threadId {thread_id} to continue."
+                    ),
+                    TurnStatus::Interrupted,
                 );
-                append_notes(&mut text, &notes);
-                return Some(result::thread_error(thread_id, &text));
+                return;
             }
             EventMsg::ShutdownComplete => {
-                return Some(result::thread_error(
-                    thread_id,
-                    "The thread shut down before the turn finished.",
-                ));
+                run.finish(
+                    "The thread shut down before the turn finished.".to_string(),
+                    TurnStatus::Failed,
+                );
+                return;
             }
             _ => {}
         }
-    }
-}
-
-fn turn_id_of(msg: &EventMsg) -> Option<&str> {
-    match msg {
-        EventMsg::TaskComplete(e) => Some(&e.turn_id),
-        EventMsg::TurnAborted(e) => Some(&e.turn_id),
-        _ => None,
     }
 }
 
@@ -572,83 +620,4 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
-}
-
-fn append_notes(text: &mut String, notes: &Notes) {
-    let notes = notes.lock().map(|n| n.clone()).unwrap_or_default();
-    if notes.is_empty() {
-        return;
-    }
-    if !text.is_empty() {
-        text.push_str("\n\n");
-    }
-    text.push_str("Approvals:\n");
-    for note in notes {
-        text.push_str("- ");
-        text.push_str(&note);
-        text.push('\n');
-    }
-    let trimmed = text.trim_end().len();
-    text.truncate(trimmed);
-}
-
-#[allow(clippy::too_many_arguments)]
-fn spawn_approval(
-    ctx: &CallContext,
-    settings: &McpServerSettings,
-    turn_scope: &CancellationToken,
-    notes: &Notes,
-    thread: Arc<Thread>,
-    params: Value,
-    what: String,
-    answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
-) {
-    let outgoing = ctx.outgoing.clone();
-    let can_elicit = ctx.can_elicit;
-    let deadline = Duration::from_secs(settings.approval_timeout_sec);
-    let fallback = settings.elicitation_fallback;
-    let scope = turn_scope.clone();
-    let notes = notes.clone();
-    tokio::spawn(async move {
-        let decision = if can_elicit {
-            let outcome = approval::elicit(&outgoing, params, deadline, &scope).await;
-            match outcome {
-                ElicitOutcome::Answered(_) => {}
-                ElicitOutcome::ClientError(_) => push_note(
-                    &notes,
-                    format!(
-                        "the request to {what} was denied: the client could not answer the approval request"
-                    ),
-                ),
-                ElicitOutcome::TimedOut => push_note(
-                    &notes,
-                    format!(
-                        "the request to {what} was denied: no answer within {}s (mcp_server.approval_timeout_sec)",
-                        deadline.as_secs()
-                    ),
-                ),
-                ElicitOutcome::Cancelled => return,
-            }
-            outcome.decision()
-        } else {
-            let (decision, verb) = match fallback {
-                ElicitationFallback::Deny => (ReviewDecision::Denied, "denied"),
-                ElicitationFallback::Approve => (ReviewDecision::Approved, "approved"),
-            };
-            push_note(
-                &notes,
-                format!(
-                    "the request to {what} was {verb} automatically: this client does not support elicitation (mcp_server.elicitation_fallback = \"{}\")",
-                    match fallback {
-                        ElicitationFallback::Deny => "deny",
-                        ElicitationFallback::Approve => "approve",
-                    }
-                ),
-            );
-            decision
-        };
-        if let Err(e) = thread.submit(answer(decision)).await {
-            tracing::warn!("submitting an approval decision failed: {e}");
-        }
-    });
 }
