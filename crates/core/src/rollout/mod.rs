@@ -28,4 +28,4 @@ pub use item::{
     should_persist_event,
 };
 pub use reader::{read_resumable, read_rollout};
-pub use recorder::RolloutRecorder;
+pub use recorder::{RolloutRecorder, write_rollout};

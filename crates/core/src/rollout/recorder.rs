@@ -138,7 +138,13 @@ where
     }
 }
 
-fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, RolloutError> {
+/// Creates the rollout file of a new thread in the date layout and writes `items` after
+/// its `session_meta` line. Does not touch the index.
+fn create_file(
+    home: &Path,
+    meta: &SessionMeta,
+    items: &[RolloutItem],
+) -> Result<(File, PathBuf), RolloutError> {
     let local = meta.timestamp.with_timezone(&Local);
     let dir = home
         .join(SESSIONS_DIR)
@@ -158,18 +164,43 @@ fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, Ro
         .open(&path)
         .map_err(|source| RolloutError::io("create", &path, source))?;
 
-    let line = RolloutLine {
-        timestamp: Utc::now(),
-        item: RolloutItem::SessionMeta(meta.clone()),
-    };
-    let mut text = serde_json::to_string(&line).map_err(|source| RolloutError::Serialize {
-        path: path.clone(),
-        source,
-    })?;
-    text.push('\n');
+    // One write for the whole content: a new file is either complete or cut in its
+    // last line, which reading tolerates.
+    let now = Utc::now();
+    let mut text = String::new();
+    for item in std::iter::once(RolloutItem::SessionMeta(meta.clone())).chain(items.iter().cloned())
+    {
+        let line = RolloutLine {
+            timestamp: now,
+            item,
+        };
+        text.push_str(
+            &serde_json::to_string(&line).map_err(|source| RolloutError::Serialize {
+                path: path.clone(),
+                source,
+            })?,
+        );
+        text.push('\n');
+    }
     file.write_all(text.as_bytes())
         .and_then(|()| file.flush())
         .map_err(|source| RolloutError::io("write", &path, source))?;
+    Ok((file, path))
+}
+
+/// Writes a complete rollout for `meta` under `<home>/sessions/` in the layout and line
+/// format the recorder uses, without registering it in the index: for importing threads
+/// and for tests that need many rollouts quickly. The index learns them when it heals.
+pub fn write_rollout(
+    home: &Path,
+    meta: &SessionMeta,
+    items: &[RolloutItem],
+) -> Result<PathBuf, RolloutError> {
+    create_file(home, meta, items).map(|(_, path)| path)
+}
+
+fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, RolloutError> {
+    let (file, path) = create_file(home, &meta, &[])?;
 
     let record = ThreadRecord {
         id: meta.id,
