@@ -396,8 +396,9 @@ impl ThreadIndex {
 
     /// Inserts or replaces a record; an existing preview is kept when the new one is empty.
     pub fn upsert(&self, record: &ThreadRecord) -> Result<(), RolloutError> {
+        // Cached: a rebuild runs this once per rollout inside one transaction.
         self.conn
-            .execute(
+            .prepare_cached(
                 "INSERT INTO threads
                      (id, rollout_path, created_at, updated_at, cwd, model_provider, model, source, preview)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -410,7 +411,9 @@ impl ThreadIndex {
                      model = excluded.model,
                      source = excluded.source,
                      preview = COALESCE(excluded.preview, threads.preview)",
-                params![
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
                     record.id.to_string(),
                     record.rollout_path.to_string_lossy(),
                     format_timestamp(&record.created_at),
@@ -420,8 +423,8 @@ impl ThreadIndex {
                     record.model,
                     source_to_text(record.source),
                     record.preview,
-                ],
-            )
+                ])
+            })
             .map_err(|e| self.db_err(e))?;
         Ok(())
     }

@@ -594,3 +594,28 @@ fn open_without_repair_leaves_a_garbage_index_alone() {
         b"not a database at all, not even close to one"
     );
 }
+
+#[tokio::test]
+async fn unusable_index_falls_back_to_the_rollouts() {
+    let home = tempfile::tempdir().unwrap();
+    let (older, _) = recorded_thread(home.path(), "older").await;
+    let (newer, newer_path) = recorded_thread(home.path(), "newer").await;
+    // Make the newer one unambiguously newer by modification time.
+    std::fs::File::options()
+        .write(true)
+        .open(&newer_path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
+        .unwrap();
+    // A directory where the database should be: it cannot be opened, and it is not a
+    // bad file that could be moved aside.
+    remove_index(home.path());
+    std::fs::create_dir(home.path().join(STATE_DB_FILE)).unwrap();
+    assert!(ThreadIndex::open(home.path()).is_err());
+
+    assert!(find_rollout(home.path(), older).unwrap().is_some());
+    let (latest, repairs) = find_latest(home.path(), None).unwrap();
+    assert_eq!(latest.map(|record| record.id), Some(newer));
+    assert!(repairs.is_empty());
+    assert!(home.path().join(STATE_DB_FILE).is_dir(), "left alone");
+}
