@@ -153,6 +153,19 @@ impl std::fmt::Display for IndexRepair {
                 }
                 skipped
             }
+            Self::CaughtUp {
+                indexed: 0,
+                skipped,
+            } if !skipped.is_empty() => {
+                // Nothing was behind, only unreadable files that can never be indexed.
+                return write!(
+                    f,
+                    "thread index: {} unreadable rollout{} in {SESSIONS_DIR}/ cannot be indexed (first: {}); `interpreter doctor` lists them",
+                    skipped.len(),
+                    if skipped.len() == 1 { "" } else { "s" },
+                    skipped[0].display()
+                );
+            }
             Self::CaughtUp { indexed, skipped } => {
                 write!(
                     f,

@@ -619,3 +619,30 @@ async fn unusable_index_falls_back_to_the_rollouts() {
     assert!(repairs.is_empty());
     assert!(home.path().join(STATE_DB_FILE).is_dir(), "left alone");
 }
+
+#[test]
+fn repair_messages_are_one_line_and_name_the_files() {
+    let skipped = vec![std::path::PathBuf::from(
+        "/h/sessions/2026/01/01/rollout-x.jsonl",
+    )];
+    let only_unreadable = IndexRepair::CaughtUp {
+        indexed: 0,
+        skipped: skipped.clone(),
+    }
+    .to_string();
+    assert!(
+        only_unreadable.contains("1 unreadable rollout in sessions/ cannot be indexed")
+            && only_unreadable.contains("rollout-x.jsonl"),
+        "{only_unreadable}"
+    );
+    let caught_up = IndexRepair::CaughtUp {
+        indexed: 2,
+        skipped,
+    }
+    .to_string();
+    assert!(
+        caught_up.contains("indexed 2 rollouts it did not know; skipped 1 unreadable rollout"),
+        "{caught_up}"
+    );
+    assert!(!caught_up.contains('\n') && !only_unreadable.contains('\n'));
+}
