@@ -193,7 +193,7 @@ pub(crate) async fn start(
         SessionInit::Resume { config, thread_id } => {
             let path = rollout::find_rollout(&config.home, thread_id)?
                 .ok_or(CoreError::ThreadNotFound(thread_id))?;
-            let items = rollout::read_rollout(&path)?;
+            let items = rollout::read_resumable(&path)?;
             let history = rollout::history_from_rollout(&items);
             let total_usage = last_total_usage(&items);
             let recorder = RolloutRecorder::open_existing(&path).await?;
