@@ -599,3 +599,46 @@ async fn responses_truncated_stream_is_retried_then_fails_and_the_thread_goes_on
     )
     .await;
 }
+
+/// Found by resuming a thread: its turn ids restarted at "1", so two turns of one thread
+/// shared an id (and anything keyed by turn, like a task id, pointed at the wrong one).
+#[tokio::test]
+async fn turn_ids_stay_unique_across_resume() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(chat_answer("first"));
+    mock.push(chat_answer("second"));
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    submit_text(&new.thread, "one").await;
+    let first = events_until(&new.thread, is_turn_end).await;
+    let thread_id = new.thread_id;
+    drop(new);
+    drop(manager);
+    let manager = ThreadManager::new();
+    let resumed = manager
+        .resume_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            thread_id,
+        )
+        .await
+        .unwrap();
+    submit_text(&resumed.thread, "two").await;
+    let second = events_until(&resumed.thread, is_turn_end).await;
+    let turn_id = |events: &[EventMsg]| {
+        events.iter().find_map(|e| match e {
+            EventMsg::TaskStarted(started) => Some(started.turn_id.clone()),
+            _ => None,
+        })
+    };
+    let (first, second) = (turn_id(&first).unwrap(), turn_id(&second).unwrap());
+    assert_ne!(first, second);
+    assert!(second.parse::<u64>().unwrap() > first.parse::<u64>().unwrap());
+}
