@@ -96,13 +96,12 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     // Fail fast on a broken config (e.g. an unknown key under --strict-config) instead of
     // failing every tool call later.
     let inputs = opts.config_inputs.clone();
-    let config = tokio::task::spawn_blocking(move || load_config(inputs))
+    tokio::task::spawn_blocking(move || load_config(inputs).map(drop))
         .await
         .map_err(|e| McpServerError::Join(e.to_string()))??;
     let registry = Arc::new(Registry::new(
         Arc::new(ThreadManager::new()),
         opts.config_inputs,
-        config.mcp_server.clone(),
     ));
     let states = Arc::new(RequestStates::new()?);
     let served = match opts.listen {
