@@ -88,6 +88,9 @@ pub fn project_doc_message(config: &Config) -> Option<String> {
     })
 }
 
+/// How the environment context message starts (used to find the one in force).
+pub const ENVIRONMENT_CONTEXT_OPEN: &str = "<environment_context>";
+
 /// A short description of where and how commands run, so the model knows its limits.
 pub fn environment_context(config: &Config) -> String {
     let network = if config.sandbox_policy.has_full_network_access() {

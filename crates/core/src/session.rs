@@ -288,6 +288,23 @@ pub(crate) async fn start(
         session
             .record_items(&project_doc::initial_context(&session.config))
             .await;
+    } else {
+        // A thread resumed under other settings (sandbox, approval policy, cwd, network)
+        // tells the model what is in force now; otherwise it would plan for the old ones.
+        let current = project_doc::environment_context(&session.config);
+        let last = session
+            .history
+            .lock()
+            .await
+            .iter()
+            .rev()
+            .filter_map(interpreter_protocol::ResponseItem::message_text)
+            .find(|text| text.starts_with(project_doc::ENVIRONMENT_CONTEXT_OPEN));
+        if last.as_deref() != Some(current.as_str()) {
+            session
+                .record_items(&[interpreter_protocol::ResponseItem::user_text(current)])
+                .await;
+        }
     }
 
     tokio::spawn(run_loop(session, rx_sub));

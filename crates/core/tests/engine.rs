@@ -646,3 +646,61 @@ async fn turn_ids_stay_unique_across_resume() {
     assert_ne!(first, second);
     assert!(second.parse::<u64>().unwrap() > first.parse::<u64>().unwrap());
 }
+
+/// Found by resuming a thread under another approval policy: the model's environment
+/// context still named the old one. A resumed thread whose settings changed gets a fresh
+/// environment context; one resumed unchanged does not repeat it.
+#[tokio::test]
+async fn resume_under_new_settings_tells_the_model() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    for text in ["one", "two", "three"] {
+        mock.push(chat_answer(text));
+    }
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    submit_text(&new.thread, "first").await;
+    events_until(&new.thread, is_turn_end).await;
+    let thread_id = new.thread_id;
+    drop(new);
+    drop(manager);
+
+    let count = |body: &str, needle: &str| body.matches(needle).count();
+    let resume = |approval| {
+        let cfg = config(home.path(), work.path(), &mock, approval);
+        async move {
+            let manager = ThreadManager::new();
+            let resumed = manager.resume_thread(cfg, thread_id).await.unwrap();
+            submit_text(&resumed.thread, "next").await;
+            events_until(&resumed.thread, is_turn_end).await;
+        }
+    };
+    resume(AskForApproval::Untrusted).await;
+    let body = mock.requests().last().unwrap().to_string();
+    assert_eq!(
+        count(&body, "<approval_policy>never</approval_policy>"),
+        1,
+        "{body}"
+    );
+    assert_eq!(
+        count(&body, "<approval_policy>untrusted</approval_policy>"),
+        1,
+        "{body}"
+    );
+
+    resume(AskForApproval::Untrusted).await;
+    let body = mock.requests().last().unwrap().to_string();
+    assert_eq!(
+        count(&body, "<approval_policy>untrusted</approval_policy>"),
+        1,
+        "{body}"
+    );
+    mock.assert_invariants();
+}
