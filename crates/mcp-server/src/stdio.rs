@@ -94,15 +94,17 @@ impl Transport<RoleServer> for Guarded {
                             ),
                             None,
                         );
-                        // Sent directly: rmcp never sees the duplicate.
-                        if self
+                        // Sent directly: rmcp never sees the duplicate. Spawned, not
+                        // awaited: rmcp polls `receive` inside a select and may drop this
+                        // future at any await, which would lose the answer.
+                        let send = self
                             .inner
-                            .send(JsonRpcMessage::error(error, Some(request.id.clone())))
-                            .await
-                            .is_err()
-                        {
-                            return None;
-                        }
+                            .send(JsonRpcMessage::error(error, Some(request.id.clone())));
+                        tokio::spawn(async move {
+                            if let Err(e) = send.await {
+                                tracing::debug!("could not refuse a duplicate request id: {e}");
+                            }
+                        });
                         continue;
                     }
                 }
