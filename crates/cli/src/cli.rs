@@ -87,6 +87,16 @@ pub struct ConfigArgs {
 }
 
 impl ConfigArgs {
+    /// These flags plus `model = NAME` as the last override, for subcommands whose `-m`
+    /// is just a shorthand for `-c model=NAME`.
+    pub fn with_model(mut self, model: Option<&str>) -> ConfigArgs {
+        if let Some(model) = model {
+            self.overrides
+                .push(format!("model={}", toml::Value::String(model.to_string())));
+        }
+        self
+    }
+
     /// Root flags first, then subcommand flags, so the later ones take precedence.
     pub fn merged(&self, later: &ConfigArgs) -> ConfigArgs {
         let mut overrides = self.overrides.clone();
@@ -200,6 +210,10 @@ pub struct DoctorArgs {
     #[arg(long = "json")]
     pub json: bool,
 
+    /// Model to check (overrides `model` in config).
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<String>,
+
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -224,6 +238,10 @@ pub struct McpServerArgs {
     /// requests with any other `Origin` header get 403. Repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origins: Vec<String>,
+
+    /// Model for every session (overrides `model` in config; a call's `model` wins).
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<String>,
 
     #[command(flatten)]
     pub config: ConfigArgs,

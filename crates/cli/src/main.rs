@@ -72,7 +72,10 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             exec::run_exec(*args, config_args, env).await
         }
         Command::McpServer(args) => {
-            let config_args = cli.config.merged(&args.config);
+            let config_args = cli
+                .config
+                .merged(&args.config)
+                .with_model(args.model.as_deref());
             let cwd = exec::resolve_cwd(None)?;
             let inputs = config_inputs::build(
                 &config_args,
@@ -98,7 +101,10 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             sandbox_cmd::run(args, config_args, env).await
         }
         Command::Doctor(args) => {
-            let config_args = cli.config.merged(&args.config);
+            let config_args = cli
+                .config
+                .merged(&args.config)
+                .with_model(args.model.as_deref());
             doctor::run(args, config_args, env).await
         }
         Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env),

@@ -303,3 +303,32 @@ async fn a_duplicate_in_flight_request_id_is_refused() {
         "one turn, two model requests"
     );
 }
+
+/// Found by a new user: `mcp-server` with no model configured exited before answering
+/// `initialize`, so the MCP host showed only "connection closed". It now serves, and
+/// every call says what is wrong; `-m` fixes it.
+#[tokio::test]
+async fn without_a_model_the_server_answers_and_each_call_says_why() {
+    let env = McpEnv::new().await;
+    std::fs::write(env.home.path().join("config.toml"), "").unwrap();
+    let mut client = env.spawn();
+    let init = client.initialize(json!({})).await;
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "interpreter",
+        "{init}"
+    );
+    let result = client.tool("codex", json!({"prompt": "hello"})).await;
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["structuredContent"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("model"), "{text}");
+    client.process.close_stdin();
+    client.process.wait_exit(READ_DEADLINE).await.unwrap();
+    client.wait_for_stderr("does not load yet").await;
+
+    // `-m` is accepted by mcp-server (the error message suggests it).
+    let mut with_model = env.spawn_with_args(&["-m", "mock-model"]);
+    let init = with_model.initialize(json!({})).await;
+    assert!(init.get("result").is_some(), "{init}");
+}

@@ -6,8 +6,8 @@
 //! * a bearer token (`Authorization: Bearer …`), kept in a file of mode 0600 whose path is
 //!   printed at start; only `--no-auth` on a loopback address turns it off;
 //! * `Host` validation against the addresses we listen on (DNS rebinding), and `Origin`
-//!   validation: a request carrying an `Origin` header is refused unless that origin was
-//!   allowed with `--allow-origin`;
+//!   validation: a request carrying an `Origin` header is refused unless it is the
+//!   server's own origin (a page it could serve) or was allowed with `--allow-origin`;
 //! * SSE keep-alives, and a closed request stream cancels its turn (the 2026 rule; rmcp
 //!   cancels the request's token, and a waiting `codex` call interrupts its turn).
 
@@ -130,6 +130,32 @@ pub fn load_or_create_token(path: &Path) -> Result<String, HttpError> {
     Ok(token)
 }
 
+/// The origins of pages served from this very address: a browser sends them as `Origin`
+/// and they are not a rebinding attack.
+fn own_origins(bound: SocketAddr) -> Vec<String> {
+    let port = bound.port();
+    if bound.ip().is_loopback() {
+        vec![
+            format!("http://127.0.0.1:{port}"),
+            format!("http://localhost:{port}"),
+            format!("http://[::1]:{port}"),
+        ]
+    } else {
+        vec![format!("http://{bound}")]
+    }
+}
+
+/// rmcp answers a session `DELETE` with 202; clients (the Python SDK among them) expect
+/// 200 or 204 and log a failed termination otherwise. The session is closed either way.
+async fn delete_answers_no_content(request: Request, next: Next) -> Response {
+    let is_delete = request.method() == http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if is_delete && response.status() == http::StatusCode::ACCEPTED {
+        *response.status_mut() = http::StatusCode::NO_CONTENT;
+    }
+    response
+}
+
 /// Compare without an early exit, so timing does not leak how much of a guess matched.
 fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -187,6 +213,8 @@ pub async fn serve(
     ];
     allowed_hosts.push(bound.ip().to_string());
     allowed_hosts.push(bound.to_string());
+    let mut allowed_origins = allowed_origins;
+    allowed_origins.extend(own_origins(bound));
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(allowed_hosts)
         .with_allowed_origins(allowed_origins)
@@ -198,7 +226,9 @@ pub async fn serve(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let mut router = axum::Router::new().route_service(&listen.path, service);
+    let mut router = axum::Router::new()
+        .route_service(&listen.path, service)
+        .layer(axum::middleware::from_fn(delete_answers_no_content));
     if let HttpAuth::Token(token) = auth {
         router = router.layer(axum::middleware::from_fn_with_state(
             Arc::new(token),

@@ -91,12 +91,18 @@ pub enum McpServerError {
 
 /// Serve until the client goes away (stdio: stdin closes) or `stop` fires (a signal).
 pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), McpServerError> {
-    // Fail fast on a broken config (e.g. an unknown key under --strict-config) instead of
-    // failing every tool call later.
+    // A config that does not load (no model yet, an unknown key under --strict-config)
+    // must not stop the server before `initialize`: an MCP host would only show
+    // "connection closed". Say it on stderr; every tool call then answers with the error.
     let inputs = opts.config_inputs.clone();
-    tokio::task::spawn_blocking(move || load_config(inputs).map(drop))
+    let loaded = tokio::task::spawn_blocking(move || load_config(inputs).map(drop))
         .await
-        .map_err(|e| McpServerError::Join(e.to_string()))??;
+        .map_err(|e| McpServerError::Join(e.to_string()))?;
+    if let Err(e) = loaded {
+        eprintln!(
+            "warning: the configuration does not load yet ({e}); every tool call will report it until it is fixed (e.g. `interpreter mcp-server -m MODEL`)"
+        );
+    }
     let registry = Arc::new(Registry::new(
         Arc::new(ThreadManager::new()),
         opts.config_inputs,

@@ -191,6 +191,20 @@ impl McpClient {
             .await;
     }
 
+    /// Wait (bounded) until the server's stderr, collected in the background, contains
+    /// `needle`.
+    pub async fn wait_for_stderr(&self, needle: &str) {
+        let deadline = tokio::time::Instant::now() + READ_DEADLINE;
+        while !self.process.stderr().contains(needle) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "stderr never said {needle:?}:\n{}",
+                self.process.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Messages read past while waiting, then cleared.
     pub fn take_seen(&mut self) -> Vec<Value> {
         std::mem::take(&mut self.process.seen)
