@@ -206,6 +206,25 @@ pub struct DoctorArgs {
 
 #[derive(Debug, Args)]
 pub struct McpServerArgs {
+    /// Where to serve: `stdio://` (default) or `http://IP:PORT/PATH` for streamable HTTP
+    /// (e.g. `http://127.0.0.1:8765/mcp`; port 0 picks a free port).
+    #[arg(long, value_name = "URL", default_value = "stdio://")]
+    pub listen: String,
+
+    /// HTTP only: the file holding the bearer token clients must send. Created with mode
+    /// 0600 and a fresh token if missing. [default: $INTERPRETER_HOME/mcp-server.token]
+    #[arg(long, value_name = "PATH", conflicts_with = "no_auth")]
+    pub token_file: Option<std::path::PathBuf>,
+
+    /// HTTP only: accept requests without a token. Refused unless listening on loopback.
+    #[arg(long)]
+    pub no_auth: bool,
+
+    /// HTTP only: a browser origin allowed to call (e.g. `http://localhost:5173`);
+    /// requests with any other `Origin` header get 403. Repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+
     #[command(flatten)]
     pub config: ConfigArgs,
 }

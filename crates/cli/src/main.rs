@@ -79,9 +79,16 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
                 cwd,
                 interpreter_core::config::ConfigOverrides::default(),
             )?;
-            interpreter_mcp_server::run(interpreter_mcp_server::McpServerOptions {
-                config_inputs: inputs,
-            })
+            let listen = mcp_server_listen(&args, &inputs)?;
+            let stop = tokio_util::sync::CancellationToken::new();
+            spawn_stop_on_signal(stop.clone());
+            interpreter_mcp_server::run(
+                interpreter_mcp_server::McpServerOptions {
+                    config_inputs: inputs,
+                    listen,
+                },
+                stop,
+            )
             .await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -95,6 +102,58 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
         }
         Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env),
     }
+}
+
+/// Where `interpreter mcp-server` listens, from its flags.
+fn mcp_server_listen(
+    args: &cli::McpServerArgs,
+    inputs: &interpreter_core::config::ConfigInputs,
+) -> anyhow::Result<interpreter_mcp_server::Listen> {
+    if args.listen == "stdio://" || args.listen == "stdio" {
+        if args.no_auth || args.token_file.is_some() || !args.allow_origins.is_empty() {
+            anyhow::bail!(
+                "--token-file, --no-auth and --allow-origin apply only to --listen http://…"
+            );
+        }
+        return Ok(interpreter_mcp_server::Listen::Stdio);
+    }
+    let listen = interpreter_mcp_server::http::HttpListen::parse(&args.listen)?;
+    let token_file = if args.no_auth {
+        None
+    } else {
+        Some(
+            args.token_file
+                .clone()
+                .unwrap_or_else(|| inputs.home.join("mcp-server.token")),
+        )
+    };
+    Ok(interpreter_mcp_server::Listen::Http {
+        listen,
+        token_file,
+        allowed_origins: args.allow_origins.clone(),
+    })
+}
+
+/// SIGTERM, SIGINT and SIGHUP stop a server cleanly: running turns are interrupted, their
+/// commands killed and their rollouts flushed before the process exits.
+fn spawn_stop_on_signal(stop: tokio_util::sync::CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            tracing::warn!("could not install signal handlers");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            _ = hup.recv() => {}
+        }
+        stop.cancel();
+    });
 }
 
 /// Logs go to stderr only: stdout is the protocol in `--json` and `mcp-server` modes.

@@ -396,7 +396,11 @@ fn render_server(server: &ServerView) -> String {
         } => {
             let _ = writeln!(text, "  transport: stdio");
             let _ = writeln!(text, "  command: {command}");
-            let _ = writeln!(text, "  args: {}", or_dash(shlex_join(args)));
+            let _ = writeln!(
+                text,
+                "  args: {}",
+                or_dash(interpreter_tools::display_command(args))
+            );
             let _ = writeln!(text, "  cwd: {}", cwd.as_deref().unwrap_or("-"));
             let mut env_cells: Vec<String> = env
                 .iter()
@@ -506,11 +510,7 @@ fn tool_filter(server: &ServerView) -> String {
 fn command_line(command: &str, args: &[String]) -> String {
     let mut words = vec![command.to_string()];
     words.extend(args.iter().cloned());
-    shlex_join(&words)
-}
-
-fn shlex_join(words: &[String]) -> String {
-    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "))
+    interpreter_tools::display_command(&words)
 }
 
 fn is_valid_env_var_name(name: &str) -> bool {

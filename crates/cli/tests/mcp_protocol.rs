@@ -49,9 +49,10 @@ async fn handshake_rules() {
         client.call("prompts/list", json!({})).await["result"]["prompts"],
         json!([])
     );
+    // Legacy era: the 2025-11-25 "resource not found" code (2026-07-28 moved it to -32602).
     assert_eq!(
         client.call("resources/read", json!({"uri": "x:y"})).await["error"]["code"],
-        -32602
+        -32002
     );
 
     let discover = client
@@ -107,10 +108,18 @@ async fn tools_list_matches_reference_schemas() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(tools.len(), 2);
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["codex", "codex-reply", "codex-status", "codex-wait"]
+    );
     let output_schema = json!({
         "type": "object",
-        "properties": {"threadId": {"type": "string"}, "content": {"type": "string"}},
+        "properties": {
+            "threadId": {"type": "string"},
+            "content": {"type": "string"},
+            "status": {"type": "string", "enum": ["running", "waiting_for_approval", "completed", "failed", "interrupted", "idle"]}
+        },
         "required": ["threadId", "content"]
     });
     for tool in &tools {
@@ -139,7 +148,8 @@ async fn tools_list_matches_reference_schemas() {
                 "config": {"type": "object", "additionalProperties": true},
                 "base-instructions": {"type": "string"},
                 "developer-instructions": {"type": "string"},
-                "compact-prompt": {"type": "string"}
+                "compact-prompt": {"type": "string"},
+                "background": {"type": "boolean"}
             }
         })
     );
@@ -160,8 +170,11 @@ async fn tools_list_matches_reference_schemas() {
     );
 }
 
+/// Bad input never stops the server. Following the official SDKs, a line that is not JSON
+/// is ignored (it has no id to answer), JSON that is not a JSON-RPC message gets `-32600`,
+/// and a line over the 16 MiB bound is dropped; the next request is served normally.
 #[tokio::test]
-async fn malformed_and_oversized_input_get_errors_and_the_server_keeps_serving() {
+async fn malformed_and_oversized_input_are_survived() {
     let env = McpEnv::new().await;
     let mut client = env.spawn();
     client.initialize(json!({})).await;
@@ -171,13 +184,7 @@ async fn malformed_and_oversized_input_get_errors_and_the_server_keeps_serving()
         .write_raw(b"{this is not json\n")
         .await
         .expect("write");
-    let parse_error = client
-        .process
-        .read_json(READ_DEADLINE)
-        .await
-        .expect("parse error reply");
-    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
-    assert_eq!(parse_error["id"], Value::Null);
+    assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
 
     client
         .process
@@ -200,12 +207,7 @@ async fn malformed_and_oversized_input_get_errors_and_the_server_keeps_serving()
         .write_raw(b"\n")
         .await
         .expect("write newline");
-    let too_long = client
-        .process
-        .read_json(READ_DEADLINE)
-        .await
-        .expect("too-long reply");
-    assert_eq!(too_long["error"]["code"], -32600, "{too_long}");
+    assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
 
     // A large but legal argument still works (no truncation of long lines).
     let big_prompt = "y".repeat(200 * 1024);
@@ -217,7 +219,6 @@ async fn malformed_and_oversized_input_get_errors_and_the_server_keeps_serving()
         .await;
     assert_eq!(result["result"]["isError"], true, "{result}");
 
-    assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
     let unknown_tool = client
         .call("tools/call", json!({"name": "nope", "arguments": {}}))
         .await;

@@ -32,7 +32,7 @@ async fn call_runs_a_command_and_reply_continues_the_thread() {
         result["structuredContent"]["content"], "Created made.txt.",
         "{result}"
     );
-    assert!(result.get("isError").is_none(), "{result}");
+    assert_ne!(result["isError"], true, "{result}");
     let thread = thread_id(result);
     assert!(!thread.is_empty());
     assert_eq!(

@@ -241,7 +241,7 @@ async fn handle_shell(
         .map(Duration::from_millis)
         .unwrap_or(sess.config.shell_default_timeout);
     let escalate = args.sandbox_permissions == SandboxPermissions::RequireEscalated;
-    let session_key = format!("exec:{}", render_command(&argv));
+    let session_key = format!("exec:{}", interpreter_tools::display_command(&argv));
     let approved_for_session = sess.is_approved_for_session(&session_key).await;
 
     let sandboxed = match approval::assess_command(
@@ -642,11 +642,6 @@ fn common_parent(paths: &[PathBuf]) -> Option<PathBuf> {
         }
     }
     Some(common)
-}
-
-/// A command as one shell-quoted line, for display and for session approvals.
-pub fn render_command(argv: &[String]) -> String {
-    shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
 }
 
 /// Call a tool of one of the thread's MCP servers.

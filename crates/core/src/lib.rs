@@ -18,7 +18,6 @@ mod thread_manager;
 mod turn;
 
 pub use error::CoreError;
-pub use handlers::render_command;
 /// How deeply `interpreter` processes are nested; owned by the MCP client, which decides
 /// which configured servers would start the agent recursively.
 pub use interpreter_mcp_client::NESTING_DEPTH_ENV;

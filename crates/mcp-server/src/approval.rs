@@ -1,5 +1,9 @@
-//! Approvals as `elicitation/create`: the request we send, and how any answer (spec,
-//! legacy, garbage, error, silence) becomes a [`ReviewDecision`].
+//! Approvals asked of the MCP client: the elicitation we send for a command or a patch,
+//! and how a legacy-era client is asked (`elicitation/create`, with a deadline).
+//!
+//! Answers are decoded by [`decode_approval_answer`], the one fail-closed decoder every
+//! front end shares. The 2026-07-28 path (MRTR) reuses the same elicitation params inside
+//! an `InputRequiredResult`; see [`crate::mrtr`].
 //!
 //! Deliberate fixes over the reference: the requested schema is a real, flat form with a
 //! `decision` enum (the reference sent an empty one and expected a non-spec answer), the
@@ -10,36 +14,20 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use interpreter_protocol::approval_answer::{approval_form_schema, decode_approval_answer};
 use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, ExecApprovalRequestEvent, ReviewDecision, ThreadId,
 };
+use interpreter_tools::display_command;
+use rmcp::model::{CancelledNotificationParam, CustomRequest, ServerRequest};
+use rmcp::service::{PeerRequestOptions, RequestHandle};
+use rmcp::{Peer, RoleServer};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::outgoing::{Outgoing, RequestId};
-use crate::rmcp_glue::{ElicitAnswer, parse_elicit_result};
-
-/// Decisions a client may pick in the form.
-const DECISIONS: [&str; 4] = ["approved", "approved_for_session", "denied", "abort"];
-
-fn requested_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "decision": {
-                "type": "string",
-                "title": "Decision",
-                "description": "approved: run once; approved_for_session: run and stop asking for this; denied: refuse, the agent goes on; abort: refuse and stop the turn.",
-                "enum": DECISIONS,
-                "default": "approved"
-            }
-        },
-        "required": ["decision"]
-    })
-}
-
-/// `elicitation/create` params for an exec approval.
+/// `elicitation/create` params for an exec approval. The `codex_*` fields are the
+/// reference's correlation fields, kept for clients that read them.
 #[derive(Debug, Serialize)]
 pub struct ExecApprovalParams {
     pub message: String,
@@ -77,53 +65,44 @@ pub struct PatchApprovalParams {
     pub codex_grant_root: Option<PathBuf>,
 }
 
-/// The tools/call id as text, as the reference's `codex_mcp_tool_call_id`.
-pub fn request_id_text(id: &RequestId) -> String {
-    match id {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-pub fn render_command(command: &[String]) -> String {
-    shlex::try_join(command.iter().map(String::as_str)).unwrap_or_else(|_| command.join(" "))
-}
-
+/// The params of the elicitation for an exec approval.
 pub fn exec_params(
     event: &ExecApprovalRequestEvent,
     event_id: &str,
     thread_id: ThreadId,
-    request_id: &RequestId,
-) -> ExecApprovalParams {
+    tool_call_id: &str,
+) -> Value {
     let mut message = format!(
         "Allow the agent to run `{}` in `{}`?",
-        render_command(&event.command),
+        display_command(&event.command),
         event.cwd.display()
     );
     if let Some(reason) = &event.reason {
         message = format!("{reason}\n{message}");
     }
-    ExecApprovalParams {
+    let params = ExecApprovalParams {
         message,
-        requested_schema: requested_schema(),
+        requested_schema: approval_form_schema(),
         thread_id: thread_id.to_string(),
         codex_elicitation: "exec-approval",
-        codex_mcp_tool_call_id: request_id_text(request_id),
+        codex_mcp_tool_call_id: tool_call_id.to_string(),
         codex_event_id: event_id.to_string(),
         codex_call_id: event.call_id.clone(),
         codex_command: event.command.clone(),
         codex_cwd: event.cwd.clone(),
         codex_parsed_cmd: serde_json::to_value(&event.parsed_cmd).unwrap_or(Value::Null),
         codex_reason: event.reason.clone(),
-    }
+    };
+    serde_json::to_value(params).unwrap_or(Value::Null)
 }
 
+/// The params of the elicitation for a patch approval.
 pub fn patch_params(
     event: &ApplyPatchApprovalRequestEvent,
     event_id: &str,
     thread_id: ThreadId,
-    request_id: &RequestId,
-) -> PatchApprovalParams {
+    tool_call_id: &str,
+) -> Value {
     let files: Vec<String> = event
         .changes
         .keys()
@@ -140,144 +119,100 @@ pub fn patch_params(
     if let Some(reason) = &event.reason {
         message = format!("{reason}\n{message}");
     }
-    PatchApprovalParams {
+    let params = PatchApprovalParams {
         message,
-        requested_schema: requested_schema(),
+        requested_schema: approval_form_schema(),
         thread_id: thread_id.to_string(),
         codex_elicitation: "patch-approval",
-        codex_mcp_tool_call_id: request_id_text(request_id),
+        codex_mcp_tool_call_id: tool_call_id.to_string(),
         codex_event_id: event_id.to_string(),
         codex_call_id: event.call_id.clone(),
         codex_changes: serde_json::to_value(&event.changes).unwrap_or(Value::Null),
         codex_reason: event.reason.clone(),
         codex_grant_root: event.grant_root.clone(),
-    }
+    };
+    serde_json::to_value(params).unwrap_or(Value::Null)
 }
 
-fn decision_from_str(s: &str) -> Option<ReviewDecision> {
-    serde_json::from_value(Value::String(s.to_string())).ok()
+/// The spec-only subset of our params (`message`, `requestedSchema`), as a 2026-07-28
+/// `ElicitRequest` carries them inside `inputRequests`.
+pub fn spec_elicitation_params(params: &Value) -> Value {
+    serde_json::json!({
+        "mode": "form",
+        "message": params.get("message").cloned().unwrap_or_default(),
+        "requestedSchema": params.get("requestedSchema").cloned().unwrap_or_else(approval_form_schema),
+    })
 }
 
-/// Interpret a client's `elicitation/create` result. Anything we cannot read denies.
-pub fn decision_from_answer(result: &Value) -> ReviewDecision {
-    if let Some(answer) = parse_elicit_result(result) {
-        return match answer {
-            ElicitAnswer::Accept(content) => match content.as_ref().and_then(|c| c.get("decision"))
-            {
-                None => ReviewDecision::Approved,
-                Some(Value::String(s)) => decision_from_str(s).unwrap_or(ReviewDecision::Denied),
-                Some(_) => ReviewDecision::Denied,
-            },
-            ElicitAnswer::Decline | ElicitAnswer::Cancel => ReviewDecision::Denied,
-        };
-    }
-    match result.get("decision") {
-        Some(Value::String(s)) => decision_from_str(s).unwrap_or(ReviewDecision::Denied),
-        // Reference-era object decisions: `{"denied": {...}}`, `{"approved_execpolicy_amendment": ...}`.
-        Some(Value::Object(map)) if map.contains_key("approved_execpolicy_amendment") => {
-            ReviewDecision::Approved
-        }
-        _ => ReviewDecision::Denied,
-    }
-}
-
-/// How an elicitation ended, for logs and the result note.
+/// How an elicitation ended, for the result note.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ElicitOutcome {
     Answered(ReviewDecision),
-    ClientError(ReviewDecision),
+    ClientError,
     TimedOut,
     Cancelled,
 }
 
 impl ElicitOutcome {
-    pub fn decision(&self) -> ReviewDecision {
+    pub fn decision(self) -> ReviewDecision {
         match self {
-            Self::Answered(d) | Self::ClientError(d) => *d,
+            Self::Answered(d) => d,
+            Self::ClientError => ReviewDecision::Denied,
             Self::TimedOut => ReviewDecision::TimedOut,
             Self::Cancelled => ReviewDecision::Abort,
         }
     }
 }
 
-/// Send `elicitation/create` and wait for the answer, at most `deadline`, or until
-/// `cancel` fires. Never waits longer.
+/// Ask a legacy-era client with `elicitation/create` and wait at most `deadline`, or
+/// until `cancel` fires. The request goes out as a custom request so the reference's
+/// `codex_*` correlation fields survive, and the answer comes back untyped so the one
+/// decoder sees exactly what the client sent.
 pub async fn elicit(
-    outgoing: &Outgoing,
+    peer: &Peer<RoleServer>,
     params: Value,
     deadline: Duration,
     cancel: &CancellationToken,
 ) -> ElicitOutcome {
-    let (id, answer) = outgoing.request("elicitation/create", &params);
-    let outcome = tokio::select! {
-        answer = answer => match answer {
-            Ok(Ok(result)) => ElicitOutcome::Answered(decision_from_answer(&result)),
-            Ok(Err(error)) => {
-                tracing::warn!("client answered elicitation {id} with an error: {}", error.message);
-                ElicitOutcome::ClientError(ReviewDecision::Denied)
+    let request =
+        ServerRequest::CustomRequest(CustomRequest::new("elicitation/create", Some(params)));
+    let mut options = PeerRequestOptions::no_options();
+    // rmcp's own timeout would also fire; ours below decides and sends the cancel.
+    options.timeout = Some(deadline + Duration::from_secs(1));
+    let handle: RequestHandle<RoleServer> =
+        match peer.send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            Err(e) => {
+                tracing::warn!("could not send elicitation/create: {e}");
+                return ElicitOutcome::ClientError;
             }
-            Err(_) => ElicitOutcome::ClientError(ReviewDecision::Denied),
+        };
+    let request_id = handle.id.clone();
+    let outcome = tokio::select! {
+        answer = handle.await_response() => match answer {
+            Ok(result) => match serde_json::to_value(&result) {
+                Ok(value) => ElicitOutcome::Answered(decode_approval_answer(&value)),
+                Err(_) => ElicitOutcome::ClientError,
+            },
+            Err(e) => {
+                tracing::warn!("the client answered elicitation/create with an error: {e}");
+                ElicitOutcome::ClientError
+            }
         },
         () = tokio::time::sleep(deadline) => ElicitOutcome::TimedOut,
         () = cancel.cancelled() => ElicitOutcome::Cancelled,
     };
     if matches!(outcome, ElicitOutcome::TimedOut | ElicitOutcome::Cancelled) {
-        outgoing.forget_request(id);
         // Tell the client to close its dialog; a late answer is then ignored.
-        outgoing.notify(
-            "notifications/cancelled",
-            &json!({"requestId": id, "reason": if outcome == ElicitOutcome::TimedOut {
-                "approval timed out"
-            } else {
-                "tool call cancelled"
-            }}),
-        );
+        let reason = if outcome == ElicitOutcome::TimedOut {
+            "approval timed out"
+        } else {
+            "tool call cancelled"
+        };
+        let param = CancelledNotificationParam::new(Some(request_id), Some(reason.to_string()));
+        if let Err(e) = peer.notify_cancelled(param).await {
+            tracing::debug!("could not cancel the elicitation: {e}");
+        }
     }
     outcome
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn answers_map_to_decisions() {
-        let cases = [
-            (json!({"action": "accept"}), ReviewDecision::Approved),
-            (
-                json!({"action": "accept", "content": {}}),
-                ReviewDecision::Approved,
-            ),
-            (
-                json!({"action": "accept", "content": {"decision": "approved_for_session"}}),
-                ReviewDecision::ApprovedForSession,
-            ),
-            (
-                json!({"action": "accept", "content": {"decision": "bogus"}}),
-                ReviewDecision::Denied,
-            ),
-            (json!({"action": "decline"}), ReviewDecision::Denied),
-            (json!({"action": "cancel"}), ReviewDecision::Denied),
-            (json!({"decision": "approved"}), ReviewDecision::Approved),
-            (json!({"decision": "abort"}), ReviewDecision::Abort),
-            (
-                json!({"decision": {"denied": {"rejection": "no"}}}),
-                ReviewDecision::Denied,
-            ),
-            (json!("allow"), ReviewDecision::Denied),
-            (json!({"whatever": 1}), ReviewDecision::Denied),
-        ];
-        for (answer, expected) in cases {
-            assert_eq!(decision_from_answer(&answer), expected, "{answer}");
-        }
-    }
-
-    #[test]
-    fn schema_is_flat_primitive_form() {
-        let schema = requested_schema();
-        assert_eq!(schema["type"], "object");
-        for (_, prop) in schema["properties"].as_object().into_iter().flatten() {
-            assert_eq!(prop["type"], "string");
-        }
-    }
 }

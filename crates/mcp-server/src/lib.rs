@@ -1,44 +1,70 @@
-//! `interpreter mcp-server`: the agent as MCP tools `codex` and `codex-reply` over stdio.
+//! `interpreter mcp-server`: the agent as MCP tools `codex`, `codex-reply`, `codex-status`
+//! and `codex-wait`, over stdio or streamable HTTP, for clients of both MCP eras.
 //!
-//! # Design: our own JSON-RPC loop on rmcp's model types
+//! # Design
 //!
-//! rmcp's server runtime was read (3.11.0) and not used for the connection loop, because
-//! the behaviour clients need cannot be had from it without forking it:
-//! * its stdio transport drops a syntactically invalid line without any reply, where we
-//!   answer `-32700` with `id: null` and go on; and it cannot answer a batch with an error;
-//! * the initialize handshake and the repeated-initialize error are fixed inside the
-//!   runtime, while we want the reference's exact `-32600 initialize called more than once`
-//!   and the reference tool-call ids/correlation fields on our own server→client requests;
-//! * we need our own deadline, cancellation and "deny on client error" semantics on
-//!   `elicitation/create`, and a bounded, clock-limited shutdown on stdin EOF.
+//! The protocol is rmcp's (pinned exactly in the workspace): its runtime serves the
+//! legacy era (`initialize`, sessions, server→client `elicitation/create`) and the
+//! 2026-07-28 era (`server/discover`, per-request `_meta`, caching hints, MRTR) from one
+//! [`rmcp::ServerHandler`], over its stdio transport or its streamable HTTP service. We
+//! own what is the agent's:
 //!
-//! So the loop (framing, dispatch, per-call tasks, the writer) is ours and small, and
-//! every spec-vocabulary type we do borrow from rmcp (protocol versions, error codes,
-//! server info, `server/discover`, `ElicitResult`) goes through [`rmcp_glue`], the one
-//! module an rmcp upgrade touches.
+//! * [`handler`]: the tools, and how a call becomes a turn;
+//! * [`turns`]: turns driven by their own task, so they outlive the request that started
+//!   them (background runs, MRTR retries, client timeouts), one turn slot per thread;
+//! * [`follow`]: a call following a turn (events, progress heartbeats, approvals);
+//! * [`approval`] and [`mrtr`]: approvals as `elicitation/create` (legacy) or as
+//!   `InputRequiredResult` with a sealed `requestState` (2026-07-28);
+//! * [`http`]: the listener, its bearer token and Origin/Host checks;
+//! * [`tools`], [`result`]: tool definitions, arguments and results; [`nesting`]: the
+//!   self-recursion guard.
 //!
-//! Module map: [`framing`] bounded line reading; [`outgoing`] the writer and our
-//! requests' bookkeeping; `server` dispatch and lifecycle; `runner` one tool call;
-//! [`approval`] elicitation; [`tools`] definitions and config; [`result`] results;
-//! [`nesting`] the self-recursion guard.
+//! Behaviour that follows rmcp rather than our earlier hand-written loop: a line that is
+//! not JSON at all is ignored (as the official SDKs do: there is no id to answer), a line
+//! over 16 MiB is dropped, and well-formed JSON that is not a JSON-RPC message gets
+//! `-32600`.
 
 pub mod approval;
-pub mod framing;
+pub mod follow;
+pub mod handler;
+pub mod http;
+pub mod mrtr;
 pub mod nesting;
-pub mod outgoing;
 pub mod result;
-pub mod rmcp_glue;
-mod runner;
-mod server;
 pub mod tools;
+pub mod turns;
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use interpreter_core::ThreadManager;
 use interpreter_core::config::{ConfigError, ConfigInputs, load_config};
-use tokio::io::{AsyncRead, AsyncWrite};
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
 
 pub use nesting::{MCP_DEPTH_ENV, child_depth_marker, current_depth};
+
+use crate::handler::AgentServer;
+use crate::http::{HttpAuth, HttpError, HttpListen};
+use crate::mrtr::{MrtrError, RequestStates};
+use crate::turns::Registry;
+
+/// How long running turns get to record their interruption when the server stops.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
+
+/// Where the server listens.
+#[derive(Debug, Clone)]
+pub enum Listen {
+    Stdio,
+    Http {
+        listen: HttpListen,
+        /// `None` = no token (`--no-auth`, loopback only).
+        token_file: Option<PathBuf>,
+        allowed_origins: Vec<String>,
+    },
+}
 
 /// What the CLI passes to [`run`].
 #[derive(Debug, Clone)]
@@ -46,6 +72,7 @@ pub struct McpServerOptions {
     /// Server-level config inputs (`-c`, `--strict-config`, profile, env, home, cwd),
     /// applied to every tool session before the call's own overrides.
     pub config_inputs: ConfigInputs,
+    pub listen: Listen,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,30 +81,85 @@ pub enum McpServerError {
     Config(#[from] ConfigError),
     #[error("configuration loader stopped unexpectedly: {0}")]
     Join(String),
+    #[error(transparent)]
+    RequestState(#[from] MrtrError),
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    #[error("MCP connection failed: {0}")]
+    Connection(String),
 }
 
-/// Serve MCP over this process's stdin/stdout until stdin closes.
-pub async fn run(opts: McpServerOptions) -> Result<(), McpServerError> {
-    serve(tokio::io::stdin(), tokio::io::stdout(), opts).await
-}
-
-/// Serve MCP over any byte streams (tests use in-memory pipes).
-pub async fn serve<R, W>(input: R, output: W, opts: McpServerOptions) -> Result<(), McpServerError>
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
+/// Serve until the client goes away (stdio: stdin closes) or `stop` fires (a signal).
+pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), McpServerError> {
     // Fail fast on a broken config (e.g. an unknown key under --strict-config) instead of
     // failing every tool call later.
     let inputs = opts.config_inputs.clone();
     let config = tokio::task::spawn_blocking(move || load_config(inputs))
         .await
         .map_err(|e| McpServerError::Join(e.to_string()))??;
-    let shared = Arc::new(runner::Shared::new(
+    let registry = Arc::new(Registry::new(
         Arc::new(ThreadManager::new()),
         opts.config_inputs,
         config.mcp_server.clone(),
     ));
-    server::serve_connection(input, output, shared).await;
-    Ok(())
+    let states = Arc::new(RequestStates::new()?);
+    let served = match opts.listen {
+        Listen::Stdio => serve_stdio(registry.clone(), states, stop).await,
+        Listen::Http {
+            listen,
+            token_file,
+            allowed_origins,
+        } => {
+            let auth = match token_file {
+                Some(path) => {
+                    let token = http::load_or_create_token(&path)?;
+                    eprintln!("bearer token file: {}", path.display());
+                    HttpAuth::Token(token)
+                }
+                None => HttpAuth::None,
+            };
+            let path = listen.path.clone();
+            http::serve(
+                listen,
+                auth,
+                allowed_origins,
+                registry.clone(),
+                states,
+                stop,
+                |addr: SocketAddr| eprintln!("listening on http://{addr}{path}"),
+            )
+            .await
+            .map_err(McpServerError::from)
+        }
+    };
+    // However serving ended: interrupt every running turn and give the engine a bounded
+    // moment to record it (and kill its commands) before the process exits.
+    registry.shutdown.cancel();
+    registry.thread_manager.shutdown_all(SHUTDOWN_GRACE).await;
+    served
+}
+
+async fn serve_stdio(
+    registry: Arc<Registry>,
+    states: Arc<RequestStates>,
+    stop: CancellationToken,
+) -> Result<(), McpServerError> {
+    let handler = AgentServer::new(registry, states);
+    let running = tokio::select! {
+        running = handler.serve_with_ct(rmcp::transport::stdio(), stop.child_token()) => running,
+        () = stop.cancelled() => return Ok(()),
+    };
+    let running = match running {
+        Ok(running) => running,
+        // The client went away (or spoke no MCP) before the handshake finished.
+        Err(e) => {
+            tracing::info!("MCP connection closed before it was established: {e}");
+            return Ok(());
+        }
+    };
+    running
+        .waiting()
+        .await
+        .map(|_| ())
+        .map_err(|e| McpServerError::Connection(e.to_string()))
 }

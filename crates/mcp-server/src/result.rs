@@ -1,68 +1,79 @@
-//! Building `tools/call` results. Every result, success or failure, carries
-//! `structuredContent {threadId, content}` so it validates against the tools'
-//! `outputSchema` (strict clients reject a result without it); `threadId` is empty when
-//! no thread exists yet.
+//! Building `tools/call` results: the one place that decides their shape.
+//!
+//! Every result, success or failure, carries `structuredContent {threadId, content,
+//! status?}` so it validates against the tools' `outputSchema` (strict clients reject a
+//! result without it), and the same text as a `TextContent` block for clients that read
+//! only `content`. `threadId` is empty when no thread exists yet.
 
 use interpreter_protocol::ThreadId;
+use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
-use serde_json::Value;
 
-#[derive(Debug, Serialize)]
-struct TextContent<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    text: &'a str,
+/// Where a thread's turn stands, as the tools report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Running,
+    WaitingForApproval,
+    Completed,
+    Failed,
+    Interrupted,
+    Idle,
+}
+
+impl TurnStatus {
+    fn is_error(self) -> bool {
+        matches!(self, Self::Failed | Self::Interrupted)
+    }
 }
 
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Structured<'a> {
-    #[serde(rename = "threadId")]
     thread_id: String,
     content: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<TurnStatus>,
 }
 
-#[derive(Debug, Serialize)]
-struct CallToolResult<'a> {
-    content: [TextContent<'a>; 1],
-    #[serde(rename = "structuredContent")]
-    structured_content: Structured<'a>,
-    #[serde(rename = "isError", skip_serializing_if = "std::ops::Not::not")]
-    is_error: bool,
-}
-
-fn build(thread_id: Option<ThreadId>, text: &str, is_error: bool) -> Value {
-    let result = CallToolResult {
-        content: [TextContent { kind: "text", text }],
-        structured_content: Structured {
-            thread_id: thread_id.map(|t| t.to_string()).unwrap_or_default(),
-            content: text,
-        },
-        is_error,
+fn build(thread_id: Option<ThreadId>, text: &str, status: Option<TurnStatus>) -> CallToolResult {
+    let structured = Structured {
+        thread_id: thread_id.map(|t| t.to_string()).unwrap_or_default(),
+        content: text,
+        status,
     };
-    serde_json::to_value(result).unwrap_or(Value::Null)
+    let structured = serde_json::to_value(structured).unwrap_or_default();
+    let mut result = if status.is_none_or(TurnStatus::is_error) {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    result.structured_content = Some(structured);
+    result
 }
 
-/// A finished turn.
-pub fn success(thread_id: ThreadId, text: &str) -> Value {
-    build(Some(thread_id), text, false)
+/// A turn's outcome, or a thread's state, with its status.
+pub fn with_status(thread_id: ThreadId, text: &str, status: TurnStatus) -> CallToolResult {
+    build(Some(thread_id), text, Some(status))
 }
 
-/// An agent-level failure on a known thread.
-pub fn thread_error(thread_id: ThreadId, text: &str) -> Value {
-    build(Some(thread_id), text, true)
+/// An agent-level failure on a known thread (bad state, resume failure).
+pub fn thread_error(thread_id: ThreadId, text: &str) -> CallToolResult {
+    build(Some(thread_id), text, Some(TurnStatus::Failed))
 }
 
 /// A failure before any thread exists (bad arguments, bad config).
-pub fn error(text: &str) -> Value {
-    build(None, text, true)
+pub fn error(text: &str) -> CallToolResult {
+    build(None, text, None)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
-    /// Hand check of the tools' `outputSchema`: an object with string `threadId` and
-    /// `content`, both required.
+    /// Hand check of the tools' `outputSchema`: string `threadId` and `content` required.
     fn validates(result: &Value) -> bool {
         let Some(sc) = result.get("structuredContent").and_then(Value::as_object) else {
             return false;
@@ -75,20 +86,23 @@ mod tests {
     fn every_shape_validates_and_mirrors_text() {
         let id = ThreadId::new();
         for (result, is_error) in [
-            (success(id, "done"), false),
+            (with_status(id, "done", TurnStatus::Completed), false),
+            (with_status(id, "", TurnStatus::Running), false),
+            (with_status(id, "aborted", TurnStatus::Interrupted), true),
             (thread_error(id, "boom"), true),
             (error("bad args"), true),
         ] {
-            assert!(validates(&result), "{result}");
+            let value = serde_json::to_value(&result).unwrap_or_default();
+            assert!(validates(&value), "{value}");
             assert_eq!(
-                result["content"][0]["text"],
-                result["structuredContent"]["content"]
+                value["content"][0]["text"],
+                value["structuredContent"]["content"]
             );
-            assert_eq!(result.get("isError").is_some(), is_error);
+            assert_eq!(value["isError"] == Value::Bool(true), is_error, "{value}");
         }
-        assert_eq!(
-            success(id, "x")["structuredContent"]["threadId"],
-            id.to_string()
-        );
+        let value =
+            serde_json::to_value(with_status(id, "x", TurnStatus::Completed)).unwrap_or_default();
+        assert_eq!(value["structuredContent"]["threadId"], id.to_string());
+        assert_eq!(value["structuredContent"]["status"], "completed");
     }
 }

@@ -15,6 +15,13 @@ use crate::nesting::child_depth_marker;
 
 pub const CODEX_TOOL: &str = "codex";
 pub const CODEX_REPLY_TOOL: &str = "codex-reply";
+pub const CODEX_STATUS_TOOL: &str = "codex-status";
+pub const CODEX_WAIT_TOOL: &str = "codex-wait";
+
+/// Longest `codex-wait` we hold a request open for; clients with shorter timeouts pass less.
+pub const MAX_WAIT_SEC: u64 = 300;
+/// `codex-wait` without `timeoutSec`.
+pub const DEFAULT_WAIT_SEC: u64 = 30;
 
 const CODEX_DESCRIPTION: &str = "Run the interpreter coding agent on a prompt. It reads and edits \
 files and runs shell commands in `cwd`, then returns its final message. The result's \
@@ -23,26 +30,82 @@ same thread (threads are saved on disk and survive server restarts). Long turns 
 notifications/progress when the call carries _meta.progressToken, so keep the call open. \
 Command and patch approvals are asked through elicitation when the client supports it; \
 otherwise the server's configured fallback applies (default: deny, reported in the result). \
-Cancelling the request interrupts the turn and kills its commands.";
+Cancelling the request interrupts the turn and kills its commands. With `background: true` it \
+returns at once with status \"running\"; follow the thread with `codex-status` and `codex-wait`.";
 
 const CODEX_REPLY_DESCRIPTION: &str = "Continue a thread started by `codex`: give its threadId \
 and the next prompt. Returns {threadId, content} like `codex`. Works after a server restart \
 (the thread is loaded from disk). If the thread is still running a turn, this waits for it.";
+
+const CODEX_STATUS_DESCRIPTION: &str = "Report a thread's state without waiting: status \
+(running, waiting_for_approval, completed, failed, interrupted, idle), the current step (e.g. \
+the command running) and the latest agent message.";
+
+const CODEX_WAIT_DESCRIPTION: &str = "Wait for a thread's running turn to finish, at most \
+timeoutSec seconds (default 30, max 300). Returns the final result like `codex`, or status \
+\"running\" with the latest message if the turn is still going. Approvals the turn needs are \
+asked on this call.";
 
 fn output_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
             "threadId": {"type": "string"},
-            "content": {"type": "string"}
+            "content": {"type": "string"},
+            "status": {
+                "type": "string",
+                "enum": ["running", "waiting_for_approval", "completed", "failed", "interrupted", "idle"]
+            }
         },
         "required": ["threadId", "content"]
     })
 }
 
-/// The `tools/list` result.
-pub fn tools_list() -> Value {
-    json!({"tools": [codex_tool(), codex_reply_tool()]})
+/// Every tool, in the order `tools/list` shows them (deterministic, the same on every
+/// connection).
+pub fn tool_definitions() -> Vec<Value> {
+    vec![
+        codex_tool(),
+        codex_reply_tool(),
+        codex_status_tool(),
+        codex_wait_tool(),
+    ]
+}
+
+fn codex_status_tool() -> Value {
+    json!({
+        "name": CODEX_STATUS_TOOL,
+        "title": "Interpreter Status",
+        "description": CODEX_STATUS_DESCRIPTION,
+        "inputSchema": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["threadId"],
+            "properties": {
+                "threadId": {"type": "string", "description": "The thread id returned by `codex`."}
+            }
+        },
+        "outputSchema": output_schema(),
+        "annotations": {"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false}
+    })
+}
+
+fn codex_wait_tool() -> Value {
+    json!({
+        "name": CODEX_WAIT_TOOL,
+        "title": "Interpreter Wait",
+        "description": CODEX_WAIT_DESCRIPTION,
+        "inputSchema": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["threadId"],
+            "properties": {
+                "threadId": {"type": "string", "description": "The thread id returned by `codex`."},
+                "timeoutSec": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SEC, "description": "How long to wait, in seconds (default 30)."}
+            }
+        },
+        "outputSchema": output_schema()
+    })
 }
 
 fn codex_tool() -> Value {
@@ -75,7 +138,8 @@ fn codex_tool() -> Value {
                 },
                 "base-instructions": {"type": "string", "description": "Instructions that replace the built-in system prompt."},
                 "developer-instructions": {"type": "string", "description": "Instructions added as a developer message."},
-                "compact-prompt": {"type": "string", "description": "Prompt used when compacting the conversation."}
+                "compact-prompt": {"type": "string", "description": "Prompt used when compacting the conversation."},
+                "background": {"type": "boolean", "description": "Return at once with status \"running\" instead of waiting for the turn; follow it with `codex-status` / `codex-wait`."}
             }
         },
         "outputSchema": output_schema()
@@ -121,6 +185,34 @@ pub struct CodexArgs {
     pub developer_instructions: Option<String>,
     #[serde(default)]
     pub compact_prompt: Option<String>,
+    #[serde(default)]
+    pub background: bool,
+}
+
+/// Arguments of `codex-status`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CodexStatusArgs {
+    pub thread_id: String,
+}
+
+/// Arguments of `codex-wait`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CodexWaitArgs {
+    pub thread_id: String,
+    #[serde(default)]
+    pub timeout_sec: Option<u64>,
+}
+
+impl CodexWaitArgs {
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.timeout_sec
+                .unwrap_or(DEFAULT_WAIT_SEC)
+                .min(MAX_WAIT_SEC),
+        )
+    }
 }
 
 /// Arguments of `codex-reply` (unknown keys are accepted, as the reference does).
@@ -142,8 +234,12 @@ impl CodexReplyArgs {
             .as_deref()
             .or(self.conversation_id.as_deref())
             .ok_or_else(|| "either threadId or conversationId must be provided".to_string())?;
-        raw.parse::<ThreadId>().map_err(|e| e.to_string())
+        parse_thread_id(raw)
     }
+}
+
+pub fn parse_thread_id(raw: &str) -> Result<ThreadId, String> {
+    raw.parse::<ThreadId>().map_err(|e| e.to_string())
 }
 
 /// Why a call's configuration could not be built.
@@ -316,7 +412,12 @@ mod tests {
 
     #[test]
     fn descriptions_are_short() {
-        assert!(CODEX_DESCRIPTION.len() < 2048);
-        assert!(CODEX_REPLY_DESCRIPTION.len() < 2048);
+        for tool in tool_definitions() {
+            let description = tool["description"].as_str().unwrap_or_default();
+            assert!(
+                !description.is_empty() && description.len() < 2048,
+                "{tool}"
+            );
+        }
     }
 }

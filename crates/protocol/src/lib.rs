@@ -10,6 +10,7 @@
 //! (snake_case tags) because MCP clients read them verbatim from `codex/event`
 //! notifications.
 
+pub mod approval_answer;
 mod config_types;
 mod ids;
 mod items;

@@ -17,5 +17,7 @@ pub use apply_patch::{
     parse_patch,
 };
 pub use env_policy::{EnvironmentInherit, ShellEnvironmentPolicy, create_env};
-pub use safety::{is_dangerous_command, is_known_safe_command, parse_command, shell_argv};
+pub use safety::{
+    display_command, is_dangerous_command, is_known_safe_command, parse_command, shell_argv,
+};
 pub use shell::{ExecOutput, ExecRequest, ShellError, format_output_for_model};

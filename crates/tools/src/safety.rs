@@ -288,7 +288,9 @@ fn is_output_formatter(argv: &[String]) -> bool {
             .is_empty()
 }
 
-fn display_command(argv: &[String]) -> String {
+/// A command line as a person would type it: POSIX-shell quoting of each word, the one
+/// rendering every front end shows (approval prompts, events, progress messages).
+pub fn display_command(argv: &[String]) -> String {
     shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
 }
 

@@ -13,7 +13,6 @@ use interpreter_protocol::{
 };
 
 use crate::cli::ColorArg;
-use crate::exec::jsonl::join_command;
 
 /// Lines of command output shown per command; the rest is summarized.
 const MAX_OUTPUT_LINES: usize = 20;
@@ -199,7 +198,8 @@ impl HumanOutput {
                 self.err(&label);
                 let line = format!(
                     "{} in {}",
-                    self.style.bold(&join_command(&begin.command)),
+                    self.style
+                        .bold(&interpreter_tools::display_command(&begin.command)),
                     begin.cwd.display()
                 );
                 self.err(&line);

@@ -240,7 +240,7 @@ impl JsonlTranslator {
                     item: ThreadItem {
                         id,
                         details: ItemDetails::CommandExecution {
-                            command: join_command(&ev.command),
+                            command: interpreter_tools::display_command(&ev.command),
                             aggregated_output: String::new(),
                             exit_code: None,
                             status: CommandExecutionStatus::InProgress,
@@ -259,7 +259,7 @@ impl JsonlTranslator {
                     item: ThreadItem {
                         id,
                         details: ItemDetails::CommandExecution {
-                            command: join_command(&ev.command),
+                            command: interpreter_tools::display_command(&ev.command),
                             aggregated_output: ev.aggregated_output.clone(),
                             exit_code: ev.exit_code,
                             status,
@@ -415,11 +415,6 @@ impl JsonlTranslator {
             }
         }
     }
-}
-
-/// A command argv as one POSIX-shell string, as the SDK displays it.
-pub fn join_command(argv: &[String]) -> String {
-    shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
 }
 
 fn file_changes(changes: &FileChanges) -> Vec<FileUpdateChange> {

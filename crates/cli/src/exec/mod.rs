@@ -281,7 +281,7 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
             EventMsg::ExecApprovalRequest(request) => {
                 output.notice(&format!(
                     "refused approval request for `{}`: exec cannot ask for approval",
-                    jsonl::join_command(&request.command)
+                    interpreter_tools::display_command(&request.command)
                 ));
                 let answer = Op::ExecApproval {
                     id: request.call_id,

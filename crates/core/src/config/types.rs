@@ -85,7 +85,7 @@ impl Default for McpServerSettings {
             events: true,
             approval_timeout_sec: 600,
             elicitation_fallback: ElicitationFallback::Deny,
-            progress_interval_sec: 10,
+            progress_interval_sec: 5,
         }
     }
 }

@@ -1,0 +1,609 @@
+//! The MCP handler: rmcp's [`ServerHandler`] for our tools, one instance per connection
+//! (a stdio process, a legacy HTTP session, or one stateless 2026-07-28 HTTP request),
+//! all sharing one [`Registry`] of threads and turns.
+//!
+//! rmcp's runtime owns the protocol: both eras, `server/discover`, per-request `_meta`
+//! validation, caching hints, cancellation tokens. This module owns what is ours: which
+//! tools exist, how a call becomes a turn, and how approvals reach the client.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use interpreter_core::CoreError;
+use interpreter_protocol::approval_answer::decode_approval_answer;
+use interpreter_protocol::{EventMsg, ReviewDecision, SessionSource, ThreadId};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    MetaObject, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::follow::{Asker, FollowEnd, Follower};
+use crate::mrtr::{APPROVAL_INPUT_KEY, RequestStates};
+use crate::result::{self, TurnStatus};
+use crate::tools::{
+    CODEX_REPLY_TOOL, CODEX_STATUS_TOOL, CODEX_TOOL, CODEX_WAIT_TOOL, CodexArgs, CodexReplyArgs,
+    CodexStatusArgs, CodexWaitArgs, build_session_config, parse_thread_id, tool_definitions,
+};
+use crate::turns::{Registry, RunState, TurnRun};
+
+/// Name our server reports in `serverInfo`.
+pub const SERVER_NAME: &str = "interpreter";
+/// Human title reported in `serverInfo`.
+pub const SERVER_TITLE: &str = "Interpreter";
+
+const INSTRUCTIONS: &str = "Use the `codex` tool to run the coding agent on a task and \
+`codex-reply` with the returned threadId to continue it. For long tasks pass `background: true` \
+and follow the thread with `codex-status` and `codex-wait`.";
+
+/// What one connection remembers about itself.
+#[derive(Default)]
+struct Connection {
+    initialized: AtomicBool,
+    /// Ids of this connection's `tools/call` requests still running: a second request
+    /// with the same id is refused instead of starting a second turn.
+    in_flight: std::sync::Mutex<HashSet<String>>,
+}
+
+/// Frees an in-flight id when its call ends, however it ends.
+struct InFlight {
+    connection: Arc<Connection>,
+    key: String,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut ids) = self.connection.in_flight.lock() {
+            ids.remove(&self.key);
+        }
+    }
+}
+
+/// The handler rmcp drives.
+#[derive(Clone)]
+pub struct AgentServer {
+    registry: Arc<Registry>,
+    states: Arc<RequestStates>,
+    connection: Arc<Connection>,
+}
+
+impl AgentServer {
+    /// A handler for a new connection.
+    pub fn new(registry: Arc<Registry>, states: Arc<RequestStates>) -> Self {
+        Self {
+            registry,
+            states,
+            connection: Arc::default(),
+        }
+    }
+}
+
+fn implementation() -> Implementation {
+    let mut info =
+        Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")).with_title(SERVER_TITLE);
+    info.description = Some("A coding agent for open models, as MCP tools.".to_string());
+    info
+}
+
+/// `_meta` carrying `io.modelcontextprotocol/serverInfo`, which 2026-07-28 results
+/// should have.
+fn server_info_meta() -> Option<MetaObject> {
+    serde_json::from_value(json!({"io.modelcontextprotocol/serverInfo": implementation()})).ok()
+}
+
+fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Whether the caller can answer a form elicitation (an empty `elicitation` object means
+/// form only).
+fn can_elicit_form(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.client_capabilities()
+        .and_then(|c| c.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+fn invalid_params(message: impl Into<String>) -> ErrorData {
+    ErrorData::invalid_params(message.into(), None)
+}
+
+/// Parse a tool's arguments, or the error result that tells the calling model why not.
+fn arguments<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    params: &CallToolRequestParams,
+) -> Result<T, CallToolResult> {
+    let arguments = params
+        .arguments
+        .clone()
+        .ok_or_else(|| result::error(&format!("Missing arguments for `{tool}`.")))?;
+    serde_json::from_value(Value::Object(arguments))
+        .map_err(|e| result::error(&format!("Invalid arguments for `{tool}`: {e}")))
+}
+
+impl AgentServer {
+    fn follower(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        tool: &str,
+        thread_id: ThreadId,
+    ) -> Follower {
+        let settings = self.registry.settings_for(thread_id);
+        let modern = is_modern(ctx);
+        let asker = if !can_elicit_form(ctx) {
+            Asker::Fallback(settings.elicitation_fallback)
+        } else if modern {
+            Asker::Mrtr {
+                tool: tool.to_string(),
+            }
+        } else {
+            Asker::Elicit(ctx.peer.clone())
+        };
+        Follower::new(
+            ctx.peer.clone(),
+            ctx.meta.get_progress_token(),
+            // 2026-07-28 allows only request-scoped standard notifications.
+            settings.events && !modern,
+            serde_json::to_value(&ctx.id).unwrap_or_default(),
+            ctx.ct.clone(),
+            asker,
+            Duration::from_secs(settings.progress_interval_sec),
+        )
+    }
+
+    /// Follow a turn for a call that waits for its end (`codex`, `codex-reply`, their
+    /// MRTR retries). A cancelled call interrupts the turn.
+    async fn follow_to_end(
+        &self,
+        mut follower: Follower,
+        run: &Arc<TurnRun>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match follower.follow(run, &self.states, None).await {
+            FollowEnd::Finished(result) => Ok(result.into()),
+            FollowEnd::NeedsInput(input) => Ok(input.into()),
+            FollowEnd::Cancelled => {
+                run.interrupt();
+                Err(ErrorData::internal_error("the request was cancelled", None))
+            }
+            FollowEnd::StillRunning => Ok(status_result(run).into()),
+        }
+    }
+
+    async fn codex(
+        &self,
+        params: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args: CodexArgs = match arguments(CODEX_TOOL, params) {
+            Ok(args) => args,
+            Err(error) => return Ok(error.into()),
+        };
+        let overrides = match args.overrides() {
+            Ok(o) => o,
+            Err(e) => {
+                return Ok(result::error(&format!("Invalid arguments for `codex`: {e}")).into());
+            }
+        };
+        let config = match build_session_config(&self.registry.inputs, overrides).await {
+            Ok(config) => config,
+            Err(e) => {
+                return Ok(result::error(&format!("Failed to load configuration: {e}")).into());
+            }
+        };
+        let settings = config.mcp_server.clone();
+        let started = tokio::select! {
+            started = self.registry.thread_manager.start_thread(config, SessionSource::Mcp) => started,
+            () = ctx.ct.cancelled() => return Err(ErrorData::internal_error("the request was cancelled", None)),
+        };
+        let started = match started {
+            Ok(started) => started,
+            Err(e) => return Ok(result::error(&format!("Failed to start session: {e}")).into()),
+        };
+        let thread_id = started.thread_id;
+        self.registry.remember_settings(thread_id, settings);
+        let follower = self.follower(ctx, CODEX_TOOL, thread_id);
+        if follower.codex_events {
+            let event = interpreter_protocol::Event {
+                id: String::new(),
+                msg: EventMsg::SessionConfigured(started.session_configured.clone()),
+            };
+            follower.codex_event(thread_id, &event).await;
+        }
+        self.start_and_follow(follower, started.thread, args.prompt, ctx, args.background)
+            .await
+    }
+
+    async fn codex_reply(
+        &self,
+        params: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args: CodexReplyArgs = match arguments(CODEX_REPLY_TOOL, params) {
+            Ok(args) => args,
+            Err(error) => return Ok(error.into()),
+        };
+        let thread_id = match args.thread_id() {
+            Ok(id) => id,
+            Err(e) => return Ok(result::error(&format!("Invalid threadId: {e}")).into()),
+        };
+        let thread = match self.thread(thread_id, ctx).await? {
+            Ok(thread) => thread,
+            Err(error) => return Ok(error.into()),
+        };
+        let follower = self.follower(ctx, CODEX_REPLY_TOOL, thread_id);
+        self.start_and_follow(follower, thread, args.prompt, ctx, false)
+            .await
+    }
+
+    /// A live or saved thread, or the result that says why not.
+    async fn thread(
+        &self,
+        thread_id: ThreadId,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Result<Arc<interpreter_core::Thread>, CallToolResult>, ErrorData> {
+        let thread = tokio::select! {
+            thread = self.registry.live_or_resumed(thread_id) => thread,
+            () = ctx.ct.cancelled() => return Err(ErrorData::internal_error("the request was cancelled", None)),
+        };
+        Ok(match thread {
+            Ok(thread) => Ok(thread),
+            Err(CoreError::ThreadNotFound(_)) => Err(result::thread_error(
+                thread_id,
+                &format!(
+                    "Session not found for thread_id: {thread_id} (no live thread and no saved thread with this id; start a new one with `codex`)"
+                ),
+            )),
+            Err(e) => Err(result::thread_error(
+                thread_id,
+                &format!("Failed to resume thread {thread_id}: {e}"),
+            )),
+        })
+    }
+
+    async fn start_and_follow(
+        &self,
+        mut follower: Follower,
+        thread: Arc<interpreter_core::Thread>,
+        prompt: String,
+        ctx: &RequestContext<RoleServer>,
+        background: bool,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tool_call_id = match &ctx.id {
+            rmcp::model::NumberOrString::String(s) => s.to_string(),
+            rmcp::model::NumberOrString::Number(n) => n.to_string(),
+        };
+        let run = match self
+            .registry
+            .start_turn(thread, prompt, tool_call_id, &ctx.ct)
+            .await
+        {
+            None => return Err(ErrorData::internal_error("the request was cancelled", None)),
+            Some(Err(error)) => return Ok(error.into()),
+            Some(Ok(run)) => run,
+        };
+        if !background {
+            return self.follow_to_end(follower, &run).await;
+        }
+        // A background turn still needs its approvals answered. A legacy client can be
+        // asked on its connection right away; a 2026 client is asked (MRTR) when it next
+        // calls `codex-wait`; a client that cannot be asked gets the fallback now.
+        if !matches!(follower.asker, Asker::Mrtr { .. }) {
+            follower.cancel = run.stopping();
+            follower.progress_token = None;
+            let detached = run.clone();
+            let states = self.states.clone();
+            tokio::spawn(async move {
+                follower.follow(&detached, &states, None).await;
+            });
+        }
+        Ok(result::with_status(run.thread_id, "", TurnStatus::Running).into())
+    }
+
+    async fn codex_status(
+        &self,
+        params: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args: CodexStatusArgs = match arguments(CODEX_STATUS_TOOL, params) {
+            Ok(args) => args,
+            Err(error) => return Ok(error.into()),
+        };
+        let thread_id = match parse_thread_id(&args.thread_id) {
+            Ok(id) => id,
+            Err(e) => return Ok(result::error(&format!("Invalid threadId: {e}")).into()),
+        };
+        if let Some(run) = self.registry.latest_run(thread_id) {
+            return Ok(status_result(&run).into());
+        }
+        self.idle_status(thread_id, ctx).await
+    }
+
+    /// The status of a thread with no turn in this process: idle if it exists at all.
+    async fn idle_status(
+        &self,
+        thread_id: ThreadId,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        Ok(match self.thread(thread_id, ctx).await? {
+            Ok(_) => result::with_status(
+                thread_id,
+                "No turn is running on this thread.",
+                TurnStatus::Idle,
+            ),
+            Err(error) => error,
+        }
+        .into())
+    }
+
+    async fn codex_wait(
+        &self,
+        params: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args: CodexWaitArgs = match arguments(CODEX_WAIT_TOOL, params) {
+            Ok(args) => args,
+            Err(error) => return Ok(error.into()),
+        };
+        let thread_id = match parse_thread_id(&args.thread_id) {
+            Ok(id) => id,
+            Err(e) => return Ok(result::error(&format!("Invalid threadId: {e}")).into()),
+        };
+        let Some(run) = self.registry.latest_run(thread_id) else {
+            return self.idle_status(thread_id, ctx).await;
+        };
+        let limit = tokio::time::Instant::now() + args.timeout();
+        self.wait_on(self.follower(ctx, CODEX_WAIT_TOOL, thread_id), &run, limit)
+            .await
+    }
+
+    /// Follow for `codex-wait`: a cancelled or timed-out wait leaves the turn running.
+    async fn wait_on(
+        &self,
+        mut follower: Follower,
+        run: &Arc<TurnRun>,
+        limit: tokio::time::Instant,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match follower.follow(run, &self.states, Some(limit)).await {
+            FollowEnd::Finished(result) => Ok(result.into()),
+            FollowEnd::NeedsInput(input) => Ok(input.into()),
+            FollowEnd::Cancelled => {
+                Err(ErrorData::internal_error("the request was cancelled", None))
+            }
+            FollowEnd::StillRunning => Ok(status_result(run).into()),
+        }
+    }
+
+    /// A 2026-07-28 retry carrying `requestState` and `inputResponses`: resolve the
+    /// suspended approval it names, then follow the turn again.
+    async fn resume_after_input(
+        &self,
+        params: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+        sealed: &str,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tool = params.name.as_ref();
+        if !is_modern(ctx) {
+            return Err(invalid_params(
+                "requestState is only valid on 2026-07-28 requests",
+            ));
+        }
+        let state = self.states.open(sealed, tool).map_err(|e| {
+            tracing::warn!("refused a requestState: {e}");
+            invalid_params(format!("{e}; nothing was run"))
+        })?;
+        let thread_id = parse_thread_id(&state.thread).map_err(invalid_params)?;
+        let run = self.registry.latest_run(thread_id);
+        let approval = run.as_ref().and_then(|run| run.redeem(state.approval));
+        let (Some(run), Some(approval)) = (run, approval) else {
+            return Err(invalid_params(
+                "this approval was already answered, has expired, or belongs to a turn that ended; nothing was run",
+            ));
+        };
+        let answer = params
+            .input_responses
+            .as_ref()
+            .and_then(|responses| responses.get(APPROVAL_INPUT_KEY));
+        let decision = answer.map_or(ReviewDecision::Denied, decode_approval_answer);
+        approval.resolve(decision);
+        let follower = self.follower(ctx, tool, thread_id);
+        if tool == CODEX_WAIT_TOOL {
+            let timeout = params
+                .arguments
+                .as_ref()
+                .and_then(|a| {
+                    serde_json::from_value::<CodexWaitArgs>(Value::Object(a.clone())).ok()
+                })
+                .map_or(Duration::from_secs(crate::tools::DEFAULT_WAIT_SEC), |a| {
+                    a.timeout()
+                });
+            return self
+                .wait_on(follower, &run, tokio::time::Instant::now() + timeout)
+                .await;
+        }
+        self.follow_to_end(follower, &run).await
+    }
+}
+
+fn status_result(run: &TurnRun) -> CallToolResult {
+    match run.state() {
+        RunState::Finished { result, .. } => result,
+        RunState::Running {
+            step,
+            last_message,
+            waiting_for_approval,
+        } => {
+            let status = if waiting_for_approval {
+                TurnStatus::WaitingForApproval
+            } else {
+                TurnStatus::Running
+            };
+            let mut text = last_message.unwrap_or_default();
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&format!("Current step: {step}"));
+            result::with_status(run.thread_id, &text, status)
+        }
+    }
+}
+
+impl ServerHandler for AgentServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(implementation())
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if self.connection.initialized.swap(true, Ordering::SeqCst) {
+            return Err(ErrorData::invalid_request(
+                "initialize called more than once",
+                None,
+            ));
+        }
+        ctx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools: Vec<Tool> = tool_definitions()
+            .into_iter()
+            .filter_map(|t| serde_json::from_value(t).ok())
+            .collect();
+        let mut result = ListToolsResult::with_all_items(tools);
+        if is_modern(&ctx) {
+            result.meta = server_info_meta();
+        }
+        Ok(result)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut result = ListResourcesResult::with_all_items(Vec::new());
+        if is_modern(&ctx) {
+            result.meta = server_info_meta();
+        }
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut result = ListResourceTemplatesResult::with_all_items(Vec::new());
+        if is_modern(&ctx) {
+            result.meta = server_info_meta();
+        }
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Err(ErrorData::resource_not_found(
+            format!(
+                "resource not found: {} (this server has no resources)",
+                request.uri
+            ),
+            None,
+        ))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let mut result = ListPromptsResult::with_all_items(Vec::new());
+        if is_modern(&ctx) {
+            result.meta = server_info_meta();
+        }
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Err(invalid_params(format!(
+            "prompt not found: {} (this server has no prompts)",
+            request.name
+        )))
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let key = serde_json::to_string(&ctx.id).unwrap_or_default();
+        let fresh = self
+            .connection
+            .in_flight
+            .lock()
+            .map(|mut ids| ids.insert(key.clone()))
+            .unwrap_or(false);
+        if !fresh {
+            return Err(ErrorData::invalid_request(
+                format!("request id {key} is already in use by a running tools/call"),
+                None,
+            ));
+        }
+        let _in_flight = InFlight {
+            connection: self.connection.clone(),
+            key,
+        };
+        let response = if let Some(sealed) = params.request_state.clone() {
+            self.resume_after_input(&params, &ctx, &sealed).await
+        } else {
+            match params.name.as_ref() {
+                CODEX_TOOL => self.codex(&params, &ctx).await,
+                CODEX_REPLY_TOOL => self.codex_reply(&params, &ctx).await,
+                CODEX_STATUS_TOOL => self.codex_status(&params, &ctx).await,
+                CODEX_WAIT_TOOL => self.codex_wait(&params, &ctx).await,
+                other => Err(invalid_params(format!(
+                    "Unknown tool '{other}'; this server has `codex`, `codex-reply`, `codex-status` and `codex-wait`"
+                ))),
+            }
+        };
+        let modern = is_modern(&ctx);
+        response.map(|response| match response {
+            CallToolResponse::Complete(mut result) if modern => {
+                result.meta = server_info_meta();
+                CallToolResponse::Complete(result)
+            }
+            CallToolResponse::InputRequired(input) if modern => match server_info_meta() {
+                Some(meta) => CallToolResponse::InputRequired(input.with_meta(meta)),
+                None => CallToolResponse::InputRequired(input),
+            },
+            other => other,
+        })
+    }
+}

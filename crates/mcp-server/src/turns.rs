@@ -1,0 +1,623 @@
+//! Turns that outlive the request that started them.
+//!
+//! A [`TurnRun`] is one turn on one thread, driven by its own task: it reads the thread's
+//! events, publishes them to whoever follows the turn, parks approval requests until a
+//! follower resolves them (or their deadline denies them), and ends with the
+//! `tools/call` result. A follower ([`crate::follow`]) is a `codex` / `codex-reply` /
+//! `codex-wait` call; it may come and go (background runs, MRTR retries, client
+//! timeouts) without disturbing the turn.
+//!
+//! The [`Registry`] keeps the latest run per thread, one turn slot per thread (a thread's
+//! event stream has exactly one reader), the per-thread server settings, and retires
+//! idle threads from memory (they resume from disk).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use interpreter_core::config::{ConfigInputs, McpServerSettings};
+use interpreter_core::{CoreError, Thread, ThreadManager};
+use interpreter_protocol::{Event, EventMsg, Op, ReviewDecision, ThreadId, UserInput};
+use interpreter_tools::display_command;
+use rmcp::model::CallToolResult;
+use serde_json::Value;
+use tokio::sync::{OwnedMutexGuard, broadcast, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval;
+use crate::result::{self, TurnStatus};
+use crate::tools::{CallOverrides, build_session_config};
+
+/// Idle threads kept live after their turn, so a quick `codex-reply` skips the reload from
+/// disk. Past this many, the least recently used idle ones are shut down and dropped from
+/// memory; a later `codex-reply` resumes them from their rollout.
+const MAX_LIVE_IDLE_THREADS: usize = 32;
+
+/// Events buffered for a follower that reads slowly; past this it skips ahead.
+const EVENT_BUFFER: usize = 1024;
+
+/// How long an interrupted turn may take to report its end before the run gives up on it.
+const INTERRUPT_DRAIN: Duration = Duration::from_secs(5);
+
+/// An approval the turn waits for.
+pub struct PendingApproval {
+    /// One-time id within this process (the MRTR `requestState` names it).
+    pub id: u64,
+    /// The elicitation params (ours, with the reference's `codex_*` fields).
+    pub params: Value,
+    /// "run `make test`", for notes.
+    pub what: String,
+    reply: std::sync::Mutex<Option<oneshot::Sender<ReviewDecision>>>,
+}
+
+impl PendingApproval {
+    /// Answer the turn. Only the first answer counts; later ones return `false`.
+    pub fn resolve(&self, decision: ReviewDecision) -> bool {
+        let sender = self.reply.lock().ok().and_then(|mut s| s.take());
+        sender.is_some_and(|s| s.send(decision).is_ok())
+    }
+}
+
+/// Where the turn stands.
+#[derive(Clone)]
+pub enum RunState {
+    Running {
+        step: String,
+        last_message: Option<String>,
+        waiting_for_approval: bool,
+    },
+    Finished {
+        result: CallToolResult,
+        status: TurnStatus,
+    },
+}
+
+/// One turn on one thread, driven in the background.
+pub struct TurnRun {
+    pub thread_id: ThreadId,
+    pub settings: McpServerSettings,
+    state: watch::Sender<RunState>,
+    events: broadcast::Sender<Arc<Event>>,
+    /// Approvals no follower has taken yet.
+    pending: std::sync::Mutex<VecDeque<Arc<PendingApproval>>>,
+    /// Approvals handed to a 2026 client as MRTR, waiting for its retry.
+    offered: std::sync::Mutex<HashMap<u64, Arc<PendingApproval>>>,
+    notes: std::sync::Mutex<Vec<String>>,
+    interrupt: CancellationToken,
+    /// The request that started the turn, as the reference's `codex_mcp_tool_call_id`.
+    pub tool_call_id: String,
+}
+
+impl TurnRun {
+    pub fn subscribe_events(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    pub fn watch_state(&self) -> watch::Receiver<RunState> {
+        self.state.subscribe()
+    }
+
+    pub fn state(&self) -> RunState {
+        self.state.borrow().clone()
+    }
+
+    /// The next approval nobody has taken, if any.
+    pub fn take_pending(&self) -> Option<Arc<PendingApproval>> {
+        self.pending.lock().ok().and_then(|mut p| p.pop_front())
+    }
+
+    /// Park an approval for an MRTR retry.
+    pub fn offer(&self, approval: Arc<PendingApproval>) {
+        if let Ok(mut offered) = self.offered.lock() {
+            offered.insert(approval.id, approval);
+        }
+    }
+
+    /// Take back an approval offered as MRTR; `None` if it was redeemed, expired or never
+    /// existed (a replayed or forged state).
+    pub fn redeem(&self, id: u64) -> Option<Arc<PendingApproval>> {
+        self.offered.lock().ok().and_then(|mut o| o.remove(&id))
+    }
+
+    pub fn note(&self, note: String) {
+        if let Ok(mut notes) = self.notes.lock() {
+            notes.push(note);
+        }
+    }
+
+    /// Ask the turn to stop (`Op::Interrupt`); the run ends once the engine confirms.
+    pub fn interrupt(&self) {
+        self.interrupt.cancel();
+    }
+
+    /// Fires when the turn is asked to stop; bounds work done on its behalf.
+    pub fn stopping(&self) -> CancellationToken {
+        self.interrupt.clone()
+    }
+
+    fn notes_text(&self) -> String {
+        let notes = self.notes.lock().map(|n| n.clone()).unwrap_or_default();
+        if notes.is_empty() {
+            return String::new();
+        }
+        let mut text = "Approvals:".to_string();
+        for note in notes {
+            text.push_str("\n- ");
+            text.push_str(&note);
+        }
+        text
+    }
+
+    fn set_step(&self, step: String) {
+        self.state.send_modify(|state| {
+            if let RunState::Running { step: current, .. } = state {
+                *current = step;
+            }
+        });
+    }
+
+    fn finish(&self, text: String, status: TurnStatus) {
+        let mut text = text;
+        let notes = self.notes_text();
+        if !notes.is_empty() {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&notes);
+        }
+        let result = result::with_status(self.thread_id, &text, status);
+        self.state
+            .send_replace(RunState::Finished { result, status });
+    }
+}
+
+/// A human line for progress messages and `codex-status`.
+pub fn step_of(msg: &EventMsg) -> Option<String> {
+    Some(match msg {
+        EventMsg::TaskStarted(_) => "turn started; waiting for the model".to_string(),
+        EventMsg::AgentMessage(_) => "the agent wrote a message".to_string(),
+        EventMsg::AgentReasoning(_) => "the agent is reasoning".to_string(),
+        EventMsg::ExecCommandBegin(e) => format!("running `{}`", display_command(&e.command)),
+        EventMsg::ExecCommandEnd(e) => format!(
+            "`{}` finished ({})",
+            display_command(&e.command),
+            e.exit_code
+                .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"))
+        ),
+        EventMsg::ExecApprovalRequest(e) => format!(
+            "waiting for approval to run `{}`",
+            display_command(&e.command)
+        ),
+        EventMsg::ApplyPatchApprovalRequest(e) => {
+            format!("waiting for approval to change {} file(s)", e.changes.len())
+        }
+        EventMsg::PatchApplyBegin(e) => format!("editing {} file(s)", e.changes.len()),
+        EventMsg::PatchApplyEnd(e) => if e.success {
+            "edit applied"
+        } else {
+            "edit failed"
+        }
+        .to_string(),
+        EventMsg::PlanUpdate(_) => "plan updated".to_string(),
+        EventMsg::McpToolCallBegin(e) => {
+            format!("calling tool {}/{}", e.invocation.server, e.invocation.tool)
+        }
+        EventMsg::StreamError(e) => format!(
+            "model stream failed, retrying ({}/{}): {}",
+            e.attempt, e.max_attempts, e.message
+        ),
+        EventMsg::Warning(e) => format!("warning: {}", e.message),
+        EventMsg::Error(e) => format!("error: {}", e.message),
+        _ => return None,
+    })
+}
+
+/// State shared by every connection of one server process.
+pub struct Registry {
+    pub thread_manager: Arc<ThreadManager>,
+    pub inputs: ConfigInputs,
+    /// Settings of the server-level config, for threads we did not start ourselves.
+    pub default_settings: McpServerSettings,
+    thread_settings: std::sync::Mutex<HashMap<ThreadId, McpServerSettings>>,
+    turn_slots: std::sync::Mutex<HashMap<ThreadId, Arc<tokio::sync::Mutex<()>>>>,
+    runs: std::sync::Mutex<HashMap<ThreadId, Arc<TurnRun>>>,
+    /// Live threads, least recently used first.
+    recently_used: std::sync::Mutex<VecDeque<ThreadId>>,
+    next_approval_id: AtomicU64,
+    /// Fires on server shutdown: every run is interrupted.
+    pub shutdown: CancellationToken,
+}
+
+impl Registry {
+    pub fn new(
+        thread_manager: Arc<ThreadManager>,
+        inputs: ConfigInputs,
+        default_settings: McpServerSettings,
+    ) -> Self {
+        Self {
+            thread_manager,
+            inputs,
+            default_settings,
+            thread_settings: std::sync::Mutex::default(),
+            turn_slots: std::sync::Mutex::default(),
+            runs: std::sync::Mutex::default(),
+            recently_used: std::sync::Mutex::default(),
+            next_approval_id: AtomicU64::new(1),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    pub fn settings_for(&self, thread_id: ThreadId) -> McpServerSettings {
+        self.thread_settings
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&thread_id).cloned())
+            .unwrap_or_else(|| self.default_settings.clone())
+    }
+
+    pub fn remember_settings(&self, thread_id: ThreadId, settings: McpServerSettings) {
+        if let Ok(mut m) = self.thread_settings.lock() {
+            m.insert(thread_id, settings);
+        }
+    }
+
+    /// The latest run on a thread (running or finished), if this process has one.
+    pub fn latest_run(&self, thread_id: ThreadId) -> Option<Arc<TurnRun>> {
+        self.runs
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&thread_id).cloned())
+    }
+
+    fn turn_slot(&self, thread_id: ThreadId) -> Arc<tokio::sync::Mutex<()>> {
+        match self.turn_slots.lock() {
+            Ok(mut slots) => slots.entry(thread_id).or_default().clone(),
+            // A poisoned map only means another call panicked; a fresh slot is safe.
+            Err(_) => Arc::default(),
+        }
+    }
+
+    /// A live thread, or the saved one loaded from disk.
+    pub async fn live_or_resumed(&self, thread_id: ThreadId) -> Result<Arc<Thread>, CoreError> {
+        if let Some(thread) = self.thread_manager.get_thread(thread_id).await {
+            return Ok(thread);
+        }
+        let config = build_session_config(&self.inputs, CallOverrides::default())
+            .await
+            .map_err(|e| CoreError::Internal(format!("failed to load configuration: {e}")))?;
+        let settings = config.mcp_server.clone();
+        match self.thread_manager.resume_thread(config, thread_id).await {
+            Ok(resumed) => {
+                self.remember_settings(thread_id, settings);
+                Ok(resumed.thread)
+            }
+            // Another call resumed it first.
+            Err(CoreError::ThreadAlreadyLive(_)) => self
+                .thread_manager
+                .get_thread(thread_id)
+                .await
+                .ok_or(CoreError::ThreadNotFound(thread_id)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Wait for the thread's turn slot (a previous turn must end first), submit `prompt`,
+    /// and start driving the turn. `None` if `cancel` fired while waiting.
+    pub async fn start_turn(
+        self: &Arc<Self>,
+        thread: Arc<Thread>,
+        prompt: String,
+        tool_call_id: String,
+        cancel: &CancellationToken,
+    ) -> Option<Result<Arc<TurnRun>, CallToolResult>> {
+        let thread_id = thread.id();
+        let slot = self.turn_slot(thread_id);
+        let guard = tokio::select! {
+            guard = slot.lock_owned() => guard,
+            () = cancel.cancelled() => return None,
+        };
+        let submission_id = match thread
+            .submit(Op::UserInput {
+                items: vec![UserInput::Text { text: prompt }],
+            })
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                return Some(Err(result::thread_error(
+                    thread_id,
+                    &format!("Failed to submit user input: {e}"),
+                )));
+            }
+        };
+        let (state, _) = watch::channel(RunState::Running {
+            step: "prompt submitted".to_string(),
+            last_message: None,
+            waiting_for_approval: false,
+        });
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let run = Arc::new(TurnRun {
+            thread_id,
+            settings: self.settings_for(thread_id),
+            state,
+            events,
+            pending: std::sync::Mutex::default(),
+            offered: std::sync::Mutex::default(),
+            notes: std::sync::Mutex::default(),
+            interrupt: self.shutdown.child_token(),
+            tool_call_id,
+        });
+        if let Ok(mut runs) = self.runs.lock() {
+            runs.insert(thread_id, run.clone());
+        }
+        let registry = self.clone();
+        let driven = run.clone();
+        tokio::spawn(async move {
+            drive(&registry, &driven, thread, submission_id, guard).await;
+            registry.retire_idle_threads(driven.thread_id).await;
+        });
+        Some(Ok(run))
+    }
+
+    /// Mark `just_used` as the most recent thread, then shut down and drop the least
+    /// recently used idle threads beyond [`MAX_LIVE_IDLE_THREADS`]. A thread whose turn is
+    /// running, or that has no rollout to come back from (ephemeral), stays.
+    async fn retire_idle_threads(&self, just_used: ThreadId) {
+        let candidates: Vec<ThreadId> = {
+            let Ok(mut recent) = self.recently_used.lock() else {
+                return;
+            };
+            recent.retain(|id| *id != just_used);
+            recent.push_back(just_used);
+            let excess = recent.len().saturating_sub(MAX_LIVE_IDLE_THREADS);
+            recent.iter().take(excess).copied().collect()
+        };
+        for id in candidates {
+            let slot = self.turn_slot(id);
+            let Ok(_idle) = slot.try_lock() else {
+                continue;
+            };
+            if let Some(thread) = self.thread_manager.get_thread(id).await {
+                if thread.rollout_path().is_none() {
+                    continue;
+                }
+                self.thread_manager.remove_thread(id).await;
+                if let Err(e) = thread.submit(Op::Shutdown).await {
+                    tracing::debug!("thread {id} was already closed: {e}");
+                }
+                tracing::info!("retired idle thread {id} from memory; it resumes from disk");
+            }
+            if let Ok(mut recent) = self.recently_used.lock() {
+                recent.retain(|other| *other != id);
+            }
+            if let Ok(mut slots) = self.turn_slots.lock() {
+                slots.remove(&id);
+            }
+            if let Ok(mut runs) = self.runs.lock() {
+                runs.remove(&id);
+            }
+        }
+    }
+
+    fn next_approval_id(&self) -> u64 {
+        self.next_approval_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Park an approval on the run and answer the engine when a follower resolves it, or deny
+/// at the deadline.
+fn park_approval(
+    registry: &Registry,
+    run: &Arc<TurnRun>,
+    thread: &Arc<Thread>,
+    params: Value,
+    what: String,
+    answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
+) {
+    let (reply, decision) = oneshot::channel();
+    let approval = Arc::new(PendingApproval {
+        id: registry.next_approval_id(),
+        params,
+        what: what.clone(),
+        reply: std::sync::Mutex::new(Some(reply)),
+    });
+    if let Ok(mut pending) = run.pending.lock() {
+        pending.push_back(approval.clone());
+    }
+    run.state.send_modify(|state| {
+        if let RunState::Running {
+            waiting_for_approval,
+            ..
+        } = state
+        {
+            *waiting_for_approval = true;
+        }
+    });
+    let deadline = Duration::from_secs(run.settings.approval_timeout_sec);
+    let run = run.clone();
+    let thread = thread.clone();
+    tokio::spawn(async move {
+        let decision = tokio::select! {
+            decision = decision => decision.unwrap_or(ReviewDecision::Denied),
+            () = tokio::time::sleep(deadline) => {
+                run.note(format!(
+                    "the request to {what} was denied: no answer within {}s (mcp_server.approval_timeout_sec)",
+                    deadline.as_secs()
+                ));
+                ReviewDecision::TimedOut
+            }
+            () = run.interrupt.cancelled() => ReviewDecision::Abort,
+        };
+        // Whatever answered, the approval is no longer takeable or redeemable.
+        if let Ok(mut pending) = run.pending.lock() {
+            pending.retain(|p| p.id != approval.id);
+        }
+        run.redeem(approval.id);
+        let still_waiting = run.pending.lock().map(|p| !p.is_empty()).unwrap_or(false)
+            || run.offered.lock().map(|o| !o.is_empty()).unwrap_or(false);
+        run.state.send_modify(|state| {
+            if let RunState::Running {
+                waiting_for_approval,
+                ..
+            } = state
+            {
+                *waiting_for_approval = still_waiting;
+            }
+        });
+        if let Err(e) = thread.submit(answer(decision)).await {
+            tracing::debug!("submitting an approval decision failed: {e}");
+        }
+    });
+}
+
+fn turn_id_of(msg: &EventMsg) -> Option<&str> {
+    match msg {
+        EventMsg::TaskComplete(e) => Some(&e.turn_id),
+        EventMsg::TurnAborted(e) => Some(&e.turn_id),
+        _ => None,
+    }
+}
+
+/// Read the thread's events until the turn ends; the slot guard is held throughout.
+async fn drive(
+    registry: &Registry,
+    run: &Arc<TurnRun>,
+    thread: Arc<Thread>,
+    submission_id: String,
+    _slot: OwnedMutexGuard<()>,
+) {
+    let thread_id = run.thread_id;
+    let mut our_turn_id: Option<String> = None;
+    let mut last_error: Option<String> = None;
+    let mut interrupted_at: Option<tokio::time::Instant> = None;
+    loop {
+        let drain_deadline = interrupted_at.map(|at| at + INTERRUPT_DRAIN);
+        let event = tokio::select! {
+            biased;
+            () = run.interrupt.cancelled(), if interrupted_at.is_none() => {
+                interrupted_at = Some(tokio::time::Instant::now());
+                if let Err(e) = thread.submit(Op::Interrupt).await {
+                    tracing::warn!("interrupting thread {thread_id} failed: {e}");
+                    run.finish("The turn was interrupted.".to_string(), TurnStatus::Interrupted);
+                    return;
+                }
+                continue;
+            }
+            () = sleep_until_opt(drain_deadline) => {
+                tracing::warn!("thread {thread_id} did not confirm the interrupt in time");
+                run.finish("The turn was interrupted.".to_string(), TurnStatus::Interrupted);
+                return;
+            }
+            event = thread.next_event() => event,
+        };
+        let event = match event {
+            Ok(event) => Arc::new(event),
+            Err(e) => {
+                run.finish(format!("Runtime error: {e}"), TurnStatus::Failed);
+                return;
+            }
+        };
+        let ours = event.id == submission_id
+            || our_turn_id
+                .as_deref()
+                .is_some_and(|t| turn_id_of(&event.msg) == Some(t));
+        // Nobody following is fine: the turn goes on.
+        let _ = run.events.send(event.clone());
+        if let Some(step) = step_of(&event.msg) {
+            run.set_step(step);
+        }
+        match &event.msg {
+            EventMsg::TaskStarted(started) if event.id == submission_id => {
+                our_turn_id = Some(started.turn_id.clone());
+            }
+            EventMsg::AgentMessage(message) => {
+                let text = message.message.clone();
+                run.state.send_modify(|state| {
+                    if let RunState::Running { last_message, .. } = state {
+                        *last_message = Some(text);
+                    }
+                });
+            }
+            EventMsg::ExecApprovalRequest(request) => {
+                let params =
+                    approval::exec_params(request, &event.id, thread_id, &run.tool_call_id);
+                let call_id = request.call_id.clone();
+                park_approval(
+                    registry,
+                    run,
+                    &thread,
+                    params,
+                    format!("run `{}`", display_command(&request.command)),
+                    move |decision| Op::ExecApproval {
+                        id: call_id,
+                        decision,
+                    },
+                );
+            }
+            EventMsg::ApplyPatchApprovalRequest(request) => {
+                let params =
+                    approval::patch_params(request, &event.id, thread_id, &run.tool_call_id);
+                let call_id = request.call_id.clone();
+                park_approval(
+                    registry,
+                    run,
+                    &thread,
+                    params,
+                    format!("change {} file(s)", request.changes.len()),
+                    move |decision| Op::PatchApproval {
+                        id: call_id,
+                        decision,
+                    },
+                );
+            }
+            EventMsg::Error(error) if ours => last_error = Some(error.message.clone()),
+            EventMsg::TaskComplete(done) if ours => {
+                let mut text = done.last_agent_message.clone().unwrap_or_default();
+                let failure = done.error.clone().or_else(|| last_error.take());
+                if let Some(failure) = &failure {
+                    text = if text.is_empty() {
+                        failure.clone()
+                    } else {
+                        format!("{text}\n\nThe turn failed: {failure}")
+                    };
+                }
+                let status = if failure.is_some() {
+                    TurnStatus::Failed
+                } else {
+                    TurnStatus::Completed
+                };
+                run.finish(text, status);
+                return;
+            }
+            EventMsg::TurnAborted(aborted) if ours => {
+                let reason = serde_json::to_value(aborted.reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                run.finish(
+                    format!(
+                        "The turn was aborted ({reason}). Send `codex-reply` with threadId {thread_id} to continue."
+                    ),
+                    TurnStatus::Interrupted,
+                );
+                return;
+            }
+            EventMsg::ShutdownComplete => {
+                run.finish(
+                    "The thread shut down before the turn finished.".to_string(),
+                    TurnStatus::Failed,
+                );
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
