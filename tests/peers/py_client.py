@@ -147,6 +147,13 @@ class Peer:
     client: Client
     mock: Mock
     elicitations: list = field(default_factory=list)
+    rounds: list = field(default_factory=list)
+    """The result type of every tools/call round the session sent: on 2026-07-28 an
+    approval is an InputRequiredResult round followed by the retry's CallToolResult."""
+
+    def expect_approval_rounds(self, mode):
+        want = ["InputRequiredResult", "CallToolResult"] if mode == "auto" else ["CallToolResult"]
+        assert self.rounds == want, f"tools/call rounds {self.rounds}, want {want}"
 
 
 @asynccontextmanager
@@ -179,7 +186,17 @@ async def connect(transport, mode, mock, *, decision="approved"):
                     f"auto mode negotiated {client.protocol_version}, want {MODERN} via server/discover")
             else:
                 assert client.protocol_version != MODERN, client.protocol_version
-            yield Peer(client, mock, elicitations)
+            peer = Peer(client, mock, elicitations)
+            session_call_tool = client.session.call_tool
+
+            async def counting_call_tool(*args, **kwargs):
+                result = await session_call_tool(*args, **kwargs)
+                peer.rounds.append(type(result).__name__)
+                return result
+
+            # Client.call_tool drives its MRTR rounds through session.call_tool.
+            client.session.call_tool = counting_call_tool
+            yield peer
     finally:
         if http is not None:
             await http_client.aclose()
@@ -248,6 +265,7 @@ async def approved_command(transport, mode):
             assert not result.is_error, result
             assert result.structured_content["content"] == "Made it.", result
             assert len(peer.elicitations) == 1, peer.elicitations
+            peer.expect_approval_rounds(mode)
             elicitation = peer.elicitations[0]
             assert "touch approved.txt" in elicitation.message, elicitation
             assert "decision" in elicitation.requested_schema["properties"], elicitation
@@ -263,6 +281,7 @@ async def declined_command(transport, mode):
             result = await peer.client.call_tool(
                 "codex", codex_args(mock, "make a file", **{"approval-policy": "untrusted"}))
             assert len(peer.elicitations) == 1, peer.elicitations
+            peer.expect_approval_rounds(mode)
             assert not (mock.work / "declined.txt").exists(), "a declined command ran"
             # A declined command is reported to the model, which ends the turn normally.
             assert not result.is_error, result
