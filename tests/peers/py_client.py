@@ -12,7 +12,8 @@ Scenarios: list tools; a plain call; an approved command that really runs; a dec
 one that does not; a forged `requestState` retry that is refused (2026-07-28 only);
 a cancel in the middle of a command; progress during a longer command with a short
 timeout that restarts on every progress notification; `codex-reply` after restarting
-the server. The model is the `mock-model` binary with a script per scenario.
+the server; a background turn followed with codex-status and codex-wait. The model is
+the `mock-model` binary with a script per scenario.
 
 Usage: py_client.py [-k SUBSTRING]... (run only scenarios whose id contains one of them).
 Prints one PASS/FAIL line per scenario and exits non-zero if any failed."""
@@ -399,8 +400,37 @@ async def reply_after_restart(transport, mode):
         mock.stop()
 
 
+async def background_turn(transport, mode):
+    """`background: true` returns at once; codex-status and codex-wait follow the turn."""
+    mock = Mock([command_step("call_0", "sleep 3"), text_step("Done in the background.")])
+    try:
+        async with connect(transport, mode, mock) as peer:
+            started = time.monotonic()
+            first = await peer.client.call_tool(
+                "codex", codex_args(mock, "work", background=True, **{"approval-policy": "never"}))
+            assert time.monotonic() - started < 2.5, "a background call waited for the turn"
+            assert not first.is_error, first
+            thread_id = first.structured_content["threadId"]
+            assert first.structured_content["status"] == "running", first
+            assert first.structured_content["content"] == "", first
+            status = await peer.client.call_tool("codex-status", {"threadId": thread_id})
+            assert status.structured_content["threadId"] == thread_id, status
+            assert status.structured_content["status"] == "running", status
+            waited = await peer.client.call_tool("codex-wait", {"threadId": thread_id, "timeoutSec": 1})
+            assert waited.structured_content["status"] == "running", waited
+            final = await peer.client.call_tool("codex-wait", {"threadId": thread_id, "timeoutSec": 60})
+            assert not final.is_error, final
+            assert final.structured_content["content"] == "Done in the background.", final
+            assert final.structured_content.get("status", "completed") == "completed", final
+            status = await peer.client.call_tool("codex-status", {"threadId": thread_id})
+            assert status.structured_content["status"] in ("completed", "idle"), status
+            assert status.structured_content["content"] == "Done in the background.", status
+    finally:
+        mock.stop()
+
+
 SCENARIOS = [list_tools, plain_call, approved_command, declined_command, forged_request_state,
-             cancel_command, progress_resets_timeout, reply_after_restart]
+             cancel_command, progress_resets_timeout, reply_after_restart, background_turn]
 
 
 def cases():
