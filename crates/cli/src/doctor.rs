@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use interpreter_core::NESTING_DEPTH_ENV;
 use interpreter_core::config::{Config, ConfigError, ConfigOverrides, load_config};
-use interpreter_core::rollout::{SESSIONS_DIR, STATE_DB_FILE, ThreadIndex};
+use interpreter_core::rollout::{
+    IndexHealth, SESSIONS_DIR, STATE_DB_FILE, ThreadIndex, list_rollout_files,
+};
 use interpreter_model_client::{
     ModelClient, ModelProviderInfo, ProviderError, WireApi, credential_hint, provider_headers,
 };
@@ -736,8 +738,9 @@ fn sandbox_verdict(support: &SandboxSupport, mode: SandboxMode) -> Check {
     Check::ok(NAME, format!("supported ({features})"))
 }
 
-/// The thread index and sessions directory. A missing index is normal before the first
-/// thread and is not created here.
+/// The thread index and sessions directory, compared with each other. Nothing is created
+/// or repaired here (the next run that uses the index does that); a missing index is
+/// normal before the first thread.
 async fn check_state(home: PathBuf) -> Check {
     const NAME: &str = "state";
     let sessions = home.join(SESSIONS_DIR);
@@ -747,30 +750,40 @@ async fn check_state(home: PathBuf) -> Check {
         format!("sessions dir {} not created yet", sessions.display())
     };
     let db_path = home.join(STATE_DB_FILE);
+    let rebuild_fix = format!(
+        "nothing to do by hand: the index is a cache, and the next `interpreter exec` rebuilds {} from {}",
+        db_path.display(),
+        sessions.display()
+    );
     if !db_path.exists() {
+        // Listing reads directory entries only; an unreadable directory counts as empty.
+        let on_disk = list_rollout_files(&sessions).map_or(0, |files| files.len());
+        if on_disk > 0 {
+            return Check::warn(
+                NAME,
+                format!(
+                    "no thread index, but {on_disk} rollout{} in {}",
+                    plural(on_disk),
+                    sessions.display()
+                ),
+                rebuild_fix,
+            );
+        }
         return Check::ok(
             NAME,
             format!("no thread index yet (created by the first thread); {sessions_note}"),
         );
     }
     let index_home = home.clone();
-    let count = tokio::task::spawn_blocking(move || {
-        let index = ThreadIndex::open(&index_home)?;
-        index.list(usize::MAX, None).map(|threads| threads.len())
+    let health = tokio::task::spawn_blocking(move || {
+        ThreadIndex::open_without_repair(&index_home)?.compare_with_disk(&index_home)
     });
     let move_aside = format!(
-        "the index is a cache: move {} aside and it is rebuilt from sessions/",
+        "the index is a cache: the next `interpreter exec` moves {} aside and rebuilds it from sessions/",
         db_path.display()
     );
-    match tokio::time::timeout(STATE_DEADLINE, count).await {
-        Ok(Ok(Ok(threads))) => Check::ok(
-            NAME,
-            format!(
-                "{} opens, {threads} thread{}; {sessions_note}",
-                db_path.display(),
-                if threads == 1 { "" } else { "s" }
-            ),
-        ),
+    match tokio::time::timeout(STATE_DEADLINE, health).await {
+        Ok(Ok(Ok(health))) => state_check(NAME, &db_path, &health, &sessions_note, rebuild_fix),
         Ok(Ok(Err(err))) => Check::fail(NAME, one_line(&err.to_string()), move_aside),
         Ok(Err(err)) => Check::fail(
             NAME,
@@ -787,6 +800,63 @@ async fn check_state(home: PathBuf) -> Check {
             "wait for other interpreter processes to finish, then retry",
         ),
     }
+}
+
+/// The verdict on an index that opens: `ok` when it matches `sessions/`, otherwise a
+/// warning that counts each kind of mismatch and names the first file of each.
+fn state_check(
+    name: &'static str,
+    db_path: &Path,
+    health: &IndexHealth,
+    sessions_note: &str,
+    rebuild_fix: String,
+) -> Check {
+    let counts = format!(
+        "{} indexes {} thread{}, {} rollout file{} on disk",
+        db_path.display(),
+        health.indexed,
+        plural(health.indexed),
+        health.on_disk,
+        plural(health.on_disk)
+    );
+    if health.is_consistent() {
+        return Check::ok(name, format!("{counts}; {sessions_note}"));
+    }
+    let mut problems = Vec::new();
+    let mut describe = |files: &[PathBuf], what: &str| {
+        if let Some(first) = files.first() {
+            problems.push(format!(
+                "{} {what} (first: {})",
+                files.len(),
+                first.display()
+            ));
+        }
+    };
+    describe(&health.not_indexed, "rollout(s) not in the index");
+    describe(
+        &health.missing_files,
+        "indexed thread(s) whose rollout file is gone",
+    );
+    describe(
+        &health.unreadable,
+        "unreadable rollout(s) (0 bytes or no metadata)",
+    );
+    let fix = if health.unreadable.is_empty() {
+        rebuild_fix
+    } else {
+        format!(
+            "move unreadable rollouts out of the sessions directory (they cannot be resumed); {rebuild_fix}"
+        )
+    };
+    Check::warn(
+        name,
+        format!("{counts}; mismatch: {}", problems.join("; ")),
+        fix,
+    )
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
 }
 
 fn check_nesting(env: &HashMap<String, String>) -> Check {

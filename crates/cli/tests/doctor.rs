@@ -309,3 +309,89 @@ async fn missing_home_is_created_and_said_so() {
     assert!(detail(&report, "config").contains("no model configured"));
     assert_eq!(output.code, Some(1));
 }
+
+/// A one-line rollout for thread `n`, written as the recorder writes it.
+fn write_thread(home: &Path, n: i64) -> std::path::PathBuf {
+    use interpreter_core::rollout::{SessionMeta, write_rollout};
+    let meta = SessionMeta {
+        id: interpreter_protocol::ThreadId::new(),
+        timestamp: chrono::DateTime::from_timestamp(1_767_225_600 + n, 0).expect("timestamp"),
+        cwd: home.to_path_buf(),
+        originator: "test".into(),
+        cli_version: "0.0.0".into(),
+        source: interpreter_protocol::SessionSource::Exec,
+        model_provider: None,
+        model: None,
+        base_instructions: None,
+    };
+    write_rollout(home, &meta, &[]).expect("write rollout")
+}
+
+#[tokio::test]
+async fn state_check_compares_the_index_with_the_rollouts_on_disk() {
+    use interpreter_core::rollout::ThreadIndex;
+    let server = MockModelServer::start().await.expect("mock server");
+    let home = TempDir::new().expect("home");
+    write_config(
+        home.path(),
+        &provider_config("mock-model", &server.base_url(), ""),
+    );
+    let env = [("MOCK_API_KEY", "k")];
+    for n in 0..3 {
+        write_thread(home.path(), n);
+    }
+
+    // Rollouts but no index: not "ok, 0 threads".
+    let report = run_doctor(home.path(), &["doctor", "--json"], &env)
+        .await
+        .report();
+    assert_eq!(status(&report, "state"), "warn", "{report:#}");
+    assert!(
+        detail(&report, "state").contains("no thread index, but 3 rollouts"),
+        "{report:#}"
+    );
+    assert!(
+        !home.path().join("state.sqlite").exists(),
+        "doctor only reads"
+    );
+
+    // Index rebuilt and consistent.
+    let gone = write_thread(home.path(), 3);
+    drop(ThreadIndex::open(home.path()).expect("open index"));
+    let report = run_doctor(home.path(), &["doctor", "--json"], &env)
+        .await
+        .report();
+    assert_eq!(status(&report, "state"), "ok", "{report:#}");
+    assert!(
+        detail(&report, "state").contains("indexes 4 threads, 4 rollout files on disk"),
+        "{report:#}"
+    );
+
+    // One indexed rollout deleted, one written behind the index's back, one emptied.
+    std::fs::remove_file(&gone).expect("delete rollout");
+    write_thread(home.path(), 4);
+    let emptied = write_thread(home.path(), 5);
+    std::fs::write(&emptied, b"").expect("empty rollout");
+    let report = run_doctor(home.path(), &["doctor", "--json"], &env)
+        .await
+        .report();
+    assert_eq!(status(&report, "state"), "warn", "{report:#}");
+    let state = detail(&report, "state");
+    for expected in [
+        "indexes 4 threads, 5 rollout files on disk".to_string(),
+        "2 rollout(s) not in the index".to_string(),
+        format!(
+            "1 indexed thread(s) whose rollout file is gone (first: {})",
+            gone.display()
+        ),
+        format!(
+            "1 unreadable rollout(s) (0 bytes or no metadata) (first: {})",
+            emptied.display()
+        ),
+    ] {
+        assert!(state.contains(&expected), "{expected} missing in: {state}");
+    }
+    // Doctor repaired nothing: the deleted thread is still indexed.
+    let index = ThreadIndex::open_without_repair(home.path()).expect("open index");
+    assert_eq!(index.list(usize::MAX, None).expect("list").len(), 4);
+}

@@ -159,3 +159,44 @@ async fn unreadable_output_schema_is_an_error() {
     assert_eq!(out.code, Some(1));
     assert!(out.stderr.contains("schema.json"), "{}", out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_answer_fails_the_turn_and_the_thread_resumes() {
+    let env = TestEnv::new().await;
+    env.write_config("stream_max_retries = 1");
+    // Only `data: [DONE]`, twice (the attempt and its retry).
+    env.server.push(MockResponse::sse(vec![]));
+    env.server.push(MockResponse::sse(vec![]));
+    env.server.push(answer("second time lucky"));
+
+    let out = env.run(&args(&["hello"])).await;
+    assert_eq!(
+        out.code,
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        out.stdout,
+        out.stderr
+    );
+    let events = out.events();
+    let last = events.last().expect("events");
+    assert_eq!(last["type"], "turn.failed", "{}", out.stdout);
+    let message = last["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the model returned an empty answer 2 times"),
+        "{last}"
+    );
+    assert_eq!(env.server.requests().len(), 2);
+
+    let thread_id = out.thread_id();
+    let again = env.run(&args(&["resume", &thread_id, "try again"])).await;
+    again.assert_success();
+    assert!(
+        again
+            .events()
+            .iter()
+            .any(|event| event["item"]["text"] == "second time lucky"),
+        "{}",
+        again.stdout
+    );
+    env.server.assert_invariants();
+}

@@ -1,9 +1,18 @@
 //! Resuming threads across processes: by id, `--last`, unknown ids, damaged rollouts,
-//! and that replayed history keeps reasoning and tool call ids.
+//! and that replayed history keeps reasoning and tool call ids; and that the thread
+//! index heals itself from the rollouts (deleted, garbage, behind disk).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod exec_support;
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, Utc};
+use interpreter_core::rollout::{RolloutItem, STATE_DB_FILE, SessionMeta, write_rollout};
+use interpreter_protocol::{EventMsg, ResponseItem, SessionSource, ThreadId, UserMessageEvent};
 
 use exec_support::{TestEnv, request_mentions};
 use interpreter_test_support::MockResponse;
@@ -172,6 +181,213 @@ async fn reasoning_and_tool_call_ids_are_replayed_on_resume() {
     assert!(
         replayed.contains("I should run a command."),
         "reasoning not replayed: {replayed}"
+    );
+    env.server.assert_invariants();
+}
+
+/// Writes a finished one-exchange thread started in `cwd`, as the recorder would, with
+/// a modification time `seq` seconds after a fixed instant so recency is unambiguous.
+fn write_thread(home: &Path, cwd: &Path, seq: u64, question: &str) -> (ThreadId, PathBuf) {
+    let base = 1_767_225_600; // 2026-01-01T00:00:00Z
+    let started = DateTime::<Utc>::from_timestamp(base + i64::try_from(seq).unwrap(), 0).unwrap();
+    let meta = SessionMeta {
+        id: ThreadId::new(),
+        timestamp: started,
+        cwd: cwd.to_path_buf(),
+        originator: "test".into(),
+        cli_version: "0.0.0".into(),
+        source: SessionSource::Exec,
+        model_provider: Some("mock".into()),
+        model: Some("mock-model".into()),
+        base_instructions: None,
+    };
+    let items = [
+        RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
+            message: question.into(),
+        })),
+        RolloutItem::ResponseItem(ResponseItem::user_text(question)),
+        RolloutItem::ResponseItem(ResponseItem::assistant_text(format!(
+            "answer to {question}"
+        ))),
+    ];
+    let path = write_rollout(home, &meta, &items).expect("write rollout");
+    let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600 + seq);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .and_then(|file| file.set_modified(modified))
+        .expect("set mtime");
+    (meta.id, path)
+}
+
+fn remove_index(home: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(home.join(format!("{STATE_DB_FILE}{suffix}")));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_index_is_rebuilt_and_resume_last_finds_the_newest_of_1000() {
+    let env = TestEnv::new().await;
+    env.server.push(answer("welcome back"));
+    let cwd = env.work_path();
+    let mut newest = None;
+    // Written out of order, so neither file names nor directory order give it away.
+    for seq in (0..1000u64).map(|n| (n * 7919) % 1000) {
+        let (id, _) = write_thread(env.home.path(), &cwd, seq, &format!("question {seq}"));
+        if seq == 999 {
+            newest = Some(id);
+        }
+    }
+    let newest = newest.expect("newest thread").to_string();
+    remove_index(env.home.path());
+
+    let out = env
+        .run(&args(&["resume", "--last", "where were we?"]))
+        .await;
+    out.assert_success();
+    assert_eq!(out.thread_id(), newest);
+    assert!(
+        out.stderr
+            .contains("was missing; rebuilt it from 1000 rollouts"),
+        "stderr: {}",
+        out.stderr
+    );
+    // The notice is not part of the JSONL protocol on stdout.
+    assert!(!out.stdout.contains("rebuilt"), "stdout: {}", out.stdout);
+    let requests = env.server.requests();
+    assert!(request_mentions(&requests[0], "question 999"));
+    assert!(request_mentions(&requests[0], "where were we?"));
+
+    // Healed once: the next run has nothing to repair.
+    env.server.push(answer("still here"));
+    let again = env.run(&args(&["resume", "--last", "and now?"])).await;
+    again.assert_success();
+    assert_eq!(again.thread_id(), newest);
+    assert!(!again.stderr.contains("thread index"), "{}", again.stderr);
+    env.server.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_index_is_moved_aside_and_rebuilt_and_new_threads_are_indexed() {
+    let env = TestEnv::new().await;
+    env.server.push(answer("old answer"));
+    env.server.push(answer("new answer"));
+    env.server.push(answer("resumed answer"));
+    let old = env.run(&args(&["old thread"])).await;
+    old.assert_success();
+
+    remove_index(env.home.path());
+    let garbage = b"\x00\x01 definitely not SQLite \xff\xfe garbage garbage garbage";
+    std::fs::write(env.home.path().join(STATE_DB_FILE), garbage).expect("write garbage");
+
+    let new = env.run(&args(&["new thread"])).await;
+    new.assert_success();
+    assert!(
+        new.stderr.contains("was unreadable") && new.stderr.contains("rebuilt it from 1 rollout"),
+        "stderr: {}",
+        new.stderr
+    );
+    let moved: Vec<PathBuf> = std::fs::read_dir(env.home.path())
+        .expect("read home")
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("state.sqlite.corrupt-"))
+                && path.extension().is_none_or(|ext| ext != "sqlite-wal")
+        })
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(std::fs::read(&moved[0]).expect("read moved"), garbage);
+
+    // The new thread made it into the rebuilt index: --last finds it without any repair.
+    let resumed = env.run(&args(&["resume", "--last", "continue"])).await;
+    resumed.assert_success();
+    assert_eq!(resumed.thread_id(), new.thread_id());
+    assert!(
+        !resumed.stderr.contains("thread index"),
+        "{}",
+        resumed.stderr
+    );
+    env.server.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_byte_rollout_is_an_error_naming_the_file() {
+    let env = TestEnv::new().await;
+    env.server.push(answer("first"));
+    let first = env.run(&args(&["hello"])).await;
+    first.assert_success();
+    let thread_id = first.thread_id();
+    let rollout = env.rollout_file(&thread_id);
+    std::fs::write(&rollout, b"").expect("truncate rollout");
+
+    let out = env.run(&args(&["resume", &thread_id, "hello again"])).await;
+    assert_eq!(
+        out.code,
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&rollout.display().to_string()) && out.stderr.contains("0 bytes"),
+        "stderr: {}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "no thread may start: {}", out.stdout);
+    assert_eq!(
+        env.server.requests().len(),
+        1,
+        "no model call for the resume"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_last_skips_a_thread_whose_rollout_was_deleted() {
+    let env = TestEnv::new().await;
+    env.server.push(answer("one"));
+    env.server.push(answer("two"));
+    env.server.push(answer("three"));
+    let older = env.run(&args(&["older thread"])).await;
+    older.assert_success();
+    let newer = env.run(&args(&["newer thread"])).await;
+    newer.assert_success();
+    std::fs::remove_file(env.rollout_file(&newer.thread_id())).expect("delete newest");
+
+    let resumed = env.run(&args(&["resume", "--last", "continue"])).await;
+    resumed.assert_success();
+    assert_eq!(resumed.thread_id(), older.thread_id());
+    let requests = env.server.requests();
+    assert!(request_mentions(&requests[2], "older thread"));
+    env.server.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_last_catches_up_with_rollouts_the_index_missed() {
+    let env = TestEnv::new().await;
+    env.server.push(answer("indexed"));
+    env.server.push(answer("caught up"));
+    let indexed = env.run(&args(&["indexed thread"])).await;
+    indexed.assert_success();
+    // A rollout the index never heard of (copied in, or written while it was unusable),
+    // newer than everything indexed.
+    let far_future = 4_000_000_000;
+    let (missed, _) = write_thread(
+        env.home.path(),
+        &env.work_path(),
+        far_future,
+        "missed thread",
+    );
+
+    let resumed = env.run(&args(&["resume", "--last", "continue"])).await;
+    resumed.assert_success();
+    assert_eq!(resumed.thread_id(), missed.to_string());
+    assert!(
+        resumed.stderr.contains("indexed 1 rollout it did not know"),
+        "stderr: {}",
+        resumed.stderr
     );
     env.server.assert_invariants();
 }

@@ -41,6 +41,9 @@ pub(crate) enum SessionInit {
 pub(crate) struct Started {
     pub thread_id: ThreadId,
     pub session_configured: SessionConfiguredEvent,
+    /// The first submission (and so turn) id this session hands out: past every turn id
+    /// the rollout already holds, so turn ids stay unique within a thread across resumes.
+    pub first_submission_id: u64,
 }
 
 /// State shared between the session loop and its running turn.
@@ -157,56 +160,60 @@ pub(crate) async fn start(
     rx_sub: mpsc::Receiver<Submission>,
     tx_event: mpsc::UnboundedSender<Event>,
 ) -> Result<Started, CoreError> {
-    let (config, thread_id, history, total_usage, recorder, is_new) = match init {
-        SessionInit::New { config, source } => {
-            let thread_id = ThreadId::new();
-            let recorder = if config.ephemeral {
-                None
-            } else {
-                Some(
-                    RolloutRecorder::create(
-                        &config.home,
-                        SessionMeta {
-                            id: thread_id,
-                            timestamp: Utc::now(),
-                            cwd: config.cwd.clone(),
-                            originator: "interpreter".to_string(),
-                            cli_version: env!("CARGO_PKG_VERSION").to_string(),
-                            source,
-                            model_provider: Some(config.model_provider_id.clone()),
-                            model: Some(config.model.clone()),
-                            base_instructions: config.base_instructions.clone(),
-                        },
+    let (config, thread_id, history, total_usage, recorder, is_new, first_submission_id) =
+        match init {
+            SessionInit::New { config, source } => {
+                let thread_id = ThreadId::new();
+                let recorder = if config.ephemeral {
+                    None
+                } else {
+                    Some(
+                        RolloutRecorder::create(
+                            &config.home,
+                            SessionMeta {
+                                id: thread_id,
+                                timestamp: Utc::now(),
+                                cwd: config.cwd.clone(),
+                                originator: "interpreter".to_string(),
+                                cli_version: env!("CARGO_PKG_VERSION").to_string(),
+                                source,
+                                model_provider: Some(config.model_provider_id.clone()),
+                                model: Some(config.model.clone()),
+                                base_instructions: config.base_instructions.clone(),
+                            },
+                        )
+                        .await?,
                     )
-                    .await?,
+                };
+                (
+                    config,
+                    thread_id,
+                    Vec::new(),
+                    TokenUsage::default(),
+                    recorder,
+                    true,
+                    1,
                 )
-            };
-            (
-                config,
-                thread_id,
-                Vec::new(),
-                TokenUsage::default(),
-                recorder,
-                true,
-            )
-        }
-        SessionInit::Resume { config, thread_id } => {
-            let path = rollout::find_rollout(&config.home, thread_id)?
-                .ok_or(CoreError::ThreadNotFound(thread_id))?;
-            let items = rollout::read_rollout(&path)?;
-            let history = rollout::history_from_rollout(&items);
-            let total_usage = last_total_usage(&items);
-            let recorder = RolloutRecorder::open_existing(&path).await?;
-            (
-                config,
-                thread_id,
-                history,
-                total_usage,
-                Some(recorder),
-                false,
-            )
-        }
-    };
+            }
+            SessionInit::Resume { config, thread_id } => {
+                let path = rollout::find_rollout(&config.home, thread_id)?
+                    .ok_or(CoreError::ThreadNotFound(thread_id))?;
+                let items = rollout::read_resumable(&path)?;
+                let history = rollout::history_from_rollout(&items);
+                let total_usage = last_total_usage(&items);
+                let first_submission_id = next_turn_number(&items);
+                let recorder = RolloutRecorder::open_existing(&path).await?;
+                (
+                    config,
+                    thread_id,
+                    history,
+                    total_usage,
+                    Some(recorder),
+                    false,
+                    first_submission_id,
+                )
+            }
+        };
 
     let client = ModelClient::new(
         config.model_provider_id.clone(),
@@ -287,7 +294,24 @@ pub(crate) async fn start(
     Ok(Started {
         thread_id,
         session_configured,
+        first_submission_id,
     })
+}
+
+/// One past the highest numeric turn id recorded, so a resumed thread never reuses one.
+fn next_turn_number(items: &[RolloutItem]) -> u64 {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            RolloutItem::EventMsg(EventMsg::TaskStarted(e)) => Some(e.turn_id.as_str()),
+            RolloutItem::EventMsg(EventMsg::TaskComplete(e)) => Some(e.turn_id.as_str()),
+            RolloutItem::EventMsg(EventMsg::TurnAborted(e)) => Some(e.turn_id.as_str()),
+            RolloutItem::TurnContext(c) => c.turn_id.as_deref(),
+            _ => None,
+        })
+        .filter_map(|id| id.parse::<u64>().ok())
+        .max()
+        .map_or(1, |highest| highest.saturating_add(1))
 }
 
 /// The thread's cumulative usage as last recorded, so totals continue across restarts.

@@ -156,7 +156,7 @@ impl ThreadManager {
             id: started.thread_id,
             tx_sub,
             rx_event: Mutex::new(rx_event),
-            next_submission_id: std::sync::atomic::AtomicU64::new(1),
+            next_submission_id: std::sync::atomic::AtomicU64::new(started.first_submission_id),
             rollout_path: started.session_configured.rollout_path.clone(),
         });
         self.threads

@@ -206,8 +206,10 @@ async fn sampling_loop(
     }
 }
 
-/// Sample once, retrying a stream that drops or goes idle up to the provider's
-/// `stream_max_retries`. Partial output of a failed attempt is discarded.
+/// Sample once, retrying what [`ProviderError::is_retryable`] allows (a stream that
+/// drops, goes idle, is cut off or completes empty) up to the provider's
+/// `stream_max_retries`. Partial output of a failed attempt is discarded: nothing of it
+/// reaches the history, so a failed turn leaves the thread resumable.
 /// `visible` events (deltas, messages, reasoning) are emitted only for samples the user
 /// should see; a compaction summary is not one.
 pub(crate) async fn sample_with_retries(
@@ -224,7 +226,7 @@ pub(crate) async fn sample_with_retries(
         match sample_once(sess, sub_id, prompt, cancel, visible).await {
             Ok(items) => return Ok(items),
             Err(_) if cancel.is_cancelled() => return Err(TurnStop::Interrupted),
-            Err(err) if is_stream_failure(&err) && attempt < max_attempts => {
+            Err(err) if err.is_retryable() && attempt < max_attempts => {
                 attempt += 1;
                 sess.emit(
                     sub_id,
@@ -243,7 +245,7 @@ pub(crate) async fn sample_with_retries(
             }
             Err(err) => {
                 return Err(TurnStop::Failed(ErrorEvent {
-                    message: err.to_string(),
+                    message: err.final_message(attempt + 1),
                     kind: Some(err.kind()),
                 }));
             }
@@ -260,6 +262,7 @@ async fn sample_once(
 ) -> Result<Vec<ResponseItem>, ProviderError> {
     let mut stream = sess.client.stream(prompt, cancel).await?;
     let mut items = Vec::new();
+    let mut finished = Vec::new();
     while let Some(event) = stream.next().await {
         let event = event?;
         if !visible {
@@ -284,69 +287,61 @@ async fn sample_once(
                     .await;
             }
             ResponseEvent::OutputItemDone(item) => {
-                match &item {
-                    ResponseItem::Message {
-                        role: Role::Assistant,
-                        ..
-                    } => {
-                        let message = item.message_text().unwrap_or_default();
-                        if !message.is_empty() {
-                            sess.emit(
-                                sub_id,
-                                EventMsg::AgentMessage(AgentMessageEvent { message }),
-                            )
-                            .await;
-                        }
-                    }
-                    ResponseItem::Reasoning {
-                        content, summary, ..
-                    } => {
-                        // Raw reasoning when the server sends it (open models); otherwise
-                        // the summary (Responses API models that keep raw text private).
-                        let mut text: String = content
-                            .iter()
-                            .flatten()
-                            .map(ReasoningContent::text)
-                            .collect();
-                        if text.trim().is_empty() {
-                            text = summary
-                                .iter()
-                                .map(|ReasoningSummary::SummaryText { text }| text.as_str())
-                                .collect::<Vec<_>>()
-                                .join("\n");
-                        }
-                        if !text.trim().is_empty() {
-                            sess.emit(
-                                sub_id,
-                                EventMsg::AgentReasoning(AgentReasoningEvent { text }),
-                            )
-                            .await;
-                        }
-                    }
-                    _ => {}
-                }
+                finished.extend(finished_item_event(&item));
                 items.push(item);
             }
             ResponseEvent::Completed { token_usage, .. } => {
+                // Finished messages and reasoning are announced only once the response
+                // is known to be complete: an attempt that is cut off or retried must
+                // not leave a persisted `agent_message` behind (deltas are transient).
+                for msg in finished {
+                    sess.emit(sub_id, msg).await;
+                }
                 update_usage(sess, sub_id, token_usage).await;
                 return Ok(items);
             }
         }
     }
     // A stream that ends without `Completed` was cut off.
-    Err(ProviderError::Stream {
+    Err(ProviderError::Truncated {
         provider: sess.client.provider_id().to_string(),
-        message: "the response stream ended before the response was complete".to_string(),
+        detail: "the response stream ended without a completion event".to_string(),
     })
 }
 
-/// Failures of an established stream, which are worth sampling again. Request-level
-/// failures (connection, 429, 5xx) were already retried by the client.
-fn is_stream_failure(err: &ProviderError) -> bool {
-    matches!(
-        err,
-        ProviderError::Stream { .. } | ProviderError::StreamIdle { .. }
-    )
+/// The event announcing a finished assistant message or reasoning block, if it says
+/// anything.
+fn finished_item_event(item: &ResponseItem) -> Option<EventMsg> {
+    match item {
+        ResponseItem::Message {
+            role: Role::Assistant,
+            ..
+        } => {
+            let message = item.message_text().unwrap_or_default();
+            (!message.is_empty()).then_some(EventMsg::AgentMessage(AgentMessageEvent { message }))
+        }
+        ResponseItem::Reasoning {
+            content, summary, ..
+        } => {
+            // Raw reasoning when the server sends it (open models); otherwise the summary
+            // (Responses API models that keep raw text private).
+            let mut text: String = content
+                .iter()
+                .flatten()
+                .map(ReasoningContent::text)
+                .collect();
+            if text.trim().is_empty() {
+                text = summary
+                    .iter()
+                    .map(|ReasoningSummary::SummaryText { text }| text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
+            (!text.trim().is_empty())
+                .then_some(EventMsg::AgentReasoning(AgentReasoningEvent { text }))
+        }
+        _ => None,
+    }
 }
 
 /// Whether the last prompt filled most of the configured context window.

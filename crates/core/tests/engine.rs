@@ -433,3 +433,212 @@ async fn responses_wire_api_runs_a_tool_turn() {
     );
     mock.assert_invariants();
 }
+
+/// Runs a turn against two bad answers (the first attempt and its one retry, as
+/// `stream_max_retries = 1`), checks it fails with `expected` after one retry notice, then
+/// checks the thread goes on: a next turn on the live thread and one after resuming it
+/// from its rollout both succeed, with the failed turn's question still in the history.
+async fn bad_answer_fails_the_turn_but_not_the_thread(
+    wire_api: &str,
+    bad: fn() -> MockResponse,
+    good: fn(&str) -> MockResponse,
+    expected: &str,
+) {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(bad());
+    mock.push(bad());
+    mock.push(good("recovered"));
+    mock.push(good("resumed"));
+    let cfg = config_with(
+        home.path(),
+        work.path(),
+        &mock,
+        AskForApproval::Never,
+        vec![(
+            "model_providers.mock.wire_api".to_string(),
+            toml::Value::String(wire_api.to_string()),
+        )],
+    );
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(cfg.clone(), SessionSource::Exec)
+        .await
+        .unwrap();
+
+    submit_text(&new.thread, "first question").await;
+    let events = events_until(&new.thread, is_turn_end).await;
+    let retries = events
+        .iter()
+        .filter(|m| matches!(m, EventMsg::StreamError(_)))
+        .count();
+    assert_eq!(retries, 1, "{events:#?}");
+    let error = events
+        .iter()
+        .find_map(|m| match m {
+            EventMsg::Error(e) => Some(e.message.clone()),
+            _ => None,
+        })
+        .expect("error event");
+    assert!(error.contains(expected), "{error}");
+    match events.last().unwrap() {
+        EventMsg::TaskComplete(done) => {
+            assert_eq!(done.error.as_deref(), Some(error.as_str()));
+            assert_eq!(done.last_agent_message, None);
+        }
+        other => panic!("unexpected end {other:?}"),
+    }
+    assert!(
+        !events
+            .iter()
+            .any(|m| matches!(m, EventMsg::AgentMessage(_))),
+        "a failed answer must not be shown as an answer: {events:#?}"
+    );
+
+    submit_text(&new.thread, "second question").await;
+    let events = events_until(&new.thread, is_turn_end).await;
+    match events.last().unwrap() {
+        EventMsg::TaskComplete(done) => {
+            assert_eq!(done.error, None);
+            assert_eq!(done.last_agent_message.as_deref(), Some("recovered"));
+        }
+        other => panic!("unexpected end {other:?}"),
+    }
+    let third = mock.requests()[2].to_string();
+    assert!(
+        third.contains("first question") && third.contains("second question"),
+        "{third}"
+    );
+    assert!(
+        !third.contains("half an ans"),
+        "partial output leaked: {third}"
+    );
+
+    // The rollout resumes in another process's manager too.
+    let thread_id = new.thread_id;
+    drop(new);
+    drop(manager);
+    let manager = ThreadManager::new();
+    let resumed = manager.resume_thread(cfg, thread_id).await.unwrap();
+    submit_text(&resumed.thread, "third question").await;
+    let events = events_until(&resumed.thread, is_turn_end).await;
+    match events.last().unwrap() {
+        EventMsg::TaskComplete(done) => {
+            assert_eq!(done.last_agent_message.as_deref(), Some("resumed"))
+        }
+        other => panic!("unexpected end {other:?}"),
+    }
+    let fourth = mock.requests()[3].to_string();
+    assert!(fourth.contains("recovered") && fourth.contains("third question"));
+    assert_eq!(mock.remaining(), 0);
+    mock.assert_invariants();
+}
+
+fn chat_answer(text: &str) -> MockResponse {
+    MockResponse::sse(vec![
+        chunk::text(text),
+        chunk::finish("stop"),
+        chunk::usage(10, 2),
+    ])
+}
+
+fn responses_answer(text: &str) -> MockResponse {
+    use interpreter_test_support::mock_model::responses_event::ResponseEvents;
+    MockResponse::responses(ResponseEvents::new("resp_ok").text(text).completed(10, 2))
+}
+
+#[tokio::test]
+async fn chat_done_only_stream_is_retried_then_fails_and_the_thread_goes_on() {
+    bad_answer_fails_the_turn_but_not_the_thread(
+        "chat",
+        || MockResponse::sse(vec![]),
+        chat_answer,
+        "the model returned an empty answer 2 times",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn chat_truncated_stream_is_retried_then_fails_and_the_thread_goes_on() {
+    bad_answer_fails_the_turn_but_not_the_thread(
+        "chat",
+        || MockResponse::sse(vec![chunk::text("half an ans")]).without_done(),
+        chat_answer,
+        "the stream ended before the model finished (2 times",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn responses_empty_answer_is_retried_then_fails_and_the_thread_goes_on() {
+    use interpreter_test_support::mock_model::responses_event::ResponseEvents;
+    bad_answer_fails_the_turn_but_not_the_thread(
+        "responses",
+        || MockResponse::responses(ResponseEvents::new("resp_empty").completed(10, 0)),
+        responses_answer,
+        "the model returned an empty answer 2 times",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn responses_truncated_stream_is_retried_then_fails_and_the_thread_goes_on() {
+    use interpreter_test_support::mock_model::responses_event::ResponseEvents;
+    bad_answer_fails_the_turn_but_not_the_thread(
+        "responses",
+        || {
+            MockResponse::responses(
+                ResponseEvents::new("resp_cut")
+                    .text("half an ans")
+                    .unfinished(),
+            )
+        },
+        responses_answer,
+        "the stream ended before the model finished (2 times",
+    )
+    .await;
+}
+
+/// Found by resuming a thread: its turn ids restarted at "1", so two turns of one thread
+/// shared an id (and anything keyed by turn, like a task id, pointed at the wrong one).
+#[tokio::test]
+async fn turn_ids_stay_unique_across_resume() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(chat_answer("first"));
+    mock.push(chat_answer("second"));
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    submit_text(&new.thread, "one").await;
+    let first = events_until(&new.thread, is_turn_end).await;
+    let thread_id = new.thread_id;
+    drop(new);
+    drop(manager);
+    let manager = ThreadManager::new();
+    let resumed = manager
+        .resume_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            thread_id,
+        )
+        .await
+        .unwrap();
+    submit_text(&resumed.thread, "two").await;
+    let second = events_until(&resumed.thread, is_turn_end).await;
+    let turn_id = |events: &[EventMsg]| {
+        events.iter().find_map(|e| match e {
+            EventMsg::TaskStarted(started) => Some(started.turn_id.clone()),
+            _ => None,
+        })
+    };
+    let (first, second) = (turn_id(&first).unwrap(), turn_id(&second).unwrap());
+    assert_ne!(first, second);
+    assert!(second.parse::<u64>().unwrap() > first.parse::<u64>().unwrap());
+}

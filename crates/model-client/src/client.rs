@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use interpreter_protocol::ReasoningEffort;
+use interpreter_protocol::{ReasoningEffort, ReasoningSummary, ResponseItem};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -506,6 +506,11 @@ async fn pump_stream(
         provider: provider.clone(),
         message,
     };
+    let truncated = |detail: &str| ProviderError::Truncated {
+        provider: provider.clone(),
+        detail: detail.to_string(),
+    };
+    let mut answer = AnswerCheck::default();
     loop {
         let next = tokio::select! {
             biased;
@@ -526,8 +531,8 @@ async fn pump_stream(
             }
             Ok(None) if parser.may_end() => break,
             Ok(None) => {
-                let _ = sender.send(Err(stream_error(
-                    "the connection closed before the response finished".into(),
+                let _ = sender.send(Err(truncated(
+                    "the connection closed before the response finished",
                 )));
                 return;
             }
@@ -541,6 +546,19 @@ async fn pump_stream(
         };
         let data = event.data.trim();
         if data == "[DONE]" {
+            if !parser.may_end() {
+                // A bare `[DONE]` is the server saying "that was all" about nothing; after
+                // partial output it cuts an answer short.
+                let err = if answer.saw_output {
+                    truncated("[DONE] arrived without a finish reason or completion event")
+                } else {
+                    ProviderError::EmptyAnswer {
+                        provider: provider.clone(),
+                    }
+                };
+                let _ = sender.send(Err(err));
+                return;
+            }
             break;
         }
         if data.is_empty() {
@@ -549,7 +567,7 @@ async fn pump_stream(
         match parser.push(&event, &provider) {
             Ok(events) => {
                 for event in events {
-                    if sender.send(Ok(event)).is_err() {
+                    if !answer.forward(event, &sender, &provider) {
                         return;
                     }
                 }
@@ -566,7 +584,7 @@ async fn pump_stream(
     match parser.finish(request_bytes) {
         Ok(events) => {
             for event in events {
-                if sender.send(Ok(event)).is_err() {
+                if !answer.forward(event, &sender, &provider) {
                     return;
                 }
             }
@@ -574,6 +592,66 @@ async fn pump_stream(
         Err(err) => {
             let _ = sender.send(Err(err));
         }
+    }
+}
+
+/// Watches the finished items of one response so that a response completing without
+/// any content becomes [`ProviderError::EmptyAnswer`] instead of a silent "". One place
+/// for both wire formats.
+#[derive(Debug, Default)]
+struct AnswerCheck {
+    /// Something was said (text, reasoning or a call), even if only in deltas.
+    saw_output: bool,
+    /// A finished item carries content.
+    has_content: bool,
+}
+
+impl AnswerCheck {
+    /// Sends `event` on (or the empty-answer error in place of `Completed`). Returns
+    /// whether the stream should go on.
+    fn forward(&mut self, event: ResponseEvent, sender: &EventSender, provider: &str) -> bool {
+        match &event {
+            ResponseEvent::OutputTextDelta(_) | ResponseEvent::ReasoningDelta(_) => {
+                self.saw_output = true;
+            }
+            ResponseEvent::OutputItemDone(item) => {
+                self.saw_output = true;
+                self.has_content |= has_content(item);
+            }
+            ResponseEvent::Completed { .. } if !self.has_content => {
+                let _ = sender.send(Err(ProviderError::EmptyAnswer {
+                    provider: provider.to_string(),
+                }));
+                return false;
+            }
+            _ => {}
+        }
+        sender.send(Ok(event)).is_ok()
+    }
+}
+
+/// Whether a finished output item is something the model said or asked for.
+fn has_content(item: &ResponseItem) -> bool {
+    match item {
+        ResponseItem::Message { .. } => item
+            .message_text()
+            .is_some_and(|text| !text.trim().is_empty()),
+        ResponseItem::Reasoning {
+            summary,
+            content,
+            encrypted_content,
+            ..
+        } => {
+            let summary_text = summary
+                .iter()
+                .any(|ReasoningSummary::SummaryText { text }| !text.trim().is_empty());
+            let raw_text = content
+                .iter()
+                .flatten()
+                .any(|part| !part.text().trim().is_empty());
+            summary_text || raw_text || encrypted_content.as_ref().is_some_and(|e| !e.is_empty())
+        }
+        ResponseItem::FunctionCall { .. } | ResponseItem::FunctionCallOutput { .. } => true,
     }
 }
 

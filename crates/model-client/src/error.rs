@@ -65,6 +65,18 @@ pub enum ProviderError {
     #[error("model provider `{provider}` broke the response stream: {message}")]
     Stream { provider: String, message: String },
 
+    /// The response completed without text, tool calls or reasoning. Ending the turn with
+    /// "" would look like success to every front end, so it is a failure worth retrying.
+    #[error(
+        "model provider `{provider}` returned an empty answer (no text, no tool call, no reasoning)"
+    )]
+    EmptyAnswer { provider: String },
+
+    /// The stream ended without a finish reason (Chat Completions) or completion event
+    /// (Responses): whatever arrived is a cut-off answer.
+    #[error("model provider `{provider}`: the stream ended before the model finished ({detail})")]
+    Truncated { provider: String, detail: String },
+
     #[error("the model request was cancelled")]
     Cancelled,
 }
@@ -79,17 +91,46 @@ impl ProviderError {
             Self::Retryable { .. } => ErrorKind::ServerOverloaded,
             Self::Connection { .. } => ErrorKind::Connection,
             Self::StreamIdle { .. } => ErrorKind::StreamIdle,
-            Self::Stream { .. } | Self::Cancelled => ErrorKind::Internal,
+            Self::Stream { .. }
+            | Self::EmptyAnswer { .. }
+            | Self::Truncated { .. }
+            | Self::Cancelled => ErrorKind::Internal,
         }
     }
 
-    /// Whether the engine may re-issue the whole sampling request. HTTP-level retries
-    /// (429/5xx) already happened inside the client, so only transport and stream
-    /// failures qualify.
+    /// Whether the engine may re-issue the whole sampling request: the one retry rule
+    /// for answers. Only failures of an established stream qualify (broken, idle, cut off,
+    /// or complete but empty); request-level failures (connection, 429, 5xx) were already
+    /// retried with backoff inside the client, and retrying them again would multiply the
+    /// wait without a new chance of success.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::Stream { .. } | Self::StreamIdle { .. } | Self::Connection { .. }
+            Self::Stream { .. }
+                | Self::StreamIdle { .. }
+                | Self::EmptyAnswer { .. }
+                | Self::Truncated { .. }
         )
+    }
+
+    /// The message a turn fails with after `attempts` tries ended in this error. For
+    /// answers that were empty or cut off every time, it says so plainly, because "the
+    /// model returned nothing" is the whole story.
+    pub fn final_message(&self, attempts: u32) -> String {
+        let times = if attempts == 1 {
+            "once".to_string()
+        } else {
+            format!("{attempts} times")
+        };
+        match self {
+            Self::EmptyAnswer { provider } => format!(
+                "the model returned an empty answer {times} (model provider `{provider}` sent no text, no tool call and no reasoning)"
+            ),
+            Self::Truncated { provider, detail } => format!(
+                "the stream ended before the model finished ({times}; model provider `{provider}`: {detail})"
+            ),
+            _ if attempts > 1 => format!("{self} (after {attempts} attempts)"),
+            _ => self.to_string(),
+        }
     }
 }

@@ -421,3 +421,100 @@ async fn cancellation_interrupts_retry_backoff() -> anyhow::Result<()> {
     assert!(matches!(result, Err(ProviderError::Cancelled)));
     Ok(())
 }
+
+#[tokio::test]
+async fn done_only_stream_is_an_empty_answer() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    // Nothing but `data: [DONE]`.
+    server.push(MockResponse::sse(vec![]));
+    // A finish reason, but nothing said: also empty.
+    server.push(MockResponse::sse(vec![
+        chunk::text(""),
+        chunk::text("  \n"),
+        chunk::finish("stop"),
+    ]));
+    let client = client_for(provider(&server))?;
+    let input = prompt(vec![ResponseItem::user_text("hi")]);
+    for _ in 0..2 {
+        let err = collect(&client, &input).await.err();
+        assert!(
+            matches!(err, Some(ProviderError::EmptyAnswer { .. })),
+            "{err:?}"
+        );
+        assert!(err.is_some_and(|e| e.is_retryable()));
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn finished_stream_without_content_is_an_empty_answer() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::sse(vec![
+        chunk::finish("stop"),
+        chunk::usage(5, 0),
+    ]));
+    let client = client_for(provider(&server))?;
+    let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(ProviderError::EmptyAnswer { .. })),
+        "{err:?}"
+    );
+    let message = err.map(|e| e.final_message(3)).unwrap_or_default();
+    assert!(
+        message.starts_with("the model returned an empty answer 3 times"),
+        "{message}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn stream_cut_before_the_finish_reason_is_truncated() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    // Text, then the connection closes: no finish_reason, no [DONE].
+    server.push(MockResponse::sse(vec![chunk::text("half an ans")]).without_done());
+    // Text, then [DONE] without a finish_reason.
+    server.push(MockResponse::sse(vec![chunk::text("half an ans")]));
+    let client = client_for(provider(&server))?;
+    let input = prompt(vec![ResponseItem::user_text("hi")]);
+    for _ in 0..2 {
+        let err = collect(&client, &input).await.err();
+        assert!(
+            matches!(err, Some(ProviderError::Truncated { .. })),
+            "{err:?}"
+        );
+        let message = err.map(|e| e.final_message(2)).unwrap_or_default();
+        assert!(
+            message.starts_with("the stream ended before the model finished"),
+            "{message}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn tool_call_only_and_reasoning_only_answers_are_not_empty() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_1", "shell", "{\"cmd\":\"ls\"}"),
+        chunk::finish("tool_calls"),
+    ]));
+    server.push(MockResponse::sse(vec![
+        chunk::reasoning("thinking only"),
+        chunk::finish("stop"),
+    ]));
+    let client = client_for(provider(&server))?;
+    let input = prompt(vec![ResponseItem::user_text("hi")]);
+    let calls = collect(&client, &input).await?;
+    assert!(matches!(
+        done_items(&calls).as_slice(),
+        [ResponseItem::FunctionCall { .. }]
+    ));
+    let reasoning = collect(&client, &input).await?;
+    assert!(matches!(
+        done_items(&reasoning).as_slice(),
+        [ResponseItem::Reasoning { .. }]
+    ));
+    Ok(())
+}

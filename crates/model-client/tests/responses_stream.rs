@@ -360,7 +360,7 @@ async fn error_events_map_to_provider_errors() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
-async fn stream_without_completed_is_a_stream_error() -> anyhow::Result<()> {
+async fn stream_without_completed_is_truncated_and_retryable() -> anyhow::Result<()> {
     let server = MockModelServer::start().await?;
     server.push(MockResponse::responses(
         ResponseEvents::new("resp_1").text("partial").unfinished(),
@@ -369,7 +369,11 @@ async fn stream_without_completed_is_a_stream_error() -> anyhow::Result<()> {
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
-    assert!(matches!(err, Some(ProviderError::Stream { .. })), "{err:?}");
+    assert!(
+        matches!(err, Some(ProviderError::Truncated { .. })),
+        "{err:?}"
+    );
+    assert!(err.is_some_and(|e| e.is_retryable()));
     Ok(())
 }
 
@@ -441,5 +445,41 @@ async fn cancellation_ends_a_stalled_stream() -> anyhow::Result<()> {
     };
     tokio::time::timeout(TEST_DEADLINE, run).await?;
     assert_eq!(last, Some(Err(ProviderError::Cancelled)));
+    Ok(())
+}
+
+#[tokio::test]
+async fn completed_response_without_output_is_an_empty_answer() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::responses(
+        ResponseEvents::new("resp_1").completed(5, 0),
+    ));
+    let client = client_for(provider(&server), None)?;
+    let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(ProviderError::EmptyAnswer { .. })),
+        "{err:?}"
+    );
+    assert!(err.is_some_and(|e| e.is_retryable()));
+    Ok(())
+}
+
+#[tokio::test]
+async fn done_before_completed_is_truncated() -> anyhow::Result<()> {
+    let server = MockModelServer::start().await?;
+    // `[DONE]` after partial output but before `response.completed`.
+    server.push(MockResponse::sse(
+        ResponseEvents::new("resp_1").text("partial").unfinished(),
+    ));
+    let client = client_for(provider(&server), None)?;
+    let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(ProviderError::Truncated { .. })),
+        "{err:?}"
+    );
     Ok(())
 }

@@ -125,20 +125,28 @@ pub async fn run_exec(
     let mut config = load_config(inputs)?;
     apply_codex_api_key(&mut config);
 
-    let manager = ThreadManager::new();
-    let new_thread = match resume {
-        None => manager.start_thread(config, SessionSource::Exec).await?,
-        Some(target) => {
-            let thread_id = resolve_resume_target(&target, &config, &cwd)?;
-            manager.resume_thread(config, thread_id).await?
-        }
-    };
-
     let mut output = if args.json {
         Output::Json(JsonlTranslator::new())
     } else {
         Output::Human(HumanOutput::new(args.color))
     };
+
+    let manager = ThreadManager::new();
+    let new_thread = match resume {
+        None => {
+            if !config.ephemeral {
+                // Heal the thread index before the new thread registers in it, so a
+                // rebuild is reported here rather than only logged.
+                heal_index(&config.home, &mut output);
+            }
+            manager.start_thread(config, SessionSource::Exec).await?
+        }
+        Some(target) => {
+            let thread_id = resolve_resume_target(&target, &config, &cwd, &mut output)?;
+            manager.resume_thread(config, thread_id).await?
+        }
+    };
+
     output.started(&new_thread, &prompt);
 
     let mut items = vec![UserInput::Text { text: prompt }];
@@ -214,22 +222,47 @@ fn apply_codex_api_key(config: &mut Config) {
     }
 }
 
+/// Opens (and, when needed, repairs) the thread index, telling the user what was
+/// repaired. An index that cannot be opened is not fatal: rollouts are found without it.
+fn heal_index(home: &Path, output: &mut Output) {
+    match interpreter_core::rollout::ThreadIndex::open_with_repairs(home) {
+        Ok((_, repairs)) => report_repairs(&repairs, output),
+        Err(err) => output.progress(&format!("thread index unavailable: {err}")),
+    }
+}
+
+/// Index repairs are exec's own progress, not part of the turn: stderr in both modes.
+fn report_repairs(repairs: &[interpreter_core::rollout::IndexRepair], output: &mut Output) {
+    for repair in repairs {
+        output.progress(&repair.to_string());
+    }
+}
+
 fn resolve_resume_target(
     target: &ResumeTarget,
     config: &Config,
     cwd: &Path,
+    output: &mut Output,
 ) -> anyhow::Result<ThreadId> {
     match target {
-        ResumeTarget::Id(raw) => raw.parse::<ThreadId>().map_err(|_| {
-            anyhow::anyhow!(
-                "no thread with id `{raw}`: thread ids are UUIDs, as printed in `thread.started` or the `session id` header"
-            )
-        }),
+        ResumeTarget::Id(raw) => {
+            let id = raw.parse::<ThreadId>().map_err(|_| {
+                anyhow::anyhow!(
+                    "no thread with id `{raw}`: thread ids are UUIDs, as printed in `thread.started` or the `session id` header"
+                )
+            })?;
+            // Looked up here so that repairs are reported; an id without a rollout is
+            // reported by the engine when it resumes.
+            let (_, repairs) =
+                interpreter_core::rollout::find_rollout_with_repairs(&config.home, id)?;
+            report_repairs(&repairs, output);
+            Ok(id)
+        }
         ResumeTarget::Last { all_directories } => {
-            let index = interpreter_core::rollout::ThreadIndex::open(&config.home)?;
             let filter = if *all_directories { None } else { Some(cwd) };
-            let latest = index.latest(filter)?.map(|record| record.id);
-            latest.ok_or_else(|| match filter {
+            let (latest, repairs) = interpreter_core::rollout::find_latest(&config.home, filter)?;
+            report_repairs(&repairs, output);
+            latest.map(|record| record.id).ok_or_else(|| match filter {
                 Some(cwd) => anyhow::anyhow!(
                     "no earlier thread found for {} (use --all to look in every directory)",
                     cwd.display()

@@ -26,6 +26,9 @@ pub enum RolloutError {
     },
     #[error("invalid value in thread index {}: {message}", path.display())]
     IndexValue { path: PathBuf, message: String },
+    /// A rollout that exists but holds no thread (0 bytes, or no readable metadata).
+    #[error("rollout {} cannot be used: {reason}", path.display())]
+    Unusable { path: PathBuf, reason: String },
     #[error("writing to {} did not finish within {seconds} s", path.display())]
     WriteTimeout { path: PathBuf, seconds: u64 },
     #[error("the rollout writer for {} stopped unexpectedly: {message}", path.display())]

@@ -1,19 +1,27 @@
 //! `$HOME/state.sqlite`: an index of thread metadata for lookup by id, "latest thread in
 //! this directory" and paged listing. It is a cache: the JSONL rollouts are the source of
-//! truth, and [`find_rollout`] falls back to scanning `sessions/` (repairing the index)
-//! so a lost or corrupt database never loses a thread.
+//! truth, and the index heals itself from them:
+//!
+//! * opening rebuilds it from `sessions/` when it is missing, empty, or unreadable (garbage,
+//!   not SQLite, wrong schema); an unreadable file is moved aside, never deleted;
+//! * [`find_rollout`] scans `sessions/` for an id the index does not know and indexes it;
+//! * [`find_latest`] first indexes rollouts the index is behind on, and skips threads
+//!   whose rollout file is gone.
+//!
+//! Each healing step is described by an [`IndexRepair`] so front ends can tell the user.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use interpreter_protocol::{SessionSource, ThreadId};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior, params};
 
 use super::error::RolloutError;
-use super::item::{RolloutItem, first_user_message, format_timestamp};
-use super::recorder::read_rollout;
+use super::item::format_timestamp;
+use super::reader::{RolloutSummary, read_summary};
 
 pub const STATE_DB_FILE: &str = "state.sqlite";
 /// Directory under the home that holds the rollouts.
@@ -44,26 +52,27 @@ impl ThreadRecord {
         format!("{}|{}", format_timestamp(&self.updated_at), self.id)
     }
 
-    /// Builds a record from a rollout's items (for repairing the index).
-    pub(crate) fn from_rollout(path: &Path, items: &[RolloutItem]) -> Option<Self> {
-        let meta = items.iter().find_map(|item| match item {
-            RolloutItem::SessionMeta(meta) => Some(meta),
-            _ => None,
-        })?;
+    /// Builds a record from a rollout file (for repairing the index). The file's
+    /// modification time stands for the last update: every record appends to it.
+    pub(crate) fn from_file(path: &Path) -> Result<Self, RolloutError> {
+        let RolloutSummary {
+            meta,
+            first_user_message,
+        } = read_summary(path)?;
         let updated_at = std::fs::metadata(path)
             .and_then(|m| m.modified())
             .map(DateTime::<Utc>::from)
             .unwrap_or(meta.timestamp);
-        Some(Self {
+        Ok(Self {
             id: meta.id,
             rollout_path: path.to_path_buf(),
             created_at: meta.timestamp,
             updated_at,
-            cwd: meta.cwd.clone(),
-            model_provider: meta.model_provider.clone(),
-            model: meta.model.clone(),
+            cwd: meta.cwd,
+            model_provider: meta.model_provider,
+            model: meta.model,
             source: meta.source,
-            preview: first_user_message(items).map(truncate_preview),
+            preview: first_user_message.as_deref().map(truncate_preview),
         })
     }
 }
@@ -87,41 +96,304 @@ pub struct ThreadIndex {
 const SELECT_COLUMNS: &str =
     "id, rollout_path, created_at, updated_at, cwd, model_provider, model, source, preview";
 
+/// What healing the index did; its `Display` is one line for the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexRepair {
+    /// The whole index was rebuilt from `sessions/`.
+    Rebuilt {
+        db: PathBuf,
+        cause: RebuildCause,
+        indexed: usize,
+        /// Rollouts that could not be read (0 bytes, no metadata, I/O error).
+        skipped: Vec<PathBuf>,
+    },
+    /// Rollouts on disk that the index did not know were added to it.
+    CaughtUp {
+        indexed: usize,
+        skipped: Vec<PathBuf>,
+    },
+}
+
+/// Why the index was rebuilt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RebuildCause {
+    /// No `state.sqlite` existed while `sessions/` held rollouts.
+    Missing,
+    /// `state.sqlite` existed but held no thread table (e.g. a 0-byte file).
+    Empty,
+    /// `state.sqlite` could not be used; it was moved to `moved_to`.
+    Unreadable { reason: String, moved_to: PathBuf },
+}
+
+impl std::fmt::Display for IndexRepair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let skipped = match self {
+            Self::Rebuilt {
+                db,
+                cause,
+                indexed,
+                skipped,
+            } => {
+                let db = db.display();
+                let plural = if *indexed == 1 { "" } else { "s" };
+                match cause {
+                    RebuildCause::Missing => write!(
+                        f,
+                        "thread index {db} was missing; rebuilt it from {indexed} rollout{plural} in {SESSIONS_DIR}/"
+                    )?,
+                    RebuildCause::Empty => write!(
+                        f,
+                        "thread index {db} was empty; rebuilt it from {indexed} rollout{plural} in {SESSIONS_DIR}/"
+                    )?,
+                    RebuildCause::Unreadable { reason, moved_to } => write!(
+                        f,
+                        "thread index {db} was unreadable ({reason}); moved it to {} and rebuilt it from {indexed} rollout{plural} in {SESSIONS_DIR}/",
+                        moved_to.display()
+                    )?,
+                }
+                skipped
+            }
+            Self::CaughtUp {
+                indexed: 0,
+                skipped,
+            } if !skipped.is_empty() => {
+                // Nothing was behind, only unreadable files that can never be indexed.
+                return write!(
+                    f,
+                    "thread index: {} unreadable rollout{} in {SESSIONS_DIR}/ cannot be indexed (first: {}); `interpreter doctor` lists them",
+                    skipped.len(),
+                    if skipped.len() == 1 { "" } else { "s" },
+                    skipped[0].display()
+                );
+            }
+            Self::CaughtUp { indexed, skipped } => {
+                write!(
+                    f,
+                    "thread index was behind {SESSIONS_DIR}/; indexed {indexed} rollout{} it did not know",
+                    if *indexed == 1 { "" } else { "s" }
+                )?;
+                skipped
+            }
+        };
+        if let Some(first) = skipped.first() {
+            write!(
+                f,
+                "; skipped {} unreadable rollout{} (first: {})",
+                skipped.len(),
+                if skipped.len() == 1 { "" } else { "s" },
+                first.display()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Logs repairs that no front end asked to see, so they are never silent.
+fn log_repairs(repairs: &[IndexRepair]) {
+    for repair in repairs {
+        tracing::warn!("{repair}");
+    }
+}
+
+/// Why connecting to an existing database failed.
+enum ConnectFailure {
+    /// The file is not a usable index: move it aside and start over.
+    Unreadable(String),
+    /// Anything else (locked, permissions, disk full): not the file's fault.
+    Other(rusqlite::Error),
+}
+
+/// Errors that mean the file itself is bad, as opposed to the moment (busy, locked) or
+/// the environment (permissions, disk full), where moving it aside would lose data.
+fn is_bad_file(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt)
+    )
+}
+
+fn classify(err: rusqlite::Error) -> ConnectFailure {
+    if is_bad_file(&err) {
+        ConnectFailure::Unreadable(err.to_string())
+    } else {
+        ConnectFailure::Other(err)
+    }
+}
+
 impl ThreadIndex {
-    /// Opens (creating the home directory and schema if needed) `<home>/state.sqlite`.
+    /// Opens `<home>/state.sqlite`, creating the home directory and schema if needed and
+    /// healing the index (see the module doc). Repairs are logged; front ends that show
+    /// them to the user call [`ThreadIndex::open_with_repairs`].
     pub fn open(home: &Path) -> Result<Self, RolloutError> {
+        let (index, repairs) = Self::open_with_repairs(home)?;
+        log_repairs(&repairs);
+        Ok(index)
+    }
+
+    /// [`ThreadIndex::open`], returning what was repaired instead of logging it.
+    pub fn open_with_repairs(home: &Path) -> Result<(Self, Vec<IndexRepair>), RolloutError> {
         std::fs::create_dir_all(home)
             .map_err(|source| RolloutError::io("create directory", home, source))?;
         let path = home.join(STATE_DB_FILE);
-        let db_err = |source| RolloutError::Index {
-            path: path.clone(),
-            source,
+        let existed = path.exists();
+        let (conn, created, cause) = match connect(&path) {
+            Ok((conn, created)) => {
+                let cause = if existed {
+                    RebuildCause::Empty
+                } else {
+                    RebuildCause::Missing
+                };
+                (conn, created, cause)
+            }
+            Err(ConnectFailure::Unreadable(reason)) => {
+                let moved_to = move_aside(&path)?;
+                tracing::debug!("moved unreadable thread index to {}", moved_to.display());
+                let (conn, created) = connect(&path).map_err(|failure| match failure {
+                    ConnectFailure::Unreadable(message) => RolloutError::IndexValue {
+                        path: path.clone(),
+                        message,
+                    },
+                    ConnectFailure::Other(source) => RolloutError::Index {
+                        path: path.clone(),
+                        source,
+                    },
+                })?;
+                (conn, created, RebuildCause::Unreadable { reason, moved_to })
+            }
+            Err(ConnectFailure::Other(source)) => {
+                return Err(RolloutError::Index { path, source });
+            }
         };
-        let conn = Connection::open(&path).map_err(db_err)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
-        // The pragma answers with the resulting mode, so it must be read as a query.
-        let _mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
-            .map_err(db_err)?;
-        conn.execute_batch(
-            "PRAGMA synchronous=NORMAL;
-             CREATE TABLE IF NOT EXISTS threads (
-                 id TEXT PRIMARY KEY NOT NULL,
-                 rollout_path TEXT NOT NULL,
-                 created_at TEXT NOT NULL,
-                 updated_at TEXT NOT NULL,
-                 cwd TEXT NOT NULL,
-                 model_provider TEXT,
-                 model TEXT,
-                 source TEXT NOT NULL,
-                 preview TEXT
-             );
-             CREATE INDEX IF NOT EXISTS threads_updated ON threads (updated_at DESC, id DESC);
-             CREATE INDEX IF NOT EXISTS threads_cwd_updated
-                 ON threads (cwd, updated_at DESC, id DESC);",
-        )
-        .map_err(db_err)?;
-        Ok(Self { conn, path })
+        let index = Self { conn, path };
+        let mut repairs = Vec::new();
+        if created {
+            let files = list_rollout_files(&home.join(SESSIONS_DIR))?;
+            let must_report = matches!(cause, RebuildCause::Unreadable { .. }) || !files.is_empty();
+            let (indexed, skipped) = index.index_files(&files)?;
+            if must_report {
+                repairs.push(IndexRepair::Rebuilt {
+                    db: index.path.clone(),
+                    cause,
+                    indexed,
+                    skipped,
+                });
+            }
+        }
+        Ok((index, repairs))
+    }
+
+    /// Opens an existing index without creating, rebuilding or moving anything (for
+    /// `interpreter doctor`, which only reads). Errors if the file is unusable.
+    pub fn open_without_repair(home: &Path) -> Result<Self, RolloutError> {
+        let path = home.join(STATE_DB_FILE);
+        match connect(&path) {
+            Ok((conn, _)) => Ok(Self { conn, path }),
+            Err(ConnectFailure::Unreadable(message)) => {
+                Err(RolloutError::IndexValue { path, message })
+            }
+            Err(ConnectFailure::Other(source)) => Err(RolloutError::Index { path, source }),
+        }
+    }
+
+    /// Indexes every rollout in `files` in one transaction (so rebuilding thousands of
+    /// threads is one fsync, not thousands). Returns how many were indexed and which
+    /// could not be read.
+    fn index_files(&self, files: &[PathBuf]) -> Result<(usize, Vec<PathBuf>), RolloutError> {
+        // Read outside the transaction: the write lock is held only for the inserts.
+        let mut records = Vec::with_capacity(files.len());
+        let mut skipped = Vec::new();
+        for file in files {
+            match ThreadRecord::from_file(file) {
+                Ok(record) => records.push(record),
+                Err(err) => {
+                    tracing::debug!("not indexing {}: {err}", file.display());
+                    skipped.push(file.clone());
+                }
+            }
+        }
+        if records.is_empty() {
+            return Ok((0, skipped));
+        }
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
+        for record in &records {
+            self.upsert(record)?;
+        }
+        tx.commit().map_err(|e| self.db_err(e))?;
+        Ok((records.len(), skipped))
+    }
+
+    /// Indexes rollouts in `sessions/` that the index does not know (or knows under
+    /// another path), e.g. written while the index was unusable or by an older version.
+    pub fn catch_up(&self, home: &Path) -> Result<Option<IndexRepair>, RolloutError> {
+        let files = list_rollout_files(&home.join(SESSIONS_DIR))?;
+        let known = self.known_paths()?;
+        let behind: Vec<PathBuf> = files
+            .into_iter()
+            .filter(|file| {
+                let id = thread_id_from_file_name(file).map(|id| id.to_string());
+                match id.and_then(|id| known.get(&id)) {
+                    Some(indexed) => Path::new(indexed) != file.as_path(),
+                    None => true,
+                }
+            })
+            .collect();
+        if behind.is_empty() {
+            return Ok(None);
+        }
+        let (indexed, skipped) = self.index_files(&behind)?;
+        Ok(Some(IndexRepair::CaughtUp { indexed, skipped }))
+    }
+
+    /// id → rollout path of every indexed thread.
+    fn known_paths(&self) -> Result<HashMap<String, String>, RolloutError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, rollout_path FROM threads")
+            .map_err(|e| self.db_err(e))?;
+        let rows = stmt
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .map_err(|e| self.db_err(e))?;
+        let mut known = HashMap::new();
+        for row in rows {
+            let (id, path): (String, String) = row.map_err(|e| self.db_err(e))?;
+            known.insert(id, path);
+        }
+        Ok(known)
+    }
+
+    /// Compares the index with `sessions/` (for `interpreter doctor`).
+    pub fn compare_with_disk(&self, home: &Path) -> Result<IndexHealth, RolloutError> {
+        let files = list_rollout_files(&home.join(SESSIONS_DIR))?;
+        let known = self.known_paths()?;
+        let mut not_indexed = Vec::new();
+        let mut unreadable = Vec::new();
+        for file in &files {
+            let id = thread_id_from_file_name(file).map(|id| id.to_string());
+            let indexed = id
+                .and_then(|id| known.get(&id))
+                .is_some_and(|indexed| Path::new(indexed) == file.as_path());
+            if !indexed {
+                not_indexed.push(file.clone());
+            }
+            // Reading only the head keeps this cheap; 0-byte files cost a stat.
+            if read_summary(file).is_err() {
+                unreadable.push(file.clone());
+            }
+        }
+        let mut missing_files: Vec<PathBuf> = known
+            .values()
+            .map(PathBuf::from)
+            .filter(|path| !path.is_file())
+            .collect();
+        missing_files.sort();
+        Ok(IndexHealth {
+            indexed: known.len(),
+            on_disk: files.len(),
+            not_indexed,
+            missing_files,
+            unreadable,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -137,8 +409,9 @@ impl ThreadIndex {
 
     /// Inserts or replaces a record; an existing preview is kept when the new one is empty.
     pub fn upsert(&self, record: &ThreadRecord) -> Result<(), RolloutError> {
+        // Cached: a rebuild runs this once per rollout inside one transaction.
         self.conn
-            .execute(
+            .prepare_cached(
                 "INSERT INTO threads
                      (id, rollout_path, created_at, updated_at, cwd, model_provider, model, source, preview)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -151,7 +424,9 @@ impl ThreadIndex {
                      model = excluded.model,
                      source = excluded.source,
                      preview = COALESCE(excluded.preview, threads.preview)",
-                params![
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
                     record.id.to_string(),
                     record.rollout_path.to_string_lossy(),
                     format_timestamp(&record.created_at),
@@ -161,8 +436,8 @@ impl ThreadIndex {
                     record.model,
                     source_to_text(record.source),
                     record.preview,
-                ],
-            )
+                ])
+            })
             .map_err(|e| self.db_err(e))?;
         Ok(())
     }
@@ -192,23 +467,47 @@ impl ThreadIndex {
         self.query_one(&sql, params![id.to_string()])
     }
 
-    /// The most recently updated thread, optionally only among those started in `cwd`.
+    /// The most recently updated thread whose rollout file still exists, optionally only
+    /// among those started in `cwd`. A thread whose file was deleted is skipped (not
+    /// removed: the file may be on a mount that is away for now).
     pub fn latest(&self, cwd: Option<&Path>) -> Result<Option<ThreadRecord>, RolloutError> {
-        match cwd {
-            Some(cwd) => {
-                let sql = format!(
-                    "SELECT {SELECT_COLUMNS} FROM threads WHERE cwd = ?1
-                     ORDER BY updated_at DESC, id DESC LIMIT 1"
+        let mut raws = Vec::new();
+        {
+            let (sql, cwd_text) = match cwd {
+                Some(cwd) => (
+                    format!(
+                        "SELECT {SELECT_COLUMNS} FROM threads WHERE cwd = ?1
+                         ORDER BY updated_at DESC, id DESC"
+                    ),
+                    Some(cwd.to_string_lossy().into_owned()),
+                ),
+                None => (
+                    format!(
+                        "SELECT {SELECT_COLUMNS} FROM threads WHERE ?1 IS NULL
+                         ORDER BY updated_at DESC, id DESC"
+                    ),
+                    None,
+                ),
+            };
+            let mut stmt = self.conn.prepare(&sql).map_err(|e| self.db_err(e))?;
+            let mut rows = stmt
+                .query_map(params![cwd_text], raw_row)
+                .map_err(|e| self.db_err(e))?;
+            // Rows are read lazily, so the usual case reads one row.
+            for row in rows.by_ref() {
+                let raw = row.map_err(|e| self.db_err(e))?;
+                if Path::new(&raw.rollout_path).is_file() {
+                    raws.push(raw);
+                    break;
+                }
+                tracing::debug!(
+                    "skipping thread {}: rollout {} is gone",
+                    raw.id,
+                    raw.rollout_path
                 );
-                self.query_one(&sql, params![cwd.to_string_lossy()])
-            }
-            None => {
-                let sql = format!(
-                    "SELECT {SELECT_COLUMNS} FROM threads ORDER BY updated_at DESC, id DESC LIMIT 1"
-                );
-                self.query_one(&sql, [])
             }
         }
+        raws.pop().map(|raw| self.parse(raw)).transpose()
     }
 
     /// Up to `limit` threads, most recently updated first, starting after `cursor` (a
@@ -335,17 +634,27 @@ fn source_from_text(text: &str) -> SessionSource {
 /// file is still there, otherwise by scanning `<home>/sessions/` for `*-<id>.jsonl`, in
 /// which case the index is repaired. Index failures are logged, never fatal.
 pub fn find_rollout(home: &Path, id: ThreadId) -> Result<Option<PathBuf>, RolloutError> {
-    let index = match ThreadIndex::open(home) {
-        Ok(index) => Some(index),
+    let (found, repairs) = find_rollout_with_repairs(home, id)?;
+    log_repairs(&repairs);
+    Ok(found)
+}
+
+/// [`find_rollout`], returning what was repaired instead of logging it.
+pub fn find_rollout_with_repairs(
+    home: &Path,
+    id: ThreadId,
+) -> Result<(Option<PathBuf>, Vec<IndexRepair>), RolloutError> {
+    let (index, mut repairs) = match ThreadIndex::open_with_repairs(home) {
+        Ok((index, repairs)) => (Some(index), repairs),
         Err(err) => {
             tracing::warn!("thread index unavailable, scanning sessions instead: {err}");
-            None
+            (None, Vec::new())
         }
     };
     if let Some(index) = &index {
         match index.get(id) {
             Ok(Some(record)) if record.rollout_path.is_file() => {
-                return Ok(Some(record.rollout_path));
+                return Ok((Some(record.rollout_path), repairs));
             }
             Ok(_) => {}
             Err(err) => tracing::warn!("thread index lookup failed: {err}"),
@@ -354,17 +663,188 @@ pub fn find_rollout(home: &Path, id: ThreadId) -> Result<Option<PathBuf>, Rollou
 
     let suffix = format!("-{id}.jsonl");
     let Some(path) = scan_for_suffix(&home.join(SESSIONS_DIR), &suffix)? else {
-        return Ok(None);
+        return Ok((None, repairs));
     };
     if let Some(index) = &index {
-        let items = read_rollout(&path)?;
-        if let Some(record) = ThreadRecord::from_rollout(&path, &items)
-            && let Err(err) = index.upsert(&record)
-        {
-            tracing::warn!("failed to repair the thread index entry of {id}: {err}");
+        // An unreadable file is still returned: resuming it reports the problem by name.
+        match index.index_files(std::slice::from_ref(&path)) {
+            Ok((indexed, skipped)) if indexed > 0 || !skipped.is_empty() => {
+                repairs.push(IndexRepair::CaughtUp { indexed, skipped });
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!("failed to repair the thread index entry of {id}: {err}"),
         }
     }
-    Ok(Some(path))
+    Ok((Some(path), repairs))
+}
+
+/// The thread `resume --last` continues: the newest one (in `cwd` when given) whose
+/// rollout still exists. The index is healed first and caught up with `sessions/`; when
+/// it cannot be used at all, the rollouts themselves are searched.
+pub fn find_latest(
+    home: &Path,
+    cwd: Option<&Path>,
+) -> Result<(Option<ThreadRecord>, Vec<IndexRepair>), RolloutError> {
+    let (index, mut repairs) = match ThreadIndex::open_with_repairs(home) {
+        Ok(opened) => opened,
+        Err(err) => {
+            tracing::warn!("thread index unavailable, scanning sessions instead: {err}");
+            return Ok((latest_from_disk(home, cwd)?, Vec::new()));
+        }
+    };
+    // A freshly rebuilt index is already current; otherwise check that it is not behind.
+    if repairs.is_empty() {
+        match index.catch_up(home) {
+            Ok(Some(repair)) => repairs.push(repair),
+            Ok(None) => {}
+            Err(err) => tracing::warn!("could not compare the thread index with sessions: {err}"),
+        }
+    }
+    Ok((index.latest(cwd)?, repairs))
+}
+
+/// The newest rollout by modification time, read straight from `sessions/`.
+fn latest_from_disk(home: &Path, cwd: Option<&Path>) -> Result<Option<ThreadRecord>, RolloutError> {
+    let latest = list_rollout_files(&home.join(SESSIONS_DIR))?
+        .iter()
+        .filter_map(|file| ThreadRecord::from_file(file).ok())
+        .filter(|record| cwd.is_none_or(|cwd| record.cwd == cwd))
+        .max_by_key(|record| (record.updated_at, record.id.to_string()));
+    Ok(latest)
+}
+
+/// How the index compares with `sessions/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexHealth {
+    /// Rows in the index.
+    pub indexed: usize,
+    /// Rollout files in `sessions/`.
+    pub on_disk: usize,
+    /// Rollout files the index does not know (or knows under another path).
+    pub not_indexed: Vec<PathBuf>,
+    /// Indexed rollout paths that no longer exist.
+    pub missing_files: Vec<PathBuf>,
+    /// Rollout files without a readable thread (0 bytes, no metadata).
+    pub unreadable: Vec<PathBuf>,
+}
+
+impl IndexHealth {
+    pub fn is_consistent(&self) -> bool {
+        self.not_indexed.is_empty() && self.missing_files.is_empty() && self.unreadable.is_empty()
+    }
+}
+
+/// Connects to the database and makes sure it has our schema. Returns whether the
+/// thread table was created now (so the caller rebuilds it from the rollouts).
+fn connect(path: &Path) -> Result<(Connection, bool), ConnectFailure> {
+    let conn = Connection::open(path).map_err(classify)?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(ConnectFailure::Other)?;
+    // The pragma answers with the resulting mode, so it must be read as a query. It is
+    // also the first statement that reads the file, so garbage shows up here.
+    let _mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
+        .map_err(classify)?;
+    let existed: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'threads')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(classify)?;
+    if existed {
+        // A table of another shape (another program's file, a future version's schema)
+        // would fail every query later; find out now, while it can still be moved aside.
+        if let Err(err) = conn.prepare(&format!("SELECT {SELECT_COLUMNS} FROM threads LIMIT 0")) {
+            return Err(match err.sqlite_error_code() {
+                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+                    ConnectFailure::Other(err)
+                }
+                _ => ConnectFailure::Unreadable(format!("wrong schema: {err}")),
+            });
+        }
+    }
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL;
+         CREATE TABLE IF NOT EXISTS threads (
+             id TEXT PRIMARY KEY NOT NULL,
+             rollout_path TEXT NOT NULL,
+             created_at TEXT NOT NULL,
+             updated_at TEXT NOT NULL,
+             cwd TEXT NOT NULL,
+             model_provider TEXT,
+             model TEXT,
+             source TEXT NOT NULL,
+             preview TEXT
+         );
+         CREATE INDEX IF NOT EXISTS threads_updated ON threads (updated_at DESC, id DESC);
+         CREATE INDEX IF NOT EXISTS threads_cwd_updated
+             ON threads (cwd, updated_at DESC, id DESC);",
+    )
+    .map_err(classify)?;
+    Ok((conn, !existed))
+}
+
+/// Renames an unusable `state.sqlite` (and its WAL files, which belong to it) to
+/// `state.sqlite.corrupt-<UTC time>`: it may still hold something a user wants, and the
+/// index is rebuilt from the rollouts anyway.
+fn move_aside(path: &Path) -> Result<PathBuf, RolloutError> {
+    let stamp = Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+    let file_name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| STATE_DB_FILE.to_string());
+    let target = path.with_file_name(format!("{file_name}.corrupt-{stamp}"));
+    match std::fs::rename(path, &target) {
+        Ok(()) => {}
+        // Another process moved it first; it rebuilds, and so do we.
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(RolloutError::io("move aside", path, source)),
+    }
+    for suffix in ["-wal", "-shm"] {
+        let side = path.with_file_name(format!("{file_name}{suffix}"));
+        if side.exists() {
+            let side_target = path.with_file_name(format!("{file_name}.corrupt-{stamp}{suffix}"));
+            if let Err(err) = std::fs::rename(&side, &side_target) {
+                tracing::warn!("could not move {} aside: {err}", side.display());
+            }
+        }
+    }
+    Ok(target)
+}
+
+/// Every `*.jsonl` file under `sessions/`, in no particular order. Only directory
+/// entries are read, which is cheap even for thousands of rollouts.
+pub fn list_rollout_files(dir: &Path) -> Result<Vec<PathBuf>, RolloutError> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(RolloutError::io("list", &dir, source)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|source| RolloutError::io("list", &dir, source))?;
+            let path = entry.path();
+            let file_type = entry
+                .file_type()
+                .map_err(|source| RolloutError::io("inspect", &path, source))?;
+            if file_type.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "jsonl") {
+                files.push(path);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// `rollout-<ts>-<uuid>.jsonl` → the uuid.
+pub(crate) fn thread_id_from_file_name(path: &Path) -> Option<ThreadId> {
+    let stem = path.file_name()?.to_str()?.strip_suffix(".jsonl")?;
+    let start = stem.len().checked_sub(36)?;
+    ThreadId::from_str(stem.get(start..)?).ok()
 }
 
 fn scan_for_suffix(dir: &Path, suffix: &str) -> Result<Option<PathBuf>, RolloutError> {

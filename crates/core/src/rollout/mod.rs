@@ -5,21 +5,27 @@
 //! The rollout is the source of truth: it holds the session metadata, a settings snapshot
 //! per turn, every model-visible [`interpreter_protocol::ResponseItem`] (so a resumed
 //! thread sends the model exactly the history it had), and the persisted subset of events.
-//! The index is a rebuildable cache.
+//! The index is a rebuildable cache that heals itself from the rollouts (see `index`).
+//!
+//! Module dependencies point one way: `item` ← `reader` ← `index` ← `recorder`.
 
 mod error;
 mod index;
 mod item;
+mod reader;
 mod recorder;
 #[cfg(test)]
 mod tests;
 
 pub use error::RolloutError;
 pub use index::{
-    PREVIEW_MAX_CHARS, SESSIONS_DIR, STATE_DB_FILE, ThreadIndex, ThreadRecord, find_rollout,
+    IndexHealth, IndexRepair, PREVIEW_MAX_CHARS, RebuildCause, SESSIONS_DIR, STATE_DB_FILE,
+    ThreadIndex, ThreadRecord, find_latest, find_rollout, find_rollout_with_repairs,
+    list_rollout_files,
 };
 pub use item::{
     CompactedItem, RolloutItem, SessionMeta, TurnContextItem, history_from_rollout,
     should_persist_event,
 };
-pub use recorder::{RolloutRecorder, read_rollout};
+pub use reader::{read_resumable, read_rollout};
+pub use recorder::{RolloutRecorder, write_rollout};

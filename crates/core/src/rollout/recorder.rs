@@ -10,7 +10,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +17,7 @@ use chrono::{Local, Utc};
 use interpreter_protocol::ThreadId;
 
 use super::error::RolloutError;
-use super::index::{SESSIONS_DIR, ThreadIndex, ThreadRecord};
+use super::index::{SESSIONS_DIR, ThreadIndex, ThreadRecord, thread_id_from_file_name};
 use super::item::{RolloutItem, RolloutLine, SessionMeta, first_user_message};
 
 /// Deadline of one blocking file operation.
@@ -139,7 +138,13 @@ where
     }
 }
 
-fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, RolloutError> {
+/// Creates the rollout file of a new thread in the date layout and writes `items` after
+/// its `session_meta` line. Does not touch the index.
+fn create_file(
+    home: &Path,
+    meta: &SessionMeta,
+    items: &[RolloutItem],
+) -> Result<(File, PathBuf), RolloutError> {
     let local = meta.timestamp.with_timezone(&Local);
     let dir = home
         .join(SESSIONS_DIR)
@@ -159,18 +164,43 @@ fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, Ro
         .open(&path)
         .map_err(|source| RolloutError::io("create", &path, source))?;
 
-    let line = RolloutLine {
-        timestamp: Utc::now(),
-        item: RolloutItem::SessionMeta(meta.clone()),
-    };
-    let mut text = serde_json::to_string(&line).map_err(|source| RolloutError::Serialize {
-        path: path.clone(),
-        source,
-    })?;
-    text.push('\n');
+    // One write for the whole content: a new file is either complete or cut in its
+    // last line, which reading tolerates.
+    let now = Utc::now();
+    let mut text = String::new();
+    for item in std::iter::once(RolloutItem::SessionMeta(meta.clone())).chain(items.iter().cloned())
+    {
+        let line = RolloutLine {
+            timestamp: now,
+            item,
+        };
+        text.push_str(
+            &serde_json::to_string(&line).map_err(|source| RolloutError::Serialize {
+                path: path.clone(),
+                source,
+            })?,
+        );
+        text.push('\n');
+    }
     file.write_all(text.as_bytes())
         .and_then(|()| file.flush())
         .map_err(|source| RolloutError::io("write", &path, source))?;
+    Ok((file, path))
+}
+
+/// Writes a complete rollout for `meta` under `<home>/sessions/` in the layout and line
+/// format the recorder uses, without registering it in the index: for importing threads
+/// and for tests that need many rollouts quickly. The index learns them when it heals.
+pub fn write_rollout(
+    home: &Path,
+    meta: &SessionMeta,
+    items: &[RolloutItem],
+) -> Result<PathBuf, RolloutError> {
+    create_file(home, meta, items).map(|(_, path)| path)
+}
+
+fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, RolloutError> {
+    let (file, path) = create_file(home, &meta, &[])?;
 
     let record = ThreadRecord {
         id: meta.id,
@@ -257,9 +287,9 @@ fn open_index_for(home: &Path, id: ThreadId, path: &Path) -> (Option<ThreadIndex
     };
     let record = match index.get(id) {
         Ok(Some(record)) => Some(record),
-        Ok(None) => read_rollout(path)
+        Ok(None) => ThreadRecord::from_file(path)
+            .map_err(|err| tracing::warn!("thread {id} not re-registered: {err}"))
             .ok()
-            .and_then(|items| ThreadRecord::from_rollout(path, &items))
             .filter(|record| {
                 index
                     .upsert(record)
@@ -275,48 +305,10 @@ fn open_index_for(home: &Path, id: ThreadId, path: &Path) -> (Option<ThreadIndex
     (Some(index), has_preview)
 }
 
-/// `rollout-<ts>-<uuid>.jsonl` → the uuid.
-fn thread_id_from_file_name(path: &Path) -> Option<ThreadId> {
-    let stem = path.file_name()?.to_str()?.strip_suffix(".jsonl")?;
-    let start = stem.len().checked_sub(36)?;
-    ThreadId::from_str(stem.get(start..)?).ok()
-}
-
 /// `<home>/sessions/YYYY/MM/DD/<file>` → `<home>`.
 fn home_of_rollout(path: &Path) -> Option<PathBuf> {
     let sessions = path.ancestors().nth(4)?;
     (sessions.file_name()? == SESSIONS_DIR)
         .then(|| sessions.parent().map(Path::to_path_buf))
         .flatten()
-}
-
-/// Reads every record of a rollout, in order. A line that does not parse (typically the
-/// last one, cut short by a crash) is skipped with a warning; the rest is never lost.
-pub fn read_rollout(path: &Path) -> Result<Vec<RolloutItem>, RolloutError> {
-    let bytes = std::fs::read(path).map_err(|source| RolloutError::io("read", path, source))?;
-    // Lossy decoding keeps a line cut inside a multi-byte character from failing the file.
-    let text = String::from_utf8_lossy(&bytes);
-    let mut items = Vec::new();
-    let lines: Vec<&str> = text.split('\n').collect();
-    let last_index = lines.len().saturating_sub(1);
-    for (number, line) in lines.iter().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<RolloutLine>(line) {
-            Ok(parsed) => items.push(parsed.item),
-            Err(err) if number == last_index => tracing::warn!(
-                "{}: skipping truncated last line {}: {err}",
-                path.display(),
-                number + 1
-            ),
-            Err(err) => tracing::warn!(
-                "{}: skipping unreadable line {}: {err}",
-                path.display(),
-                number + 1
-            ),
-        }
-    }
-    Ok(items)
 }

@@ -202,11 +202,14 @@ fn only_lasting_events_are_persisted() {
     assert!(!should_persist_event(&EventMsg::ShutdownComplete));
 }
 
-fn record_at(id: ThreadId, cwd: &str, minutes: i64) -> ThreadRecord {
+/// A record whose rollout file exists (`latest` skips threads whose file is gone).
+fn record_at(dir: &Path, id: ThreadId, cwd: &str, minutes: i64) -> ThreadRecord {
     let at = Utc::now() - ChronoDuration::hours(1) + ChronoDuration::minutes(minutes);
+    let rollout_path = dir.join(format!("r-{id}.jsonl"));
+    std::fs::write(&rollout_path, "{}\n").unwrap();
     ThreadRecord {
         id,
-        rollout_path: format!("/r/{id}.jsonl").into(),
+        rollout_path,
         created_at: at,
         updated_at: at,
         cwd: cwd.into(),
@@ -222,10 +225,18 @@ fn index_upsert_get_latest_list_touch() {
     let home = tempfile::tempdir().unwrap();
     let index = ThreadIndex::open(home.path()).unwrap();
     let ids: Vec<ThreadId> = (0..4).map(|_| ThreadId::new()).collect();
-    index.upsert(&record_at(ids[0], "/a", 0)).unwrap();
-    index.upsert(&record_at(ids[1], "/b", 1)).unwrap();
-    index.upsert(&record_at(ids[2], "/a", 2)).unwrap();
-    index.upsert(&record_at(ids[3], "/b", 3)).unwrap();
+    index
+        .upsert(&record_at(home.path(), ids[0], "/a", 0))
+        .unwrap();
+    index
+        .upsert(&record_at(home.path(), ids[1], "/b", 1))
+        .unwrap();
+    index
+        .upsert(&record_at(home.path(), ids[2], "/a", 2))
+        .unwrap();
+    index
+        .upsert(&record_at(home.path(), ids[3], "/b", 3))
+        .unwrap();
 
     let got = index.get(ids[1]).unwrap().unwrap();
     assert_eq!(got.cwd, Path::new("/b"));
@@ -262,7 +273,7 @@ fn long_previews_are_truncated() {
     let home = tempfile::tempdir().unwrap();
     let index = ThreadIndex::open(home.path()).unwrap();
     let id = ThreadId::new();
-    index.upsert(&record_at(id, "/a", 0)).unwrap();
+    index.upsert(&record_at(home.path(), id, "/a", 0)).unwrap();
     index
         .touch(id, Utc::now(), Some(&"é".repeat(PREVIEW_MAX_CHARS * 2)))
         .unwrap();
@@ -322,4 +333,316 @@ async fn find_rollout_survives_a_corrupt_index() {
     }
     std::fs::write(home.path().join(STATE_DB_FILE), b"this is not a database").unwrap();
     assert_eq!(find_rollout(home.path(), meta.id).unwrap(), Some(path));
+}
+
+/// Writes a thread with one user message through the recorder; returns its id and file.
+async fn recorded_thread(home: &Path, message: &str) -> (ThreadId, std::path::PathBuf) {
+    let meta = meta(home);
+    let recorder = RolloutRecorder::create(home, meta.clone()).await.unwrap();
+    recorder
+        .record(&[RolloutItem::EventMsg(EventMsg::UserMessage(
+            UserMessageEvent {
+                message: message.into(),
+            },
+        ))])
+        .await
+        .unwrap();
+    (meta.id, recorder.path().to_path_buf())
+}
+
+fn remove_index(home: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(home.join(format!("{STATE_DB_FILE}{suffix}")));
+    }
+}
+
+fn indexed_ids(home: &Path) -> Vec<ThreadId> {
+    let mut ids: Vec<ThreadId> = ThreadIndex::open(home)
+        .unwrap()
+        .list(usize::MAX, None)
+        .unwrap()
+        .into_iter()
+        .map(|record| record.id)
+        .collect();
+    ids.sort_by_key(ToString::to_string);
+    ids
+}
+
+fn sorted(mut ids: Vec<ThreadId>) -> Vec<ThreadId> {
+    ids.sort_by_key(ToString::to_string);
+    ids
+}
+
+#[tokio::test]
+async fn deleted_index_is_rebuilt_on_open_and_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let (a, _) = recorded_thread(home.path(), "first").await;
+    let (b, _) = recorded_thread(home.path(), "second").await;
+    remove_index(home.path());
+
+    let (index, repairs) = ThreadIndex::open_with_repairs(home.path()).unwrap();
+    assert_eq!(
+        repairs,
+        vec![IndexRepair::Rebuilt {
+            db: home.path().join(STATE_DB_FILE),
+            cause: RebuildCause::Missing,
+            indexed: 2,
+            skipped: vec![],
+        }]
+    );
+    assert!(
+        repairs[0]
+            .to_string()
+            .contains("was missing; rebuilt it from 2 rollouts")
+    );
+    assert_eq!(
+        index.get(a).unwrap().unwrap().preview.as_deref(),
+        Some("first")
+    );
+    drop(index);
+    assert_eq!(indexed_ids(home.path()), sorted(vec![a, b]));
+    // Healthy now: opening again repairs nothing.
+    assert!(
+        ThreadIndex::open_with_repairs(home.path())
+            .unwrap()
+            .1
+            .is_empty()
+    );
+}
+
+#[test]
+fn first_open_without_rollouts_reports_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, repairs) = ThreadIndex::open_with_repairs(home.path()).unwrap();
+    assert!(repairs.is_empty(), "{repairs:?}");
+}
+
+#[tokio::test]
+async fn garbage_index_is_moved_aside_and_rebuilt() {
+    let home = tempfile::tempdir().unwrap();
+    let (a, _) = recorded_thread(home.path(), "first").await;
+    remove_index(home.path());
+    let garbage = b"this is not a database, just some bytes that look nothing like one";
+    std::fs::write(home.path().join(STATE_DB_FILE), garbage).unwrap();
+
+    let (index, repairs) = ThreadIndex::open_with_repairs(home.path()).unwrap();
+    let [
+        IndexRepair::Rebuilt {
+            cause: RebuildCause::Unreadable { moved_to, .. },
+            indexed: 1,
+            ..
+        },
+    ] = repairs.as_slice()
+    else {
+        panic!("unexpected repairs {repairs:?}");
+    };
+    // The bad file is kept, byte for byte, next to the new index.
+    assert_eq!(std::fs::read(moved_to).unwrap(), garbage);
+    let name = moved_to.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("state.sqlite.corrupt-"), "{name}");
+    assert!(index.get(a).unwrap().is_some());
+    assert!(repairs[0].to_string().contains("unreadable"));
+}
+
+#[tokio::test]
+async fn index_with_a_foreign_schema_is_moved_aside_and_rebuilt() {
+    let home = tempfile::tempdir().unwrap();
+    let (a, _) = recorded_thread(home.path(), "first").await;
+    remove_index(home.path());
+    {
+        let conn = rusqlite::Connection::open(home.path().join(STATE_DB_FILE)).unwrap();
+        conn.execute_batch("CREATE TABLE threads (name TEXT); INSERT INTO threads VALUES ('x');")
+            .unwrap();
+    }
+    let (index, repairs) = ThreadIndex::open_with_repairs(home.path()).unwrap();
+    assert!(
+        matches!(
+            repairs.as_slice(),
+            [IndexRepair::Rebuilt {
+                cause: RebuildCause::Unreadable { reason, .. },
+                indexed: 1,
+                ..
+            }] if reason.contains("wrong schema")
+        ),
+        "{repairs:?}"
+    );
+    assert!(index.get(a).unwrap().is_some());
+}
+
+#[tokio::test]
+async fn zero_byte_index_is_rebuilt() {
+    let home = tempfile::tempdir().unwrap();
+    let (a, _) = recorded_thread(home.path(), "first").await;
+    remove_index(home.path());
+    std::fs::write(home.path().join(STATE_DB_FILE), b"").unwrap();
+    let (index, repairs) = ThreadIndex::open_with_repairs(home.path()).unwrap();
+    assert!(
+        matches!(
+            repairs.as_slice(),
+            [IndexRepair::Rebuilt {
+                cause: RebuildCause::Empty,
+                indexed: 1,
+                ..
+            }]
+        ),
+        "{repairs:?}"
+    );
+    assert!(index.get(a).unwrap().is_some());
+}
+
+#[tokio::test]
+async fn stale_index_catches_up_for_latest() {
+    let home = tempfile::tempdir().unwrap();
+    let (older, _) = recorded_thread(home.path(), "older").await;
+    let (newer, _) = recorded_thread(home.path(), "newer").await;
+    // The index lost the newest thread (written while it was unusable, say).
+    {
+        let conn = rusqlite::Connection::open(home.path().join(STATE_DB_FILE)).unwrap();
+        conn.execute("DELETE FROM threads WHERE id = ?1", [newer.to_string()])
+            .unwrap();
+    }
+    let (latest, repairs) = find_latest(home.path(), None).unwrap();
+    assert_eq!(latest.map(|record| record.id), Some(newer));
+    assert_eq!(
+        repairs,
+        vec![IndexRepair::CaughtUp {
+            indexed: 1,
+            skipped: vec![]
+        }]
+    );
+    assert_eq!(indexed_ids(home.path()), sorted(vec![older, newer]));
+    // Caught up: nothing more to do.
+    assert!(find_latest(home.path(), None).unwrap().1.is_empty());
+}
+
+#[tokio::test]
+async fn latest_skips_threads_whose_rollout_is_gone() {
+    let home = tempfile::tempdir().unwrap();
+    let (older, _) = recorded_thread(home.path(), "older").await;
+    let (_, newer_path) = recorded_thread(home.path(), "newer").await;
+    std::fs::remove_file(&newer_path).unwrap();
+    let (latest, _) = find_latest(home.path(), None).unwrap();
+    assert_eq!(latest.map(|record| record.id), Some(older));
+    assert_eq!(
+        find_latest(home.path(), Some(home.path()))
+            .unwrap()
+            .0
+            .map(|r| r.id),
+        Some(older)
+    );
+}
+
+#[tokio::test]
+async fn zero_byte_rollout_is_an_error_naming_the_file() {
+    let home = tempfile::tempdir().unwrap();
+    let (id, path) = recorded_thread(home.path(), "first").await;
+    std::fs::write(&path, b"").unwrap();
+    let err = read_resumable(&path).unwrap_err().to_string();
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("0 bytes"), "{err}");
+    // Still found (so resuming reports the file), and reported when indexing.
+    assert_eq!(find_rollout(home.path(), id).unwrap(), Some(path.clone()));
+    remove_index(home.path());
+    let (_, repairs) = ThreadIndex::open_with_repairs(home.path()).unwrap();
+    assert!(
+        matches!(repairs.as_slice(), [IndexRepair::Rebuilt { indexed: 0, skipped, .. }] if skipped == &vec![path.clone()]),
+        "{repairs:?}"
+    );
+
+    std::fs::write(&path, b"garbage\n").unwrap();
+    let err = read_resumable(&path).unwrap_err().to_string();
+    assert!(err.contains("session_meta"), "{err}");
+}
+
+#[tokio::test]
+async fn compare_with_disk_reports_each_mismatch() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, gone) = recorded_thread(home.path(), "gone").await;
+    let (unindexed, unindexed_path) = recorded_thread(home.path(), "unindexed").await;
+    let (_, empty) = recorded_thread(home.path(), "empty").await;
+    recorded_thread(home.path(), "fine").await;
+    std::fs::remove_file(&gone).unwrap();
+    std::fs::write(&empty, b"").unwrap();
+    {
+        let conn = rusqlite::Connection::open(home.path().join(STATE_DB_FILE)).unwrap();
+        conn.execute("DELETE FROM threads WHERE id = ?1", [unindexed.to_string()])
+            .unwrap();
+    }
+    let index = ThreadIndex::open_without_repair(home.path()).unwrap();
+    let health = index.compare_with_disk(home.path()).unwrap();
+    assert_eq!(
+        health,
+        IndexHealth {
+            indexed: 3,
+            on_disk: 3,
+            not_indexed: vec![unindexed_path],
+            missing_files: vec![gone],
+            unreadable: vec![empty],
+        }
+    );
+    assert!(!health.is_consistent());
+}
+
+#[test]
+fn open_without_repair_leaves_a_garbage_index_alone() {
+    let home = tempfile::tempdir().unwrap();
+    let db = home.path().join(STATE_DB_FILE);
+    std::fs::write(&db, b"not a database at all, not even close to one").unwrap();
+    assert!(ThreadIndex::open_without_repair(home.path()).is_err());
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        b"not a database at all, not even close to one"
+    );
+}
+
+#[tokio::test]
+async fn unusable_index_falls_back_to_the_rollouts() {
+    let home = tempfile::tempdir().unwrap();
+    let (older, _) = recorded_thread(home.path(), "older").await;
+    let (newer, newer_path) = recorded_thread(home.path(), "newer").await;
+    // Make the newer one unambiguously newer by modification time.
+    std::fs::File::options()
+        .write(true)
+        .open(&newer_path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
+        .unwrap();
+    // A directory where the database should be: it cannot be opened, and it is not a
+    // bad file that could be moved aside.
+    remove_index(home.path());
+    std::fs::create_dir(home.path().join(STATE_DB_FILE)).unwrap();
+    assert!(ThreadIndex::open(home.path()).is_err());
+
+    assert!(find_rollout(home.path(), older).unwrap().is_some());
+    let (latest, repairs) = find_latest(home.path(), None).unwrap();
+    assert_eq!(latest.map(|record| record.id), Some(newer));
+    assert!(repairs.is_empty());
+    assert!(home.path().join(STATE_DB_FILE).is_dir(), "left alone");
+}
+
+#[test]
+fn repair_messages_are_one_line_and_name_the_files() {
+    let skipped = vec![std::path::PathBuf::from(
+        "/h/sessions/2026/01/01/rollout-x.jsonl",
+    )];
+    let only_unreadable = IndexRepair::CaughtUp {
+        indexed: 0,
+        skipped: skipped.clone(),
+    }
+    .to_string();
+    assert!(
+        only_unreadable.contains("1 unreadable rollout in sessions/ cannot be indexed")
+            && only_unreadable.contains("rollout-x.jsonl"),
+        "{only_unreadable}"
+    );
+    let caught_up = IndexRepair::CaughtUp {
+        indexed: 2,
+        skipped,
+    }
+    .to_string();
+    assert!(
+        caught_up.contains("indexed 2 rollouts it did not know; skipped 1 unreadable rollout"),
+        "{caught_up}"
+    );
+    assert!(!caught_up.contains('\n') && !only_unreadable.contains('\n'));
 }

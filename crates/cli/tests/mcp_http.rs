@@ -1,0 +1,241 @@
+//! `interpreter mcp-server --listen http://…`: the bearer token, Origin and Host checks,
+//! and both eras on one endpoint (a legacy session and a stateless 2026-07-28 request),
+//! driven over real HTTP with every wait bounded.
+
+// Test code: a failed expectation should panic with its message.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod mcp_support;
+
+use std::time::Duration;
+
+use mcp_support::{McpClient, McpEnv, READ_DEADLINE};
+use serde_json::{Value, json};
+
+struct HttpServer {
+    /// Kept so the server process lives as long as the test needs it.
+    _process: McpClient,
+    url: String,
+    token: Option<String>,
+}
+
+/// Start the server on a free port; wait (bounded) for its `listening on` line.
+async fn start(env: &McpEnv, extra: &[&str]) -> HttpServer {
+    let mut args = vec!["--listen", "http://127.0.0.1:0/mcp"];
+    args.extend_from_slice(extra);
+    let client = env.spawn_with_args(&args);
+    let deadline = tokio::time::Instant::now() + READ_DEADLINE;
+    loop {
+        let stderr = client.process.stderr();
+        if let Some(line) = stderr.lines().find(|l| l.starts_with("listening on ")) {
+            let url = line.trim_start_matches("listening on ").trim().to_string();
+            let token = stderr
+                .lines()
+                .find_map(|l| l.strip_prefix("bearer token file: "))
+                .map(|path| {
+                    std::fs::read_to_string(path.trim())
+                        .unwrap()
+                        .trim()
+                        .to_string()
+                });
+            return HttpServer {
+                _process: client,
+                url,
+                token,
+            };
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "server did not start: {stderr}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(READ_DEADLINE)
+        .build()
+        .unwrap()
+}
+
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "http-test", "version": "0"},
+    })
+}
+
+/// The JSON-RPC message in a response body: plain JSON, or the last `data:` event of SSE.
+fn message_of(body: &str) -> Value {
+    if let Ok(value) = serde_json::from_str(body) {
+        return value;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .rfind(|m| m.get("id").is_some() && m.get("method").is_none())
+        .unwrap_or_else(|| panic!("no JSON-RPC response in body: {body}"))
+}
+
+async fn post(
+    server: &HttpServer,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> (reqwest::StatusCode, reqwest::header::HeaderMap, String) {
+    let mut request = http()
+        .post(&server.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .json(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    (status, headers, text)
+}
+
+fn bearer(server: &HttpServer) -> String {
+    format!("Bearer {}", server.token.as_deref().unwrap())
+}
+
+#[tokio::test]
+async fn token_and_origin_are_enforced() {
+    let env = McpEnv::new().await;
+    let server = start(&env, &[]).await;
+    let token_file = env.home.path().join("mcp-server.token");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&token_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern_meta()}});
+
+    let (status, _, _) = post(
+        &server,
+        &list,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, _, _) = post(
+        &server,
+        &list,
+        &[
+            ("Authorization", "Bearer wrong-token-wrong-token"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 401);
+
+    let auth = bearer(&server);
+    let (status, _, _) = post(
+        &server,
+        &list,
+        &[
+            ("Authorization", auth.as_str()),
+            ("Origin", "http://evil.example"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 403);
+
+    let (status, _, body) = post(
+        &server,
+        &list,
+        &[
+            ("Authorization", auth.as_str()),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let message = message_of(&body);
+    assert_eq!(message["result"]["tools"][0]["name"], "codex", "{message}");
+    assert!(message["result"]["ttlMs"].is_number(), "{message}");
+}
+
+#[tokio::test]
+async fn a_legacy_session_runs_a_turn_over_http() {
+    let env = McpEnv::new().await;
+    let server = start(&env, &["--no-auth"]).await;
+    assert!(server.token.is_none());
+    let (status, headers, body) = post(
+        &server,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(message_of(&body)["result"]["protocolVersion"], "2025-11-25");
+    let session = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a legacy session id")
+        .to_string();
+    let session_headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let (status, _, _) = post(
+        &server,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &session_headers,
+    )
+    .await;
+    assert!(status.is_success(), "{status}");
+
+    env.script_text("Hello over HTTP.");
+    let (status, _, body) = post(
+        &server,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "codex", "arguments": {"prompt": "hi", "approval-policy": "never"}}}),
+        &session_headers,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let message = message_of(&body);
+    assert_eq!(
+        message["result"]["structuredContent"]["content"], "Hello over HTTP.",
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn no_auth_is_refused_off_loopback() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn_with_args(&["--listen", "http://0.0.0.0:0/mcp", "--no-auth"]);
+    let status = client
+        .process
+        .wait_exit(READ_DEADLINE)
+        .await
+        .expect("the server refuses to start");
+    assert!(!status.success(), "{status:?}: {}", client.process.stderr());
+    // stderr is collected in the background; give it a bounded moment after exit.
+    let deadline = tokio::time::Instant::now() + READ_DEADLINE;
+    while !client
+        .process
+        .stderr()
+        .contains("only allowed on a loopback address")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}",
+            client.process.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,125 @@
+//! Reading rollout files. This module depends only on the record types, so both the
+//! index (which rebuilds itself from rollouts) and the recorder can use it without
+//! depending on each other in both directions: `item` ← `reader` ← `index` ← `recorder`.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use super::error::RolloutError;
+use super::item::{RolloutItem, RolloutLine, SessionMeta};
+
+/// Reads every record of a rollout, in order. A line that does not parse (typically the
+/// last one, cut short by a crash) is skipped with a warning; the rest is never lost.
+pub fn read_rollout(path: &Path) -> Result<Vec<RolloutItem>, RolloutError> {
+    let bytes = std::fs::read(path).map_err(|source| RolloutError::io("read", path, source))?;
+    // Lossy decoding keeps a line cut inside a multi-byte character from failing the file.
+    let text = String::from_utf8_lossy(&bytes);
+    let mut items = Vec::new();
+    let lines: Vec<&str> = text.split('\n').collect();
+    let last_index = lines.len().saturating_sub(1);
+    for (number, line) in lines.iter().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<RolloutLine>(line) {
+            Ok(parsed) => items.push(parsed.item),
+            Err(err) if number == last_index => tracing::warn!(
+                "{}: skipping truncated last line {}: {err}",
+                path.display(),
+                number + 1
+            ),
+            Err(err) => tracing::warn!(
+                "{}: skipping unreadable line {}: {err}",
+                path.display(),
+                number + 1
+            ),
+        }
+    }
+    Ok(items)
+}
+
+/// Reads a rollout that is about to be resumed. Unlike [`read_rollout`], a file without
+/// a readable `session_meta` record (0 bytes, or only garbage) is an error naming the
+/// file: resuming it would silently start an empty thread under an old id.
+pub fn read_resumable(path: &Path) -> Result<Vec<RolloutItem>, RolloutError> {
+    ensure_not_empty(path)?;
+    let items = read_rollout(path)?;
+    if !items
+        .iter()
+        .any(|item| matches!(item, RolloutItem::SessionMeta(_)))
+    {
+        return Err(RolloutError::Unusable {
+            path: path.to_path_buf(),
+            reason: "it has no readable session_meta record".into(),
+        });
+    }
+    Ok(items)
+}
+
+/// What the index needs from a rollout: its metadata and first user message.
+#[derive(Debug, Clone)]
+pub(crate) struct RolloutSummary {
+    pub meta: SessionMeta,
+    pub first_user_message: Option<String>,
+}
+
+/// Reads a rollout only as far as needed for [`RolloutSummary`], so rebuilding the index
+/// from thousands of long rollouts reads little more than their first lines.
+pub(crate) fn read_summary(path: &Path) -> Result<RolloutSummary, RolloutError> {
+    ensure_not_empty(path)?;
+    let file = File::open(path).map_err(|source| RolloutError::io("open", path, source))?;
+    let mut reader = BufReader::new(file);
+    let mut meta = None;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let read = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|source| RolloutError::io("read", path, source))?;
+        if read == 0 {
+            break;
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let Ok(line) = serde_json::from_str::<RolloutLine>(text.trim()) else {
+            // Damaged lines are reported when the thread is read in full.
+            continue;
+        };
+        match line.item {
+            RolloutItem::SessionMeta(found) if meta.is_none() => meta = Some(found),
+            RolloutItem::EventMsg(interpreter_protocol::EventMsg::UserMessage(event)) => {
+                if let Some(meta) = meta {
+                    return Ok(RolloutSummary {
+                        meta,
+                        first_user_message: Some(event.message),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    match meta {
+        Some(meta) => Ok(RolloutSummary {
+            meta,
+            first_user_message: None,
+        }),
+        None => Err(RolloutError::Unusable {
+            path: path.to_path_buf(),
+            reason: "it has no readable session_meta record".into(),
+        }),
+    }
+}
+
+fn ensure_not_empty(path: &Path) -> Result<(), RolloutError> {
+    let len = std::fs::metadata(path)
+        .map_err(|source| RolloutError::io("read", path, source))?
+        .len();
+    if len == 0 {
+        return Err(RolloutError::Unusable {
+            path: path.to_path_buf(),
+            reason: "the file is empty (0 bytes)".into(),
+        });
+    }
+    Ok(())
+}
