@@ -166,3 +166,16 @@ test("http: a wrong Origin gets 403, a missing or wrong token 401", { timeout: 6
     ctx.stop();
   }
 });
+
+test("http: --no-auth is refused off loopback", { timeout: 30000 }, async () => {
+  const ctx = await setUp([]);
+  try {
+    const { spawnSync } = await import("node:child_process");
+    const run = spawnSync(join(BIN_DIR, "interpreter"), ["mcp-server", "--listen", "http://0.0.0.0:0/mcp", "--no-auth"],
+      { cwd: ctx.work, env: ctx.env, encoding: "utf8", timeout: 20000 });
+    assert.notEqual(run.status, 0, "the server started without auth on 0.0.0.0");
+    assert.match(run.stderr, /loopback/);
+  } finally {
+    ctx.stop();
+  }
+});
