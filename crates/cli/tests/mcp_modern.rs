@@ -324,3 +324,142 @@ async fn background_turn_is_followed_with_status_and_wait_then_reply_continues()
     );
     assert_eq!(thread_id(&reply["result"]), thread);
 }
+
+/// `_meta` of a 2026-07-28 request declaring the Tasks extension (and elicitation).
+fn task_meta() -> Value {
+    let mut meta = meta(true);
+    meta["io.modelcontextprotocol/clientCapabilities"]["extensions"] =
+        json!({"io.modelcontextprotocol/tasks": {}});
+    meta
+}
+
+async fn task_request(client: &mut McpClient, method: &str, mut params: Value) -> Value {
+    params["_meta"] = task_meta();
+    client.call(method, params).await
+}
+
+/// Poll `tasks/get` until `done(status)`; every poll is one bounded request.
+async fn poll_task(client: &mut McpClient, task_id: &str, done: impl Fn(&str) -> bool) -> Value {
+    for _ in 0..2000 {
+        let got = task_request(client, "tasks/get", json!({"taskId": task_id})).await;
+        let status = got["result"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if done(&status) {
+            return got["result"].clone();
+        }
+        assert!(got.get("error").is_none(), "{got}");
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("task {task_id} never reached the expected status");
+}
+
+#[tokio::test]
+async fn tasks_extension_runs_codex_as_a_task_with_approval_and_survives_restart() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    let discover = modern_call(&mut client, "server/discover", json!({})).await;
+    assert!(
+        discover["result"]["capabilities"]["extensions"]
+            .get("io.modelcontextprotocol/tasks")
+            .is_some(),
+        "{discover}"
+    );
+
+    env.script_command_then_text("call_task", "touch approved.txt", "Task finished.");
+    let created = task_request(
+        &mut client,
+        "tools/call",
+        json!({"name": "codex", "arguments": {"prompt": "create the file", "approval-policy": "untrusted", "sandbox": "danger-full-access"}}),
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(created["result"]["status"], "working");
+
+    let waiting = poll_task(&mut client, &task_id, |s| s == "input_required").await;
+    let (key, request) = waiting["inputRequests"]
+        .as_object()
+        .and_then(|m| m.iter().next())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap();
+    assert_eq!(request["method"], "elicitation/create", "{waiting}");
+    assert!(!env.work_path().join("approved.txt").exists());
+    let ack = task_request(
+        &mut client,
+        "tasks/update",
+        json!({"taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"decision": "approved"}}}}),
+    )
+    .await;
+    assert!(ack.get("error").is_none(), "{ack}");
+
+    let done = poll_task(&mut client, &task_id, |s| s == "completed").await;
+    assert_eq!(
+        done["result"]["structuredContent"]["content"], "Task finished.",
+        "{done}"
+    );
+    assert!(env.work_path().join("approved.txt").exists());
+
+    // After a restart the task is read back from the thread's rollout.
+    client.process.close_stdin();
+    client
+        .process
+        .wait_exit(mcp_support::READ_DEADLINE)
+        .await
+        .unwrap();
+    let mut client = env.spawn();
+    let again = poll_task(&mut client, &task_id, |s| s == "completed").await;
+    assert_eq!(
+        again["result"]["structuredContent"]["content"], "Task finished.",
+        "{again}"
+    );
+
+    // A task on a turn that never ran is unknown.
+    let thread = task_id.split('.').next().unwrap();
+    let unknown = task_request(
+        &mut client,
+        "tasks/get",
+        json!({"taskId": format!("{thread}.999")}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+}
+
+#[tokio::test]
+async fn tasks_cancel_interrupts_the_turn() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    env.script_command_then_text("call_sleep", "sleep 30", "never");
+    let created = task_request(
+        &mut client,
+        "tools/call",
+        json!({"name": "codex", "arguments": {"prompt": "wait", "approval-policy": "never", "sandbox": "danger-full-access"}}),
+    )
+    .await;
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Wait until the command runs, then cancel.
+    for _ in 0..2000 {
+        let got = task_request(&mut client, "tasks/get", json!({"taskId": task_id})).await;
+        if got["result"]["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("sleep 30"))
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let ack = task_request(&mut client, "tasks/cancel", json!({"taskId": task_id})).await;
+    assert!(ack.get("error").is_none(), "{ack}");
+    let done = poll_task(&mut client, &task_id, |s| s == "completed").await;
+    assert_eq!(
+        done["result"]["structuredContent"]["status"], "interrupted",
+        "{done}"
+    );
+}

@@ -15,11 +15,12 @@ use interpreter_core::CoreError;
 use interpreter_protocol::approval_answer::decode_approval_answer;
 use interpreter_protocol::{EventMsg, ReviewDecision, SessionSource, ThreadId};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, GetPromptRequestParams,
-    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    MetaObject, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -28,6 +29,7 @@ use serde_json::{Value, json};
 use crate::follow::{Asker, FollowEnd, Follower};
 use crate::mrtr::{APPROVAL_INPUT_KEY, RequestStates};
 use crate::result::{self, TurnStatus};
+use crate::tasks;
 use crate::tools::{
     CODEX_REPLY_TOOL, CODEX_STATUS_TOOL, CODEX_TOOL, CODEX_WAIT_TOOL, CodexArgs, CodexReplyArgs,
     CodexStatusArgs, CodexWaitArgs, build_session_config, parse_thread_id, tool_definitions,
@@ -42,6 +44,26 @@ pub const SERVER_TITLE: &str = "Interpreter";
 const INSTRUCTIONS: &str = "Use the `codex` tool to run the coding agent on a task and \
 `codex-reply` with the returned threadId to continue it. For long tasks pass `background: true` \
 and follow the thread with `codex-status` and `codex-wait`.";
+
+/// How a call that starts a turn relates to it.
+#[derive(Debug, Clone, Copy)]
+enum RunMode {
+    /// Follow the turn to its end (the classic `codex` call).
+    Wait,
+    /// Return at once; follow with `codex-status` / `codex-wait`.
+    Background,
+    /// Return a task handle (the client declared the Tasks extension).
+    Task,
+}
+
+/// Whether this request declared the Tasks extension (only 2026-07-28 requests can).
+fn wants_task(ctx: &RequestContext<RoleServer>) -> bool {
+    is_modern(ctx)
+        && ctx
+            .meta
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+}
 
 /// What one connection remembers about itself.
 #[derive(Default)]
@@ -216,7 +238,14 @@ impl AgentServer {
             };
             follower.codex_event(thread_id, &event).await;
         }
-        self.start_and_follow(follower, started.thread, args.prompt, ctx, args.background)
+        let mode = if wants_task(ctx) {
+            RunMode::Task
+        } else if args.background {
+            RunMode::Background
+        } else {
+            RunMode::Wait
+        };
+        self.start_and_follow(follower, started.thread, args.prompt, ctx, mode)
             .await
     }
 
@@ -238,7 +267,12 @@ impl AgentServer {
             Err(error) => return Ok(error.into()),
         };
         let follower = self.follower(ctx, CODEX_REPLY_TOOL, thread_id);
-        self.start_and_follow(follower, thread, args.prompt, ctx, false)
+        let mode = if wants_task(ctx) {
+            RunMode::Task
+        } else {
+            RunMode::Wait
+        };
+        self.start_and_follow(follower, thread, args.prompt, ctx, mode)
             .await
     }
 
@@ -273,7 +307,7 @@ impl AgentServer {
         thread: Arc<interpreter_core::Thread>,
         prompt: String,
         ctx: &RequestContext<RoleServer>,
-        background: bool,
+        mode: RunMode,
     ) -> Result<CallToolResponse, ErrorData> {
         let tool_call_id = match &ctx.id {
             rmcp::model::NumberOrString::String(s) => s.to_string(),
@@ -288,8 +322,11 @@ impl AgentServer {
             Some(Err(error)) => return Ok(error.into()),
             Some(Ok(run)) => run,
         };
-        if !background {
-            return self.follow_to_end(follower, &run).await;
+        match mode {
+            RunMode::Wait => return self.follow_to_end(follower, &run).await,
+            // Its approvals wait for the poller (`tasks/get` shows them as inputRequests).
+            RunMode::Task => return Ok(CallToolResponse::Task(tasks::created(&run))),
+            RunMode::Background => {}
         }
         // A background turn still needs its approvals answered. A legacy client can be
         // asked on its connection right away; a 2026 client is asked (MRTR) when it next
@@ -460,6 +497,7 @@ impl ServerHandler for AgentServer {
             .enable_tools()
             .enable_resources()
             .enable_prompts()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(implementation())
@@ -558,6 +596,32 @@ impl ServerHandler for AgentServer {
         )))
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let mut result = tasks::get(&self.registry, &request.task_id).await?;
+        result.meta = server_info_meta();
+        Ok(result)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::update(&self.registry, &request.task_id, &request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::cancel(&self.registry, &request.task_id)
+    }
+
     async fn call_tool(
         &self,
         params: CallToolRequestParams,
@@ -602,6 +666,10 @@ impl ServerHandler for AgentServer {
             CallToolResponse::InputRequired(input) if modern => match server_info_meta() {
                 Some(meta) => CallToolResponse::InputRequired(input.with_meta(meta)),
                 None => CallToolResponse::InputRequired(input),
+            },
+            CallToolResponse::Task(task) => match server_info_meta() {
+                Some(meta) => CallToolResponse::Task(task.with_meta(meta)),
+                None => CallToolResponse::Task(task),
             },
             other => other,
         })

@@ -15,6 +15,7 @@
 //! * [`follow`]: a call following a turn (events, progress heartbeats, approvals);
 //! * [`approval`] and [`mrtr`]: approvals as `elicitation/create` (legacy) or as
 //!   `InputRequiredResult` with a sealed `requestState` (2026-07-28);
+//! * [`tasks`]: the 2026-07-28 Tasks extension, backed by the thread store;
 //! * [`http`]: the listener, its bearer token and Origin/Host checks;
 //! * [`tools`], [`result`]: tool definitions, arguments and results; [`nesting`]: the
 //!   self-recursion guard.
@@ -31,6 +32,7 @@ pub mod http;
 pub mod mrtr;
 pub mod nesting;
 pub mod result;
+pub mod tasks;
 pub mod tools;
 pub mod turns;
 

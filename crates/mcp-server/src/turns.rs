@@ -87,6 +87,9 @@ pub struct TurnRun {
     interrupt: CancellationToken,
     /// The request that started the turn, as the reference's `codex_mcp_tool_call_id`.
     pub tool_call_id: String,
+    /// The engine's id of this turn (its submission id).
+    pub turn_id: String,
+    pub created: chrono::DateTime<chrono::Utc>,
 }
 
 impl TurnRun {
@@ -112,6 +115,17 @@ impl TurnRun {
         if let Ok(mut offered) = self.offered.lock() {
             offered.insert(approval.id, approval);
         }
+    }
+
+    /// Approvals offered and not yet answered.
+    pub fn offered_approvals(&self) -> Vec<Arc<PendingApproval>> {
+        let mut offered: Vec<_> = self
+            .offered
+            .lock()
+            .map(|o| o.values().cloned().collect())
+            .unwrap_or_default();
+        offered.sort_by_key(|a| a.id);
+        offered
     }
 
     /// Take back an approval offered as MRTR; `None` if it was redeemed, expired or never
@@ -347,6 +361,8 @@ impl Registry {
             notes: std::sync::Mutex::default(),
             interrupt: self.shutdown.child_token(),
             tool_call_id,
+            turn_id: submission_id.clone(),
+            created: chrono::Utc::now(),
         });
         if let Ok(mut runs) = self.runs.lock() {
             runs.insert(thread_id, run.clone());

@@ -1,0 +1,277 @@
+//! The 2026-07-28 Tasks extension (`io.modelcontextprotocol/tasks`) for `codex` and
+//! `codex-reply`: a caller that declares it on a request gets a task handle at once
+//! (`resultType: "task"`) and polls `tasks/get`; approvals surface as the task's
+//! `inputRequests` and come back through `tasks/update`; `tasks/cancel` interrupts.
+//!
+//! A task is one turn of one thread, and its id names both (`<threadId>.<turnId>`), so
+//! the durable thread store backs it: after a server restart `tasks/get` reads the
+//! turn's outcome from the thread's rollout (rmcp's own `TaskManager` is in-memory and
+//! would lose it).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use interpreter_core::rollout::{RolloutItem, find_rollout, read_rollout};
+use interpreter_protocol::approval_answer::decode_approval_answer;
+use interpreter_protocol::{EventMsg, ThreadId};
+use rmcp::model::{
+    CallToolResult, CreateTaskResult, DetailedTask, ErrorData, GetTaskResult, InputRequest,
+    InputRequests, InputResponses, JsonObject, Task, TaskPayload, TaskStatus,
+};
+use serde_json::json;
+
+use crate::approval::spec_elicitation_params;
+use crate::result::{self, TurnStatus};
+use crate::turns::{Registry, RunState, TurnRun};
+
+/// How often we suggest clients poll.
+const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Prefix of the `inputRequests` keys of a task's approvals (unique per task lifetime:
+/// the suffix is the process-wide approval id).
+const APPROVAL_KEY_PREFIX: &str = "approval-";
+
+fn timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The id of the task that is turn `turn_id` of `thread_id`.
+pub fn task_id(thread_id: ThreadId, turn_id: &str) -> String {
+    format!("{thread_id}.{turn_id}")
+}
+
+fn parse_task_id(task_id: &str) -> Result<(ThreadId, &str), ErrorData> {
+    let unknown = || ErrorData::invalid_params(format!("unknown task {task_id}"), None);
+    let (thread, turn) = task_id.split_once('.').ok_or_else(unknown)?;
+    let thread = thread.parse::<ThreadId>().map_err(|_| unknown())?;
+    if turn.is_empty() {
+        return Err(unknown());
+    }
+    Ok((thread, turn))
+}
+
+fn base_task(task_id: &str, created: DateTime<Utc>) -> Task {
+    Task::new(
+        task_id,
+        TaskStatus::Working,
+        timestamp(created),
+        timestamp(Utc::now()),
+    )
+    .with_poll_interval_ms(POLL_INTERVAL.as_millis() as u64)
+}
+
+/// The `CreateTaskResult` for a run that just started.
+pub fn created(run: &TurnRun) -> CreateTaskResult {
+    let mut task = base_task(&task_id(run.thread_id, &run.turn_id), run.created);
+    task.status_message = Some("the turn is running".to_string());
+    CreateTaskResult::new(task)
+}
+
+fn completed(task: Task, result: &CallToolResult) -> DetailedTask {
+    let result: JsonObject = serde_json::to_value(result)
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default();
+    DetailedTask::new(task, TaskPayload::Completed { result })
+}
+
+/// `tasks/get`.
+pub async fn get(registry: &Registry, task_id: &str) -> Result<GetTaskResult, ErrorData> {
+    let (thread_id, turn_id) = parse_task_id(task_id)?;
+    if let Some(run) = registry
+        .latest_run(thread_id)
+        .filter(|r| r.turn_id == turn_id)
+    {
+        return Ok(GetTaskResult::new(live(&run, task_id)));
+    }
+    from_rollout(registry, thread_id, turn_id, task_id)
+        .await
+        .map(GetTaskResult::new)
+}
+
+fn live(run: &Arc<TurnRun>, task_id: &str) -> DetailedTask {
+    let mut task = base_task(task_id, run.created);
+    match run.state() {
+        RunState::Finished { result, status } => {
+            task.status_message = Some(format!("the turn {}", status_word(status)));
+            completed(task, &result)
+        }
+        RunState::Running { step, .. } => {
+            task.status_message = Some(step);
+            // Approvals nobody has taken are offered to the task's poller; ones already
+            // offered stay outstanding until `tasks/update` answers them.
+            while let Some(approval) = run.take_pending() {
+                run.offer(approval);
+            }
+            let mut requests = InputRequests::new();
+            for approval in run.offered_approvals() {
+                let request = json!({
+                    "method": "elicitation/create",
+                    "params": spec_elicitation_params(&approval.params),
+                });
+                if let Ok(request) = serde_json::from_value::<InputRequest>(request) {
+                    requests.insert(format!("{APPROVAL_KEY_PREFIX}{}", approval.id), request);
+                }
+            }
+            if requests.is_empty() {
+                DetailedTask::new(task, TaskPayload::Working)
+            } else {
+                DetailedTask::new(
+                    task,
+                    TaskPayload::InputRequired {
+                        input_requests: requests,
+                    },
+                )
+            }
+        }
+    }
+}
+
+fn status_word(status: TurnStatus) -> &'static str {
+    match status {
+        TurnStatus::Completed => "completed",
+        TurnStatus::Failed => "failed",
+        TurnStatus::Interrupted => "was interrupted",
+        TurnStatus::Running | TurnStatus::WaitingForApproval | TurnStatus::Idle => "is running",
+    }
+}
+
+/// A task whose turn is no longer in memory (the server restarted, or the thread was
+/// retired): its outcome as the rollout recorded it.
+async fn from_rollout(
+    registry: &Registry,
+    thread_id: ThreadId,
+    turn_id: &str,
+    task_id: &str,
+) -> Result<DetailedTask, ErrorData> {
+    let home = registry.inputs.home.clone();
+    let items = tokio::task::spawn_blocking(move || {
+        let path = find_rollout(&home, thread_id).ok().flatten()?;
+        read_rollout(&path).ok()
+    })
+    .await
+    .ok()
+    .flatten()
+    .ok_or_else(|| ErrorData::invalid_params(format!("unknown task {task_id}"), None))?;
+    let mut started = false;
+    let mut last_error: Option<String> = None;
+    for item in &items {
+        let RolloutItem::EventMsg(msg) = item else {
+            continue;
+        };
+        match msg {
+            EventMsg::TaskStarted(e) if e.turn_id == turn_id => started = true,
+            EventMsg::Error(e) if started => last_error = Some(e.message.clone()),
+            EventMsg::TaskComplete(e) if e.turn_id == turn_id => {
+                let failure = e.error.clone().or(last_error);
+                let mut text = e.last_agent_message.clone().unwrap_or_default();
+                if let Some(failure) = &failure {
+                    text = if text.is_empty() {
+                        failure.clone()
+                    } else {
+                        format!("{text}\n\nThe turn failed: {failure}")
+                    };
+                }
+                let status = if failure.is_some() {
+                    TurnStatus::Failed
+                } else {
+                    TurnStatus::Completed
+                };
+                let task = base_task(task_id, Utc::now());
+                return Ok(completed(
+                    task,
+                    &result::with_status(thread_id, &text, status),
+                ));
+            }
+            EventMsg::TurnAborted(e) if e.turn_id == turn_id => {
+                let task = base_task(task_id, Utc::now());
+                let text = format!(
+                    "The turn was interrupted. Send `codex-reply` with threadId {thread_id} to continue."
+                );
+                return Ok(completed(
+                    task,
+                    &result::with_status(thread_id, &text, TurnStatus::Interrupted),
+                ));
+            }
+            _ => {}
+        }
+    }
+    if !started {
+        return Err(ErrorData::invalid_params(
+            format!("unknown task {task_id}"),
+            None,
+        ));
+    }
+    // Started, never finished, and not running here: the server stopped mid-turn.
+    let task = base_task(task_id, Utc::now());
+    let text = format!(
+        "The server stopped while this turn ran; what it did so far is saved. Send `codex-reply` with threadId {thread_id} to continue."
+    );
+    Ok(completed(
+        task,
+        &result::with_status(thread_id, &text, TurnStatus::Interrupted),
+    ))
+}
+
+/// `tasks/update`: answers to the approvals the task asked for.
+pub fn update(
+    registry: &Registry,
+    task_id: &str,
+    responses: &InputResponses,
+) -> Result<(), ErrorData> {
+    let (thread_id, turn_id) = parse_task_id(task_id)?;
+    let run = registry
+        .latest_run(thread_id)
+        .filter(|r| r.turn_id == turn_id)
+        .ok_or_else(|| {
+            ErrorData::invalid_params(format!("task {task_id} is not waiting for input"), None)
+        })?;
+    for (key, answer) in responses {
+        let Some(id) = key
+            .strip_prefix(APPROVAL_KEY_PREFIX)
+            .and_then(|id| id.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        // Eventually consistent: an answer for an approval that already ended is ignored.
+        if let Some(approval) = run.redeem(id) {
+            approval.resolve(decode_approval_answer(answer));
+        }
+    }
+    Ok(())
+}
+
+/// `tasks/cancel`: interrupt the turn (cooperative; the task may still complete).
+pub fn cancel(registry: &Registry, task_id: &str) -> Result<(), ErrorData> {
+    let (thread_id, turn_id) = parse_task_id(task_id)?;
+    match registry
+        .latest_run(thread_id)
+        .filter(|r| r.turn_id == turn_id)
+    {
+        Some(run) => {
+            run.interrupt();
+            Ok(())
+        }
+        None => Err(ErrorData::invalid_params(
+            format!("task {task_id} is not running"),
+            None,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_name_thread_and_turn() {
+        let thread = ThreadId::new();
+        let id = task_id(thread, "7");
+        let (parsed, turn) = parse_task_id(&id).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!((parsed, turn), (thread, "7"));
+        assert!(parse_task_id("nope").is_err());
+        assert!(parse_task_id(&format!("{thread}.")).is_err());
+        assert!(parse_task_id("x.1").is_err());
+    }
+}
