@@ -9,7 +9,7 @@ Every scenario runs for each combination of
     `Client(mode="legacy")` (initialize handshake, approvals as `elicitation/create`).
 
 Scenarios: list tools; a plain call; an approved command that really runs; a declined
-one that does not; a forged `requestState` retry that is refused (2026-07-28 only);
+one that does not; no approval request to a client without elicitation; a forged `requestState` retry that is refused (2026-07-28 only);
 a cancel in the middle of a command; progress during a longer command with a short
 timeout that restarts on every progress notification; `codex-reply` after restarting
 the server; a background turn followed with codex-status and codex-wait. The model is
@@ -161,7 +161,8 @@ class Peer:
 async def connect(transport, mode, mock, *, decision="approved"):
     """Start a server on `transport` for `mock`'s home and connect a `Client(mode=mode)`.
     The elicitation callback answers every request with `decision` ("decline" answers
-    with the decline action)."""
+    with the decline action); with `decision=None` the client has no callback, so it does
+    not declare the elicitation capability."""
     elicitations = []
 
     async def on_elicit(context, params):
@@ -180,7 +181,7 @@ async def connect(transport, mode, mock, *, decision="approved"):
                                          timeout=httpx2.Timeout(30, read=300))
         server = streamable_http_client(http.url, http_client=http_client)
     try:
-        async with Client(server, mode=mode, elicitation_callback=on_elicit,
+        async with Client(server, mode=mode, elicitation_callback=on_elicit if decision else None,
                           client_info=types.Implementation(name="peer-py", version="0.0.0")) as client:
             if mode == "auto":
                 assert client.protocol_version == MODERN, (
@@ -287,6 +288,24 @@ async def declined_command(transport, mode):
             # A declined command is reported to the model, which ends the turn normally.
             assert not result.is_error, result
             assert result.structured_content["content"] == "Did not make it.", result
+    finally:
+        mock.stop()
+
+
+async def no_elicitation_capability(transport, mode):
+    """A client that did not declare elicitation is never asked (no elicitation/create, no
+    InputRequiredResult); the server's fallback (deny by default) decides and says so."""
+    mock = Mock([command_step("call_0", "touch unasked.txt"), text_step("Carried on.")])
+    try:
+        async with connect(transport, mode, mock, decision=None) as peer:
+            result = await peer.client.call_tool(
+                "codex", codex_args(mock, "make a file", **{"approval-policy": "untrusted"}))
+            assert peer.rounds == ["CallToolResult"], peer.rounds
+            assert not result.is_error, result
+            assert not (mock.work / "unasked.txt").exists(), "the fallback ran the command"
+            content = result.structured_content["content"]
+            assert content.startswith("Carried on."), content
+            assert "does not support elicitation" in content, content
     finally:
         mock.stop()
 
@@ -429,8 +448,9 @@ async def background_turn(transport, mode):
         mock.stop()
 
 
-SCENARIOS = [list_tools, plain_call, approved_command, declined_command, forged_request_state,
-             cancel_command, progress_resets_timeout, reply_after_restart, background_turn]
+SCENARIOS = [list_tools, plain_call, approved_command, declined_command, no_elicitation_capability,
+             forged_request_state, cancel_command, progress_resets_timeout, reply_after_restart,
+             background_turn]
 
 
 def cases():
