@@ -17,6 +17,7 @@ followed with codex-status and codex-wait. The model is the `mock-model` binary 
 script per scenario.
 
 Usage: py_client.py [-k SUBSTRING]... (run only scenarios whose id contains one of them).
+PEER_TRACEBACK=1 prints tracebacks; PEER_KEEP=1 keeps the temporary homes.
 Prints one PASS/FAIL line per scenario and exits non-zero if any failed."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -95,6 +97,9 @@ class Mock:
             pass
         self.proc.kill()
         self.proc.wait(timeout=10)
+        if not os.environ.get("PEER_KEEP"):
+            shutil.rmtree(self.home, ignore_errors=True)
+            shutil.rmtree(self.work, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------
