@@ -375,10 +375,7 @@ async fn tasks_extension_runs_codex_as_a_task_with_approval_and_survives_restart
     )
     .await;
     assert_eq!(created["result"]["resultType"], "task", "{created}");
-    let task_id = created["result"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_string();
     assert_eq!(created["result"]["status"], "working");
 
     let waiting = poll_task(&mut client, &task_id, |s| s == "input_required").await;
@@ -440,10 +437,7 @@ async fn tasks_cancel_interrupts_the_turn() {
         json!({"name": "codex", "arguments": {"prompt": "wait", "approval-policy": "never", "sandbox": "danger-full-access"}}),
     )
     .await;
-    let task_id = created["result"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_string();
     // Wait until the command runs, then cancel.
     for _ in 0..2000 {
         let got = task_request(&mut client, "tasks/get", json!({"taskId": task_id})).await;

@@ -5,13 +5,18 @@
 //! from its event queue. The [`ThreadManager`] starts threads, resumes them from their
 //! rollout on disk, and keeps the live ones addressable by id so that any front end can
 //! reach a thread another request started.
+//!
+//! Thread lifecycle rules every front end shares live here: one turn at a time per thread
+//! ([`Thread::turn_slot`]), the settings a thread was started with ([`Thread::config`]),
+//! and retiring idle threads from memory ([`ThreadManager::retire_idle`]), which resume
+//! from disk when next used.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use interpreter_protocol::{Event, Op, SessionConfiguredEvent, SessionSource, ThreadId};
-use tokio::sync::{Mutex, RwLock, mpsc};
+use tokio::sync::{Mutex, OwnedMutexGuard, RwLock, mpsc};
 
 use crate::config::Config;
 use crate::error::CoreError;
@@ -28,6 +33,8 @@ pub struct Thread {
     rx_event: Mutex<mpsc::UnboundedReceiver<Event>>,
     next_submission_id: std::sync::atomic::AtomicU64,
     rollout_path: Option<PathBuf>,
+    config: Arc<Config>,
+    turn_slot: Arc<Mutex<()>>,
 }
 
 /// An [`Op`] with the id its events will carry.
@@ -44,6 +51,23 @@ impl Thread {
 
     pub fn rollout_path(&self) -> Option<&PathBuf> {
         self.rollout_path.as_ref()
+    }
+
+    /// The configuration the thread was started or resumed with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Wait until no other turn holds the thread, and hold it until the guard drops: one
+    /// turn at a time per thread, whichever front end started it, so a thread's event
+    /// stream has exactly one reader.
+    pub async fn turn_slot(&self) -> OwnedMutexGuard<()> {
+        self.turn_slot.clone().lock_owned().await
+    }
+
+    /// Whether a turn holds the thread right now.
+    pub fn is_busy(&self) -> bool {
+        self.turn_slot.try_lock().is_err()
     }
 
     /// Queue an op; returns the submission id that the resulting events carry.
@@ -82,6 +106,8 @@ pub struct NewThread {
 #[derive(Default)]
 pub struct ThreadManager {
     threads: RwLock<HashMap<ThreadId, Arc<Thread>>>,
+    /// Live threads, least recently used first (see [`ThreadManager::retire_idle`]).
+    recently_used: std::sync::Mutex<VecDeque<ThreadId>>,
 }
 
 impl ThreadManager {
@@ -122,6 +148,47 @@ impl ThreadManager {
         self.threads.write().await.remove(&id)
     }
 
+    /// Mark `just_used` as the most recent thread, then shut down and forget the least
+    /// recently used idle threads beyond `keep_live`. A thread running a turn, or with no
+    /// rollout to come back from (ephemeral), stays. Returns the retired ids; their next
+    /// use resumes them from disk. Long-running front ends call this after each turn so
+    /// memory does not grow with every thread they ever ran.
+    pub async fn retire_idle(&self, just_used: ThreadId, keep_live: usize) -> Vec<ThreadId> {
+        let candidates: Vec<ThreadId> = {
+            let Ok(mut recent) = self.recently_used.lock() else {
+                return Vec::new();
+            };
+            recent.retain(|id| *id != just_used);
+            recent.push_back(just_used);
+            let excess = recent.len().saturating_sub(keep_live);
+            recent.iter().take(excess).copied().collect()
+        };
+        let mut retired = Vec::new();
+        for id in candidates {
+            let Some(thread) = self.get_thread(id).await else {
+                self.forget_recent(id);
+                continue;
+            };
+            if thread.is_busy() || thread.rollout_path().is_none() {
+                continue;
+            }
+            self.remove_thread(id).await;
+            self.forget_recent(id);
+            if let Err(e) = thread.submit(Op::Shutdown).await {
+                tracing::debug!("thread {id} was already closed: {e}");
+            }
+            tracing::info!("retired idle thread {id} from memory; it resumes from disk");
+            retired.push(id);
+        }
+        retired
+    }
+
+    fn forget_recent(&self, id: ThreadId) {
+        if let Ok(mut recent) = self.recently_used.lock() {
+            recent.retain(|other| *other != id);
+        }
+    }
+
     /// Interrupt every running turn and wait (bounded) for the sessions to record it.
     pub async fn shutdown_all(&self, grace: std::time::Duration) {
         let threads: Vec<Arc<Thread>> = self.threads.read().await.values().cloned().collect();
@@ -151,6 +218,9 @@ impl ThreadManager {
         // Unbounded: the session must never block on a slow reader (a stalled MCP client
         // must not freeze a child process's output handling). Events are small.
         let (tx_event, rx_event) = mpsc::unbounded_channel();
+        let config = Arc::new(match &init {
+            SessionInit::New { config, .. } | SessionInit::Resume { config, .. } => config.clone(),
+        });
         let started = session::start(init, rx_sub, tx_event).await?;
         let thread = Arc::new(Thread {
             id: started.thread_id,
@@ -158,6 +228,8 @@ impl ThreadManager {
             rx_event: Mutex::new(rx_event),
             next_submission_id: std::sync::atomic::AtomicU64::new(started.first_submission_id),
             rollout_path: started.session_configured.rollout_path.clone(),
+            config,
+            turn_slot: Arc::default(),
         });
         self.threads
             .write()

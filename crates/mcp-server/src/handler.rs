@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use interpreter_core::CoreError;
+use interpreter_core::config::McpServerSettings;
 use interpreter_protocol::approval_answer::decode_approval_answer;
 use interpreter_protocol::{EventMsg, ReviewDecision, SessionSource, ThreadId};
 use rmcp::model::{
@@ -155,9 +156,8 @@ impl AgentServer {
         &self,
         ctx: &RequestContext<RoleServer>,
         tool: &str,
-        thread_id: ThreadId,
+        settings: &McpServerSettings,
     ) -> Follower {
-        let settings = self.registry.settings_for(thread_id);
         let modern = is_modern(ctx);
         let asker = if !can_elicit_form(ctx) {
             Asker::Fallback(settings.elicitation_fallback)
@@ -229,8 +229,7 @@ impl AgentServer {
             Err(e) => return Ok(result::error(&format!("Failed to start session: {e}")).into()),
         };
         let thread_id = started.thread_id;
-        self.registry.remember_settings(thread_id, settings);
-        let follower = self.follower(ctx, CODEX_TOOL, thread_id);
+        let follower = self.follower(ctx, CODEX_TOOL, &settings);
         if follower.codex_events {
             let event = interpreter_protocol::Event {
                 id: String::new(),
@@ -266,7 +265,7 @@ impl AgentServer {
             Ok(thread) => thread,
             Err(error) => return Ok(error.into()),
         };
-        let follower = self.follower(ctx, CODEX_REPLY_TOOL, thread_id);
+        let follower = self.follower(ctx, CODEX_REPLY_TOOL, &thread.config().mcp_server);
         let mode = if wants_task(ctx) {
             RunMode::Task
         } else {
@@ -396,8 +395,12 @@ impl AgentServer {
             return self.idle_status(thread_id, ctx).await;
         };
         let limit = tokio::time::Instant::now() + args.timeout();
-        self.wait_on(self.follower(ctx, CODEX_WAIT_TOOL, thread_id), &run, limit)
-            .await
+        self.wait_on(
+            self.follower(ctx, CODEX_WAIT_TOOL, &run.settings),
+            &run,
+            limit,
+        )
+        .await
     }
 
     /// Follow for `codex-wait`: a cancelled or timed-out wait leaves the turn running.
@@ -449,7 +452,7 @@ impl AgentServer {
             .and_then(|responses| responses.get(APPROVAL_INPUT_KEY));
         let decision = answer.map_or(ReviewDecision::Denied, decode_approval_answer);
         approval.resolve(decision);
-        let follower = self.follower(ctx, tool, thread_id);
+        let follower = self.follower(ctx, tool, &run.settings);
         if tool == CODEX_WAIT_TOOL {
             let timeout = params
                 .arguments

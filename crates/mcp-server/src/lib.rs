@@ -17,8 +17,8 @@
 //!   `InputRequiredResult` with a sealed `requestState` (2026-07-28);
 //! * [`tasks`]: the 2026-07-28 Tasks extension, backed by the thread store;
 //! * [`http`]: the listener, its bearer token and Origin/Host checks;
-//! * [`tools`], [`result`]: tool definitions, arguments and results; [`nesting`]: the
-//!   self-recursion guard.
+//! * [`tools`], [`result`]: tool definitions, arguments and results. The nesting
+//!   marker sessions carry is the MCP client's (`interpreter_mcp_client::nesting`).
 //!
 //! Behaviour that follows rmcp rather than our earlier hand-written loop: a line that is
 //! not JSON at all is ignored (as the official SDKs do: there is no id to answer), a line
@@ -30,7 +30,6 @@ pub mod follow;
 pub mod handler;
 pub mod http;
 pub mod mrtr;
-pub mod nesting;
 pub mod result;
 pub mod tasks;
 pub mod tools;
@@ -45,8 +44,6 @@ use interpreter_core::ThreadManager;
 use interpreter_core::config::{ConfigError, ConfigInputs, load_config};
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
-
-pub use nesting::{MCP_DEPTH_ENV, child_depth_marker, current_depth};
 
 use crate::handler::AgentServer;
 use crate::http::{HttpAuth, HttpError, HttpListen};
@@ -96,13 +93,12 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     // Fail fast on a broken config (e.g. an unknown key under --strict-config) instead of
     // failing every tool call later.
     let inputs = opts.config_inputs.clone();
-    let config = tokio::task::spawn_blocking(move || load_config(inputs))
+    tokio::task::spawn_blocking(move || load_config(inputs).map(drop))
         .await
         .map_err(|e| McpServerError::Join(e.to_string()))??;
     let registry = Arc::new(Registry::new(
         Arc::new(ThreadManager::new()),
         opts.config_inputs,
-        config.mcp_server.clone(),
     ));
     let states = Arc::new(RequestStates::new()?);
     let served = match opts.listen {

@@ -11,7 +11,7 @@ use interpreter_protocol::{AskForApproval, SandboxMode, ThreadId};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::nesting::child_depth_marker;
+use interpreter_mcp_client::nesting::child_depth_marker;
 
 pub const CODEX_TOOL: &str = "codex";
 pub const CODEX_REPLY_TOOL: &str = "codex-reply";

@@ -7,9 +7,8 @@
 //! `codex-wait` call; it may come and go (background runs, MRTR retries, client
 //! timeouts) without disturbing the turn.
 //!
-//! The [`Registry`] keeps the latest run per thread, one turn slot per thread (a thread's
-//! event stream has exactly one reader), the per-thread server settings, and retires
-//! idle threads from memory (they resume from disk).
+//! The [`Registry`] keeps the latest run per thread. One turn at a time per thread, each
+//! thread's settings, and retiring idle threads are the core thread manager's rules.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -231,48 +230,20 @@ pub fn step_of(msg: &EventMsg) -> Option<String> {
 pub struct Registry {
     pub thread_manager: Arc<ThreadManager>,
     pub inputs: ConfigInputs,
-    /// Settings of the server-level config, for threads we did not start ourselves.
-    pub default_settings: McpServerSettings,
-    thread_settings: std::sync::Mutex<HashMap<ThreadId, McpServerSettings>>,
-    turn_slots: std::sync::Mutex<HashMap<ThreadId, Arc<tokio::sync::Mutex<()>>>>,
     runs: std::sync::Mutex<HashMap<ThreadId, Arc<TurnRun>>>,
-    /// Live threads, least recently used first.
-    recently_used: std::sync::Mutex<VecDeque<ThreadId>>,
     next_approval_id: AtomicU64,
     /// Fires on server shutdown: every run is interrupted.
     pub shutdown: CancellationToken,
 }
 
 impl Registry {
-    pub fn new(
-        thread_manager: Arc<ThreadManager>,
-        inputs: ConfigInputs,
-        default_settings: McpServerSettings,
-    ) -> Self {
+    pub fn new(thread_manager: Arc<ThreadManager>, inputs: ConfigInputs) -> Self {
         Self {
             thread_manager,
             inputs,
-            default_settings,
-            thread_settings: std::sync::Mutex::default(),
-            turn_slots: std::sync::Mutex::default(),
             runs: std::sync::Mutex::default(),
-            recently_used: std::sync::Mutex::default(),
             next_approval_id: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
-        }
-    }
-
-    pub fn settings_for(&self, thread_id: ThreadId) -> McpServerSettings {
-        self.thread_settings
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&thread_id).cloned())
-            .unwrap_or_else(|| self.default_settings.clone())
-    }
-
-    pub fn remember_settings(&self, thread_id: ThreadId, settings: McpServerSettings) {
-        if let Ok(mut m) = self.thread_settings.lock() {
-            m.insert(thread_id, settings);
         }
     }
 
@@ -284,14 +255,6 @@ impl Registry {
             .and_then(|r| r.get(&thread_id).cloned())
     }
 
-    fn turn_slot(&self, thread_id: ThreadId) -> Arc<tokio::sync::Mutex<()>> {
-        match self.turn_slots.lock() {
-            Ok(mut slots) => slots.entry(thread_id).or_default().clone(),
-            // A poisoned map only means another call panicked; a fresh slot is safe.
-            Err(_) => Arc::default(),
-        }
-    }
-
     /// A live thread, or the saved one loaded from disk.
     pub async fn live_or_resumed(&self, thread_id: ThreadId) -> Result<Arc<Thread>, CoreError> {
         if let Some(thread) = self.thread_manager.get_thread(thread_id).await {
@@ -300,12 +263,8 @@ impl Registry {
         let config = build_session_config(&self.inputs, CallOverrides::default())
             .await
             .map_err(|e| CoreError::Internal(format!("failed to load configuration: {e}")))?;
-        let settings = config.mcp_server.clone();
         match self.thread_manager.resume_thread(config, thread_id).await {
-            Ok(resumed) => {
-                self.remember_settings(thread_id, settings);
-                Ok(resumed.thread)
-            }
+            Ok(resumed) => Ok(resumed.thread),
             // Another call resumed it first.
             Err(CoreError::ThreadAlreadyLive(_)) => self
                 .thread_manager
@@ -326,9 +285,8 @@ impl Registry {
         cancel: &CancellationToken,
     ) -> Option<Result<Arc<TurnRun>, CallToolResult>> {
         let thread_id = thread.id();
-        let slot = self.turn_slot(thread_id);
         let guard = tokio::select! {
-            guard = slot.lock_owned() => guard,
+            guard = thread.turn_slot() => guard,
             () = cancel.cancelled() => return None,
         };
         let submission_id = match thread
@@ -353,7 +311,7 @@ impl Registry {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let run = Arc::new(TurnRun {
             thread_id,
-            settings: self.settings_for(thread_id),
+            settings: thread.config().mcp_server.clone(),
             state,
             events,
             pending: std::sync::Mutex::default(),
@@ -371,49 +329,17 @@ impl Registry {
         let driven = run.clone();
         tokio::spawn(async move {
             drive(&registry, &driven, thread, submission_id, guard).await;
-            registry.retire_idle_threads(driven.thread_id).await;
+            let retired = registry
+                .thread_manager
+                .retire_idle(driven.thread_id, MAX_LIVE_IDLE_THREADS)
+                .await;
+            if let Ok(mut runs) = registry.runs.lock() {
+                for id in retired {
+                    runs.remove(&id);
+                }
+            }
         });
         Some(Ok(run))
-    }
-
-    /// Mark `just_used` as the most recent thread, then shut down and drop the least
-    /// recently used idle threads beyond [`MAX_LIVE_IDLE_THREADS`]. A thread whose turn is
-    /// running, or that has no rollout to come back from (ephemeral), stays.
-    async fn retire_idle_threads(&self, just_used: ThreadId) {
-        let candidates: Vec<ThreadId> = {
-            let Ok(mut recent) = self.recently_used.lock() else {
-                return;
-            };
-            recent.retain(|id| *id != just_used);
-            recent.push_back(just_used);
-            let excess = recent.len().saturating_sub(MAX_LIVE_IDLE_THREADS);
-            recent.iter().take(excess).copied().collect()
-        };
-        for id in candidates {
-            let slot = self.turn_slot(id);
-            let Ok(_idle) = slot.try_lock() else {
-                continue;
-            };
-            if let Some(thread) = self.thread_manager.get_thread(id).await {
-                if thread.rollout_path().is_none() {
-                    continue;
-                }
-                self.thread_manager.remove_thread(id).await;
-                if let Err(e) = thread.submit(Op::Shutdown).await {
-                    tracing::debug!("thread {id} was already closed: {e}");
-                }
-                tracing::info!("retired idle thread {id} from memory; it resumes from disk");
-            }
-            if let Ok(mut recent) = self.recently_used.lock() {
-                recent.retain(|other| *other != id);
-            }
-            if let Ok(mut slots) = self.turn_slots.lock() {
-                slots.remove(&id);
-            }
-            if let Ok(mut runs) = self.runs.lock() {
-                runs.remove(&id);
-            }
-        }
     }
 
     fn next_approval_id(&self) -> u64 {
