@@ -17,7 +17,7 @@ followed with codex-status and codex-wait. The model is the `mock-model` binary 
 script per scenario.
 
 Usage: py_client.py [-k SUBSTRING]... (run only scenarios whose id contains one of them).
-PEER_TRACEBACK=1 prints tracebacks; PEER_KEEP=1 keeps the temporary homes.
+A failure prints its traceback to stderr; PEER_KEEP=1 keeps the temporary homes.
 Prints one PASS/FAIL line per scenario and exits non-zero if any failed."""
 
 from __future__ import annotations
@@ -490,8 +490,7 @@ async def main(filters):
             failed.append(case_id)
             detail = "; ".join("".join(traceback.format_exception_only(leaf)).strip() for leaf in leaves(error))
             print(f"FAIL {case_id} ({time.monotonic() - started:.1f}s): {detail}", flush=True)
-            if os.environ.get("PEER_TRACEBACK"):
-                traceback.print_exc()
+            traceback.print_exc()
         else:
             print(f"PASS {case_id} ({time.monotonic() - started:.1f}s)", flush=True)
     print(f"python peer (mcp 2.x): {ran - len(failed)}/{ran} passed")
