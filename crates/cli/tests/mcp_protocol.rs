@@ -238,3 +238,68 @@ async fn exits_promptly_when_stdin_closes() {
         .expect("server exits after EOF");
     assert!(status.success(), "{status:?}\n{}", client.process.stderr());
 }
+
+/// Found by a client that sent `notifications/initialized` before `initialize`: the
+/// server closed the connection. Messages before the first request are now ignored; a
+/// request before `initialize` without the 2026-07-28 `_meta` gets `-32602` naming the
+/// missing fields (a dual-era server cannot tell which era it is in), and the handshake
+/// still works afterwards.
+#[tokio::test]
+async fn early_messages_do_not_end_the_connection() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    client.notify("notifications/initialized", json!({})).await;
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 77, "result": {}}))
+        .await;
+    let early = client.call("tools/list", json!({})).await;
+    assert_eq!(early["error"]["code"], -32602, "{early}");
+    assert!(
+        early["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("io.modelcontextprotocol/protocolVersion")),
+        "{early}"
+    );
+    let init = client.initialize(json!({})).await;
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "interpreter",
+        "{init}"
+    );
+    let tools = client.call("tools/list", json!({})).await;
+    assert_eq!(tools["result"]["tools"][0]["name"], "codex", "{tools}");
+}
+
+/// A second `tools/call` reusing the id of one still running is refused instead of
+/// starting a second turn (its cancellation would otherwise be ambiguous).
+#[tokio::test]
+async fn a_duplicate_in_flight_request_id_is_refused() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+    env.script_command_then_text("call_slow", "sleep 3", "Slept.");
+    let call = json!({"jsonrpc": "2.0", "id": 500, "method": "tools/call", "params": {
+        "name": "codex",
+        "arguments": {"prompt": "slow", "approval-policy": "never", "sandbox": "danger-full-access"}}});
+    client.send(call.clone()).await;
+    // Let the first call start its turn (its command runs for seconds).
+    client
+        .process
+        .read_until(READ_DEADLINE, |m| {
+            m["method"] == "codex/event" && m["params"]["msg"]["type"] == "exec_command_begin"
+        })
+        .await
+        .expect("the first call's command starts");
+    client.send(call).await;
+    let refused = client.response(500).await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let finished = client.response(500).await;
+    assert_eq!(
+        finished["result"]["structuredContent"]["content"], "Slept.",
+        "{finished}"
+    );
+    assert_eq!(
+        env.model.requests().len(),
+        2,
+        "one turn, two model requests"
+    );
+}

@@ -27,9 +27,14 @@ use crate::session::Session;
 
 pub(crate) enum ToolOutcome {
     Output(String),
-    /// The turn must stop; the call gets an "aborted" output.
-    Aborted,
+    /// The turn must stop. The text is what the model is told about this call, and it
+    /// says what really happened: never started, refused, or stopped while running.
+    Stop(String),
 }
+
+/// Recorded for a call the user refused with "abort".
+const REFUSED_AND_STOPPED: &str =
+    "aborted: the user refused this and stopped the turn; it did not run";
 
 const SHELL_TOOL: &str = "shell";
 const APPLY_PATCH_TOOL: &str = "apply_patch";
@@ -314,7 +319,7 @@ async fn handle_shell(
                     ExecCommandStatus::Failed,
                 )
                 .await;
-                return ToolOutcome::Aborted;
+                return ToolOutcome::Stop(REFUSED_AND_STOPPED.to_string());
             }
             ReviewDecision::Denied | ReviewDecision::TimedOut => {}
         }
@@ -340,7 +345,11 @@ async fn handle_shell(
             )
             .await;
             if out.cancelled {
-                return ToolOutcome::Aborted;
+                return ToolOutcome::Stop(format!(
+                    "interrupted: the turn was stopped while this command ran; it was killed after {} ms.\n{}",
+                    started.elapsed().as_millis(),
+                    shell::format_output_for_model(&out)
+                ));
             }
             ToolOutcome::Output(shell::format_output_for_model(&out))
         }
@@ -441,7 +450,7 @@ async fn settle(
             sess.approve_for_session(session_key).await;
             Ok(())
         }
-        ReviewDecision::Abort => Err(ToolOutcome::Aborted),
+        ReviewDecision::Abort => Err(ToolOutcome::Stop(REFUSED_AND_STOPPED.to_string())),
         ReviewDecision::Denied | ReviewDecision::TimedOut => {
             Err(ToolOutcome::Output(declined.to_string()))
         }
@@ -735,7 +744,10 @@ async fn handle_mcp(
     )
     .await;
     if cancel.is_cancelled() {
-        return ToolOutcome::Aborted;
+        return ToolOutcome::Stop(format!(
+            "interrupted: the turn was stopped while this MCP tool call ran (after {} ms); its result, if any, was discarded",
+            started.elapsed().as_millis()
+        ));
     }
     ToolOutcome::Output(match result {
         Ok(value) => mcp_result_text(&value),

@@ -178,7 +178,7 @@ async fn sampling_loop(
         let mut calls = calls.into_iter();
         while let Some((name, arguments, call_id)) = calls.next() {
             let outcome = if cancel.is_cancelled() {
-                ToolOutcome::Aborted
+                ToolOutcome::Stop(ABORTED_OUTPUT.to_string())
             } else {
                 handlers::handle_call(sess, sub_id, &name, &arguments, &call_id, cancel).await
             };
@@ -187,11 +187,8 @@ async fn sampling_loop(
                     sess.record_items(&[ResponseItem::FunctionCallOutput { call_id, output }])
                         .await;
                 }
-                ToolOutcome::Aborted => {
-                    let mut outputs = vec![ResponseItem::FunctionCallOutput {
-                        call_id,
-                        output: ABORTED_OUTPUT.to_string(),
-                    }];
+                ToolOutcome::Stop(output) => {
+                    let mut outputs = vec![ResponseItem::FunctionCallOutput { call_id, output }];
                     outputs.extend(
                         calls.map(|(_, _, call_id)| ResponseItem::FunctionCallOutput {
                             call_id,

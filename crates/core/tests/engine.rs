@@ -285,6 +285,10 @@ async fn approval_declined_then_interrupt_during_command() {
     events_until(&new.thread, is_turn_end).await;
     let last = mock.requests().last().cloned().unwrap().to_string();
     assert!(last.contains("declined"), "{last}");
+    // Found in a crash review: a command killed by the interrupt was reported to the
+    // model as never having run. It is told the truth: it ran and was killed.
+    assert!(last.contains("stopped while this command ran"), "{last}");
+    assert!(!last.contains("before this tool call ran"), "{last}");
     mock.assert_invariants();
 }
 

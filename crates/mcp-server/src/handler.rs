@@ -6,7 +6,6 @@
 //! validation, caching hints, cancellation tokens. This module owns what is ours: which
 //! tools exist, how a call becomes a turn, and how approvals reach the client.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -70,23 +69,6 @@ fn wants_task(ctx: &RequestContext<RoleServer>) -> bool {
 #[derive(Default)]
 struct Connection {
     initialized: AtomicBool,
-    /// Ids of this connection's `tools/call` requests still running: a second request
-    /// with the same id is refused instead of starting a second turn.
-    in_flight: std::sync::Mutex<HashSet<String>>,
-}
-
-/// Frees an in-flight id when its call ends, however it ends.
-struct InFlight {
-    connection: Arc<Connection>,
-    key: String,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if let Ok(mut ids) = self.connection.in_flight.lock() {
-            ids.remove(&self.key);
-        }
-    }
 }
 
 /// The handler rmcp drives.
@@ -630,23 +612,6 @@ impl ServerHandler for AgentServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let key = serde_json::to_string(&ctx.id).unwrap_or_default();
-        let fresh = self
-            .connection
-            .in_flight
-            .lock()
-            .map(|mut ids| ids.insert(key.clone()))
-            .unwrap_or(false);
-        if !fresh {
-            return Err(ErrorData::invalid_request(
-                format!("request id {key} is already in use by a running tools/call"),
-                None,
-            ));
-        }
-        let _in_flight = InFlight {
-            connection: self.connection.clone(),
-            key,
-        };
         let response = if let Some(sealed) = params.request_state.clone() {
             self.resume_after_input(&params, &ctx, &sealed).await
         } else {

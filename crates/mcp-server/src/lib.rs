@@ -31,6 +31,7 @@ pub mod handler;
 pub mod http;
 pub mod mrtr;
 pub mod result;
+mod stdio;
 pub mod tasks;
 pub mod tools;
 pub mod turns;
@@ -144,7 +145,7 @@ async fn serve_stdio(
 ) -> Result<(), McpServerError> {
     let handler = AgentServer::new(registry, states);
     let running = tokio::select! {
-        running = handler.serve_with_ct(rmcp::transport::stdio(), stop.child_token()) => running,
+        running = handler.serve_with_ct(stdio::transport(), stop.child_token()) => running,
         () = stop.cancelled() => return Ok(()),
     };
     let running = match running {

@@ -1,0 +1,125 @@
+//! The stdio transport: rmcp's line-delimited JSON-RPC over stdin/stdout, plus two
+//! protections rmcp's runtime lacks, both about messages a client should not send.
+//!
+//! * rmcp ends the connection when the first message is not a request (its handshake
+//!   expects `initialize`, a ping or a 2026-07-28 request). A client that sends
+//!   `notifications/initialized` too early, or a stray response, would take the whole
+//!   server down. Until the first request arrives, anything else is dropped (and logged).
+//! * rmcp keys running requests by id, and a second request reusing the id of one still
+//!   running replaces it: the first one's cancellation and its response are lost. Such a
+//!   request is refused here with `-32600` before rmcp sees it, so the first turn is
+//!   neither duplicated nor orphaned.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use rmcp::RoleServer;
+use rmcp::model::{ClientNotification, ErrorData, JsonRpcMessage, RequestId};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use tokio::io::{Stdin, Stdout};
+
+/// Server transport over this process's stdin and stdout.
+pub fn transport() -> impl Transport<RoleServer> {
+    Guarded {
+        inner: AsyncRwTransport::new_server(tokio::io::stdin(), tokio::io::stdout()),
+        seen_request: false,
+        in_flight: Arc::default(),
+    }
+}
+
+struct Guarded {
+    inner: AsyncRwTransport<RoleServer, Stdin, Stdout>,
+    seen_request: bool,
+    /// Ids of client requests not yet answered.
+    in_flight: Arc<Mutex<HashSet<RequestId>>>,
+}
+
+impl Guarded {
+    fn settle(&self, id: &RequestId) {
+        if let Ok(mut ids) = self.in_flight.lock() {
+            ids.remove(id);
+        }
+    }
+}
+
+impl Transport<RoleServer> for Guarded {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        match &item {
+            JsonRpcMessage::Response(response) => self.settle(&response.id),
+            JsonRpcMessage::Error(error) => {
+                if let Some(id) = &error.id {
+                    self.settle(id);
+                }
+            }
+            JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => {}
+        }
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let message = self.inner.receive().await?;
+            match &message {
+                JsonRpcMessage::Request(request) => {
+                    self.seen_request = true;
+                    let fresh = self
+                        .in_flight
+                        .lock()
+                        .map(|mut ids| ids.insert(request.id.clone()))
+                        .unwrap_or(true);
+                    if !fresh {
+                        let error = ErrorData::invalid_request(
+                            format!(
+                                "request id {} is already in use by a running request",
+                                request.id
+                            ),
+                            None,
+                        );
+                        // Sent directly: rmcp never sees the duplicate.
+                        if self
+                            .inner
+                            .send(JsonRpcMessage::error(error, Some(request.id.clone())))
+                            .await
+                            .is_err()
+                        {
+                            return None;
+                        }
+                        continue;
+                    }
+                }
+                // A cancelled request gets no response; its id is free again.
+                JsonRpcMessage::Notification(notification) => {
+                    if let ClientNotification::CancelledNotification(cancelled) =
+                        &notification.notification
+                        && let Some(id) = &cancelled.params.request_id
+                    {
+                        self.settle(id);
+                    }
+                    if !self.seen_request {
+                        tracing::warn!("ignoring a notification sent before the first request");
+                        continue;
+                    }
+                }
+                JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {
+                    if !self.seen_request {
+                        tracing::warn!("ignoring a response sent before the first request");
+                        continue;
+                    }
+                }
+            }
+            return Some(message);
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
