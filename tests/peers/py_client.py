@@ -10,7 +10,7 @@ Every scenario runs for each combination of
 
 Scenarios: list tools; a plain call; an approved command that really runs; a declined
 one that does not; no approval request to a client without elicitation; a forged
-`requestState` retry that is refused (2026-07-28 only); a cancel in the middle of a
+`requestState` and a replayed one, both refused (2026-07-28 only); a cancel in the middle of a
 command; progress during a longer command with a short timeout that restarts on every
 progress notification; `codex-reply` after restarting the server; a background turn
 followed with codex-status and codex-wait. The model is the `mock-model` binary with a
@@ -344,6 +344,43 @@ async def forged_request_state(transport, mode):
         mock.stop()
 
 
+async def replayed_request_state(transport, mode):
+    """Driving the MRTR rounds by hand: the approval retry runs the command once; sending
+    the same retry (same inputResponses, same requestState) again is refused."""
+    mock = Mock([command_step("call_0", "echo ran >> runs.txt"), text_step("Ran once."), text_step("Again?")])
+    try:
+        async with connect(transport, mode, mock) as peer:
+            args = codex_args(mock, "run once", **{"approval-policy": "untrusted"})
+            first = await peer.client.session.call_tool("codex", args, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult), first
+            assert first.request_state, first
+            (key, request), = first.input_requests.items()
+            assert request.method == "elicitation/create", request
+            responses = {key: types.ElicitResult(action="accept", content={"decision": "approved"})}
+            done = await peer.client.session.call_tool(
+                "codex", args, input_responses=responses, request_state=first.request_state,
+                allow_input_required=True)
+            assert isinstance(done, types.CallToolResult) and not done.is_error, done
+            assert done.structured_content["content"] == "Ran once.", done
+            runs = mock.work / "runs.txt"
+            assert runs.read_text() == "ran\n", runs.read_text()
+            try:
+                again = await peer.client.session.call_tool(
+                    "codex", args, input_responses=responses, request_state=first.request_state,
+                    allow_input_required=True)
+            except MCPError as error:
+                refused = f"JSON-RPC error {error.code}: {error}"
+            else:
+                assert isinstance(again, types.CallToolResult) and again.is_error, (
+                    f"a replayed requestState was accepted: {again}")
+                refused = "isError result"
+            await anyio.sleep(1)
+            assert runs.read_text() == "ran\n", f"the replay ran the command again: {runs.read_text()!r}"
+            print(f"    replayed requestState refused: {refused}")
+    finally:
+        mock.stop()
+
+
 async def cancel_command(transport, mode):
     """Cancelling the SDK call (which sends notifications/cancelled, or on 2026-07-28
     HTTP closes the request stream) kills the running command."""
@@ -455,15 +492,15 @@ async def background_turn(transport, mode):
 
 
 SCENARIOS = [list_tools, plain_call, approved_command, declined_command, no_elicitation_capability,
-             forged_request_state, cancel_command, progress_resets_timeout, reply_after_restart,
-             background_turn]
+             forged_request_state, replayed_request_state, cancel_command, progress_resets_timeout,
+             reply_after_restart, background_turn]
 
 
 def cases():
     for transport in ("stdio", "http"):
         for mode in ("auto", "legacy"):
             for scenario in SCENARIOS:
-                if scenario is forged_request_state and mode == "legacy":
+                if scenario in (forged_request_state, replayed_request_state) and mode == "legacy":
                     continue  # requestState exists only in 2026-07-28
                 yield f"{transport}/{mode}/{scenario.__name__}", scenario, transport, mode
 
