@@ -10,11 +10,11 @@ Every scenario runs for each combination of
 
 Scenarios: list tools; a plain call; an approved command that really runs; a declined
 one that does not; no approval request to a client without elicitation; a forged
-`requestState` and a replayed one, both refused (2026-07-28 only); a cancel in the middle of a
-command; progress during a longer command with a short timeout that restarts on every
-progress notification; `codex-reply` after restarting the server; a background turn
-followed with codex-status and codex-wait. The model is the `mock-model` binary with a
-script per scenario.
+`requestState` and a replayed one, both refused (2026-07-28 only); a cancel in the
+middle of a command; progress during a longer command with a short timeout that
+restarts on every progress notification; `codex-reply` after restarting the server; a
+background turn followed with codex-status and codex-wait. The model is the
+`mock-model` binary with a script per scenario.
 
 Usage: py_client.py [-k SUBSTRING]... (run only scenarios whose id contains one of them).
 A failure prints its traceback to stderr; PEER_KEEP=1 keeps the temporary homes.
