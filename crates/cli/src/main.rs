@@ -11,6 +11,7 @@ mod doctor;
 mod exec;
 mod mcp_cmd;
 mod sandbox_cmd;
+mod signals;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -81,7 +82,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             )?;
             let listen = mcp_server_listen(&args, &inputs)?;
             let stop = tokio_util::sync::CancellationToken::new();
-            spawn_stop_on_signal(stop.clone());
+            signals::cancel_on_stop_signal(stop.clone());
             interpreter_mcp_server::run(
                 interpreter_mcp_server::McpServerOptions {
                     config_inputs: inputs,
@@ -132,28 +133,6 @@ fn mcp_server_listen(
         token_file,
         allowed_origins: args.allow_origins.clone(),
     })
-}
-
-/// SIGTERM, SIGINT and SIGHUP stop a server cleanly: running turns are interrupted, their
-/// commands killed and their rollouts flushed before the process exits.
-fn spawn_stop_on_signal(stop: tokio_util::sync::CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::hangup()),
-        ) else {
-            tracing::warn!("could not install signal handlers");
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-            _ = hup.recv() => {}
-        }
-        stop.cancel();
-    });
 }
 
 /// Logs go to stderr only: stdout is the protocol in `--json` and `mcp-server` modes.

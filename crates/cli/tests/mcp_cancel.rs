@@ -137,3 +137,57 @@ async fn stdin_eof_interrupts_running_turns_and_exits() {
     assert!(status.success(), "{status:?}\n{}", client.process.stderr());
     wait_until_dead(pid).await;
 }
+
+/// SIGTERM, SIGINT and SIGHUP stop the server the way stdin EOF does: the running turn is
+/// interrupted, its command killed, the interruption recorded, and the process exits 0.
+async fn signal_stops_the_server(signal: &str) {
+    let env = McpEnv::new().await;
+    script_sleeper(&env);
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+    client
+        .start_tool(
+            "codex",
+            json!({"prompt": "sleep", "sandbox": "danger-full-access", "approval-policy": "never"}),
+        )
+        .await;
+    let pid = wait_for_pid(&env.work_path()).await;
+    let sent = std::process::Command::new("kill")
+        .args([
+            &format!("-{signal}"),
+            &client.process.pid().unwrap().to_string(),
+        ])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = client.process.wait_exit(READ_DEADLINE).await.unwrap();
+    assert!(status.success(), "{status:?}\n{}", client.process.stderr());
+    wait_until_dead(pid).await;
+    let mut rollouts = String::new();
+    let mut stack = vec![env.home.path().join("sessions")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            if entry.path().is_dir() {
+                stack.push(entry.path());
+            } else {
+                rollouts.push_str(&std::fs::read_to_string(entry.path()).unwrap());
+            }
+        }
+    }
+    assert!(rollouts.contains("turn_aborted"), "{rollouts}");
+}
+
+#[tokio::test]
+async fn sigterm_interrupts_the_turn_and_exits() {
+    signal_stops_the_server("TERM").await;
+}
+
+#[tokio::test]
+async fn sigint_interrupts_the_turn_and_exits() {
+    signal_stops_the_server("INT").await;
+}
+
+#[tokio::test]
+async fn sighup_interrupts_the_turn_and_exits() {
+    signal_stops_the_server("HUP").await;
+}

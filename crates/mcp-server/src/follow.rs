@@ -51,6 +51,9 @@ pub struct Follower {
     /// The `tools/call` id, for `codex/event`'s `_meta.requestId`.
     pub request_id: Value,
     pub cancel: CancellationToken,
+    /// Fires when the connection is going away: notifications are no longer sent (rmcp
+    /// stops delivering them, and waiting on one would hold up the shutdown).
+    pub closing: CancellationToken,
     pub asker: Asker,
     pub heartbeat: Duration,
     progress: f64,
@@ -65,6 +68,7 @@ impl Follower {
         codex_events: bool,
         request_id: Value,
         cancel: CancellationToken,
+        closing: CancellationToken,
         asker: Asker,
         heartbeat: Duration,
     ) -> Self {
@@ -74,6 +78,7 @@ impl Follower {
             codex_events,
             request_id,
             cancel,
+            closing,
             asker,
             heartbeat: heartbeat.max(Duration::from_millis(200)),
             progress: 0.0,
@@ -168,8 +173,13 @@ impl Follower {
             "codex/event",
             Some(params),
         ));
-        if let Err(e) = self.peer.send_notification(notification).await {
-            tracing::debug!("could not send codex/event: {e}");
+        tokio::select! {
+            sent = self.peer.send_notification(notification) => {
+                if let Err(e) = sent {
+                    tracing::debug!("could not send codex/event: {e}");
+                }
+            }
+            () = self.closing.cancelled() => {}
         }
     }
 
@@ -181,8 +191,13 @@ impl Follower {
         self.progress += 1.0;
         let mut param = ProgressNotificationParam::new(token, self.progress);
         param.message = Some(message);
-        if let Err(e) = self.peer.notify_progress(param).await {
-            tracing::debug!("could not send progress: {e}");
+        tokio::select! {
+            sent = self.peer.notify_progress(param) => {
+                if let Err(e) = sent {
+                    tracing::debug!("could not send progress: {e}");
+                }
+            }
+            () = self.closing.cancelled() => {}
         }
     }
 

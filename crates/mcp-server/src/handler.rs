@@ -157,6 +157,7 @@ impl AgentServer {
             settings.events && !modern,
             serde_json::to_value(&ctx.id).unwrap_or_default(),
             ctx.ct.clone(),
+            self.registry.shutdown.clone(),
             asker,
             Duration::from_secs(settings.progress_interval_sec),
         )

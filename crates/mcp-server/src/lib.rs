@@ -143,9 +143,10 @@ async fn serve_stdio(
     states: Arc<RequestStates>,
     stop: CancellationToken,
 ) -> Result<(), McpServerError> {
+    let input_closed = registry.shutdown.clone();
     let handler = AgentServer::new(registry, states);
     let running = tokio::select! {
-        running = handler.serve_with_ct(stdio::transport(), stop.child_token()) => running,
+        running = handler.serve_with_ct(stdio::transport(input_closed), stop.child_token()) => running,
         () = stop.cancelled() => return Ok(()),
     };
     let running = match running {

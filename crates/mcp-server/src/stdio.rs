@@ -9,6 +9,10 @@
 //!   running replaces it: the first one's cancellation and its response are lost. Such a
 //!   request is refused here with `-32600` before rmcp sees it, so the first turn is
 //!   neither duplicated nor orphaned.
+//!
+//! It also reports the end of input at once (`input_closed`): rmcp lets in-flight
+//! handlers finish for up to 5 s after EOF, and ours wait for their turns, so the turns
+//! must be interrupted as soon as the client is gone.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -20,13 +24,16 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{Stdin, Stdout};
+use tokio_util::sync::CancellationToken;
 
-/// Server transport over this process's stdin and stdout.
-pub fn transport() -> impl Transport<RoleServer> {
+/// Server transport over this process's stdin and stdout; `input_closed` fires when
+/// stdin ends.
+pub fn transport(input_closed: CancellationToken) -> impl Transport<RoleServer> {
     Guarded {
         inner: AsyncRwTransport::new_server(tokio::io::stdin(), tokio::io::stdout()),
         seen_request: false,
         in_flight: Arc::default(),
+        input_closed,
     }
 }
 
@@ -35,6 +42,7 @@ struct Guarded {
     seen_request: bool,
     /// Ids of client requests not yet answered.
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
+    input_closed: CancellationToken,
 }
 
 impl Guarded {
@@ -66,7 +74,10 @@ impl Transport<RoleServer> for Guarded {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let message = self.inner.receive().await?;
+            let Some(message) = self.inner.receive().await else {
+                self.input_closed.cancel();
+                return None;
+            };
             match &message {
                 JsonRpcMessage::Request(request) => {
                     self.seen_request = true;

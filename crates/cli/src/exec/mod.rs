@@ -275,8 +275,14 @@ fn resolve_resume_target(
 
 /// Read events until the turn ends, handling Ctrl-C and approval requests.
 async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    // SIGINT, SIGTERM and SIGHUP all interrupt the turn (recorded), then exec exits.
+    let mut stop_signals = match crate::signals::StopSignals::install() {
+        Ok(signals) => Some(signals),
+        Err(e) => {
+            tracing::warn!("could not install signal handlers: {e}");
+            None
+        }
+    };
     let mut interrupt_deadline: Option<tokio::time::Instant> = None;
     let mut spinner = tokio::time::interval(SPINNER_INTERVAL);
     spinner.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -291,8 +297,13 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
         };
         let event = tokio::select! {
             event = thread.next_event() => event,
-            _ = &mut ctrl_c, if interrupt_deadline.is_none() => {
-                output.progress("interrupting the turn (Ctrl-C)");
+            () = async {
+                match stop_signals.as_mut() {
+                    Some(signals) => signals.recv().await,
+                    None => std::future::pending().await,
+                }
+            }, if interrupt_deadline.is_none() => {
+                output.progress("interrupting the turn (stop signal)");
                 interrupt_deadline = Some(tokio::time::Instant::now() + INTERRUPT_GRACE);
                 if thread.submit(Op::Interrupt).await.is_err() {
                     return TurnOutcome::EngineStopped;
