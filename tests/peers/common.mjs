@@ -1,7 +1,7 @@
 // Shared set-up for the TypeScript peer test: a fresh home, the mock model process with
 // a script, and the config pointing `interpreter mcp-server` at it.
 import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -37,8 +37,9 @@ export function script(steps) {
 }
 
 /** Start mock-model with `steps`; returns {home, work, env, stop()} (and `record`, the
- * file mock-model writes the requests it saw to when it stops). */
-export async function setUp(steps) {
+ * file mock-model writes the requests it saw to when it stops). `config` is appended to
+ * config.toml (whole tables, e.g. "[mcp_server]\nprogress_interval_sec = 2\n"). */
+export async function setUp(steps, { config = "" } = {}) {
   const home = mkdtempSync(join(tmpdir(), "peer-home-"));
   const work = mkdtempSync(join(tmpdir(), "peer-work-"));
   const scriptFile = join(home, "script.json");
@@ -53,7 +54,7 @@ export async function setUp(steps) {
   const { base_url } = JSON.parse(firstLine);
   writeFileSync(join(home, "config.toml"),
     `model = "mock-model"\nmodel_provider = "mock"\n\n[model_providers.mock]\nname = "mock"\n` +
-    `base_url = "${base_url}"\nenv_key = "MOCK_API_KEY"\nwire_api = "chat"\nrequest_max_retries = 0\n`);
+    `base_url = "${base_url}"\nenv_key = "MOCK_API_KEY"\nwire_api = "chat"\nrequest_max_retries = 0\n` + (config ? `\n${config}` : ""));
   const env = { PATH: process.env.PATH, HOME: home, INTERPRETER_HOME: home, MOCK_API_KEY: "k" };
   // Closing stdin is how mock-model is told to stop; SIGKILL makes sure it does.
   const exited = new Promise((resolve) => mock.once("exit", resolve));
@@ -67,5 +68,32 @@ export async function setUp(steps) {
       await exited;
       clearTimeout(timer);
     },
+  };
+}
+
+/** Start `interpreter mcp-server --listen http://127.0.0.1:0/mcp` in `ctx`'s home; resolves
+ * to {url, token, tokenFile, proc, stop()} once stderr has named the URL and the token file. */
+export async function startHttpServer(ctx, extraArgs = []) {
+  const proc = spawn(join(BIN_DIR, "interpreter"), ["mcp-server", "--listen", "http://127.0.0.1:0/mcp", ...extraArgs],
+    { cwd: ctx.work, env: ctx.env, stdio: ["ignore", "ignore", "pipe"] });
+  let url, tokenFile;
+  const seen = [];
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`HTTP server did not start; stderr: ${seen.join("\n")}`)), 30000);
+    proc.once("exit", (code) => { clearTimeout(timer); reject(new Error(`HTTP server exited (${code}); stderr: ${seen.join("\n")}`)); });
+    createInterface({ input: proc.stderr }).on("line", (line) => {
+      process.stderr.write(`${line}\n`);
+      if (url === undefined || tokenFile === undefined) seen.push(line);
+      url ??= line.match(/listening on (http:\/\/\S+)/)?.[1];
+      tokenFile ??= line.match(/bearer token file: (.+)$/)?.[1]?.trim();
+      const noAuth = extraArgs.includes("--no-auth");
+      if (url && (tokenFile || noAuth)) { clearTimeout(timer); resolve(); }
+    });
+  });
+  const token = tokenFile ? readFileSync(tokenFile, "utf8").trim() : undefined;
+  const exited = new Promise((resolve) => proc.once("exit", resolve));
+  return {
+    url, token, tokenFile, proc,
+    stop: async () => { proc.kill("SIGKILL"); await exited; },
   };
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Official MCP SDK clients (TypeScript and Python, pinned) against `interpreter mcp-server`.
+# Official MCP SDK clients (TypeScript v1 and v2, Python 2.x; pinned) against `interpreter mcp-server`.
 # Installs both into this directory (node_modules/, .venv/) and runs them. Needs the debug
 # binaries `interpreter` and `mock-model`; builds them unless INTERPRETER_BIN_DIR is set.
 set -euo pipefail
@@ -10,5 +10,5 @@ fi
 npm ci --no-audit --no-fund
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
 .venv/bin/pip install -q -r requirements.txt
-timeout 600 node --test ts_client.test.mjs agent_mcp_client.test.mjs
+timeout 600 node --test ts_client.test.mjs ts_client_v2.test.mjs agent_mcp_client.test.mjs
 timeout 600 .venv/bin/python py_client.py
