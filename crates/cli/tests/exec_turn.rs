@@ -110,6 +110,8 @@ async fn human_mode_prints_only_the_answer_on_stdout() {
     assert_eq!(out.stdout, "The answer is 42.\n");
     assert!(out.stderr.contains("model: mock-model"), "{}", out.stderr);
     assert!(out.stderr.contains("session id:"), "{}", out.stderr);
+    // Found by the peer tests: a fresh home's first thread was reported as an index repair.
+    assert!(!out.stderr.contains("thread index"), "{}", out.stderr);
     let request = &env.server.requests()[0];
     assert!(
         exec_support::request_mentions(

@@ -200,6 +200,10 @@ pub fn write_rollout(
 }
 
 fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, RolloutError> {
+    // The index is opened (and healed) before the new rollout exists: opened after, a
+    // fresh home's first thread looked like a rollout the index had lost, and its
+    // creation was reported as a repair.
+    let index = ThreadIndex::open(home);
     let (file, path) = create_file(home, &meta, &[])?;
 
     let record = ThreadRecord {
@@ -213,7 +217,7 @@ fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, Ro
         source: meta.source,
         preview: None,
     };
-    let index = match ThreadIndex::open(home).and_then(|index| {
+    let index = match index.and_then(|index| {
         index.upsert(&record)?;
         Ok(index)
     }) {
