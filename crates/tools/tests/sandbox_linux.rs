@@ -190,6 +190,8 @@ mod linux {
         /// Makes `unshare` fail with `EPERM` in the helper, as on a machine without
         /// privileges or user namespaces.
         forbid_namespaces: bool,
+        /// Paths kept read-only wherever they lie (the agent's home).
+        protected: Vec<PathBuf>,
     }
 
     /// Runs `THIS sandbox linux … -- THIS <probe…>` (or another command) and waits for it.
@@ -222,7 +224,7 @@ mod linux {
             .prefix
             .iter()
             .cloned()
-            .chain(sandbox_argv(&exe, policy, cwd, command))
+            .chain(sandbox_argv(&exe, policy, cwd, &launch.protected, command))
             .collect();
         let mut builder = Command::new(&argv[0]);
         builder
@@ -658,7 +660,7 @@ mod linux {
         eprintln!("  (mount namespace for an unprivileged user: {with_namespace})");
         let launch = Launch {
             prefix: prefix.clone(),
-            forbid_namespaces: false,
+            ..Launch::default()
         };
         protected_paths_stay_read_only(&launch, Some(NOBODY), with_namespace)?;
 
@@ -810,8 +812,8 @@ mod linux {
                     "protected_paths_stay_read_only_without_namespaces",
                     Box::new(|| {
                         let launch = Launch {
-                            prefix: Vec::new(),
                             forbid_namespaces: true,
+                            ..Launch::default()
                         };
                         protected_paths_stay_read_only(&launch, None, false)
                     }),

@@ -126,6 +126,11 @@ impl MountPlan {
         plan
     }
 
+    /// A plan that only enters the namespaces: what the PID-namespace probe tries.
+    pub(super) fn namespaces_only() -> Self {
+        Self::empty()
+    }
+
     fn empty() -> Self {
         let (uid, gid) = current_ids();
         Self {
@@ -159,13 +164,15 @@ impl MountPlan {
         self.covered.iter().any(|covered| covered == path)
     }
 
-    /// Enters a private mount namespace and mounts every target. Must run in a
-    /// single-threaded process (user namespaces demand it); allocates nothing.
+    /// Enters a private mount namespace (and, when the kernel allows, a new PID namespace
+    /// for the children of this process) and mounts every target. Returns whether the PID
+    /// namespace was created. Must run in a single-threaded process (user namespaces
+    /// demand it); allocates nothing.
     ///
     /// A failure can leave the process in a namespace with only some targets mounted. That
     /// weakens nothing: the caller then protects every path with Landlock carve-outs.
-    pub(super) fn apply(&self) -> Result<(), MountFailure> {
-        self.enter_namespace()?;
+    pub(super) fn apply(&self) -> Result<bool, MountFailure> {
+        let pid_namespace = self.enter_namespace()?;
         // Without this, our mounts would propagate to the host's shared mounts.
         mount(
             None,
@@ -186,29 +193,62 @@ impl MountPlan {
                 make_read_only(&target.path)?;
             }
         }
-        Ok(())
+        Ok(pid_namespace)
     }
 
-    fn enter_namespace(&self) -> Result<(), MountFailure> {
-        match unshare(libc::CLONE_NEWNS) {
-            Ok(()) => return Ok(()),
-            Err(libc::EPERM) => {}
-            Err(errno) => {
-                return Err(MountFailure {
-                    step: "creating a mount namespace",
-                    errno,
-                });
+    /// Enters the namespaces; returns whether a PID namespace came with them.
+    ///
+    /// The PID namespace is what ties every process of a command to it: the first child
+    /// forked afterwards is its PID 1, and when that process dies the kernel kills all the
+    /// others. Processes outside it cannot even be named (`kill` gets `ESRCH`). It is
+    /// asked for together with the mount namespace, and dropped only if the kernel refuses
+    /// the combination (for example `user.max_pid_namespaces = 0`).
+    fn enter_namespace(&self) -> Result<bool, MountFailure> {
+        for (flags, pid_namespace) in [
+            (libc::CLONE_NEWNS | libc::CLONE_NEWPID, true),
+            (libc::CLONE_NEWNS, false),
+        ] {
+            match unshare(flags) {
+                Ok(()) => return Ok(pid_namespace),
+                Err(libc::EPERM) => break,
+                Err(_) if pid_namespace => continue,
+                Err(errno) => {
+                    return Err(MountFailure {
+                        step: "creating a mount namespace",
+                        errno,
+                    });
+                }
             }
         }
         // Not privileged: a user namespace makes us privileged over a mount namespace of
         // our own. setgroups must be denied before an unprivileged process may write gid_map.
-        unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).map_err(|errno| MountFailure {
-            step: "creating a user and mount namespace",
-            errno,
-        })?;
+        let mut last_errno = libc::EPERM;
+        let mut entered = None;
+        for (flags, pid_namespace) in [
+            (
+                libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID,
+                true,
+            ),
+            (libc::CLONE_NEWUSER | libc::CLONE_NEWNS, false),
+        ] {
+            match unshare(flags) {
+                Ok(()) => {
+                    entered = Some(pid_namespace);
+                    break;
+                }
+                Err(errno) => last_errno = errno,
+            }
+        }
+        let Some(pid_namespace) = entered else {
+            return Err(MountFailure {
+                step: "creating a user and mount namespace",
+                errno: last_errno,
+            });
+        };
         write_proc_file(c"/proc/self/setgroups", b"deny", "denying setgroups")?;
         write_proc_file(c"/proc/self/uid_map", &self.uid_map, "writing uid_map")?;
-        write_proc_file(c"/proc/self/gid_map", &self.gid_map, "writing gid_map")
+        write_proc_file(c"/proc/self/gid_map", &self.gid_map, "writing gid_map")?;
+        Ok(pid_namespace)
     }
 }
 
