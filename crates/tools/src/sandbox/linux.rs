@@ -684,7 +684,7 @@ fn probe_mount_namespace() -> Result<(), String> {
     let program_dir = Path::new(probe_program())
         .parent()
         .unwrap_or_else(|| Path::new("/"));
-    let plan = MountPlan::probe(program_dir);
+    let plan = MountPlan::probe(program_dir, &std::env::temp_dir());
     run_probe_child(move || {
         plan.apply()
             .map(|_| ())

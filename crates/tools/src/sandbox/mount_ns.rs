@@ -14,8 +14,17 @@
 //! `CAP_SYS_ADMIN` gets the namespace through a new user namespace that maps only their own
 //! uid and gid, so files keep their owners and the command keeps its identity.
 //!
-//! [`MountPlan::apply`] issues only syscalls on data built beforehand and allocates
-//! nothing, so the capability probe can run it between `fork` and `exec`.
+//! The helper's plan also *seals* the rest of the file system: every mount outside the
+//! writable roots becomes read-only in the namespace. Landlock has no right for `chmod`,
+//! `chown` or `utime`, and a command running as root owns every root-owned file, so without
+//! this it could, say, make a root-owned program setuid. A read-only mount answers such
+//! changes with `EROFS`, whoever owns the file. Each writable root is cloned (with its
+//! submounts, keeping their flags) before the seal and the clone is put back on top of it
+//! afterwards, so the roots keep exactly the writability they had.
+//!
+//! [`MountPlan::apply`] issues only syscalls on data built beforehand and, for the probe's
+//! plans (which seal nothing), allocates nothing, so the capability probe can run it
+//! between `fork` and `exec`.
 
 use std::ffi::{CStr, CString};
 use std::fs;
@@ -70,6 +79,8 @@ pub(super) struct MountPlan {
     targets: Vec<MountTarget>,
     /// The protected paths the read-only mounts keep read-only.
     covered: Vec<PathBuf>,
+    /// Make everything outside these (the writable roots) read-only; `None` seals nothing.
+    seal_outside: Option<Vec<CString>>,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
 }
@@ -108,6 +119,16 @@ impl MountPlan {
             }
             plan.covered.push(path.clone());
         }
+        // A root of `/` would leave nothing to seal, and a clone put back on top of `/` is
+        // not what path lookups from `/` see.
+        if roots.iter().all(|root| root.root != Path::new("/")) {
+            plan.seal_outside = Some(
+                roots
+                    .iter()
+                    .filter_map(|root| CString::new(root.root.as_os_str().as_bytes()).ok())
+                    .collect(),
+            );
+        }
         plan.targets.sort_by_key(|target| {
             target
                 .path
@@ -119,10 +140,14 @@ impl MountPlan {
         plan
     }
 
-    /// A plan that makes `dir` read-only: what the capability probe tries.
-    pub(super) fn probe(dir: &Path) -> Self {
+    /// A plan that makes `dir` read-only and seals everything but `writable`: what the
+    /// capability probe tries.
+    pub(super) fn probe(dir: &Path, writable: &Path) -> Self {
         let mut plan = Self::empty();
         plan.add_target(dir, true);
+        plan.seal_outside = CString::new(writable.as_os_str().as_bytes())
+            .ok()
+            .map(|root| vec![root]);
         plan
     }
 
@@ -136,6 +161,7 @@ impl MountPlan {
         Self {
             targets: Vec::new(),
             covered: Vec::new(),
+            seal_outside: None,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
         }
@@ -180,6 +206,9 @@ impl MountPlan {
             libc::MS_REC | libc::MS_PRIVATE,
             "making all mounts private",
         )?;
+        if let Some(roots) = &self.seal_outside {
+            seal_outside(roots)?;
+        }
         for target in &self.targets {
             // Recursive, because a non-recursive bind of a tree holding mounts the user
             // namespace has locked is refused, and would hide mounts beneath the target.
@@ -302,6 +331,40 @@ fn mount(
             errno: last_errno(),
         })
     }
+}
+
+/// Makes every mount read-only except the trees of `roots`, which keep their flags.
+///
+/// Each root is cloned before the seal and the clone moved back on top of it afterwards;
+/// recursion holds the clones on the stack, so nothing is allocated.
+fn seal_outside(roots: &[CString]) -> Result<(), MountFailure> {
+    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
+    let Some((root, rest)) = roots.split_first() else {
+        return make_read_only(c"/");
+    };
+    let failure = |step| {
+        move |error: rustix::io::Errno| MountFailure {
+            step,
+            errno: error.raw_os_error(),
+        }
+    };
+    let clone = rustix::mount::open_tree(
+        rustix::fs::CWD,
+        root.as_c_str(),
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE,
+    )
+    .map_err(failure("cloning a writable root"))?;
+    seal_outside(rest)?;
+    rustix::mount::move_mount(
+        &clone,
+        c"",
+        rustix::fs::CWD,
+        root.as_c_str(),
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .map_err(failure("putting a writable root back"))
 }
 
 /// Makes the mount at `path`, and every mount beneath it, read-only.

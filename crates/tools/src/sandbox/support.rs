@@ -218,8 +218,8 @@ impl SandboxSupport {
                 "unsandboxed-background",
                 true,
                 "danger-full-access commands die with the agent (parent-death signal), but \
-                 processes they start in the background do not",
-                "crates/tools/src/shell.rs tests",
+                 processes they start in the background do not: that mode has no sandbox",
+                "none (by design)",
             ),
         ];
         self
