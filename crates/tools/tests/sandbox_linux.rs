@@ -31,7 +31,8 @@ mod linux {
     use std::fs;
     use std::io;
     use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     use std::os::unix::process::CommandExt;
     use std::path::{Path, PathBuf};
     use std::process::{Command, ExitCode, Stdio};
@@ -109,22 +110,99 @@ mod linux {
                 Ok(value) if value == "1" => Ok(()),
                 _ => Err(io::Error::other(format!("{} is not 1", arg(0)))),
             },
+            "probe-read" => fs::read(arg(0)).map(drop),
+            "probe-tiocsti" => inject_into_terminal(),
+            "probe-kill" => kill(arg(0)),
+            "probe-mknod" => make_block_device(arg(0)),
+            "probe-chmod" => {
+                use std::os::unix::fs::PermissionsExt;
+                fs::set_permissions(arg(0), fs::Permissions::from_mode(0o4755))
+            }
+            "probe-utime" => fs::File::options()
+                .write(true)
+                .open(arg(0))
+                .or_else(|_| fs::File::open(arg(0)))
+                .and_then(|file| file.set_modified(std::time::SystemTime::UNIX_EPOCH)),
+            "probe-chown" => arg(1)
+                .parse::<u32>()
+                .map_err(io::Error::other)
+                .and_then(|uid| std::os::unix::fs::chown(arg(0), Some(uid), Some(uid))),
+            "probe-no-capabilities" => no_capabilities(),
+            "probe-sleep" => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
             other => Err(io::Error::other(format!("unknown probe {other}"))),
         };
         match outcome {
             Ok(()) => 0,
             Err(error) => {
                 eprintln!("{role} {args:?}: {error}");
+                // ESRCH: a process outside the PID namespace cannot even be named.
                 let denied = matches!(
                     error.raw_os_error(),
                     Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::EBUSY)
-                );
+                ) || (role == "probe-kill"
+                    && error.raw_os_error() == Some(libc::ESRCH));
                 if denied {
                     DENIED as u8
                 } else {
                     OTHER_FAILURE as u8
                 }
             }
+        }
+    }
+
+    /// Pushes one byte into the input queue of the terminal on stdin, as a keystroke.
+    #[allow(unsafe_code)]
+    fn inject_into_terminal() -> io::Result<()> {
+        // A newline, so the canonical-mode input queue holds a complete line to count.
+        let byte: libc::c_char = b'\n' as libc::c_char;
+        // SAFETY: TIOCSTI reads one byte through the pointer, which points at a live byte.
+        let result = unsafe { libc::ioctl(0, libc::TIOCSTI, &byte as *const libc::c_char) };
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    fn kill(pid: &str) -> io::Result<()> {
+        let pid = pid
+            .parse::<i32>()
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .ok_or_else(|| io::Error::other("not a pid"))?;
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL)?;
+        Ok(())
+    }
+
+    /// `mknod PATH b 8 0`: the first SCSI disk, whatever is attached there.
+    fn make_block_device(path: &str) -> io::Result<()> {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::BlockDevice,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            rustix::fs::makedev(8, 0),
+        )?;
+        Ok(())
+    }
+
+    /// Every capability set of this process is empty, as `/proc/self/status` shows them.
+    fn no_capabilities() -> io::Result<()> {
+        let status = fs::read_to_string("/proc/self/status")?;
+        let sets: Vec<&str> = status
+            .lines()
+            .filter(|line| line.starts_with("Cap"))
+            .collect();
+        let all_empty = sets.len() == 5
+            && sets
+                .iter()
+                .all(|line| line.trim_end().ends_with("0000000000000000"));
+        if all_empty {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("capabilities remain: {sets:?}")))
         }
     }
 
@@ -735,6 +813,411 @@ mod linux {
         Ok(())
     }
 
+    fn is_root() -> bool {
+        fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
+    }
+
+    /// A command cannot type into the terminal it was started from: it runs in a new session
+    /// (so the terminal is not its controlling terminal) and seccomp refuses TIOCSTI. The
+    /// same probe without the sandbox, as root, does inject: the check is not vacuous.
+    fn terminal_injection_is_refused() -> Result<()> {
+        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let run_on_terminal = |policy: &SandboxPolicy| -> Result<(Option<i32>, u64)> {
+            let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+            grantpt(&master)?;
+            unlockpt(&master)?;
+            let name = ptsname(&master, Vec::new())?;
+            let slave = fs::File::options()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NOCTTY)
+                .open(std::ffi::OsStr::from_bytes(name.as_bytes()))?;
+            // A login shell on that terminal: it leads a session whose controlling terminal
+            // is the pty, and starts the helper as an ordinary child, as a user's shell does.
+            let exe = std::env::current_exe()?;
+            let helper = sandbox_argv(&exe, policy, &ws, &[], &probe_argv("probe-tiocsti", &[])?);
+            let mut shell = Command::new("/bin/sh");
+            shell
+                .arg("-c")
+                .arg("\"$@\"; exit $?")
+                .arg("sh")
+                .args(&helper)
+                .stdin(slave.try_clone()?)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            // SAFETY: between fork and exec the hook only makes the setsid and ioctl
+            // syscalls on the child's own stdin.
+            #[allow(unsafe_code)]
+            unsafe {
+                shell.pre_exec(|| {
+                    rustix::process::setsid()?;
+                    // SAFETY: fd 0 is the slave the child was given as stdin.
+                    let stdin = std::os::fd::BorrowedFd::borrow_raw(0);
+                    rustix::process::ioctl_tiocsctty(stdin)?;
+                    Ok(())
+                });
+            }
+            let child = shell.spawn()?;
+            let code = wait_with_deadline(child)?;
+            let queued = rustix::io::ioctl_fionread(&slave)?;
+            Ok((code, queued))
+        };
+        let (code, queued) = run_on_terminal(&workspace_write(false))?;
+        ensure!(
+            code == Some(DENIED),
+            "TIOCSTI in the sandbox: expected exit {DENIED}, got {code:?}"
+        );
+        ensure!(
+            queued == 0,
+            "{queued} bytes were injected into the terminal"
+        );
+        if is_root() {
+            let (code, queued) = run_on_terminal(&SandboxPolicy::DangerFullAccess)?;
+            eprintln!("  (without the sandbox, as root: exit {code:?}, {queued} bytes injected)");
+        }
+        Ok(())
+    }
+
+    /// Waits for `child` (its stdout and stderr not piped, or drained elsewhere) within
+    /// [`CHILD_DEADLINE`], and returns its exit code.
+    fn wait_with_deadline(mut child: std::process::Child) -> Result<Option<i32>> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status.code());
+            }
+            if started.elapsed() > CHILD_DEADLINE {
+                child.kill()?;
+                child.wait()?;
+                bail!("the child did not finish");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `kill` of a process outside the sandbox fails (Landlock signal scope on ABI 6+, and
+    /// with a PID namespace the process cannot even be named), and the process lives on.
+    fn signals_cannot_reach_outside_processes(support: &SandboxSupport) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let mut outside = Command::new("sleep")
+            .arg("1000")
+            .stdin(Stdio::null())
+            .spawn()?;
+        let pid = outside.id().to_string();
+        let result = (|| -> Result<()> {
+            let policies = [
+                workspace_write(false),
+                SandboxPolicy::ReadOnly {
+                    network_access: true,
+                },
+            ];
+            for policy in &policies {
+                expect(policy, &ws, "probe-kill", &[Path::new(&pid)], DENIED)?;
+            }
+            // Without namespaces only the Landlock scope is left to stop it.
+            let launch = Launch {
+                forbid_namespaces: true,
+                ..Launch::default()
+            };
+            let outcome = run_launched(
+                &workspace_write(false),
+                &ws,
+                &probe_argv("probe-kill", &[Path::new(&pid)])?,
+                &launch,
+            )?;
+            let expected = if support.landlock_scopes { DENIED } else { 0 };
+            ensure!(
+                outcome.code == Some(expected),
+                "kill without namespaces: expected exit {expected}, got {:?}: {}",
+                outcome.code,
+                outcome.stderr
+            );
+            Ok(())
+        })();
+        let survived = outside.try_wait()?.is_none();
+        // Best effort: the sleeper is ours either way.
+        let _ = outside.kill();
+        let _ = outside.wait();
+        result?;
+        ensure!(survived, "the outside process was killed from the sandbox");
+        Ok(())
+    }
+
+    /// Even as root, a sandboxed command has no capabilities: no device nodes, no chown of
+    /// files, no reading other users' private files.
+    fn capabilities_are_dropped() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let policy = workspace_write(false);
+        expect(&policy, &ws, "probe-no-capabilities", &[], 0)?;
+        expect(&policy, &ws, "probe-mknod", &[&ws.join("disk")], DENIED)?;
+        ensure!(!ws.join("disk").exists(), "a block device was created");
+        if is_root() {
+            let private = ws.join("private.txt");
+            fs::write(&private, "secret")?;
+            std::os::unix::fs::chown(&private, Some(NOBODY), Some(NOBODY))?;
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&private, fs::Permissions::from_mode(0o600))?;
+            // CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH are gone ...
+            expect(&policy, &ws, "probe-read", &[&private], DENIED)?;
+            // ... and CAP_CHOWN / CAP_FOWNER.
+            expect(
+                &policy,
+                &ws,
+                "probe-chown",
+                &[&private, Path::new("0")],
+                DENIED,
+            )?;
+            expect(&policy, &ws, "probe-chmod", &[&private], DENIED)?;
+            ensure!(fs::metadata(&private)?.uid() == NOBODY);
+        } else {
+            eprintln!("  (not root: only the unprivileged half was exercised)");
+        }
+        Ok(())
+    }
+
+    /// The environment of a process outside the sandbox (here the test itself, standing in
+    /// for the agent) cannot be read, even by root.
+    fn outside_environ_is_unreadable() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let environ = PathBuf::from(format!("/proc/{}/environ", std::process::id()));
+        ensure!(
+            fs::read(&environ).is_ok(),
+            "the test cannot read its own environ"
+        );
+        for policy in [
+            workspace_write(false),
+            SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+        ] {
+            expect(&policy, &ws, "probe-read", &[&environ], DENIED)?;
+        }
+        Ok(())
+    }
+
+    /// The agent's home stays read-only inside the workspace, before and after it exists,
+    /// and a workspace inside the home is not writable at all.
+    fn agent_home_inside_workspace_stays_read_only() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let home = ws.join("state/agent-home");
+        let launch = Launch {
+            protected: vec![home.clone()],
+            ..Launch::default()
+        };
+        let policy = workspace_write(false);
+        let attempt = |cwd: &Path, path: &Path, launch: &Launch| -> Result<Option<i32>> {
+            let outcome = run_launched(&policy, cwd, &probe_argv("probe-write", &[path])?, launch)?;
+            Ok(outcome.code)
+        };
+        // Not there yet: the command must not be able to create it.
+        ensure!(attempt(&ws, &home.join("config.toml"), &launch)? == Some(DENIED));
+        ensure!(
+            !home.join("config.toml").exists(),
+            "config.toml was created"
+        );
+        // There, with a config the agent reads at startup.
+        fs::create_dir_all(home.join("sessions"))?;
+        fs::write(home.join("config.toml"), "model = \"m\"\n")?;
+        for target in [
+            home.join("config.toml"),
+            home.join("sessions/rollout.jsonl"),
+            home.join("state.sqlite"),
+        ] {
+            ensure!(
+                attempt(&ws, &target, &launch)? == Some(DENIED),
+                "{} is writable",
+                target.display()
+            );
+        }
+        let shell_append = shell(&format!(
+            "echo 'sandbox_mode = \"danger-full-access\"' >> '{}'",
+            home.join("config.toml").display()
+        ));
+        let outcome = run_launched(&policy, &ws, &shell_append, &launch)?;
+        ensure!(outcome.code != Some(0), "appending to config.toml worked");
+        ensure!(fs::read_to_string(home.join("config.toml"))? == "model = \"m\"\n");
+        expect_rename_denied(&policy, &ws, &home, &launch)?;
+        // The rest of the workspace, the home's parent included, stays writable.
+        ensure!(attempt(&ws, &ws.join("state/other.txt"), &launch)? == Some(0));
+        ensure!(attempt(&ws, &ws.join("src.txt"), &launch)? == Some(0));
+        // A workspace inside the home is read-only as a whole.
+        let inner = home.join("worktree");
+        fs::create_dir_all(&inner)?;
+        ensure!(attempt(&inner, &inner.join("x"), &launch)? == Some(DENIED));
+        Ok(())
+    }
+
+    fn expect_rename_denied(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        home: &Path,
+        launch: &Launch,
+    ) -> Result<()> {
+        let moved = home.with_extension("moved");
+        let outcome = run_launched(
+            policy,
+            cwd,
+            &probe_argv("probe-rename", &[home, &moved])?,
+            launch,
+        )?;
+        ensure!(
+            outcome.code == Some(DENIED) && home.exists() && !moved.exists(),
+            "the home could be moved away: {:?} {}",
+            outcome.code,
+            outcome.stderr
+        );
+        Ok(())
+    }
+
+    /// Outside the writable roots, chmod and utime fail even on files the command owns
+    /// (as root: every root-owned file), because every mount there is read-only; without a
+    /// mount namespace they work, which is the documented gap.
+    fn metadata_outside_roots_is_read_only(with_namespace: bool) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let (_outside_guard, outside) = canonical_tempdir()?;
+        let file = outside.join("tool");
+        fs::write(&file, "#!/bin/sh\n")?;
+        let inside = ws.join("script.sh");
+        fs::write(&inside, "#!/bin/sh\n")?;
+        let policy = workspace_write(false);
+        let expected = if with_namespace { DENIED } else { 0 };
+        for role in ["probe-chmod", "probe-utime"] {
+            expect(&policy, &ws, role, &[&file], expected)?;
+            expect(&policy, &ws, role, &[&inside], 0)?;
+        }
+        if with_namespace {
+            use std::os::unix::fs::PermissionsExt;
+            ensure!(fs::metadata(&file)?.permissions().mode() & 0o4000 == 0);
+        }
+        // Forced fallback: the gap, exactly as documented.
+        let launch = Launch {
+            forbid_namespaces: true,
+            ..Launch::default()
+        };
+        let outcome = run_launched(&policy, &ws, &probe_argv("probe-chmod", &[&file])?, &launch)?;
+        ensure!(
+            outcome.code == Some(0),
+            "without namespaces chmod of an owned file outside the roots is the documented \
+             gap; got {:?}: {}",
+            outcome.code,
+            outcome.stderr
+        );
+        Ok(())
+    }
+
+    /// Live `probe-sleep MARKER` processes.
+    fn processes_with(marker: &str) -> Vec<u32> {
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let is_sleeper = |cmdline: Vec<u8>| {
+            let args: Vec<&[u8]> = cmdline.split(|&byte| byte == 0).collect();
+            args.get(1) == Some(&b"probe-sleep".as_slice())
+                && args.get(2) == Some(&marker.as_bytes())
+        };
+        // Zombies are dead already; they only wait for their parent.
+        let is_zombie = |stat: String| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(is_sleeper))
+            .filter(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !is_zombie(stat))
+            })
+            .collect()
+    }
+
+    /// Waits until `done` holds, within [`CHILD_DEADLINE`].
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
+        let started = Instant::now();
+        while !done() {
+            if started.elapsed() > CHILD_DEADLINE {
+                bail!("gave up waiting: {what}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// When the process that started the helper (the agent) is SIGKILLed, no process of
+    /// the command survives: with a PID namespace not even one left in the background.
+    /// Without namespaces the command itself still dies (parent-death signal); its
+    /// background processes are the documented gap.
+    fn no_process_survives_the_helper(with_pid_namespace: bool) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        for forbid_namespaces in [false, true] {
+            let marker = format!("sandbox-orphan-{}-{forbid_namespaces}", std::process::id());
+            let exe = std::env::current_exe()?.to_string_lossy().into_owned();
+            let command = vec![
+                "/bin/sh".to_owned(),
+                "-c".to_owned(),
+                "\"$0\" probe-sleep \"$1\" & exec \"$0\" probe-sleep \"$1\"".to_owned(),
+                exe.clone(),
+                marker.clone(),
+            ];
+            let mut helper =
+                sandbox_argv(Path::new(&exe), &workspace_write(false), &ws, &[], &command);
+            // The "agent": a shell that starts the helper as its child and waits.
+            let mut argv = vec![
+                "/bin/sh".to_owned(),
+                "-c".to_owned(),
+                "\"$@\"; exit $?".to_owned(),
+                "sh".to_owned(),
+            ];
+            argv.append(&mut helper);
+            let mut agent = Command::new(&argv[0]);
+            agent
+                .args(&argv[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if forbid_namespaces {
+                let filter = unshare_forbidding_filter()?;
+                // SAFETY: between fork and exec the hook only issues the prctl and seccomp
+                // syscalls for a filter compiled before the fork.
+                #[allow(unsafe_code)]
+                unsafe {
+                    agent.pre_exec(move || {
+                        seccompiler::apply_filter(&filter).map_err(io::Error::other)
+                    });
+                }
+            }
+            let mut agent = agent.spawn()?;
+            let started = wait_until("both sleepers to start", || {
+                processes_with(&marker).len() == 2
+            });
+            agent.kill()?;
+            agent.wait()?;
+            started?;
+            let all_gone = wait_until("the sleepers to die", || processes_with(&marker).is_empty());
+            let left = processes_with(&marker);
+            for pid in &left {
+                // Clean up what the gap let survive.
+                if let Some(pid) = i32::try_from(*pid)
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            if with_pid_namespace && !forbid_namespaces {
+                all_gone?;
+            } else {
+                // Without a PID namespace only the backgrounded sleeper may remain.
+                ensure!(
+                    left.len() <= 1,
+                    "the command itself survived its agent: {left:?}"
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn support_report_matches_this_kernel(support: &SandboxSupport) -> Result<()> {
         ensure!(
             support.landlock_abi.is_some_and(|abi| abi >= 3),
@@ -833,6 +1316,34 @@ mod linux {
                 (
                     "network_follows_network_access",
                     Box::new(network_follows_network_access),
+                ),
+                (
+                    "terminal_injection_is_refused",
+                    Box::new(terminal_injection_is_refused),
+                ),
+                (
+                    "signals_cannot_reach_outside_processes",
+                    Box::new(|| signals_cannot_reach_outside_processes(&support)),
+                ),
+                (
+                    "capabilities_are_dropped",
+                    Box::new(capabilities_are_dropped),
+                ),
+                (
+                    "outside_environ_is_unreadable",
+                    Box::new(outside_environ_is_unreadable),
+                ),
+                (
+                    "agent_home_inside_workspace_stays_read_only",
+                    Box::new(agent_home_inside_workspace_stays_read_only),
+                ),
+                (
+                    "metadata_outside_roots_is_read_only",
+                    Box::new(|| metadata_outside_roots_is_read_only(support.mount_namespace)),
+                ),
+                (
+                    "no_process_survives_the_helper",
+                    Box::new(|| no_process_survives_the_helper(support.pid_namespace)),
                 ),
             ]);
         } else {

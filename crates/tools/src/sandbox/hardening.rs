@@ -10,6 +10,7 @@
 
 use std::convert::Infallible;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 
 use rustix::process::{Pid, Signal, WaitOptions};
 use rustix::thread::{CapabilitiesSecureBits, CapabilitySet, CapabilitySets};
@@ -42,19 +43,31 @@ pub(super) fn parent_pid() -> Option<Pid> {
 /// command still holds open as plain file descriptors.)
 ///
 /// `setsid` fails for a process-group leader; the shell runner already made the helper the
-/// leader of a session of its own, which is just as good. Any other group leader is
-/// refused rather than left in the user's session.
+/// leader of a session of its own without a terminal, which is just as good. Any other
+/// group leader, and a session leader that has a controlling terminal, is refused rather
+/// than left attached to the user's terminal.
 pub(super) fn leave_terminal_session() -> Result<(), SandboxError> {
-    match rustix::process::setsid() {
-        Ok(_) => Ok(()),
-        Err(errno) => {
-            let own = rustix::process::getpid();
-            match rustix::process::getsid(None) {
-                Ok(session) if session == own => Ok(()),
-                _ => Err(failure("starting a new session without a terminal")(errno)),
-            }
-        }
+    let Err(errno) = rustix::process::setsid() else {
+        return Ok(());
+    };
+    let own = rustix::process::getpid();
+    if rustix::process::getsid(None) != Ok(own) {
+        return Err(failure("starting a new session without a terminal")(errno));
     }
+    // `/dev/tty` opens only for a process that has a controlling terminal (ENXIO
+    // otherwise). O_NOCTTY: a session leader without one must not acquire it here.
+    let has_terminal = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open("/dev/tty")
+        .is_ok();
+    if has_terminal {
+        return Err(SandboxError::Hardening {
+            step: "starting a new session without a terminal",
+            source: io::Error::other("the helper leads a session that has a controlling terminal"),
+        });
+    }
+    Ok(())
 }
 
 /// Empties every capability set of this process (and, when it may, the bounding set), and

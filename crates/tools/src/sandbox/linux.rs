@@ -155,6 +155,11 @@ pub fn run_linux_helper(
             match hardening::fork()? {
                 hardening::Forked::Parent(child) => {
                     drop(alive_reader);
+                    // This process now stands between the agent and the command: it must
+                    // die with the agent too (and the command, PID 1 of its namespace, and
+                    // everything in it, with this process). On error we exit, which the
+                    // child's own parent-death signal turns into its end.
+                    hardening::die_with_parent(parent)?;
                     // Held open until this process ends (`exit` runs no destructors): its
                     // closing is how the child learns the helper died.
                     let _alive = alive_writer;
