@@ -64,6 +64,9 @@ mod linux {
         if args.get(1..3).is_some_and(|two| two == HELPER_SUBCOMMAND) {
             return helper(&args[3..]);
         }
+        if role == "agent-shell-runner" {
+            return agent_shell_runner(&args[2..]);
+        }
         if role.starts_with("probe-") {
             return ExitCode::from(probe(role, &args[2..]));
         }
@@ -78,6 +81,35 @@ mod linux {
             Ok(never) => match never {},
             Err(error) => {
                 eprintln!("sandbox error: {error}");
+                ExitCode::from(101)
+            }
+        }
+    }
+
+    /// Plays the agent: runs `args` through the shell runner, as the engine runs every
+    /// command, and waits.
+    fn agent_shell_runner(args: &[String]) -> ExitCode {
+        let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        else {
+            return ExitCode::from(101);
+        };
+        let request = interpreter_tools::ExecRequest {
+            argv: args.to_vec(),
+            cwd: std::env::temp_dir(),
+            env: std::env::vars().collect(),
+            timeout: Duration::from_secs(3600),
+            output_max_bytes: 1024,
+        };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        match runtime.block_on(interpreter_tools::shell::run(request, cancel, None)) {
+            Ok(output) => {
+                eprintln!("{}", output.aggregated_output);
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("agent-shell-runner: {error}");
                 ExitCode::from(101)
             }
         }
@@ -1218,6 +1250,62 @@ mod linux {
         Ok(())
     }
 
+    /// Commands the shell runner starts die with the agent, sandboxed (with everything they
+    /// started, given a PID namespace) or not (the command itself; what it puts in the
+    /// background is the documented gap of danger-full-access).
+    fn shell_runner_commands_die_with_the_agent(with_pid_namespace: bool) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let exe = std::env::current_exe()?;
+        let exe_text = exe.to_string_lossy().into_owned();
+        for sandboxed in [true, false] {
+            let marker = format!("shell-runner-{}-{sandboxed}", std::process::id());
+            let command = vec![
+                "/bin/sh".to_owned(),
+                "-c".to_owned(),
+                "\"$0\" probe-sleep \"$1\" & exec \"$0\" probe-sleep \"$1\"".to_owned(),
+                exe_text.clone(),
+                marker.clone(),
+            ];
+            let argv = if sandboxed {
+                sandbox_argv(&exe, &workspace_write(false), &ws, &[], &command)
+            } else {
+                command
+            };
+            let mut agent = Command::new(&exe)
+                .arg("agent-shell-runner")
+                .args(&argv)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?;
+            let started = wait_until("both sleepers to start", || {
+                processes_with(&marker).len() == 2
+            });
+            agent.kill()?;
+            agent.wait()?;
+            started?;
+            let all_gone = wait_until("the sleepers to die", || processes_with(&marker).is_empty());
+            let left = processes_with(&marker);
+            for pid in &left {
+                if let Some(pid) = i32::try_from(*pid)
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            if sandboxed && with_pid_namespace {
+                all_gone?;
+            } else {
+                ensure!(
+                    left.len() <= 1,
+                    "the command itself outlived the agent (sandboxed: {sandboxed}): {left:?}"
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn support_report_matches_this_kernel(support: &SandboxSupport) -> Result<()> {
         ensure!(
             support.landlock_abi.is_some_and(|abi| abi >= 3),
@@ -1344,6 +1432,10 @@ mod linux {
                 (
                     "no_process_survives_the_helper",
                     Box::new(|| no_process_survives_the_helper(support.pid_namespace)),
+                ),
+                (
+                    "shell_runner_commands_die_with_the_agent",
+                    Box::new(|| shell_runner_commands_die_with_the_agent(support.pid_namespace)),
                 ),
             ]);
         } else {
