@@ -41,6 +41,17 @@
 //! The minimum is Landlock ABI 3 (Linux 6.2): before it, `truncate(2)` was not controlled
 //! and could empty any file on the machine.
 //!
+//! # Process
+//!
+//! Before any of that the helper leaves the user's terminal session (`setsid`), and the
+//! namespaces it enters come with a PID namespace when the kernel allows: the helper then
+//! forks, the command becomes PID 1 of that namespace, and the helper only waits and
+//! mirrors its exit. Every mount outside the writable roots is made read-only there
+//! ([`super::mount_ns`]), all capabilities are dropped even for root
+//! ([`super::hardening`]), Landlock ABI 6+ scopes signals and abstract UNIX sockets, seccomp
+//! refuses `TIOCSTI`/`TIOCLINUX`, and the command asks to be SIGKILLed when its parent (the
+//! helper, or the agent) dies. docs/sandbox.md lists every protection and every known gap.
+//!
 //! # Network
 //!
 //! With network access off, a seccomp filter makes `socket`/`socketpair` fail with `EPERM`

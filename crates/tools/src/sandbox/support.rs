@@ -149,7 +149,7 @@ impl SandboxSupport {
                 enforced,
                 "PR_SET_PDEATHSIG(SIGKILL) on the helper, the command and unsandboxed \
                  commands: a command dies when the agent dies",
-                "no_process_survives_the_helper",
+                "no_process_survives_the_helper; shell_runner_commands_die_with_the_agent",
             ),
             protection(
                 "read-only-elsewhere",
@@ -219,7 +219,7 @@ impl SandboxSupport {
                 true,
                 "danger-full-access commands die with the agent (parent-death signal), but \
                  processes they start in the background do not: that mode has no sandbox",
-                "none (by design)",
+                "shell_runner_commands_die_with_the_agent",
             ),
         ];
         self
