@@ -300,6 +300,9 @@ mod linux {
         /// Makes `unshare` fail with `EPERM` in the helper, as on a machine without
         /// privileges or user namespaces.
         forbid_namespaces: bool,
+        /// Makes the mount syscalls fail with `EPERM` in the helper, after it has entered
+        /// its namespaces (a mount namespace that cannot be set up).
+        forbid_mounts: bool,
         /// Paths kept read-only wherever they lie (the agent's home).
         protected: Vec<PathBuf>,
     }
@@ -311,8 +314,16 @@ mod linux {
 
     /// A seccomp filter whose only effect is that `unshare` fails with `EPERM`.
     fn unshare_forbidding_filter() -> Result<seccompiler::BpfProgram> {
+        forbidding_filter(&[libc::SYS_unshare])
+    }
+
+    /// A seccomp filter whose only effect is that `syscalls` fail with `EPERM`.
+    fn forbidding_filter(syscalls: &[libc::c_long]) -> Result<seccompiler::BpfProgram> {
         let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH)?;
-        let rules = std::collections::BTreeMap::from([(libc::SYS_unshare, Vec::new())]);
+        let rules: std::collections::BTreeMap<i64, Vec<seccompiler::SeccompRule>> = syscalls
+            .iter()
+            .map(|syscall| (*syscall, Vec::new()))
+            .collect();
         let filter = seccompiler::SeccompFilter::new(
             rules,
             seccompiler::SeccompAction::Allow,
@@ -343,8 +354,19 @@ mod linux {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        let mut forbidden = Vec::new();
         if launch.forbid_namespaces {
-            let filter = unshare_forbidding_filter()?;
+            forbidden.push(libc::SYS_unshare);
+        }
+        if launch.forbid_mounts {
+            forbidden.extend([
+                libc::SYS_mount,
+                libc::SYS_open_tree,
+                libc::SYS_mount_setattr,
+            ]);
+        }
+        if !forbidden.is_empty() {
+            let filter = forbidding_filter(&forbidden)?;
             // SAFETY: between fork and exec the hook only issues the prctl and seccomp
             // syscalls for a filter compiled before the fork.
             unsafe {
@@ -1306,6 +1328,51 @@ mod linux {
         Ok(())
     }
 
+    /// Namespaces entered but mounts refused: the sandbox falls back to Landlock alone and
+    /// the command still runs normally, forking as often as it likes (the PID namespace the
+    /// helper entered must still get its PID 1).
+    fn commands_run_when_mounts_fail_after_the_namespaces() -> Result<()> {
+        let (_ws_guard, ws, _outside_guard, outside) = repository_workspace()?;
+        let launch = Launch {
+            forbid_mounts: true,
+            ..Launch::default()
+        };
+        let policy = workspace_write(false);
+        let script = shell("/bin/true; /bin/true; echo forked > src/out.txt; /bin/true; echo done");
+        let outcome = run_launched(&policy, &ws, &script, &launch)?;
+        ensure!(
+            outcome.code == Some(0) && outcome.stdout.trim() == "done",
+            "the command failed: {:?} {} {}",
+            outcome.code,
+            outcome.stdout,
+            outcome.stderr
+        );
+        ensure!(
+            outcome.stderr.contains(FALLBACK_WARNING),
+            "no fallback warning"
+        );
+        ensure!(fs::read_to_string(ws.join("src/out.txt"))?.trim() == "forked");
+        let denied = run_launched(
+            &policy,
+            &ws,
+            &probe_argv("probe-write", &[&ws.join(".git/hooks/pre-commit")])?,
+            &launch,
+        )?;
+        ensure!(denied.code == Some(DENIED), "{:?}", denied.code);
+        let outside_write = run_launched(
+            &policy,
+            &ws,
+            &probe_argv("probe-write", &[&outside.join("x")])?,
+            &launch,
+        )?;
+        ensure!(
+            outside_write.code == Some(DENIED),
+            "{:?}",
+            outside_write.code
+        );
+        Ok(())
+    }
+
     fn support_report_matches_this_kernel(support: &SandboxSupport) -> Result<()> {
         ensure!(
             support.landlock_abi.is_some_and(|abi| abi >= 3),
@@ -1432,6 +1499,10 @@ mod linux {
                 (
                     "no_process_survives_the_helper",
                     Box::new(|| no_process_survives_the_helper(support.pid_namespace)),
+                ),
+                (
+                    "commands_run_when_mounts_fail_after_the_namespaces",
+                    Box::new(commands_run_when_mounts_fail_after_the_namespaces),
                 ),
                 (
                     "shell_runner_commands_die_with_the_agent",

@@ -270,8 +270,10 @@ fn protect_with_mounts(roots: &[WritableRoot]) -> (Vec<PathBuf>, bool) {
     }
     let plan = MountPlan::for_protected(roots, &protected);
     // Entered even with nothing to mount: the namespaces also bring the PID namespace.
-    match plan.apply() {
-        Ok(pid_namespace) => (
+    let outcome = plan.apply();
+    let pid_namespace = outcome.pid_namespace;
+    match outcome.result {
+        Ok(()) => (
             protected
                 .into_iter()
                 .filter(|path| !plan.covers(path))
@@ -289,7 +291,7 @@ fn protect_with_mounts(roots: &[WritableRoot]) -> (Vec<PathBuf>, bool) {
                      holds .git, .agents, .interpreter or the agent's home"
                 );
             }
-            (protected, false)
+            (protected, pid_namespace)
         }
     }
 }
@@ -701,32 +703,33 @@ fn probe_mount_namespace() -> Result<(), String> {
         .parent()
         .unwrap_or_else(|| Path::new("/"));
     let plan = MountPlan::probe(program_dir, &std::env::temp_dir());
-    run_probe_child(move || {
-        plan.apply()
-            .map(|_| ())
-            .map_err(EnforceFailure::MountNamespace)
-    })
-    .map_err(|error| {
-        format!(
-            "a test process could not keep a path read-only in a mount namespace of its \
+    run_probe_child(move || plan.apply().result.map_err(EnforceFailure::MountNamespace)).map_err(
+        |error| {
+            format!(
+                "a test process could not keep a path read-only in a mount namespace of its \
                  own ({error}); protected paths fall back to Landlock alone, so no new files \
                  can be created in the directory that holds .git, .agents or .interpreter \
                  (needs CAP_SYS_ADMIN or unprivileged user namespaces)"
-        )
-    })
+            )
+        },
+    )
 }
 
 /// Whether the namespaces a child enters come with a PID namespace, which is what makes
 /// every process of a command die with it and hides other processes from `kill`.
 fn probe_pid_namespace() -> Result<(), String> {
     let plan = MountPlan::namespaces_only();
-    run_probe_child(move || match plan.apply() {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(EnforceFailure::MountNamespace(MountFailure {
-            step: "creating a PID namespace",
-            errno: libc::EPERM,
-        })),
-        Err(failure) => Err(EnforceFailure::MountNamespace(failure)),
+    run_probe_child(move || {
+        let outcome = plan.apply();
+        outcome.result.map_err(EnforceFailure::MountNamespace)?;
+        if outcome.pid_namespace {
+            Ok(())
+        } else {
+            Err(EnforceFailure::MountNamespace(MountFailure {
+                step: "creating a PID namespace",
+                errno: libc::EPERM,
+            }))
+        }
     })
     .map_err(|error| {
         format!(

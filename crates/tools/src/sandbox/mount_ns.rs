@@ -72,6 +72,15 @@ impl std::fmt::Display for MountFailure {
     }
 }
 
+/// What [`MountPlan::apply`] achieved.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NamespaceOutcome {
+    /// Children of this process start in a new PID namespace.
+    pub pid_namespace: bool,
+    /// Whether every mount is in place.
+    pub result: Result<(), MountFailure>,
+}
+
 /// Everything the helper mounts, built while it may still read and allocate freely.
 #[derive(Debug)]
 pub(super) struct MountPlan {
@@ -191,14 +200,30 @@ impl MountPlan {
     }
 
     /// Enters a private mount namespace (and, when the kernel allows, a new PID namespace
-    /// for the children of this process) and mounts every target. Returns whether the PID
-    /// namespace was created. Must run in a single-threaded process (user namespaces
-    /// demand it); allocates nothing.
+    /// for the children of this process) and mounts every target. Must run in a
+    /// single-threaded process (user namespaces demand it); allocates nothing.
     ///
     /// A failure can leave the process in a namespace with only some targets mounted. That
-    /// weakens nothing: the caller then protects every path with Landlock carve-outs.
-    pub(super) fn apply(&self) -> Result<bool, MountFailure> {
-        let pid_namespace = self.enter_namespace()?;
+    /// weakens nothing: the caller then protects every path with Landlock carve-outs. But
+    /// a PID namespace, once entered, must still be used (the next child becomes its PID
+    /// 1), so the outcome reports it even on failure.
+    pub(super) fn apply(&self) -> NamespaceOutcome {
+        let pid_namespace = match self.enter_namespace() {
+            Ok(pid_namespace) => pid_namespace,
+            Err(failure) => {
+                return NamespaceOutcome {
+                    pid_namespace: false,
+                    result: Err(failure),
+                };
+            }
+        };
+        NamespaceOutcome {
+            pid_namespace,
+            result: self.mount_all(),
+        }
+    }
+
+    fn mount_all(&self) -> Result<(), MountFailure> {
         // Without this, our mounts would propagate to the host's shared mounts.
         mount(
             None,
@@ -222,7 +247,7 @@ impl MountPlan {
                 make_read_only(&target.path)?;
             }
         }
-        Ok(pid_namespace)
+        Ok(())
     }
 
     /// Enters the namespaces; returns whether a PID namespace came with them.
