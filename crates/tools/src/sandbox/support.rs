@@ -94,7 +94,8 @@ impl SandboxSupport {
                 "the agent's home (INTERPRETER_HOME or ~/.interpreter: config.toml, \
                  credentials, sessions/, state.sqlite) is read-only wherever it lies, for \
                  commands and apply_patch",
-                "agent_home_inside_workspace_stays_read_only",
+                "agent_home_inside_workspace_stays_read_only; crates/cli/tests/\
+                 approval_matrix.rs the_agent_home_inside_the_workspace_is_never_writable",
             ),
             protection(
                 "network",
