@@ -894,6 +894,7 @@ mod tests {
                 vec!["Landlock is not available".to_string()]
             },
             warnings,
+            ..SandboxSupport::default()
         }
     }
 

@@ -30,6 +30,9 @@ fn main() -> ExitCode {
     {
         return sandbox_cmd::run_linux_helper_from_args(&raw_args[3..]);
     }
+    // Not for the helper above: an unprivileged helper must write its own
+    // /proc/self/uid_map, which a non-dumpable process may not.
+    make_non_dumpable();
 
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -139,6 +142,21 @@ fn mcp_server_listen(
         token_file,
         allowed_origins: args.allow_origins.clone(),
     })
+}
+
+/// Makes this process non-dumpable: its `/proc/PID/environ` (API keys), memory and file
+/// descriptors become off limits to processes without `CAP_SYS_PTRACE`, including
+/// sandboxed commands running as the same user (or as root, whose capabilities the sandbox
+/// drops). Also no core dumps with those keys in them. Commands we start are unaffected:
+/// `exec` resets the flag.
+fn make_non_dumpable() {
+    #[cfg(target_os = "linux")]
+    if let Err(err) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        // Nothing depends on it working; the sandbox still refuses ptrace.
+        eprintln!("warning: could not make the process non-dumpable: {err}");
+    }
 }
 
 /// Logs go to stderr only: stdout is the protocol in `--json` and `mcp-server` modes.

@@ -74,7 +74,13 @@ async fn run_for_person(
     let inputs = config_inputs::build(&config_args, env, cwd.clone(), overrides)?;
     let config = load_config(inputs)?;
     let exe = std::env::current_exe()?;
-    let argv = sandbox::sandbox_argv(&exe, &config.sandbox_policy, &cwd, &args.command_argv);
+    let argv = sandbox::sandbox_argv(
+        &exe,
+        &config.sandbox_policy,
+        &cwd,
+        &config.sandbox_protected_paths(),
+        &args.command_argv,
+    );
     let (program, rest) = argv
         .split_first()
         .ok_or_else(|| anyhow::anyhow!("empty sandbox command line"))?;

@@ -484,3 +484,51 @@ async fn secrets_do_not_reach_commands_by_default() {
     assert!(!out.tool_output.contains("hunter2-secret"), "{out:?}");
     assert!(!out.tool_output.contains("test-key"), "{out:?}");
 }
+
+/// The agent's home is never writable, even when it lies inside the workspace: neither a
+/// sandboxed command nor apply_patch may change the configuration the agent starts with.
+#[tokio::test]
+async fn the_agent_home_inside_the_workspace_is_never_writable() {
+    let mut fx = fixture();
+    let home = fx.work.join("agent-home");
+    std::fs::create_dir(&home).unwrap();
+    fx.home = home.clone();
+
+    let out = run_case(
+        &fx,
+        Never,
+        WorkspaceWrite,
+        "shell",
+        shell("echo 'sandbox_mode = \"danger-full-access\"' >> agent-home/config.toml"),
+        Answer::NoneExpected,
+    )
+    .await;
+    let config = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    assert!(!config.contains("danger-full-access"), "{out:?}");
+
+    // A profile file the agent would read with `--profile evil`.
+    let profile = home.join("evil.config.toml");
+    let out = run_case(
+        &fx,
+        Never,
+        WorkspaceWrite,
+        "apply_patch",
+        add_file_patch(&profile),
+        Answer::NoneExpected,
+    )
+    .await;
+    assert!(!profile.exists());
+    assert!(out.tool_output.contains("rejected"), "{out:?}");
+
+    // The rest of the workspace stays writable.
+    let out = run_case(
+        &fx,
+        Never,
+        WorkspaceWrite,
+        "shell",
+        shell("touch beside-home.txt"),
+        Answer::NoneExpected,
+    )
+    .await;
+    assert!(fx.work.join("beside-home.txt").exists(), "{out:?}");
+}

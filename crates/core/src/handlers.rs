@@ -387,7 +387,13 @@ async fn run_command(
     let env = env_policy::create_env(&sess.config.shell_environment_policy, &sess.config.env);
     let argv = if sandboxed {
         match &sess.config.sandbox_exe {
-            Some(exe) => sandbox::sandbox_argv(exe, &sess.config.sandbox_policy, cwd, argv),
+            Some(exe) => sandbox::sandbox_argv(
+                exe,
+                &sess.config.sandbox_policy,
+                cwd,
+                &sess.config.sandbox_protected_paths(),
+                argv,
+            ),
             None => {
                 return Err(
                     "the sandbox helper is unavailable in this process; choose `danger-full-access` explicitly to run without a sandbox"
@@ -567,8 +573,15 @@ async fn handle_patch(
         Err(err) => return ToolOutcome::Output(format!("apply_patch failed: {err}")),
     };
     let paths = patch.affected_paths(&cwd);
+    let protected = sess.config.sandbox_protected_paths();
     let all_writable = paths.iter().all(|path| {
-        sandbox::is_path_writable(&sess.config.sandbox_policy, &cwd, &sess.config.env, path)
+        sandbox::is_path_writable(
+            &sess.config.sandbox_policy,
+            &cwd,
+            &sess.config.env,
+            &protected,
+            path,
+        )
     });
     let session_key = format!(
         "patch:{}",

@@ -111,8 +111,8 @@ pub async fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    start_in_own_session_and_die_with_us(&mut command);
 
     let mut child = command.spawn().map_err(|source| match source.kind() {
         io::ErrorKind::NotFound => ShellError::ProgramNotFound {
@@ -126,7 +126,7 @@ pub async fn run(
             source,
         },
     })?;
-    // The child leads its own group, so its pid is the group id.
+    // The child leads its own session and group, so its pid is the group id.
     let process_group = child.id().and_then(|pid| i32::try_from(pid).ok());
     // If the caller drops this future mid-run, the whole group must still die.
     let mut group_guard = GroupKillGuard {
@@ -277,6 +277,41 @@ async fn forward_pipe(
                 break;
             }
         }
+    }
+}
+
+/// Makes the child the leader of a new session (and so of a new process group) with no
+/// controlling terminal, and asks the kernel to SIGKILL it when this process dies.
+///
+/// A new session rather than just a group: a command must not be able to inject input into
+/// the user's terminal (`TIOCSTI` needs it to be the caller's controlling terminal), and
+/// the sandbox helper relies on being a session leader already (it cannot call `setsid`
+/// itself as a group leader). The parent-death signal keeps an orphaned command from
+/// running on after the agent died; the sandbox helper repeats the request for the
+/// sandboxed command and, with a PID namespace, takes its whole process tree along.
+///
+/// The parent-death signal fires when the *thread* that forked exits. Commands are spawned
+/// from the runtime's worker threads, which live as long as the runtime (that is, the
+/// agent); `getppid()` is compared with our pid so a parent that died before the request
+/// was made is noticed too.
+fn start_in_own_session_and_die_with_us(command: &mut Command) {
+    let parent = rustix::process::getpid();
+    #[allow(unsafe_code)]
+    // SAFETY: the hook runs between fork and exec in the child of a multi-threaded process,
+    // where only async-signal-safe work is sound: it makes three syscalls (setsid, prctl,
+    // getppid) on plain integers captured before the fork, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::setsid()?;
+            #[cfg(target_os = "linux")]
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            if rustix::process::getppid() != Some(parent) {
+                return Err(io::Error::other(
+                    "the agent exited before the command started",
+                ));
+            }
+            Ok(())
+        });
     }
 }
 

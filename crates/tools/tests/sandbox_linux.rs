@@ -31,7 +31,8 @@ mod linux {
     use std::fs;
     use std::io;
     use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     use std::os::unix::process::CommandExt;
     use std::path::{Path, PathBuf};
     use std::process::{Command, ExitCode, Stdio};
@@ -63,6 +64,9 @@ mod linux {
         if args.get(1..3).is_some_and(|two| two == HELPER_SUBCOMMAND) {
             return helper(&args[3..]);
         }
+        if role == "agent-shell-runner" {
+            return agent_shell_runner(&args[2..]);
+        }
         if role.starts_with("probe-") {
             return ExitCode::from(probe(role, &args[2..]));
         }
@@ -77,6 +81,35 @@ mod linux {
             Ok(never) => match never {},
             Err(error) => {
                 eprintln!("sandbox error: {error}");
+                ExitCode::from(101)
+            }
+        }
+    }
+
+    /// Plays the agent: runs `args` through the shell runner, as the engine runs every
+    /// command, and waits.
+    fn agent_shell_runner(args: &[String]) -> ExitCode {
+        let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        else {
+            return ExitCode::from(101);
+        };
+        let request = interpreter_tools::ExecRequest {
+            argv: args.to_vec(),
+            cwd: std::env::temp_dir(),
+            env: std::env::vars().collect(),
+            timeout: Duration::from_secs(3600),
+            output_max_bytes: 1024,
+        };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        match runtime.block_on(interpreter_tools::shell::run(request, cancel, None)) {
+            Ok(output) => {
+                eprintln!("{}", output.aggregated_output);
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("agent-shell-runner: {error}");
                 ExitCode::from(101)
             }
         }
@@ -109,22 +142,99 @@ mod linux {
                 Ok(value) if value == "1" => Ok(()),
                 _ => Err(io::Error::other(format!("{} is not 1", arg(0)))),
             },
+            "probe-read" => fs::read(arg(0)).map(drop),
+            "probe-tiocsti" => inject_into_terminal(),
+            "probe-kill" => kill(arg(0)),
+            "probe-mknod" => make_block_device(arg(0)),
+            "probe-chmod" => {
+                use std::os::unix::fs::PermissionsExt;
+                fs::set_permissions(arg(0), fs::Permissions::from_mode(0o4755))
+            }
+            "probe-utime" => fs::File::options()
+                .write(true)
+                .open(arg(0))
+                .or_else(|_| fs::File::open(arg(0)))
+                .and_then(|file| file.set_modified(std::time::SystemTime::UNIX_EPOCH)),
+            "probe-chown" => arg(1)
+                .parse::<u32>()
+                .map_err(io::Error::other)
+                .and_then(|uid| std::os::unix::fs::chown(arg(0), Some(uid), Some(uid))),
+            "probe-no-capabilities" => no_capabilities(),
+            "probe-sleep" => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
             other => Err(io::Error::other(format!("unknown probe {other}"))),
         };
         match outcome {
             Ok(()) => 0,
             Err(error) => {
                 eprintln!("{role} {args:?}: {error}");
+                // ESRCH: a process outside the PID namespace cannot even be named.
                 let denied = matches!(
                     error.raw_os_error(),
                     Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::EBUSY)
-                );
+                ) || (role == "probe-kill"
+                    && error.raw_os_error() == Some(libc::ESRCH));
                 if denied {
                     DENIED as u8
                 } else {
                     OTHER_FAILURE as u8
                 }
             }
+        }
+    }
+
+    /// Pushes one byte into the input queue of the terminal on stdin, as a keystroke.
+    #[allow(unsafe_code)]
+    fn inject_into_terminal() -> io::Result<()> {
+        // A newline, so the canonical-mode input queue holds a complete line to count.
+        let byte: libc::c_char = b'\n' as libc::c_char;
+        // SAFETY: TIOCSTI reads one byte through the pointer, which points at a live byte.
+        let result = unsafe { libc::ioctl(0, libc::TIOCSTI, &byte as *const libc::c_char) };
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    fn kill(pid: &str) -> io::Result<()> {
+        let pid = pid
+            .parse::<i32>()
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .ok_or_else(|| io::Error::other("not a pid"))?;
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL)?;
+        Ok(())
+    }
+
+    /// `mknod PATH b 8 0`: the first SCSI disk, whatever is attached there.
+    fn make_block_device(path: &str) -> io::Result<()> {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::BlockDevice,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            rustix::fs::makedev(8, 0),
+        )?;
+        Ok(())
+    }
+
+    /// Every capability set of this process is empty, as `/proc/self/status` shows them.
+    fn no_capabilities() -> io::Result<()> {
+        let status = fs::read_to_string("/proc/self/status")?;
+        let sets: Vec<&str> = status
+            .lines()
+            .filter(|line| line.starts_with("Cap"))
+            .collect();
+        let all_empty = sets.len() == 5
+            && sets
+                .iter()
+                .all(|line| line.trim_end().ends_with("0000000000000000"));
+        if all_empty {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("capabilities remain: {sets:?}")))
         }
     }
 
@@ -190,6 +300,11 @@ mod linux {
         /// Makes `unshare` fail with `EPERM` in the helper, as on a machine without
         /// privileges or user namespaces.
         forbid_namespaces: bool,
+        /// Makes the mount syscalls fail with `EPERM` in the helper, after it has entered
+        /// its namespaces (a mount namespace that cannot be set up).
+        forbid_mounts: bool,
+        /// Paths kept read-only wherever they lie (the agent's home).
+        protected: Vec<PathBuf>,
     }
 
     /// Runs `THIS sandbox linux … -- THIS <probe…>` (or another command) and waits for it.
@@ -199,8 +314,16 @@ mod linux {
 
     /// A seccomp filter whose only effect is that `unshare` fails with `EPERM`.
     fn unshare_forbidding_filter() -> Result<seccompiler::BpfProgram> {
+        forbidding_filter(&[libc::SYS_unshare])
+    }
+
+    /// A seccomp filter whose only effect is that `syscalls` fail with `EPERM`.
+    fn forbidding_filter(syscalls: &[libc::c_long]) -> Result<seccompiler::BpfProgram> {
         let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH)?;
-        let rules = std::collections::BTreeMap::from([(libc::SYS_unshare, Vec::new())]);
+        let rules: std::collections::BTreeMap<i64, Vec<seccompiler::SeccompRule>> = syscalls
+            .iter()
+            .map(|syscall| (*syscall, Vec::new()))
+            .collect();
         let filter = seccompiler::SeccompFilter::new(
             rules,
             seccompiler::SeccompAction::Allow,
@@ -222,7 +345,7 @@ mod linux {
             .prefix
             .iter()
             .cloned()
-            .chain(sandbox_argv(&exe, policy, cwd, command))
+            .chain(sandbox_argv(&exe, policy, cwd, &launch.protected, command))
             .collect();
         let mut builder = Command::new(&argv[0]);
         builder
@@ -231,8 +354,19 @@ mod linux {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        let mut forbidden = Vec::new();
         if launch.forbid_namespaces {
-            let filter = unshare_forbidding_filter()?;
+            forbidden.push(libc::SYS_unshare);
+        }
+        if launch.forbid_mounts {
+            forbidden.extend([
+                libc::SYS_mount,
+                libc::SYS_open_tree,
+                libc::SYS_mount_setattr,
+            ]);
+        }
+        if !forbidden.is_empty() {
+            let filter = forbidding_filter(&forbidden)?;
             // SAFETY: between fork and exec the hook only issues the prctl and seccomp
             // syscalls for a filter compiled before the fork.
             unsafe {
@@ -658,7 +792,7 @@ mod linux {
         eprintln!("  (mount namespace for an unprivileged user: {with_namespace})");
         let launch = Launch {
             prefix: prefix.clone(),
-            forbid_namespaces: false,
+            ..Launch::default()
         };
         protected_paths_stay_read_only(&launch, Some(NOBODY), with_namespace)?;
 
@@ -730,6 +864,512 @@ mod linux {
         expect(&policy, &ws, "probe-write", &[&outside.join("x")], 0)?;
         expect(&policy, &ws, "probe-connect", &[Path::new(&addr)], 0)?;
         ensure!(outside.join("x").exists());
+        Ok(())
+    }
+
+    fn is_root() -> bool {
+        fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
+    }
+
+    /// A command cannot type into the terminal it was started from: it runs in a new session
+    /// (so the terminal is not its controlling terminal) and seccomp refuses TIOCSTI. The
+    /// same probe without the sandbox, as root, does inject: the check is not vacuous.
+    fn terminal_injection_is_refused() -> Result<()> {
+        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let run_on_terminal = |policy: &SandboxPolicy| -> Result<(Option<i32>, u64)> {
+            let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+            grantpt(&master)?;
+            unlockpt(&master)?;
+            let name = ptsname(&master, Vec::new())?;
+            let slave = fs::File::options()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NOCTTY)
+                .open(std::ffi::OsStr::from_bytes(name.as_bytes()))?;
+            // A login shell on that terminal: it leads a session whose controlling terminal
+            // is the pty, and starts the helper as an ordinary child, as a user's shell does.
+            let exe = std::env::current_exe()?;
+            let helper = sandbox_argv(&exe, policy, &ws, &[], &probe_argv("probe-tiocsti", &[])?);
+            let mut shell = Command::new("/bin/sh");
+            shell
+                .arg("-c")
+                .arg("\"$@\"; exit $?")
+                .arg("sh")
+                .args(&helper)
+                .stdin(slave.try_clone()?)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            // SAFETY: between fork and exec the hook only makes the setsid and ioctl
+            // syscalls on the child's own stdin.
+            #[allow(unsafe_code)]
+            unsafe {
+                shell.pre_exec(|| {
+                    rustix::process::setsid()?;
+                    // SAFETY: fd 0 is the slave the child was given as stdin.
+                    let stdin = std::os::fd::BorrowedFd::borrow_raw(0);
+                    rustix::process::ioctl_tiocsctty(stdin)?;
+                    Ok(())
+                });
+            }
+            let child = shell.spawn()?;
+            let code = wait_with_deadline(child)?;
+            let queued = rustix::io::ioctl_fionread(&slave)?;
+            Ok((code, queued))
+        };
+        let (code, queued) = run_on_terminal(&workspace_write(false))?;
+        ensure!(
+            code == Some(DENIED),
+            "TIOCSTI in the sandbox: expected exit {DENIED}, got {code:?}"
+        );
+        ensure!(
+            queued == 0,
+            "{queued} bytes were injected into the terminal"
+        );
+        if is_root() {
+            let (code, queued) = run_on_terminal(&SandboxPolicy::DangerFullAccess)?;
+            eprintln!("  (without the sandbox, as root: exit {code:?}, {queued} bytes injected)");
+        }
+        Ok(())
+    }
+
+    /// Waits for `child` (its stdout and stderr not piped, or drained elsewhere) within
+    /// [`CHILD_DEADLINE`], and returns its exit code.
+    fn wait_with_deadline(mut child: std::process::Child) -> Result<Option<i32>> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status.code());
+            }
+            if started.elapsed() > CHILD_DEADLINE {
+                child.kill()?;
+                child.wait()?;
+                bail!("the child did not finish");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `kill` of a process outside the sandbox fails (Landlock signal scope on ABI 6+, and
+    /// with a PID namespace the process cannot even be named), and the process lives on.
+    fn signals_cannot_reach_outside_processes(support: &SandboxSupport) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let mut outside = Command::new("sleep")
+            .arg("1000")
+            .stdin(Stdio::null())
+            .spawn()?;
+        let pid = outside.id().to_string();
+        let result = (|| -> Result<()> {
+            let policies = [
+                workspace_write(false),
+                SandboxPolicy::ReadOnly {
+                    network_access: true,
+                },
+            ];
+            for policy in &policies {
+                expect(policy, &ws, "probe-kill", &[Path::new(&pid)], DENIED)?;
+            }
+            // Without namespaces only the Landlock scope is left to stop it.
+            let launch = Launch {
+                forbid_namespaces: true,
+                ..Launch::default()
+            };
+            let outcome = run_launched(
+                &workspace_write(false),
+                &ws,
+                &probe_argv("probe-kill", &[Path::new(&pid)])?,
+                &launch,
+            )?;
+            let expected = if support.landlock_scopes { DENIED } else { 0 };
+            ensure!(
+                outcome.code == Some(expected),
+                "kill without namespaces: expected exit {expected}, got {:?}: {}",
+                outcome.code,
+                outcome.stderr
+            );
+            Ok(())
+        })();
+        let survived = outside.try_wait()?.is_none();
+        // Best effort: the sleeper is ours either way.
+        let _ = outside.kill();
+        let _ = outside.wait();
+        result?;
+        ensure!(survived, "the outside process was killed from the sandbox");
+        Ok(())
+    }
+
+    /// Even as root, a sandboxed command has no capabilities: no device nodes, no chown of
+    /// files, no reading other users' private files.
+    fn capabilities_are_dropped() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let policy = workspace_write(false);
+        expect(&policy, &ws, "probe-no-capabilities", &[], 0)?;
+        expect(&policy, &ws, "probe-mknod", &[&ws.join("disk")], DENIED)?;
+        ensure!(!ws.join("disk").exists(), "a block device was created");
+        if is_root() {
+            let private = ws.join("private.txt");
+            fs::write(&private, "secret")?;
+            std::os::unix::fs::chown(&private, Some(NOBODY), Some(NOBODY))?;
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&private, fs::Permissions::from_mode(0o600))?;
+            // CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH are gone ...
+            expect(&policy, &ws, "probe-read", &[&private], DENIED)?;
+            // ... and CAP_CHOWN / CAP_FOWNER.
+            expect(
+                &policy,
+                &ws,
+                "probe-chown",
+                &[&private, Path::new("0")],
+                DENIED,
+            )?;
+            expect(&policy, &ws, "probe-chmod", &[&private], DENIED)?;
+            ensure!(fs::metadata(&private)?.uid() == NOBODY);
+        } else {
+            eprintln!("  (not root: only the unprivileged half was exercised)");
+        }
+        Ok(())
+    }
+
+    /// The environment of a process outside the sandbox (here the test itself, standing in
+    /// for the agent) cannot be read, even by root.
+    fn outside_environ_is_unreadable() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let environ = PathBuf::from(format!("/proc/{}/environ", std::process::id()));
+        ensure!(
+            fs::read(&environ).is_ok(),
+            "the test cannot read its own environ"
+        );
+        for policy in [
+            workspace_write(false),
+            SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+        ] {
+            expect(&policy, &ws, "probe-read", &[&environ], DENIED)?;
+        }
+        Ok(())
+    }
+
+    /// The agent's home stays read-only inside the workspace, before and after it exists,
+    /// and a workspace inside the home is not writable at all.
+    fn agent_home_inside_workspace_stays_read_only() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let home = ws.join("state/agent-home");
+        let launch = Launch {
+            protected: vec![home.clone()],
+            ..Launch::default()
+        };
+        let policy = workspace_write(false);
+        let attempt = |cwd: &Path, path: &Path, launch: &Launch| -> Result<Option<i32>> {
+            let outcome = run_launched(&policy, cwd, &probe_argv("probe-write", &[path])?, launch)?;
+            Ok(outcome.code)
+        };
+        // Not there yet: the command must not be able to create it.
+        ensure!(attempt(&ws, &home.join("config.toml"), &launch)? == Some(DENIED));
+        ensure!(
+            !home.join("config.toml").exists(),
+            "config.toml was created"
+        );
+        // There, with a config the agent reads at startup.
+        fs::create_dir_all(home.join("sessions"))?;
+        fs::write(home.join("config.toml"), "model = \"m\"\n")?;
+        for target in [
+            home.join("config.toml"),
+            home.join("sessions/rollout.jsonl"),
+            home.join("state.sqlite"),
+        ] {
+            ensure!(
+                attempt(&ws, &target, &launch)? == Some(DENIED),
+                "{} is writable",
+                target.display()
+            );
+        }
+        let shell_append = shell(&format!(
+            "echo 'sandbox_mode = \"danger-full-access\"' >> '{}'",
+            home.join("config.toml").display()
+        ));
+        let outcome = run_launched(&policy, &ws, &shell_append, &launch)?;
+        ensure!(outcome.code != Some(0), "appending to config.toml worked");
+        ensure!(fs::read_to_string(home.join("config.toml"))? == "model = \"m\"\n");
+        expect_rename_denied(&policy, &ws, &home, &launch)?;
+        // The rest of the workspace, the home's parent included, stays writable.
+        ensure!(attempt(&ws, &ws.join("state/other.txt"), &launch)? == Some(0));
+        ensure!(attempt(&ws, &ws.join("src.txt"), &launch)? == Some(0));
+        // A workspace inside the home is read-only as a whole.
+        let inner = home.join("worktree");
+        fs::create_dir_all(&inner)?;
+        ensure!(attempt(&inner, &inner.join("x"), &launch)? == Some(DENIED));
+        Ok(())
+    }
+
+    fn expect_rename_denied(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        home: &Path,
+        launch: &Launch,
+    ) -> Result<()> {
+        let moved = home.with_extension("moved");
+        let outcome = run_launched(
+            policy,
+            cwd,
+            &probe_argv("probe-rename", &[home, &moved])?,
+            launch,
+        )?;
+        ensure!(
+            outcome.code == Some(DENIED) && home.exists() && !moved.exists(),
+            "the home could be moved away: {:?} {}",
+            outcome.code,
+            outcome.stderr
+        );
+        Ok(())
+    }
+
+    /// Outside the writable roots, chmod and utime fail even on files the command owns
+    /// (as root: every root-owned file), because every mount there is read-only; without a
+    /// mount namespace they work, which is the documented gap.
+    fn metadata_outside_roots_is_read_only(with_namespace: bool) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let (_outside_guard, outside) = canonical_tempdir()?;
+        let file = outside.join("tool");
+        fs::write(&file, "#!/bin/sh\n")?;
+        let inside = ws.join("script.sh");
+        fs::write(&inside, "#!/bin/sh\n")?;
+        let policy = workspace_write(false);
+        let expected = if with_namespace { DENIED } else { 0 };
+        for role in ["probe-chmod", "probe-utime"] {
+            expect(&policy, &ws, role, &[&file], expected)?;
+            expect(&policy, &ws, role, &[&inside], 0)?;
+        }
+        if with_namespace {
+            use std::os::unix::fs::PermissionsExt;
+            ensure!(fs::metadata(&file)?.permissions().mode() & 0o4000 == 0);
+        }
+        // Forced fallback: the gap, exactly as documented.
+        let launch = Launch {
+            forbid_namespaces: true,
+            ..Launch::default()
+        };
+        let outcome = run_launched(&policy, &ws, &probe_argv("probe-chmod", &[&file])?, &launch)?;
+        ensure!(
+            outcome.code == Some(0),
+            "without namespaces chmod of an owned file outside the roots is the documented \
+             gap; got {:?}: {}",
+            outcome.code,
+            outcome.stderr
+        );
+        Ok(())
+    }
+
+    /// Live `probe-sleep MARKER` processes.
+    fn processes_with(marker: &str) -> Vec<u32> {
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let is_sleeper = |cmdline: Vec<u8>| {
+            let args: Vec<&[u8]> = cmdline.split(|&byte| byte == 0).collect();
+            args.get(1) == Some(&b"probe-sleep".as_slice())
+                && args.get(2) == Some(&marker.as_bytes())
+        };
+        // Zombies are dead already; they only wait for their parent.
+        let is_zombie = |stat: String| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(is_sleeper))
+            .filter(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !is_zombie(stat))
+            })
+            .collect()
+    }
+
+    /// Waits until `done` holds, within [`CHILD_DEADLINE`].
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
+        let started = Instant::now();
+        while !done() {
+            if started.elapsed() > CHILD_DEADLINE {
+                bail!("gave up waiting: {what}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// When the process that started the helper (the agent) is SIGKILLed, no process of
+    /// the command survives: with a PID namespace not even one left in the background.
+    /// Without namespaces the command itself still dies (parent-death signal); its
+    /// background processes are the documented gap.
+    fn no_process_survives_the_helper(with_pid_namespace: bool) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        for forbid_namespaces in [false, true] {
+            let marker = format!("sandbox-orphan-{}-{forbid_namespaces}", std::process::id());
+            let exe = std::env::current_exe()?.to_string_lossy().into_owned();
+            let command = vec![
+                "/bin/sh".to_owned(),
+                "-c".to_owned(),
+                "\"$0\" probe-sleep \"$1\" & exec \"$0\" probe-sleep \"$1\"".to_owned(),
+                exe.clone(),
+                marker.clone(),
+            ];
+            let mut helper =
+                sandbox_argv(Path::new(&exe), &workspace_write(false), &ws, &[], &command);
+            // The "agent": a shell that starts the helper as its child and waits.
+            let mut argv = vec![
+                "/bin/sh".to_owned(),
+                "-c".to_owned(),
+                "\"$@\"; exit $?".to_owned(),
+                "sh".to_owned(),
+            ];
+            argv.append(&mut helper);
+            let mut agent = Command::new(&argv[0]);
+            agent
+                .args(&argv[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if forbid_namespaces {
+                let filter = unshare_forbidding_filter()?;
+                // SAFETY: between fork and exec the hook only issues the prctl and seccomp
+                // syscalls for a filter compiled before the fork.
+                #[allow(unsafe_code)]
+                unsafe {
+                    agent.pre_exec(move || {
+                        seccompiler::apply_filter(&filter).map_err(io::Error::other)
+                    });
+                }
+            }
+            let mut agent = agent.spawn()?;
+            let started = wait_until("both sleepers to start", || {
+                processes_with(&marker).len() == 2
+            });
+            agent.kill()?;
+            agent.wait()?;
+            started?;
+            let all_gone = wait_until("the sleepers to die", || processes_with(&marker).is_empty());
+            let left = processes_with(&marker);
+            for pid in &left {
+                // Clean up what the gap let survive.
+                if let Some(pid) = i32::try_from(*pid)
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            if with_pid_namespace && !forbid_namespaces {
+                all_gone?;
+            } else {
+                // Without a PID namespace only the backgrounded sleeper may remain.
+                ensure!(
+                    left.len() <= 1,
+                    "the command itself survived its agent: {left:?}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Commands the shell runner starts die with the agent, sandboxed (with everything they
+    /// started, given a PID namespace) or not (the command itself; what it puts in the
+    /// background is the documented gap of danger-full-access).
+    fn shell_runner_commands_die_with_the_agent(with_pid_namespace: bool) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let exe = std::env::current_exe()?;
+        let exe_text = exe.to_string_lossy().into_owned();
+        for sandboxed in [true, false] {
+            let marker = format!("shell-runner-{}-{sandboxed}", std::process::id());
+            let command = vec![
+                "/bin/sh".to_owned(),
+                "-c".to_owned(),
+                "\"$0\" probe-sleep \"$1\" & exec \"$0\" probe-sleep \"$1\"".to_owned(),
+                exe_text.clone(),
+                marker.clone(),
+            ];
+            let argv = if sandboxed {
+                sandbox_argv(&exe, &workspace_write(false), &ws, &[], &command)
+            } else {
+                command
+            };
+            let mut agent = Command::new(&exe)
+                .arg("agent-shell-runner")
+                .args(&argv)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?;
+            let started = wait_until("both sleepers to start", || {
+                processes_with(&marker).len() == 2
+            });
+            agent.kill()?;
+            agent.wait()?;
+            started?;
+            let all_gone = wait_until("the sleepers to die", || processes_with(&marker).is_empty());
+            let left = processes_with(&marker);
+            for pid in &left {
+                if let Some(pid) = i32::try_from(*pid)
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            if sandboxed && with_pid_namespace {
+                all_gone?;
+            } else {
+                ensure!(
+                    left.len() <= 1,
+                    "the command itself outlived the agent (sandboxed: {sandboxed}): {left:?}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Namespaces entered but mounts refused: the sandbox falls back to Landlock alone and
+    /// the command still runs normally, forking as often as it likes (the PID namespace the
+    /// helper entered must still get its PID 1).
+    fn commands_run_when_mounts_fail_after_the_namespaces() -> Result<()> {
+        let (_ws_guard, ws, _outside_guard, outside) = repository_workspace()?;
+        let launch = Launch {
+            forbid_mounts: true,
+            ..Launch::default()
+        };
+        let policy = workspace_write(false);
+        let script = shell("/bin/true; /bin/true; echo forked > src/out.txt; /bin/true; echo done");
+        let outcome = run_launched(&policy, &ws, &script, &launch)?;
+        ensure!(
+            outcome.code == Some(0) && outcome.stdout.trim() == "done",
+            "the command failed: {:?} {} {}",
+            outcome.code,
+            outcome.stdout,
+            outcome.stderr
+        );
+        ensure!(
+            outcome.stderr.contains(FALLBACK_WARNING),
+            "no fallback warning"
+        );
+        ensure!(fs::read_to_string(ws.join("src/out.txt"))?.trim() == "forked");
+        let denied = run_launched(
+            &policy,
+            &ws,
+            &probe_argv("probe-write", &[&ws.join(".git/hooks/pre-commit")])?,
+            &launch,
+        )?;
+        ensure!(denied.code == Some(DENIED), "{:?}", denied.code);
+        let outside_write = run_launched(
+            &policy,
+            &ws,
+            &probe_argv("probe-write", &[&outside.join("x")])?,
+            &launch,
+        )?;
+        ensure!(
+            outside_write.code == Some(DENIED),
+            "{:?}",
+            outside_write.code
+        );
         Ok(())
     }
 
@@ -810,8 +1450,8 @@ mod linux {
                     "protected_paths_stay_read_only_without_namespaces",
                     Box::new(|| {
                         let launch = Launch {
-                            prefix: Vec::new(),
                             forbid_namespaces: true,
+                            ..Launch::default()
                         };
                         protected_paths_stay_read_only(&launch, None, false)
                     }),
@@ -831,6 +1471,42 @@ mod linux {
                 (
                     "network_follows_network_access",
                     Box::new(network_follows_network_access),
+                ),
+                (
+                    "terminal_injection_is_refused",
+                    Box::new(terminal_injection_is_refused),
+                ),
+                (
+                    "signals_cannot_reach_outside_processes",
+                    Box::new(|| signals_cannot_reach_outside_processes(&support)),
+                ),
+                (
+                    "capabilities_are_dropped",
+                    Box::new(capabilities_are_dropped),
+                ),
+                (
+                    "outside_environ_is_unreadable",
+                    Box::new(outside_environ_is_unreadable),
+                ),
+                (
+                    "agent_home_inside_workspace_stays_read_only",
+                    Box::new(agent_home_inside_workspace_stays_read_only),
+                ),
+                (
+                    "metadata_outside_roots_is_read_only",
+                    Box::new(|| metadata_outside_roots_is_read_only(support.mount_namespace)),
+                ),
+                (
+                    "no_process_survives_the_helper",
+                    Box::new(|| no_process_survives_the_helper(support.pid_namespace)),
+                ),
+                (
+                    "commands_run_when_mounts_fail_after_the_namespaces",
+                    Box::new(commands_run_when_mounts_fail_after_the_namespaces),
+                ),
+                (
+                    "shell_runner_commands_die_with_the_agent",
+                    Box::new(|| shell_runner_commands_die_with_the_agent(support.pid_namespace)),
                 ),
             ]);
         } else {

@@ -56,6 +56,16 @@ pub struct Config {
     pub sandbox_exe: Option<PathBuf>,
 }
 
+impl Config {
+    /// Paths that sandboxed commands and `apply_patch` may never write, wherever they lie:
+    /// the agent's home. Its `config.toml`, credentials, rollouts and state database decide
+    /// how the agent runs next time (a command that could set `sandbox_mode` there would
+    /// escape the sandbox), so it is protected like `.git` even inside a writable root.
+    pub fn sandbox_protected_paths(&self) -> Vec<PathBuf> {
+        vec![self.home.clone()]
+    }
+}
+
 /// What `interpreter mcp-server` does when an approval is needed but the client did not
 /// declare the elicitation capability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

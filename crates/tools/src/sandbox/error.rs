@@ -44,6 +44,13 @@ pub enum SandboxError {
     #[error("could not install the seccomp filter ({step}): {message}. {hint}", hint = EXPLICIT_OPT_OUT_HINT)]
     Seccomp { step: &'static str, message: String },
 
+    #[error("could not harden the sandboxed process ({step}): {source}. {hint}", hint = EXPLICIT_OPT_OUT_HINT)]
+    Hardening {
+        step: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("cannot enter the working directory {path}: {source}")]
     Cwd {
         path: PathBuf,

@@ -1,7 +1,8 @@
 //! The command line of the sandbox helper: built by the engine, parsed by the binary.
 //!
 //! The engine runs a sandboxed command as
-//! `[<interpreter exe>, "sandbox", "linux", "--policy-json", JSON, "--cwd", DIR, "--", argv...]`.
+//! `[<interpreter exe>, "sandbox", "linux", "--policy-json", JSON, "--cwd", DIR,
+//! ("--protect", PATH)*, "--", argv...]`.
 //! The binary recognises [`HELPER_SUBCOMMAND`] before any runtime starts and hands the
 //! remaining arguments to [`parse_linux_helper_args`].
 
@@ -20,6 +21,8 @@ pub const NETWORK_DISABLED_ENV_VAR: &str = "INTERPRETER_SANDBOX_NETWORK_DISABLED
 
 const POLICY_FLAG: &str = "--policy-json";
 const CWD_FLAG: &str = "--cwd";
+/// A path kept read-only wherever it lies (the agent's home); may be repeated.
+const PROTECT_FLAG: &str = "--protect";
 const COMMAND_SEPARATOR: &str = "--";
 
 /// What the helper needs to sandbox and run one command.
@@ -27,16 +30,21 @@ const COMMAND_SEPARATOR: &str = "--";
 pub struct LinuxHelperArgs {
     pub policy: SandboxPolicy,
     pub cwd: PathBuf,
+    /// Paths that stay read-only even inside a writable root (see
+    /// [`writable_roots`](super::writable_roots)).
+    pub protected: Vec<PathBuf>,
     pub command: Vec<String>,
 }
 
-/// The full argv that runs `argv` in `cwd` under `policy` through the helper in `exe`.
+/// The full argv that runs `argv` in `cwd` under `policy` through the helper in `exe`,
+/// keeping `protected` (the agent's home) read-only.
 ///
 /// Paths are passed as (lossy) UTF-8 because the helper's arguments are `String`s.
 pub fn sandbox_argv(
     exe: &Path,
     policy: &SandboxPolicy,
     cwd: &Path,
+    protected: &[PathBuf],
     argv: &[String],
 ) -> Vec<String> {
     // Serializing this enum of plain fields cannot fail; if it ever did, the empty string
@@ -49,16 +57,22 @@ pub fn sandbox_argv(
     full.push(policy_json);
     full.push(CWD_FLAG.to_owned());
     full.push(cwd.to_string_lossy().into_owned());
+    for path in protected {
+        full.push(PROTECT_FLAG.to_owned());
+        full.push(path.to_string_lossy().into_owned());
+    }
     full.push(COMMAND_SEPARATOR.to_owned());
     full.extend(argv.iter().cloned());
     full
 }
 
 /// Parses the arguments that follow [`HELPER_SUBCOMMAND`]:
-/// `--policy-json JSON --cwd DIR -- COMMAND...` (the two options in any order, each once).
+/// `--policy-json JSON --cwd DIR [--protect PATH]... -- COMMAND...` (the options in any
+/// order, the first two once each).
 pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, SandboxError> {
     let mut policy = None;
     let mut cwd = None;
+    let mut protected = Vec::new();
     let mut index = 0;
     while index < args.len() {
         let flag = args[index].as_str();
@@ -77,6 +91,16 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
                 );
             }
             CWD_FLAG if cwd.is_none() => cwd = Some(PathBuf::from(value)),
+            PROTECT_FLAG => {
+                let path = PathBuf::from(value);
+                if !path.is_absolute() {
+                    return Err(SandboxError::InvalidHelperArgs(format!(
+                        "{PROTECT_FLAG} must be absolute, got {}",
+                        path.display()
+                    )));
+                }
+                protected.push(path);
+            }
             POLICY_FLAG | CWD_FLAG => {
                 return Err(SandboxError::InvalidHelperArgs(format!(
                     "`{flag}` given more than once"
@@ -84,7 +108,8 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
             }
             other => {
                 return Err(SandboxError::InvalidHelperArgs(format!(
-                    "unexpected argument `{other}` (expected {POLICY_FLAG}, {CWD_FLAG} or --)"
+                    "unexpected argument `{other}` (expected {POLICY_FLAG}, {CWD_FLAG}, \
+                     {PROTECT_FLAG} or --)"
                 )));
             }
         }
@@ -108,6 +133,7 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
     Ok(LinuxHelperArgs {
         policy,
         cwd,
+        protected,
         command,
     })
 }
@@ -130,10 +156,12 @@ mod tests {
             exclude_slash_tmp: true,
         };
         let command = strings(&["bash", "-lc", "echo -- hi --cwd x"]);
+        let protected = vec![PathBuf::from("/home/me/.interpreter")];
         let argv = sandbox_argv(
             Path::new("/usr/bin/interpreter"),
             &policy,
             Path::new("/ws"),
+            &protected,
             &command,
         );
         assert_eq!(argv[0], "/usr/bin/interpreter");
@@ -144,6 +172,7 @@ mod tests {
             LinuxHelperArgs {
                 policy,
                 cwd: PathBuf::from("/ws"),
+                protected,
                 command
             }
         );
@@ -191,6 +220,16 @@ mod tests {
                 "true",
             ]),
             strings(&["--bogus", "1", "--", "true"]),
+            strings(&[
+                "--policy-json",
+                policy,
+                "--cwd",
+                "/ws",
+                "--protect",
+                "relative",
+                "--",
+                "true",
+            ]),
             strings(&["--policy-json"]),
         ] {
             assert!(parse_linux_helper_args(&bad).is_err(), "accepted {bad:?}");

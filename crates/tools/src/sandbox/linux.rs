@@ -41,6 +41,17 @@
 //! The minimum is Landlock ABI 3 (Linux 6.2): before it, `truncate(2)` was not controlled
 //! and could empty any file on the machine.
 //!
+//! # Process
+//!
+//! Before any of that the helper leaves the user's terminal session (`setsid`), and the
+//! namespaces it enters come with a PID namespace when the kernel allows: the helper then
+//! forks, the command becomes PID 1 of that namespace, and the helper only waits and
+//! mirrors its exit. Every mount outside the writable roots is made read-only there
+//! ([`super::mount_ns`]), all capabilities are dropped even for root
+//! ([`super::hardening`]), Landlock ABI 6+ scopes signals and abstract UNIX sockets, seccomp
+//! refuses `TIOCSTI`/`TIOCLINUX`, and the command asks to be SIGKILLed when its parent (the
+//! helper, or the agent) dies. docs/sandbox.md lists every protection and every known gap.
+//!
 //! # Network
 //!
 //! With network access off, a seccomp filter makes `socket`/`socketpair` fail with `EPERM`
@@ -53,6 +64,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::fs;
 use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -61,13 +73,14 @@ use std::time::{Duration, Instant};
 use interpreter_protocol::SandboxPolicy;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
 };
 
+use super::hardening;
 use super::mount_ns::{MountFailure, MountPlan};
 use super::{
     LinuxHelperArgs, NETWORK_DISABLED_ENV_VAR, SandboxError, SandboxSupport, WritableRoot,
@@ -80,6 +93,14 @@ const MIN_ABI_FEATURE: &str = "control over truncate(2)";
 const MIN_ABI_KERNEL: &str = "6.2";
 /// First Landlock ABI that can restrict TCP bind/connect.
 const NETWORK_LANDLOCK_ABI: u32 = 4;
+/// First Landlock ABI that can scope signals and abstract UNIX sockets to the sandbox.
+const SCOPE_LANDLOCK_ABI: u32 = 6;
+
+/// `TIOCSTI` and `TIOCLINUX` from `<asm-generic/ioctls.h>` (the same on every architecture
+/// Landlock supports except the few whose ioctl numbers differ, which `libc` knows).
+/// (`libc` types them `c_ulong` or `c_int` depending on the C library.)
+#[allow(clippy::unnecessary_cast)]
+const TERMINAL_INJECTION_IOCTLS: [u64; 2] = [libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
 
 /// `LANDLOCK_CREATE_RULESET_VERSION` from `<linux/landlock.h>`.
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
@@ -110,6 +131,7 @@ pub fn run_linux_helper(
     let LinuxHelperArgs {
         policy,
         cwd,
+        protected,
         command,
     } = args;
     let Some((program, program_args)) = command.split_first() else {
@@ -117,11 +139,14 @@ pub fn run_linux_helper(
             "no command to run".to_owned(),
         ));
     };
+    // Read first: the parent-death request below must name the parent that started us.
+    let mut parent = hardening::ParentCheck::Pid(hardening::parent_pid());
+    hardening::leave_terminal_session()?;
 
     // Everything that reads the file system or allocates happens before restricting.
     let prepared = match policy {
         SandboxPolicy::DangerFullAccess => None,
-        _ => Some(PreparedSandbox::new(&policy, &cwd, env)?),
+        _ => Some(PreparedSandbox::new(&policy, &cwd, env, &protected)?),
     };
     // Only now: a working directory entered before the bind mounts would still lead into
     // the mount tree they cover, where protected paths are writable.
@@ -130,10 +155,40 @@ pub fn run_linux_helper(
         source,
     })?;
     if let Some(prepared) = prepared {
+        if prepared.pid_namespace {
+            // The command must be a child of ours to live in the new PID namespace; this
+            // process stays outside the sandbox only to wait for it and pass its status on.
+            let (alive_reader, alive_writer) =
+                std::io::pipe().map_err(|source| SandboxError::Hardening {
+                    step: "creating the parent-alive pipe",
+                    source,
+                })?;
+            match hardening::fork()? {
+                hardening::Forked::Parent(child) => {
+                    drop(alive_reader);
+                    // This process now stands between the agent and the command: it must
+                    // die with the agent too (and the command, PID 1 of its namespace, and
+                    // everything in it, with this process). On error we exit, which the
+                    // child's own parent-death signal turns into its end.
+                    hardening::die_with_parent(parent)?;
+                    // Held open until this process ends (`exit` runs no destructors): its
+                    // closing is how the child learns the helper died.
+                    let _alive = alive_writer;
+                    return hardening::wait_and_mirror(child);
+                }
+                hardening::Forked::Child => {
+                    drop(alive_writer);
+                    parent = hardening::ParentCheck::Pipe(alive_reader);
+                }
+            }
+        }
+        hardening::drop_all_capabilities()?;
         prepared
             .enforce()
             .map_err(EnforceFailure::into_sandbox_error)?;
     }
+    // Last before exec: a credential change after it could clear the request.
+    hardening::die_with_parent(parent)?;
 
     let mut command = Command::new(program);
     command.args(program_args);
@@ -152,6 +207,8 @@ pub fn run_linux_helper(
 struct PreparedSandbox {
     ruleset: RulesetCreated,
     seccomp: BpfProgram,
+    /// Children of this process start in a new PID namespace.
+    pid_namespace: bool,
 }
 
 impl PreparedSandbox {
@@ -159,15 +216,18 @@ impl PreparedSandbox {
         policy: &SandboxPolicy,
         cwd: &Path,
         env: &HashMap<String, String>,
+        protected: &[PathBuf],
     ) -> Result<Self, SandboxError> {
         // Checked before touching mounts: there is no point isolating a command we refuse.
         let abi = required_landlock_abi()?;
         let network_off = !policy.has_full_network_access();
-        let roots = writable_roots(policy, cwd, env);
-        let carve_outs = protect_with_mounts(&roots);
+        let roots = writable_roots(policy, cwd, env, protected);
+        create_missing_protected_dirs(&roots, protected);
+        let (carve_outs, pid_namespace) = protect_with_mounts(&roots);
         Ok(Self {
             ruleset: build_ruleset(abi, &roots, &carve_outs, network_off)?,
             seccomp: build_seccomp_filter(network_off)?,
+            pid_namespace,
         })
     }
 
@@ -179,9 +239,27 @@ impl PreparedSandbox {
     }
 }
 
+/// Creates the always-protected directories (the agent's home) that do not exist yet but
+/// lie inside a writable root, so a bind mount can keep them read-only; otherwise a command
+/// could create the home, and a `config.toml` in it, before the agent does.
+fn create_missing_protected_dirs(roots: &[WritableRoot], protected: &[PathBuf]) {
+    for path in protected {
+        let inside_a_root = roots.iter().any(|root| path.starts_with(&root.root));
+        if inside_a_root && fs::symlink_metadata(path).is_err() {
+            // Best effort: if this fails, the path stays a Landlock carve-out, which also
+            // keeps it from being created.
+            let _ = fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path);
+        }
+    }
+}
+
 /// Makes the protected paths inside `roots` read-only with bind mounts in a private mount
-/// namespace, and returns the protected paths Landlock must carve out instead.
-fn protect_with_mounts(roots: &[WritableRoot]) -> Vec<PathBuf> {
+/// namespace, and returns the protected paths Landlock must carve out instead, and whether
+/// the command gets a PID namespace of its own.
+fn protect_with_mounts(roots: &[WritableRoot]) -> (Vec<PathBuf>, bool) {
     // Protected paths of every root count for every root: a `gitdir:` target may live
     // inside another writable root.
     let mut protected: Vec<PathBuf> = Vec::new();
@@ -191,24 +269,29 @@ fn protect_with_mounts(roots: &[WritableRoot]) -> Vec<PathBuf> {
         }
     }
     let plan = MountPlan::for_protected(roots, &protected);
-    if plan.is_empty() {
-        return protected;
-    }
-    match plan.apply() {
-        Ok(()) => protected
-            .into_iter()
-            .filter(|path| !plan.covers(path))
-            .collect(),
-        Err(failure) => {
-            // The helper's stderr is the command's: this is where a person (or the model)
-            // reading the output learns why creating files next to `.git` fails.
-            eprintln!(
-                "interpreter sandbox: warning: could not create a mount namespace to keep \
-                 protected paths read-only ({failure}); falling back to Landlock alone, so \
-                 no new files can be created, removed or renamed in the directory that holds \
-                 .git, .agents or .interpreter"
-            );
+    // Entered even with nothing to mount: the namespaces also bring the PID namespace.
+    let outcome = plan.apply();
+    let pid_namespace = outcome.pid_namespace;
+    match outcome.result {
+        Ok(()) => (
             protected
+                .into_iter()
+                .filter(|path| !plan.covers(path))
+                .collect(),
+            pid_namespace,
+        ),
+        Err(failure) => {
+            if !plan.is_empty() {
+                // The helper's stderr is the command's: this is where a person (or the
+                // model) reading the output learns why creating files next to `.git` fails.
+                eprintln!(
+                    "interpreter sandbox: warning: could not create a mount namespace to keep \
+                     protected paths read-only ({failure}); falling back to Landlock alone, so \
+                     no new files can be created, removed or renamed in the directory that \
+                     holds .git, .agents, .interpreter or the agent's home"
+                );
+            }
+            (protected, pid_namespace)
         }
     }
 }
@@ -358,6 +441,14 @@ fn build_ruleset(
             .handle_access(AccessNet::from_all(abi))
             .map_err(landlock_setup_error("handling TCP rights"))?;
     }
+    if abi >= ABI::from(SCOPE_LANDLOCK_ABI as i32) {
+        // No signals to processes outside the sandbox (the agent, the user's shell, other
+        // users' processes when running as root) and no connecting to abstract UNIX
+        // sockets created outside it (pathname sockets are governed by file rights).
+        ruleset = ruleset
+            .scope(Scope::from_all(abi))
+            .map_err(landlock_setup_error("scoping signals and abstract sockets"))?;
+    }
     let mut created = ruleset
         .create()
         .map_err(landlock_setup_error("creating the ruleset"))?;
@@ -479,6 +570,19 @@ fn build_seccomp_filter(network_off: bool) -> Result<BpfProgram, SandboxError> {
     ] {
         rules.insert(i64::from(syscall), Vec::new());
     }
+    // Pushing bytes into a terminal's input queue (TIOCSTI) or driving the Linux console
+    // (TIOCLINUX) would let a command type into the user's shell. The request is an
+    // `unsigned int` to the kernel, so only the low 32 bits are compared, as it does.
+    let mut ioctl_rules = Vec::new();
+    for request in TERMINAL_INJECTION_IOCTLS {
+        let is_request =
+            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
+                .map_err(seccomp_error("building the ioctl condition"))?;
+        ioctl_rules.push(
+            SeccompRule::new(vec![is_request]).map_err(seccomp_error("building the ioctl rule"))?,
+        );
+    }
+    rules.insert(i64::from(libc::SYS_ioctl), ioctl_rules);
     if network_off {
         for syscall in [libc::SYS_socket, libc::SYS_socketpair] {
             let domain_is_not_unix = SeccompCondition::new(
@@ -549,15 +653,29 @@ pub fn probe_support() -> SandboxSupport {
         }
     };
 
+    let pid_namespace = match probe_pid_namespace() {
+        Ok(()) => true,
+        Err(problem) => {
+            warnings.push(problem);
+            false
+        }
+    };
+    let landlock_scopes =
+        landlock_enforced && landlock_abi.is_some_and(|abi| abi >= SCOPE_LANDLOCK_ABI);
+
     SandboxSupport {
         landlock_abi,
         landlock_enforced,
         seccomp,
         mount_namespace,
+        pid_namespace,
+        landlock_scopes,
         supported: landlock_enforced && seccomp,
         problems,
         warnings,
+        ..SandboxSupport::default()
     }
+    .with_catalogue()
 }
 
 fn probe_landlock() -> Result<(), String> {
@@ -584,13 +702,41 @@ fn probe_mount_namespace() -> Result<(), String> {
     let program_dir = Path::new(probe_program())
         .parent()
         .unwrap_or_else(|| Path::new("/"));
-    let plan = MountPlan::probe(program_dir);
-    run_probe_child(move || plan.apply().map_err(EnforceFailure::MountNamespace)).map_err(|error| {
-        format!(
-            "a test process could not keep a path read-only in a mount namespace of its \
+    let plan = MountPlan::probe(program_dir, &std::env::temp_dir());
+    run_probe_child(move || plan.apply().result.map_err(EnforceFailure::MountNamespace)).map_err(
+        |error| {
+            format!(
+                "a test process could not keep a path read-only in a mount namespace of its \
                  own ({error}); protected paths fall back to Landlock alone, so no new files \
                  can be created in the directory that holds .git, .agents or .interpreter \
                  (needs CAP_SYS_ADMIN or unprivileged user namespaces)"
+            )
+        },
+    )
+}
+
+/// Whether the namespaces a child enters come with a PID namespace, which is what makes
+/// every process of a command die with it and hides other processes from `kill`.
+fn probe_pid_namespace() -> Result<(), String> {
+    let plan = MountPlan::namespaces_only();
+    run_probe_child(move || {
+        let outcome = plan.apply();
+        outcome.result.map_err(EnforceFailure::MountNamespace)?;
+        if outcome.pid_namespace {
+            Ok(())
+        } else {
+            Err(EnforceFailure::MountNamespace(MountFailure {
+                step: "creating a PID namespace",
+                errno: libc::EPERM,
+            }))
+        }
+    })
+    .map_err(|error| {
+        format!(
+            "a test process could not create a PID namespace ({error}); processes a command \
+             leaves in the background can outlive the agent, and on Landlock ABIs before \
+             {SCOPE_LANDLOCK_ABI} a command can signal processes of the same user outside \
+             the sandbox"
         )
     })
 }

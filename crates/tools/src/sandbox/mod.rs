@@ -19,6 +19,8 @@ mod paths;
 mod support;
 
 #[cfg(target_os = "linux")]
+mod hardening;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 mod mount_ns;

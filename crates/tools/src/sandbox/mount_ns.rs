@@ -14,8 +14,17 @@
 //! `CAP_SYS_ADMIN` gets the namespace through a new user namespace that maps only their own
 //! uid and gid, so files keep their owners and the command keeps its identity.
 //!
-//! [`MountPlan::apply`] issues only syscalls on data built beforehand and allocates
-//! nothing, so the capability probe can run it between `fork` and `exec`.
+//! The helper's plan also *seals* the rest of the file system: every mount outside the
+//! writable roots becomes read-only in the namespace. Landlock has no right for `chmod`,
+//! `chown` or `utime`, and a command running as root owns every root-owned file, so without
+//! this it could, say, make a root-owned program setuid. A read-only mount answers such
+//! changes with `EROFS`, whoever owns the file. Each writable root is cloned (with its
+//! submounts, keeping their flags) before the seal and the clone is put back on top of it
+//! afterwards, so the roots keep exactly the writability they had.
+//!
+//! [`MountPlan::apply`] issues only syscalls on data built beforehand and, for the probe's
+//! plans (which seal nothing), allocates nothing, so the capability probe can run it
+//! between `fork` and `exec`.
 
 use std::ffi::{CStr, CString};
 use std::fs;
@@ -63,6 +72,15 @@ impl std::fmt::Display for MountFailure {
     }
 }
 
+/// What [`MountPlan::apply`] achieved.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NamespaceOutcome {
+    /// Children of this process start in a new PID namespace.
+    pub pid_namespace: bool,
+    /// Whether every mount is in place.
+    pub result: Result<(), MountFailure>,
+}
+
 /// Everything the helper mounts, built while it may still read and allocate freely.
 #[derive(Debug)]
 pub(super) struct MountPlan {
@@ -70,6 +88,8 @@ pub(super) struct MountPlan {
     targets: Vec<MountTarget>,
     /// The protected paths the read-only mounts keep read-only.
     covered: Vec<PathBuf>,
+    /// Make everything outside these (the writable roots) read-only; `None` seals nothing.
+    seal_outside: Option<Vec<CString>>,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
 }
@@ -108,6 +128,16 @@ impl MountPlan {
             }
             plan.covered.push(path.clone());
         }
+        // A root of `/` would leave nothing to seal, and a clone put back on top of `/` is
+        // not what path lookups from `/` see.
+        if roots.iter().all(|root| root.root != Path::new("/")) {
+            plan.seal_outside = Some(
+                roots
+                    .iter()
+                    .filter_map(|root| CString::new(root.root.as_os_str().as_bytes()).ok())
+                    .collect(),
+            );
+        }
         plan.targets.sort_by_key(|target| {
             target
                 .path
@@ -119,11 +149,20 @@ impl MountPlan {
         plan
     }
 
-    /// A plan that makes `dir` read-only: what the capability probe tries.
-    pub(super) fn probe(dir: &Path) -> Self {
+    /// A plan that makes `dir` read-only and seals everything but `writable`: what the
+    /// capability probe tries.
+    pub(super) fn probe(dir: &Path, writable: &Path) -> Self {
         let mut plan = Self::empty();
         plan.add_target(dir, true);
+        plan.seal_outside = CString::new(writable.as_os_str().as_bytes())
+            .ok()
+            .map(|root| vec![root]);
         plan
+    }
+
+    /// A plan that only enters the namespaces: what the PID-namespace probe tries.
+    pub(super) fn namespaces_only() -> Self {
+        Self::empty()
     }
 
     fn empty() -> Self {
@@ -131,6 +170,7 @@ impl MountPlan {
         Self {
             targets: Vec::new(),
             covered: Vec::new(),
+            seal_outside: None,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
         }
@@ -159,13 +199,31 @@ impl MountPlan {
         self.covered.iter().any(|covered| covered == path)
     }
 
-    /// Enters a private mount namespace and mounts every target. Must run in a
+    /// Enters a private mount namespace (and, when the kernel allows, a new PID namespace
+    /// for the children of this process) and mounts every target. Must run in a
     /// single-threaded process (user namespaces demand it); allocates nothing.
     ///
     /// A failure can leave the process in a namespace with only some targets mounted. That
-    /// weakens nothing: the caller then protects every path with Landlock carve-outs.
-    pub(super) fn apply(&self) -> Result<(), MountFailure> {
-        self.enter_namespace()?;
+    /// weakens nothing: the caller then protects every path with Landlock carve-outs. But
+    /// a PID namespace, once entered, must still be used (the next child becomes its PID
+    /// 1), so the outcome reports it even on failure.
+    pub(super) fn apply(&self) -> NamespaceOutcome {
+        let pid_namespace = match self.enter_namespace() {
+            Ok(pid_namespace) => pid_namespace,
+            Err(failure) => {
+                return NamespaceOutcome {
+                    pid_namespace: false,
+                    result: Err(failure),
+                };
+            }
+        };
+        NamespaceOutcome {
+            pid_namespace,
+            result: self.mount_all(),
+        }
+    }
+
+    fn mount_all(&self) -> Result<(), MountFailure> {
         // Without this, our mounts would propagate to the host's shared mounts.
         mount(
             None,
@@ -173,6 +231,9 @@ impl MountPlan {
             libc::MS_REC | libc::MS_PRIVATE,
             "making all mounts private",
         )?;
+        if let Some(roots) = &self.seal_outside {
+            seal_outside(roots)?;
+        }
         for target in &self.targets {
             // Recursive, because a non-recursive bind of a tree holding mounts the user
             // namespace has locked is refused, and would hide mounts beneath the target.
@@ -189,26 +250,59 @@ impl MountPlan {
         Ok(())
     }
 
-    fn enter_namespace(&self) -> Result<(), MountFailure> {
-        match unshare(libc::CLONE_NEWNS) {
-            Ok(()) => return Ok(()),
-            Err(libc::EPERM) => {}
-            Err(errno) => {
-                return Err(MountFailure {
-                    step: "creating a mount namespace",
-                    errno,
-                });
+    /// Enters the namespaces; returns whether a PID namespace came with them.
+    ///
+    /// The PID namespace is what ties every process of a command to it: the first child
+    /// forked afterwards is its PID 1, and when that process dies the kernel kills all the
+    /// others. Processes outside it cannot even be named (`kill` gets `ESRCH`). It is
+    /// asked for together with the mount namespace, and dropped only if the kernel refuses
+    /// the combination (for example `user.max_pid_namespaces = 0`).
+    fn enter_namespace(&self) -> Result<bool, MountFailure> {
+        for (flags, pid_namespace) in [
+            (libc::CLONE_NEWNS | libc::CLONE_NEWPID, true),
+            (libc::CLONE_NEWNS, false),
+        ] {
+            match unshare(flags) {
+                Ok(()) => return Ok(pid_namespace),
+                Err(libc::EPERM) => break,
+                Err(_) if pid_namespace => continue,
+                Err(errno) => {
+                    return Err(MountFailure {
+                        step: "creating a mount namespace",
+                        errno,
+                    });
+                }
             }
         }
         // Not privileged: a user namespace makes us privileged over a mount namespace of
         // our own. setgroups must be denied before an unprivileged process may write gid_map.
-        unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).map_err(|errno| MountFailure {
-            step: "creating a user and mount namespace",
-            errno,
-        })?;
+        let mut last_errno = libc::EPERM;
+        let mut entered = None;
+        for (flags, pid_namespace) in [
+            (
+                libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID,
+                true,
+            ),
+            (libc::CLONE_NEWUSER | libc::CLONE_NEWNS, false),
+        ] {
+            match unshare(flags) {
+                Ok(()) => {
+                    entered = Some(pid_namespace);
+                    break;
+                }
+                Err(errno) => last_errno = errno,
+            }
+        }
+        let Some(pid_namespace) = entered else {
+            return Err(MountFailure {
+                step: "creating a user and mount namespace",
+                errno: last_errno,
+            });
+        };
         write_proc_file(c"/proc/self/setgroups", b"deny", "denying setgroups")?;
         write_proc_file(c"/proc/self/uid_map", &self.uid_map, "writing uid_map")?;
-        write_proc_file(c"/proc/self/gid_map", &self.gid_map, "writing gid_map")
+        write_proc_file(c"/proc/self/gid_map", &self.gid_map, "writing gid_map")?;
+        Ok(pid_namespace)
     }
 }
 
@@ -262,6 +356,40 @@ fn mount(
             errno: last_errno(),
         })
     }
+}
+
+/// Makes every mount read-only except the trees of `roots`, which keep their flags.
+///
+/// Each root is cloned before the seal and the clone moved back on top of it afterwards;
+/// recursion holds the clones on the stack, so nothing is allocated.
+fn seal_outside(roots: &[CString]) -> Result<(), MountFailure> {
+    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
+    let Some((root, rest)) = roots.split_first() else {
+        return make_read_only(c"/");
+    };
+    let failure = |step| {
+        move |error: rustix::io::Errno| MountFailure {
+            step,
+            errno: error.raw_os_error(),
+        }
+    };
+    let clone = rustix::mount::open_tree(
+        rustix::fs::CWD,
+        root.as_c_str(),
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE,
+    )
+    .map_err(failure("cloning a writable root"))?;
+    seal_outside(rest)?;
+    rustix::mount::move_mount(
+        &clone,
+        c"",
+        rustix::fs::CWD,
+        root.as_c_str(),
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .map_err(failure("putting a writable root back"))
 }
 
 /// Makes the mount at `path`, and every mount beneath it, read-only.

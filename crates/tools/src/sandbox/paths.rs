@@ -7,6 +7,13 @@
 //! command plant code that runs later outside the sandbox (git hooks, agent and project
 //! configuration). A `.git` *file* (worktrees, submodules) points at the real git directory
 //! with `gitdir: X`; X is protected too.
+//!
+//! The caller also names paths that stay read-only *wherever* they lie: the agent's home
+//! (`INTERPRETER_HOME`, by default `~/.interpreter`), which holds its configuration,
+//! credentials, rollouts and state database. A command that could append
+//! `sandbox_mode = "danger-full-access"` to its `config.toml` would escape the sandbox the
+//! next time the agent starts. Such a path inside a writable root is protected like `.git`;
+//! a writable root inside such a path is not writable at all.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
@@ -30,14 +37,17 @@ pub struct WritableRoot {
     pub read_only_subpaths: Vec<PathBuf>,
 }
 
-/// The roots commands may write under `policy` when started in `cwd` with environment `env`.
+/// The roots commands may write under `policy` when started in `cwd` with environment `env`,
+/// with `protected` (absolute paths, such as the agent's home) kept read-only.
 ///
 /// Empty for `read-only` and for `danger-full-access` (which needs no roots: everything is
-/// writable). Roots that do not exist are skipped; duplicates are dropped.
+/// writable). Roots that do not exist are skipped; duplicates are dropped, and so are roots
+/// inside a `protected` path.
 pub fn writable_roots(
     policy: &SandboxPolicy,
     cwd: &Path,
     env: &HashMap<String, String>,
+    protected: &[PathBuf],
 ) -> Vec<WritableRoot> {
     let SandboxPolicy::WorkspaceWrite {
         writable_roots: extra_roots,
@@ -70,11 +80,24 @@ pub fn writable_roots(
         }
     }
 
+    let always_protected: Vec<PathBuf> = protected
+        .iter()
+        .filter_map(|path| resolve_for_write(path))
+        .collect();
     canonical_roots
         .into_iter()
-        .map(|root| WritableRoot {
-            read_only_subpaths: protected_subpaths(&root),
-            root,
+        .filter(|root| !always_protected.iter().any(|path| root.starts_with(path)))
+        .map(|root| {
+            let mut read_only_subpaths = protected_subpaths(&root);
+            for path in &always_protected {
+                if path.starts_with(&root) && !read_only_subpaths.contains(path) {
+                    read_only_subpaths.push(path.clone());
+                }
+            }
+            WritableRoot {
+                read_only_subpaths,
+                root,
+            }
         })
         .collect()
 }
@@ -126,7 +149,8 @@ fn gitdir_of_git_file(root: &Path, git_entry: &Path) -> Option<PathBuf> {
     fs::canonicalize(root.join(target)).ok()
 }
 
-/// Whether a command (or `apply_patch`) may write `path` under `policy`.
+/// Whether a command (or `apply_patch`) may write `path` under `policy`, with `protected`
+/// kept read-only as in [`writable_roots`].
 ///
 /// `path` may be relative (to `cwd`), contain `..`, go through symlinks, or not exist yet:
 /// it is resolved the way the kernel would resolve it for a create, so a symlink inside the
@@ -135,6 +159,7 @@ pub fn is_path_writable(
     policy: &SandboxPolicy,
     cwd: &Path,
     env: &HashMap<String, String>,
+    protected: &[PathBuf],
     path: &Path,
 ) -> bool {
     match policy {
@@ -146,7 +171,7 @@ pub fn is_path_writable(
             };
             // Roots overlap (the workspace usually sits under /tmp or $TMPDIR), so a path
             // protected in one root must stay protected even when another root contains it.
-            let roots = writable_roots(policy, cwd, env);
+            let roots = writable_roots(policy, cwd, env, protected);
             roots.iter().any(|root| resolved.starts_with(&root.root))
                 && !roots
                     .iter()
@@ -246,7 +271,7 @@ mod tests {
             exclude_tmpdir_env_var: false,
             exclude_slash_tmp: false,
         };
-        let roots: Vec<PathBuf> = writable_roots(&policy, ws.path(), &env)
+        let roots: Vec<PathBuf> = writable_roots(&policy, ws.path(), &env, &[])
             .into_iter()
             .map(|root| root.root)
             .collect();
@@ -260,7 +285,7 @@ mod tests {
             ]
         );
 
-        let only_cwd: Vec<PathBuf> = writable_roots(&workspace_write(vec![]), ws.path(), &env)
+        let only_cwd: Vec<PathBuf> = writable_roots(&workspace_write(vec![]), ws.path(), &env, &[])
             .into_iter()
             .map(|root| root.root)
             .collect();
@@ -271,7 +296,8 @@ mod tests {
                     network_access: true
                 },
                 ws.path(),
-                &env
+                &env,
+                &[]
             )
             .is_empty()
         );
@@ -287,7 +313,7 @@ mod tests {
             format!("gitdir: {}\n", real_gitdir.path().display()),
         )
         .unwrap();
-        let roots = writable_roots(&workspace_write(vec![]), ws.path(), &no_env());
+        let roots = writable_roots(&workspace_write(vec![]), ws.path(), &no_env(), &[]);
         let root = fs::canonicalize(ws.path()).unwrap();
         assert_eq!(
             roots,
@@ -314,7 +340,7 @@ mod tests {
         symlink(ws.path().join("loop"), ws.path().join("loop")).unwrap();
         let policy = workspace_write(vec![]);
         let writable =
-            |path: &str| is_path_writable(&policy, ws.path(), &no_env(), Path::new(path));
+            |path: &str| is_path_writable(&policy, ws.path(), &no_env(), &[], Path::new(path));
 
         assert!(writable("src/main.rs"));
         assert!(writable("new/dir/file.txt"));
@@ -333,6 +359,7 @@ mod tests {
             &SandboxPolicy::DangerFullAccess,
             ws.path(),
             &no_env(),
+            &[],
             &anywhere
         ));
         let read_only = SandboxPolicy::ReadOnly {
@@ -342,6 +369,7 @@ mod tests {
             &read_only,
             ws.path(),
             &no_env(),
+            &[],
             Path::new("src/main.rs")
         ));
     }
@@ -361,11 +389,18 @@ mod tests {
             exclude_tmpdir_env_var: false,
             exclude_slash_tmp: true,
         };
-        assert!(is_path_writable(&with_tmpdir, ws.path(), &env, &target));
+        assert!(is_path_writable(
+            &with_tmpdir,
+            ws.path(),
+            &env,
+            &[],
+            &target
+        ));
         assert!(!is_path_writable(
             &workspace_write(vec![]),
             ws.path(),
             &env,
+            &[],
             &target
         ));
     }
@@ -392,19 +427,76 @@ mod overlap_tests {
             &policy,
             &work,
             &env,
+            &[],
             &work.join("src/lib.rs")
         ));
         assert!(!is_path_writable(
             &policy,
             &work,
             &env,
+            &[],
             &work.join(".git/hooks/pre-commit")
         ));
         assert!(is_path_writable(
             &policy,
             &work,
             &env,
+            &[],
             &outer.join("other.txt")
+        ));
+    }
+}
+
+#[cfg(test)]
+mod agent_home_tests {
+    use super::*;
+
+    fn workspace_write() -> SandboxPolicy {
+        SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![],
+            network_access: false,
+            exclude_tmpdir_env_var: true,
+            exclude_slash_tmp: true,
+        }
+    }
+
+    #[test]
+    fn agent_home_inside_the_workspace_is_read_only_even_before_it_exists() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().canonicalize().unwrap();
+        let home = ws.join("state/.interpreter");
+        let policy = workspace_write();
+        let env = HashMap::new();
+        let protected = vec![home.clone()];
+        let writable = |path: &Path| is_path_writable(&policy, &ws, &env, &protected, path);
+        assert!(!writable(&home.join("config.toml")));
+        assert!(!writable(&home));
+        assert!(writable(&ws.join("state/other.txt")));
+        std::fs::create_dir_all(&home).unwrap();
+        assert!(!writable(&home.join("sessions/x.jsonl")));
+        assert!(!writable(
+            &ws.join("state/../state/.interpreter/config.toml")
+        ));
+        let roots = writable_roots(&policy, &ws, &env, &protected);
+        assert!(roots[0].read_only_subpaths.contains(&home));
+    }
+
+    #[test]
+    fn a_workspace_inside_the_agent_home_is_not_writable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().canonicalize().unwrap();
+        let ws = home.join("worktree");
+        std::fs::create_dir_all(&ws).unwrap();
+        let policy = workspace_write();
+        let env = HashMap::new();
+        let protected = vec![home.clone()];
+        assert!(writable_roots(&policy, &ws, &env, &protected).is_empty());
+        assert!(!is_path_writable(
+            &policy,
+            &ws,
+            &env,
+            &protected,
+            &ws.join("src/lib.rs")
         ));
     }
 }

@@ -25,5 +25,7 @@ pub fn probe_support() -> SandboxSupport {
             std::env::consts::OS
         )],
         warnings: Vec::new(),
+        ..SandboxSupport::default()
     }
+    .with_catalogue()
 }
