@@ -54,7 +54,7 @@ load is refused and leaves the file unchanged.";
 #[derive(Debug, Parser)]
 #[command(
     name = "interpreter",
-    version,
+    version = env!("INTERPRETER_VERSION"),
     about = "A coding agent for open models behind OpenAI-compatible endpoints (Chat Completions or Responses).",
     after_help = ROOT_AFTER_HELP,
     subcommand_required = true,

@@ -1,0 +1,26 @@
+//! `interpreter --version`: the crate version, and the git commit when built from a
+//! checkout, so a bug report names exactly what ran.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+#[test]
+fn version_names_the_release_and_the_commit() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_interpreter"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with(&format!("interpreter {}", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+    let in_checkout = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if in_checkout {
+        assert!(text.contains(" ("), "a checkout build names its commit: {text}");
+    }
+}
