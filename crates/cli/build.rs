@@ -18,10 +18,7 @@ fn main() {
         Some(commit) if !commit.is_empty() => {
             let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
                 .is_some_and(|status| !status.is_empty());
-            format!(
-                "{version} ({commit}{})",
-                if dirty { "-dirty" } else { "" }
-            )
+            format!("{version} ({commit}{})", if dirty { "-dirty" } else { "" })
         }
         _ => version.to_string(),
     };

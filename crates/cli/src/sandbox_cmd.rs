@@ -69,6 +69,7 @@ async fn run_for_person(
         cwd: Some(cwd.clone()),
         sandbox_mode: args.sandbox.map(|mode| mode.to_mode()),
         add_dirs: args.add_dirs.clone(),
+        model_not_needed: true,
         ..Default::default()
     };
     let inputs = config_inputs::build(&config_args, env, cwd.clone(), overrides)?;

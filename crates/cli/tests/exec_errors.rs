@@ -200,3 +200,16 @@ async fn an_empty_answer_fails_the_turn_and_the_thread_resumes() {
     );
     env.server.assert_invariants();
 }
+
+/// Found by a new user: `interpreter sandbox -- CMD` refused to run without a model in
+/// the config, though it never talks to one.
+#[tokio::test]
+async fn sandbox_runs_a_command_without_a_model() {
+    let env = TestEnv::new().await;
+    env.write_raw_config("");
+    let out = env
+        .run(&["sandbox", "-s", "read-only", "--", "echo", "sandboxed"])
+        .await;
+    out.assert_success();
+    assert_eq!(out.stdout, "sandboxed\n");
+}

@@ -21,6 +21,9 @@ fn version_names_the_release_and_the_commit() {
         .output()
         .is_ok_and(|o| o.status.success());
     if in_checkout {
-        assert!(text.contains(" ("), "a checkout build names its commit: {text}");
+        assert!(
+            text.contains(" ("),
+            "a checkout build names its commit: {text}"
+        );
     }
 }

@@ -61,6 +61,9 @@ pub struct ConfigOverrides {
     pub add_dirs: Vec<PathBuf>,
     pub output_schema: Option<serde_json::Value>,
     pub ephemeral: bool,
+    /// The caller never talks to a model (`interpreter sandbox -- CMD`): a missing `model`
+    /// is not an error, and the model is left empty.
+    pub model_not_needed: bool,
 }
 
 /// `INTERPRETER_HOME` (must be an existing directory) or `$HOME/.interpreter` (which need
@@ -115,6 +118,7 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         add_dirs,
         output_schema,
         ephemeral,
+        model_not_needed,
     } = inputs.overrides;
 
     let cwd = match cwd {
@@ -125,12 +129,15 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         return Err(ConfigError::CwdNotDirectory { path: cwd });
     }
 
-    let model = model
-        .or(toml.model)
-        .filter(|m| !m.trim().is_empty())
-        .ok_or_else(|| ConfigError::MissingModel {
-            config_path: config_path.clone(),
-        })?;
+    let model = match model.or(toml.model).filter(|m| !m.trim().is_empty()) {
+        Some(model) => model,
+        None if model_not_needed => String::new(),
+        None => {
+            return Err(ConfigError::MissingModel {
+                config_path: config_path.clone(),
+            });
+        }
+    };
 
     let model_provider_id = model_provider
         .or(toml.model_provider)
