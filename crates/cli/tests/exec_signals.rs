@@ -78,6 +78,12 @@ async fn stop_mid_command(signal: &str) {
         .status()
         .unwrap();
     assert!(status.success());
+    // Found with the Codex SDK: an interrupted `--json` run ended with no terminal line.
+    let failed = exec
+        .read_until(DEADLINE, |e| e["type"] == "turn.failed")
+        .await
+        .unwrap();
+    assert_eq!(failed["error"]["message"], "turn interrupted", "{failed}");
     let exit = exec.wait_exit(DEADLINE).await.unwrap();
     assert_eq!(exit.code(), Some(1), "{}", exec.stderr());
     let deadline = tokio::time::Instant::now() + DEADLINE;

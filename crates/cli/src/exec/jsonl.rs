@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 
 use interpreter_protocol::{
-    EventMsg, ExecCommandStatus, FileChanges, McpInvocation, StepStatus, TokenUsage, UpdatePlanArgs,
+    EventMsg, ExecCommandStatus, FileChanges, McpInvocation, StepStatus, TokenUsage,
+    TurnAbortReason, UpdatePlanArgs,
 };
 use serde::Serialize;
 
@@ -365,8 +366,20 @@ impl JsonlTranslator {
                 }
                 out
             }
-            // Interrupted turns end without a terminal line; the exit code says it.
-            EventMsg::TurnAborted(_) => Vec::new(),
+            // An interrupted turn ends the stream like a failed one, so a consumer
+            // waiting for a terminal line is never left hanging.
+            EventMsg::TurnAborted(ev) => {
+                self.running_calls.clear();
+                let reason = match ev.reason {
+                    TurnAbortReason::Interrupted => "interrupted",
+                    TurnAbortReason::Replaced => "replaced by a newer turn",
+                };
+                vec![ThreadEvent::TurnFailed {
+                    error: ThreadError {
+                        message: format!("turn {reason}"),
+                    },
+                }]
+            }
             EventMsg::AgentReasoning(_)
             | EventMsg::SessionConfigured(_)
             | EventMsg::UserMessage(_)

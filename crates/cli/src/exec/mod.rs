@@ -310,7 +310,14 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
                 }
                 continue;
             }
-            _ = grace => return TurnOutcome::Interrupted,
+            _ = grace => {
+                // The engine never confirmed: end the output as if it had.
+                output.event(&EventMsg::TurnAborted(interpreter_protocol::TurnAbortedEvent {
+                    turn_id: String::new(),
+                    reason: interpreter_protocol::TurnAbortReason::Interrupted,
+                }));
+                return TurnOutcome::Interrupted;
+            }
             _ = spinner.tick(), if output.wants_spinner() => {
                 output.spin();
                 continue;
