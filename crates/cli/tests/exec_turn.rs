@@ -122,3 +122,65 @@ async fn human_mode_prints_only_the_answer_on_stdout() {
     );
     env.server.assert_invariants();
 }
+
+/// Found by a new user in the default read-only sandbox: a refused `apply_patch` showed in
+/// neither output, and the model was told the file lay outside the writable roots. The
+/// refusal now shows in both outputs with its real reason, which the model gets too.
+#[tokio::test]
+async fn a_refused_patch_shows_its_real_reason() {
+    let env = TestEnv::new().await;
+    let patch_args = json!({
+        "input": "*** Begin Patch\n*** Add File: notes.txt\n+hi\n*** End Patch\n"
+    })
+    .to_string();
+    for _ in 0..2 {
+        env.server.push(MockResponse::sse(vec![
+            chunk::tool_call(0, "call_patch", "apply_patch", &patch_args),
+            chunk::finish("tool_calls"),
+        ]));
+        env.server.push(MockResponse::sse(vec![
+            chunk::text("Could not write."),
+            chunk::finish("stop"),
+        ]));
+    }
+    let json_run = env
+        .run(&[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-s",
+            "read-only",
+            "write notes",
+        ])
+        .await;
+    json_run.assert_success();
+    assert!(!env.work_path().join("notes.txt").exists());
+    let change = json_run
+        .events()
+        .into_iter()
+        .find(|e| e["type"] == "item.completed" && e["item"]["type"] == "file_change")
+        .unwrap_or_else(|| panic!("no file_change item: {}", json_run.stdout));
+    assert_eq!(change["item"]["status"], "failed", "{change}");
+    let told = env.server.requests()[1].to_string();
+    assert!(told.contains("the sandbox is read-only"), "{told}");
+    assert!(
+        !told.contains("outside the sandbox's writable roots"),
+        "{told}"
+    );
+
+    let human = env
+        .run(&[
+            "exec",
+            "--skip-git-repo-check",
+            "-s",
+            "read-only",
+            "write notes",
+        ])
+        .await;
+    human.assert_success();
+    assert!(
+        human.stderr.contains("read-only"),
+        "the refusal shows in human output: {}",
+        human.stderr
+    );
+}

@@ -103,11 +103,12 @@ pub enum PatchAssessment {
     Reject(String),
 }
 
-/// Assess a patch; `all_paths_writable` says whether every path it touches is inside the
-/// sandbox's writable roots (resolved, so symlinks and `..` cannot escape).
+/// Assess a patch. `unwritable` is `None` when every path it touches is writable in the
+/// sandbox (resolved, so symlinks and `..` cannot escape), otherwise why not, in words
+/// (the sandbox is read-only; a path is protected; a path lies outside the roots).
 pub fn assess_patch(
     policy: AskForApproval,
-    all_paths_writable: bool,
+    unwritable: Option<&str>,
     approved_for_session: bool,
 ) -> PatchAssessment {
     if approved_for_session {
@@ -117,24 +118,18 @@ pub fn assess_patch(
         AskForApproval::Untrusted => PatchAssessment::Ask {
             reason: "approval policy `untrusted` asks before every file change".to_string(),
         },
-        AskForApproval::OnRequest | AskForApproval::OnFailure => {
-            if all_paths_writable {
-                PatchAssessment::Apply
-            } else {
-                PatchAssessment::Ask {
-                    reason: "the patch writes outside the sandbox's writable roots".to_string(),
-                }
-            }
-        }
-        AskForApproval::Never => {
-            if all_paths_writable {
-                PatchAssessment::Apply
-            } else {
-                PatchAssessment::Reject(
-                    "the patch writes outside the sandbox's writable roots, which needs approval, but the approval policy is `never`; change only files inside the workspace".to_string(),
-                )
-            }
-        }
+        AskForApproval::OnRequest | AskForApproval::OnFailure => match unwritable {
+            None => PatchAssessment::Apply,
+            Some(why) => PatchAssessment::Ask {
+                reason: why.to_string(),
+            },
+        },
+        AskForApproval::Never => match unwritable {
+            None => PatchAssessment::Apply,
+            Some(why) => PatchAssessment::Reject(format!(
+                "{why}; writing there needs approval, but the approval policy is `never`"
+            )),
+        },
     }
 }
 
@@ -238,19 +233,22 @@ mod tests {
     fn patch_matrix() {
         use AskForApproval::*;
         assert!(matches!(
-            assess_patch(Untrusted, true, false),
+            assess_patch(Untrusted, None, false),
             PatchAssessment::Ask { .. }
         ));
-        assert_eq!(assess_patch(OnRequest, true, false), PatchAssessment::Apply);
+        assert_eq!(assess_patch(OnRequest, None, false), PatchAssessment::Apply);
         assert!(matches!(
-            assess_patch(OnRequest, false, false),
+            assess_patch(OnRequest, Some("outside"), false),
             PatchAssessment::Ask { .. }
         ));
-        assert_eq!(assess_patch(Never, true, false), PatchAssessment::Apply);
+        assert_eq!(assess_patch(Never, None, false), PatchAssessment::Apply);
         assert!(matches!(
-            assess_patch(Never, false, false),
+            assess_patch(Never, Some("outside"), false),
             PatchAssessment::Reject(_)
         ));
-        assert_eq!(assess_patch(Untrusted, false, true), PatchAssessment::Apply);
+        assert_eq!(
+            assess_patch(Untrusted, Some("outside"), true),
+            PatchAssessment::Apply
+        );
     }
 }

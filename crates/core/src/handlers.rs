@@ -14,8 +14,9 @@ use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, AskForApproval, EventMsg, ExecApprovalRequestEvent,
     ExecCommandBeginEvent, ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus,
-    ExecOutputStream, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent,
-    PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, UpdatePlanArgs, WarningEvent,
+    ExecOutputStream, FileChanges, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent,
+    PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, SandboxMode, UpdatePlanArgs,
+    WarningEvent,
 };
 use interpreter_tools::{apply_patch, env_policy, safety, sandbox, shell};
 use serde::Deserialize;
@@ -573,16 +574,8 @@ async fn handle_patch(
         Err(err) => return ToolOutcome::Output(format!("apply_patch failed: {err}")),
     };
     let paths = patch.affected_paths(&cwd);
-    let protected = sess.config.sandbox_protected_paths();
-    let all_writable = paths.iter().all(|path| {
-        sandbox::is_path_writable(
-            &sess.config.sandbox_policy,
-            &cwd,
-            &sess.config.env,
-            &protected,
-            path,
-        )
-    });
+    let unwritable = unwritable_reason(sess, &cwd, &paths);
+    let all_writable = unwritable.is_none();
     let session_key = format!(
         "patch:{}",
         paths
@@ -595,12 +588,14 @@ async fn handle_patch(
 
     let auto_approved = match approval::assess_patch(
         sess.config.approval_policy,
-        all_writable,
+        unwritable.as_deref(),
         approved_for_session,
     ) {
         PatchAssessment::Apply => true,
         PatchAssessment::Reject(reason) => {
-            return ToolOutcome::Output(format!("patch rejected: {reason}"));
+            let text = format!("patch rejected: {reason}");
+            report_refused_patch(sess, sub_id, call_id, changes, &text).await;
+            return ToolOutcome::Output(text);
         }
         PatchAssessment::Ask { reason } => {
             let grant_root = (!all_writable).then(|| common_parent(&paths)).flatten();
@@ -613,6 +608,10 @@ async fn handle_patch(
             });
             let decision = wait_for_approval(sess, sub_id, call_id, request, cancel).await;
             if let Err(stop) = settle(sess, decision, session_key, DECLINED_PATCH).await {
+                let shown = match &stop {
+                    ToolOutcome::Output(text) | ToolOutcome::Stop(text) => text.clone(),
+                };
+                report_refused_patch(sess, sub_id, call_id, changes, &shown).await;
                 return stop;
             }
             false
@@ -646,6 +645,73 @@ async fn handle_patch(
     )
     .await;
     ToolOutcome::Output(if success { stdout } else { stderr })
+}
+
+/// Why the patch may not write where it wants, in the words the model and the user see;
+/// `None` when every path is writable in the sandbox.
+fn unwritable_reason(sess: &Session, cwd: &Path, paths: &[PathBuf]) -> Option<String> {
+    let protected = sess.config.sandbox_protected_paths();
+    let blocked: Vec<&PathBuf> = paths
+        .iter()
+        .filter(|path| {
+            !sandbox::is_path_writable(
+                &sess.config.sandbox_policy,
+                cwd,
+                &sess.config.env,
+                &protected,
+                path,
+            )
+        })
+        .collect();
+    let first = blocked.first()?;
+    Some(
+        if sess.config.sandbox_policy.mode() == SandboxMode::ReadOnly {
+            "the sandbox is read-only (sandbox_mode = read-only), so no file may be written; use workspace-write to let the agent edit the workspace".to_string()
+        } else if protected.iter().any(|p| first.starts_with(p)) {
+            format!(
+                "{} is protected (it stays read-only inside the sandbox even under a writable root)",
+                first.display()
+            )
+        } else {
+            format!(
+                "{} lies outside the sandbox's writable roots",
+                first.display()
+            )
+        },
+    )
+}
+
+/// A patch that will not be applied still shows in every front end (a begin and a failed
+/// end with the reason), instead of vanishing.
+async fn report_refused_patch(
+    sess: &Session,
+    sub_id: &str,
+    call_id: &str,
+    changes: FileChanges,
+    reason: &str,
+) {
+    sess.emit(
+        sub_id,
+        EventMsg::PatchApplyBegin(PatchApplyBeginEvent {
+            call_id: call_id.to_string(),
+            turn_id: sub_id.to_string(),
+            auto_approved: false,
+            changes: changes.clone(),
+        }),
+    )
+    .await;
+    sess.emit(
+        sub_id,
+        EventMsg::PatchApplyEnd(PatchApplyEndEvent {
+            call_id: call_id.to_string(),
+            turn_id: sub_id.to_string(),
+            stdout: String::new(),
+            stderr: reason.to_string(),
+            success: false,
+            changes,
+        }),
+    )
+    .await;
 }
 
 fn resolve_dir(cwd: &Path, workdir: Option<&str>) -> PathBuf {
