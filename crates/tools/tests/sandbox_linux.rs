@@ -55,6 +55,8 @@ mod linux {
     const NOBODY: u32 = 65534;
     /// `MOUNT_ATTR_RDONLY` from `<linux/mount.h>`.
     const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    /// The name of the whole suite as one test, for cargo-nextest.
+    const NEXTEST_NAME: &str = "sandbox_linux";
     /// The fallback's warning on stderr starts with this.
     const FALLBACK_WARNING: &str = "could not create a mount namespace";
 
@@ -69,6 +71,19 @@ mod linux {
         }
         if role.starts_with("probe-") {
             return ExitCode::from(probe(role, &args[2..]));
+        }
+        // cargo-nextest lists tests with `--list --format terse` (once more with
+        // `--ignored`) and then runs each as `THIS NAME --exact ...`: the whole suite is one
+        // test to it, listed without running anything.
+        if args.iter().any(|arg| arg == "--list") {
+            if !args.iter().any(|arg| arg == "--ignored") {
+                // The listing protocol is on stdout.
+                #[allow(clippy::print_stdout)]
+                {
+                    println!("{NEXTEST_NAME}: test");
+                }
+            }
+            return ExitCode::SUCCESS;
         }
         run_tests()
     }

@@ -82,6 +82,7 @@ use seccompiler::{
 
 use super::hardening;
 use super::mount_ns::{MountFailure, MountPlan};
+use super::paths::resolve_for_write;
 use super::{
     LinuxHelperArgs, NETWORK_DISABLED_ENV_VAR, SandboxError, SandboxSupport, WritableRoot,
     writable_roots,
@@ -243,15 +244,16 @@ impl PreparedSandbox {
 /// lie inside a writable root, so a bind mount can keep them read-only; otherwise a command
 /// could create the home, and a `config.toml` in it, before the agent does.
 fn create_missing_protected_dirs(roots: &[WritableRoot], protected: &[PathBuf]) {
-    for path in protected {
+    // Compared resolved, as the roots are (a `$HOME` reached through a symlink, say).
+    for path in protected.iter().filter_map(|path| resolve_for_write(path)) {
         let inside_a_root = roots.iter().any(|root| path.starts_with(&root.root));
-        if inside_a_root && fs::symlink_metadata(path).is_err() {
+        if inside_a_root && fs::symlink_metadata(&path).is_err() {
             // Best effort: if this fails, the path stays a Landlock carve-out, which also
             // keeps it from being created.
             let _ = fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
-                .create(path);
+                .create(&path);
         }
     }
 }
