@@ -16,11 +16,14 @@ mod prompt;
 mod provider;
 mod responses_request;
 mod responses_stream;
+mod server_info;
+pub mod text_tools;
 
 pub use chat_request::DEFAULT_REASONING_FIELD;
-pub use chat_stream::ResponseEvent;
+pub use chat_stream::{CutOff, ResponseEvent};
 pub use client::{ModelClient, ResponseStream, credential_hint, provider_headers};
 pub use error::ProviderError;
 pub use history::ABORTED_TOOL_OUTPUT;
 pub use prompt::{Prompt, ToolSpec};
+pub use server_info::ServerFacts;
 pub use provider::*;

@@ -204,6 +204,19 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     if tool_output_max_bytes == 0 {
         return Err(invalid("tool_output_max_bytes", "must be greater than 0"));
     }
+    if toml.model_max_output_tokens == Some(0) {
+        return Err(invalid("model_max_output_tokens", "must be greater than 0"));
+    }
+    if toml.model_context_window == Some(0) {
+        return Err(invalid("model_context_window", "must be greater than 0"));
+    }
+
+    let model_context_window = toml
+        .model_context_window
+        .or(model_provider.model_context_window);
+    let model_max_output_tokens = toml
+        .model_max_output_tokens
+        .or(model_provider.model_max_output_tokens);
 
     Ok(Config {
         home: inputs.home,
@@ -212,7 +225,8 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         model_provider_id,
         model_provider,
         model_reasoning_effort: model_reasoning_effort.or(toml.model_reasoning_effort),
-        model_context_window: toml.model_context_window,
+        model_context_window,
+        model_max_output_tokens,
         approval_policy: approval_policy.or(toml.approval_policy).unwrap_or_default(),
         sandbox_policy,
         shell_environment_policy: toml.shell_environment_policy.unwrap_or_default(),
