@@ -12,9 +12,7 @@
 use std::sync::Arc;
 
 use interpreter_model_client::Prompt;
-use interpreter_protocol::{
-    ContextCompactedEvent, ErrorKind, EventMsg, ResponseItem, Role,
-};
+use interpreter_protocol::{ContextCompactedEvent, ErrorKind, EventMsg, ResponseItem, Role};
 use tokio_util::sync::CancellationToken;
 
 use crate::project_doc;

@@ -447,7 +447,11 @@ pub(crate) async fn max_output_tokens(sess: &Session) -> Option<u64> {
 }
 
 /// The turn's error when the conversation still does not fit after compacting.
-pub(crate) async fn overflow_error(sess: &Session, server_message: &str, compactions: u32) -> ErrorEvent {
+pub(crate) async fn overflow_error(
+    sess: &Session,
+    server_message: &str,
+    compactions: u32,
+) -> ErrorEvent {
     let context = sess.context.lock().await.clone();
     let window = match (context.window, context.window_source) {
         (Some(window), Some(source)) => format!(" ({window} tokens, from {source})"),

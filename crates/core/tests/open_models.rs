@@ -90,9 +90,7 @@ fn answer(text: &str) -> MockResponse {
 
 fn final_message(events: &[EventMsg]) -> (Option<String>, Option<String>) {
     match events.last() {
-        Some(EventMsg::TaskComplete(done)) => {
-            (done.last_agent_message.clone(), done.error.clone())
-        }
+        Some(EventMsg::TaskComplete(done)) => (done.last_agent_message.clone(), done.error.clone()),
         other => panic!("turn did not complete: {other:?}"),
     }
 }
@@ -165,11 +163,15 @@ async fn prompt_larger_than_the_window_fails_once_clearly_and_the_next_turn_runs
     let huge = format!("HUGE-MARKER {}", "lorem ipsum dolor sit amet ".repeat(600));
     let events = turn(&new.thread, &huge).await;
     assert!(
-        events.iter().any(|m| matches!(m, EventMsg::TaskStarted(t) if t.model_context_window == Some(2048))),
+        events
+            .iter()
+            .any(|m| matches!(m, EventMsg::TaskStarted(t) if t.model_context_window == Some(2048))),
         "the window comes from /props: {events:#?}"
     );
     assert!(
-        events.iter().any(|m| matches!(m, EventMsg::Warning(w) if w.message.contains("--jinja"))),
+        events
+            .iter()
+            .any(|m| matches!(m, EventMsg::Warning(w) if w.message.contains("--jinja"))),
         "no tool support is reported: {events:#?}"
     );
     let errors: Vec<_> = events
@@ -181,8 +183,17 @@ async fn prompt_larger_than_the_window_fails_once_clearly_and_the_next_turn_runs
         .collect();
     assert_eq!(errors.len(), 1, "{events:#?}");
     assert_eq!(errors[0].kind, Some(ErrorKind::ContextWindowExceeded));
-    for needle in ["2048 tokens", "new thread", "model_context_window", "taken out"] {
-        assert!(errors[0].message.contains(needle), "{needle}: {}", errors[0].message);
+    for needle in [
+        "2048 tokens",
+        "new thread",
+        "model_context_window",
+        "taken out",
+    ] {
+        assert!(
+            errors[0].message.contains(needle),
+            "{needle}: {}",
+            errors[0].message
+        );
     }
     // Only the summarising request reached the server: the full prompt was estimated
     // over the window and never sent.
@@ -190,12 +201,22 @@ async fn prompt_larger_than_the_window_fails_once_clearly_and_the_next_turn_runs
     assert!(mock.requests()[0].get("tools").is_none());
 
     let events = turn(&new.thread, "small question").await;
-    assert_eq!(final_message(&events), (Some("small answer".to_string()), None));
+    assert_eq!(
+        final_message(&events),
+        (Some("small answer".to_string()), None)
+    );
     let sent = mock.requests()[1].to_string();
-    assert!(!sent.contains("HUGE-MARKER"), "the failed message poisoned the thread");
+    assert!(
+        !sent.contains("HUGE-MARKER"),
+        "the failed message poisoned the thread"
+    );
     assert!(sent.contains("small question"));
     let max_tokens = mock.requests()[1]["max_tokens"].as_u64();
-    assert_eq!(max_tokens, Some(512), "a local server gets a quarter of the window");
+    assert_eq!(
+        max_tokens,
+        Some(512),
+        "a local server gets a quarter of the window"
+    );
 
     // A resumed thread does not see the failed message either.
     let thread_id = new.thread_id;
@@ -204,7 +225,10 @@ async fn prompt_larger_than_the_window_fails_once_clearly_and_the_next_turn_runs
     let manager = ThreadManager::new();
     let resumed = manager.resume_thread(cfg, thread_id).await.unwrap();
     let events = turn(&resumed.thread, "after resume").await;
-    assert_eq!(final_message(&events), (Some("after resume".to_string()), None));
+    assert_eq!(
+        final_message(&events),
+        (Some("after resume".to_string()), None)
+    );
     let sent = mock.requests()[2].to_string();
     assert!(!sent.contains("HUGE-MARKER"), "{sent}");
     assert!(sent.contains("small answer"));
@@ -241,9 +265,15 @@ async fn overflow_after_two_compactions_is_one_clear_error() {
     let (message, error) = final_message(&events);
     assert_eq!(message, None);
     let error = error.unwrap();
-    assert!(error.contains("4096 tokens") && error.contains("compacting 2 time"), "{error}");
+    assert!(
+        error.contains("4096 tokens") && error.contains("compacting 2 time"),
+        "{error}"
+    );
     let events = turn(&new.thread, "next").await;
-    assert_eq!(final_message(&events), (Some("next turn works".to_string()), None));
+    assert_eq!(
+        final_message(&events),
+        (Some("next turn works".to_string()), None)
+    );
     let last = mock.requests().last().unwrap().to_string();
     assert!(!last.contains("FAILING-REQUEST"), "{last}");
     mock.assert_invariants();
@@ -312,7 +342,9 @@ async fn length_cut_off_is_surfaced_in_an_event_and_the_answer() {
         .unwrap();
     let events = turn(&new.thread, "tell me a story").await;
     assert!(
-        events.iter().any(|m| matches!(m, EventMsg::Warning(w) if w.message.contains("output limit (16 tokens"))),
+        events.iter().any(
+            |m| matches!(m, EventMsg::Warning(w) if w.message.contains("output limit (16 tokens"))
+        ),
         "{events:#?}"
     );
     let (message, error) = final_message(&events);
@@ -369,7 +401,12 @@ async fn tool_call_markup_corpus_runs_through_the_engine() {
                 fixture.name
             );
         } else {
-            assert_eq!(calls.len(), fixture.calls.len(), "{}: {second}", fixture.name);
+            assert_eq!(
+                calls.len(),
+                fixture.calls.len(),
+                "{}: {second}",
+                fixture.name
+            );
             for (call, expected) in calls.iter().zip(&fixture.calls) {
                 assert_eq!(call["function"]["name"], expected.name.as_str());
                 let arguments: serde_json::Value =

@@ -19,12 +19,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chat_request::build_chat_request;
 use crate::chat_stream::{ChatStreamParser, CutOff, ResponseEvent, estimate_tokens};
-use crate::text_tools;
 use crate::error::{Overflow, ProviderError, context_overflow};
 use crate::prompt::Prompt;
 use crate::provider::{MaxTokensField, ModelProviderInfo, WireApi};
 use crate::responses_request::build_responses_request;
 use crate::responses_stream::ResponsesStreamParser;
+use crate::text_tools;
 
 /// First retry delay; doubled per attempt.
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
@@ -887,8 +887,8 @@ fn find_loop(text: &str) -> Option<usize> {
     }
     let start = bytes.len() - LOOP_WINDOW;
     let window = &bytes[start..];
-    let period = (1..=LOOP_MAX_PERIOD)
-        .find(|&p| window[p..].iter().zip(window).all(|(a, b)| a == b))?;
+    let period =
+        (1..=LOOP_MAX_PERIOD).find(|&p| window[p..].iter().zip(window).all(|(a, b)| a == b))?;
     // Walk back to where the repetition began.
     let mut begin = start;
     while begin > 0 && bytes[begin - 1] == bytes[begin - 1 + period] {

@@ -269,7 +269,12 @@ pub(crate) fn context_overflow(status: u16, body: &str) -> Option<Overflow> {
     let by_code = OVERFLOW_CODES.iter().any(|c| *c == code || *c == kind);
     let by_message = OVERFLOW_PHRASES.iter().any(|p| lower.contains(p));
     // A 500 counts only when the words are unmistakable (vLLM behind some gateways).
-    if !(by_code || by_message) || (status == 500 && !by_message) {
+    let matched = if status == 500 {
+        by_message
+    } else {
+        by_code || by_message
+    };
+    if !matched {
         return None;
     }
     let context_window = fields.n_ctx.or_else(|| window_from_message(&lower));

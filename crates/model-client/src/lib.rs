@@ -25,5 +25,5 @@ pub use client::{ModelClient, ResponseStream, credential_hint, provider_headers}
 pub use error::ProviderError;
 pub use history::ABORTED_TOOL_OUTPUT;
 pub use prompt::{Prompt, ToolSpec};
-pub use server_info::ServerFacts;
 pub use provider::*;
+pub use server_info::ServerFacts;

@@ -240,7 +240,11 @@ mod tests {
         ] {
             assert!(is_local_url(url), "{url}");
         }
-        for url in ["https://api.openai.com/v1", "http://8.8.8.8/v1", "not a url"] {
+        for url in [
+            "https://api.openai.com/v1",
+            "http://8.8.8.8/v1",
+            "not a url",
+        ] {
             assert!(!is_local_url(url), "{url}");
         }
     }

@@ -568,7 +568,7 @@ mod tests {
                         total_tokens: 15
                     },
                     usage_estimated: false,
-                cut_off: None
+                    cut_off: None
                 }
             ]
         );

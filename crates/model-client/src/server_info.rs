@@ -108,7 +108,9 @@ impl ModelClient {
             });
         }
         if facts.context_window.is_none()
-            && let Some(show) = self.post_json::<OllamaShow>(&format!("{root}/api/show")).await
+            && let Some(show) = self
+                .post_json::<OllamaShow>(&format!("{root}/api/show"))
+                .await
         {
             facts.context_window = show
                 .parameters

@@ -79,11 +79,13 @@ fn recover_hermes_or_glm(text: &str) -> Option<Recovered> {
             Some(end) => (&after[..end], &after[end + TOOL_CALL_CLOSE.len()..]),
             None => (after, ""),
         };
-        calls.push(if body.contains("<arg_key>") || !body.trim_start().starts_with(['{', '`']) {
-            glm_call(body)
-        } else {
-            json_call(body)
-        });
+        calls.push(
+            if body.contains("<arg_key>") || !body.trim_start().starts_with(['{', '`']) {
+                glm_call(body)
+            } else {
+                json_call(body)
+            },
+        );
         rest = next;
     }
     prose.push_str(rest);
@@ -113,8 +115,8 @@ fn glm_call(body: &str) -> TextToolCall {
         let value_text = &after[value_start + "<arg_value>".len()..];
         let value_end = value_text.find("</arg_value>").unwrap_or(value_text.len());
         let raw = &value_text[..value_end];
-        let value = serde_json::from_str(raw.trim())
-            .unwrap_or_else(|_| Value::String(raw.to_string()));
+        let value =
+            serde_json::from_str(raw.trim()).unwrap_or_else(|_| Value::String(raw.to_string()));
         arguments.insert(key, value);
         rest = &value_text[value_end..];
     }
@@ -264,12 +266,12 @@ fn recover_mistral(text: &str) -> Option<Recovered> {
                     }
                 }
             }
-            Some(Value::Object(object)) => calls.push(call_from_object(&object).unwrap_or_else(
-                || TextToolCall {
+            Some(Value::Object(object)) => {
+                calls.push(call_from_object(&object).unwrap_or_else(|| TextToolCall {
                     name: UNPARSED_TOOL_CALL.to_string(),
                     arguments: piece.trim().to_string(),
-                },
-            )),
+                }))
+            }
             _ => calls.push(TextToolCall {
                 name: name_from_broken_json(piece)
                     .unwrap_or_else(|| UNPARSED_TOOL_CALL.to_string()),
@@ -344,8 +346,11 @@ fn parse_repaired(raw: &str) -> Option<Value> {
     if let Some(value) = first_value(&candidate) {
         return Some(value);
     }
-    let repairs: [fn(&str) -> String; 3] =
-        [remove_trailing_commas, single_to_double_quotes, python_literals];
+    let repairs: [fn(&str) -> String; 3] = [
+        remove_trailing_commas,
+        single_to_double_quotes,
+        python_literals,
+    ];
     for repair in repairs {
         candidate = repair(&candidate);
         if let Ok(value) = serde_json::from_str(&candidate) {
@@ -611,7 +616,10 @@ mod tests {
 
     #[test]
     fn unrecoverable_markup_keeps_the_raw_text() {
-        let got = recover_tool_calls("<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": [\"ls\"</tool_call>", &tools());
+        let got = recover_tool_calls(
+            "<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": [\"ls\"</tool_call>",
+            &tools(),
+        );
         assert_eq!(
             got.map(|r| r.calls),
             Some(one(

@@ -110,7 +110,12 @@ async fn every_family_overflow_body_is_a_context_window_error() -> anyhow::Resul
             "{}",
             fixture.name
         );
-        assert_eq!(server.requests().len(), 1, "{}: never retried", fixture.name);
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "{}: never retried",
+            fixture.name
+        );
     }
     Ok(())
 }
@@ -124,7 +129,10 @@ async fn other_bad_requests_are_not_overflows() -> anyhow::Result<()> {
     ));
     let client = client_for(provider(&server))?;
     let err = collect(&client, &prompt()).await.err();
-    assert!(matches!(err, Some(ProviderError::BadRequest { .. })), "{err:?}");
+    assert!(
+        matches!(err, Some(ProviderError::BadRequest { .. })),
+        "{err:?}"
+    );
     Ok(())
 }
 
@@ -165,7 +173,10 @@ async fn empty_200_stream_is_probed_once_without_streaming() -> anyhow::Result<(
     server.push(MockResponse::status(200, r#"{"choices":[]}"#));
     let client = client_for(provider(&server))?;
     let err = collect(&client, &prompt()).await.err();
-    assert!(matches!(err, Some(ProviderError::EmptyStream { .. })), "{err:?}");
+    assert!(
+        matches!(err, Some(ProviderError::EmptyStream { .. })),
+        "{err:?}"
+    );
     assert!(err.is_some_and(|e| e.is_retryable()));
     Ok(())
 }
@@ -181,7 +192,10 @@ async fn length_finish_is_reported_as_cut_off_and_the_text_kept() -> anyhow::Res
     request.max_output_tokens = Some(16);
     let events = collect(&client, &request).await?;
     assert_eq!(cut_off(&events), Some(CutOff::Length));
-    assert!(matches!(done_items(&events).as_slice(), [ResponseItem::Message { .. }]));
+    assert!(matches!(
+        done_items(&events).as_slice(),
+        [ResponseItem::Message { .. }]
+    ));
     assert_eq!(server.requests()[0]["max_tokens"], json!(16));
     Ok(())
 }
@@ -235,7 +249,11 @@ async fn a_looping_stream_is_stopped_and_cut_to_one_copy() -> anyhow::Result<()>
         .and_then(ResponseItem::message_text)
         .unwrap_or_default();
     assert!(text.starts_with("Here is the plan. "), "{text}");
-    assert!(text.len() < 200, "the loop was not cut: {} bytes", text.len());
+    assert!(
+        text.len() < 200,
+        "the loop was not cut: {} bytes",
+        text.len()
+    );
     Ok(())
 }
 
@@ -317,5 +335,38 @@ async fn llama_server_props_give_the_window_and_tool_support() -> anyhow::Result
     let facts = client.server_facts().await;
     assert_eq!(facts.context_window, None);
     assert_eq!(facts.supports_tools, None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn recorded_llama_server_stream_gives_text_and_real_usage() -> anyhow::Result<()> {
+    // First chunk `content: null`, `timings` and `system_fingerprint` extras, a final
+    // `choices: []` chunk with usage and `cached_tokens`, and a leading SSE comment.
+    let server = MockModelServer::start().await?;
+    server.push(MockResponse::raw_sse(fixtures::stream(
+        "llamacpp-server-stream-usage.sse",
+    )?));
+    let client = client_for(provider(&server))?;
+    let events = collect(&client, &prompt()).await?;
+    let text = done_items(&events)
+        .first()
+        .and_then(ResponseItem::message_text)
+        .unwrap_or_default();
+    assert!(text.starts_with("Hello"), "{text}");
+    let usage = events.iter().find_map(|event| match event {
+        ResponseEvent::Completed {
+            token_usage,
+            usage_estimated,
+            cut_off,
+            ..
+        } => Some((*token_usage, *usage_estimated, *cut_off)),
+        _ => None,
+    });
+    let Some((usage, estimated, cut)) = usage else {
+        panic!("no completion: {events:?}");
+    };
+    assert_eq!((usage.input_tokens, usage.output_tokens), (26, 14));
+    assert!(!estimated);
+    assert_eq!(cut, None);
     Ok(())
 }

@@ -83,7 +83,9 @@ pub fn overflow() -> anyhow::Result<Vec<OverflowFixture>> {
 
 /// Every `fixtures/tool-markup/*.json`, sorted by name.
 pub fn tool_markup() -> anyhow::Result<Vec<ToolMarkupFixture>> {
-    load_all("tool-markup", |f: &mut ToolMarkupFixture, name| f.name = name)
+    load_all("tool-markup", |f: &mut ToolMarkupFixture, name| {
+        f.name = name
+    })
 }
 
 /// The bytes of `fixtures/streams/<name>`.
