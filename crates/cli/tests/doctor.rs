@@ -120,7 +120,7 @@ async fn healthy_setup_passes_and_reports_json() {
     assert_eq!(
         names,
         [
-            "home", "config", "api-key", "endpoint", "sandbox", "state", "nesting"
+            "home", "config", "api-key", "endpoint", "server", "sandbox", "state", "nesting"
         ]
     );
     for name in ["home", "config", "api-key", "endpoint", "state", "nesting"] {
@@ -394,4 +394,52 @@ async fn state_check_compares_the_index_with_the_rollouts_on_disk() {
     // Doctor repaired nothing: the deleted thread is still indexed.
     let index = ThreadIndex::open_without_repair(home.path()).expect("open index");
     assert_eq!(index.list(usize::MAX, None).expect("list").len(), 4);
+}
+
+#[tokio::test]
+async fn server_check_warns_when_the_template_cannot_render_tools() {
+    let server = MockModelServer::start().await.expect("mock server");
+    server.set_props(serde_json::json!({
+        "default_generation_settings": {"n_ctx": 2048},
+        "chat_template_caps": {"supports_tools": false},
+    }));
+    let home = TempDir::new().expect("home");
+    write_config(
+        home.path(),
+        &provider_config("mock-model", &server.base_url(), ""),
+    );
+    let output = run_doctor(
+        home.path(),
+        &["doctor", "--json"],
+        &[("MOCK_API_KEY", "secret-key-1")],
+    )
+    .await;
+    let report = output.report();
+    assert_eq!(status(&report, "server"), "warn", "{report:#}");
+    let server_detail = detail(&report, "server");
+    assert!(
+        server_detail.contains("context window 2048 tokens"),
+        "{server_detail}"
+    );
+    assert!(
+        server_detail.contains("cannot render tools"),
+        "{server_detail}"
+    );
+    let fix = check(&report, "server")["fix"].as_str().expect("fix");
+    assert!(fix.contains("--jinja"), "{fix}");
+
+    // With a template that renders tools, the check passes.
+    server.set_props(serde_json::json!({
+        "default_generation_settings": {"n_ctx": 8192},
+        "chat_template_caps": {"supports_tools": true},
+    }));
+    let output = run_doctor(
+        home.path(),
+        &["doctor", "--json"],
+        &[("MOCK_API_KEY", "secret-key-1")],
+    )
+    .await;
+    let report = output.report();
+    assert_eq!(status(&report, "server"), "ok", "{report:#}");
+    assert!(detail(&report, "server").contains("renders tools"));
 }
