@@ -426,9 +426,17 @@ fn check_api_key(config: &Config) -> Check {
                 let plural = if length == 1 { "" } else { "s" };
                 Check::ok(NAME, format!("{variable} is set ({length} char{plural})"))
             }
+            _ if provider.stored_api_key.is_some() => Check::ok(
+                NAME,
+                format!(
+                    "{variable} is not set; using the key stored by `interpreter login --provider {provider_id}`"
+                ),
+            ),
             found => {
                 let state = if found.is_some() { "blank" } else { "not set" };
-                let mut fix = format!("export {variable}=<your API key>");
+                let mut fix = format!(
+                    "export {variable}=<your API key>, or store one with `interpreter login --provider {provider_id}`"
+                );
                 if let Some(instructions) = &provider.env_key_instructions {
                     let _ = write!(fix, " ({instructions})");
                 }

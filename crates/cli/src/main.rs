@@ -9,6 +9,7 @@ mod cli;
 mod config_inputs;
 mod doctor;
 mod exec;
+mod login;
 mod mcp_cmd;
 mod sandbox_cmd;
 
@@ -101,6 +102,8 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             doctor::run(args, config_args, env).await
         }
         Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env),
+        Command::Login(args) => login::login(&args.provider, &env),
+        Command::Logout(args) => login::logout(&args.provider, &env),
     }
 }
 

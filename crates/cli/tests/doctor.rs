@@ -443,3 +443,64 @@ async fn server_check_warns_when_the_template_cannot_render_tools() {
     assert_eq!(status(&report, "server"), "ok", "{report:#}");
     assert!(detail(&report, "server").contains("renders tools"));
 }
+
+#[tokio::test]
+async fn login_stores_a_private_key_the_environment_overrides_and_logout_removes_it() {
+    use tokio::io::AsyncWriteExt as _;
+    let server = MockModelServer::start().await.expect("mock server");
+    let home = TempDir::new().expect("home");
+    write_config(
+        home.path(),
+        &provider_config("mock-model", &server.base_url(), ""),
+    );
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"))
+        .args(["login", "--provider", "mock"])
+        .env_clear()
+        .env("INTERPRETER_HOME", home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn login");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"sk-stored-key\n")
+        .await
+        .expect("write key");
+    drop(stdin);
+    let output = tokio::time::timeout(RUN_DEADLINE, child.wait_with_output())
+        .await
+        .expect("login deadline")
+        .expect("login");
+    assert!(output.status.success(), "{output:?}");
+    let file = home.path().join("credentials.json");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&file).expect("file").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // No variable: the stored key is used.
+    let report = run_doctor(home.path(), &["doctor", "--json"], &[])
+        .await
+        .report();
+    assert_eq!(status(&report, "api-key"), "ok", "{report:#}");
+    assert!(detail(&report, "api-key").contains("interpreter login"));
+    // The variable wins.
+    let report = run_doctor(
+        home.path(),
+        &["doctor", "--json"],
+        &[("MOCK_API_KEY", "from-env")],
+    )
+    .await
+    .report();
+    assert_eq!(detail(&report, "api-key"), "MOCK_API_KEY is set (8 chars)");
+
+    let output = run_doctor(home.path(), &["logout", "--provider", "mock"], &[]).await;
+    assert_eq!(output.code, Some(0), "{}", output.stderr);
+    let report = run_doctor(home.path(), &["doctor", "--json"], &[])
+        .await
+        .report();
+    assert_eq!(status(&report, "api-key"), "fail", "{report:#}");
+}

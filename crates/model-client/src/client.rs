@@ -69,10 +69,16 @@ fn env_value(env: &HashMap<String, String>, name: &str) -> Option<String> {
         .filter(|value| !value.is_empty())
 }
 
-/// The provider's credential: the `env_key` variable, else `experimental_bearer_token`.
+/// The provider's credential: the `env_key` variable, else the key `interpreter login`
+/// stored, else `experimental_bearer_token`. The one place a credential is chosen.
 fn api_key(provider: &ModelProviderInfo, env: &HashMap<String, String>) -> Option<String> {
     match &provider.env_key {
-        Some(variable) => env_value(env, variable),
+        Some(variable) => env_value(env, variable).or_else(|| {
+            provider
+                .stored_api_key
+                .as_ref()
+                .map(|key| key.expose().to_string())
+        }),
         None => provider
             .experimental_bearer_token
             .as_deref()
@@ -1053,6 +1059,21 @@ mod tests {
                 "model provider `x` needs an API key: set the environment variable MODEL_API_KEY (get one from your dashboard)"
             )
         );
+    }
+
+    #[test]
+    fn stored_key_is_used_only_when_the_variable_is_unset() {
+        let mut info = provider(Some("MODEL_API_KEY"));
+        info.stored_api_key = Some(crate::credentials::SecretKey::new("sk-stored"));
+        let bearer = |env: &HashMap<String, String>| {
+            ModelClient::new("x".into(), info.clone(), "m".into(), None, env)
+                .ok()
+                .and_then(|c| c.headers.get("authorization").cloned())
+                .map(|v| v.as_bytes().to_vec())
+        };
+        assert_eq!(bearer(&HashMap::new()), Some(b"Bearer sk-stored".to_vec()));
+        let env = HashMap::from([("MODEL_API_KEY".to_string(), "sk-env".to_string())]);
+        assert_eq!(bearer(&env), Some(b"Bearer sk-env".to_vec()));
     }
 
     #[test]

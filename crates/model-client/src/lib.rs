@@ -10,6 +10,7 @@
 mod chat_request;
 mod chat_stream;
 mod client;
+pub mod credentials;
 mod error;
 mod history;
 mod prompt;

@@ -65,6 +65,10 @@ pub struct ModelProviderInfo {
     /// local built-ins and any provider whose `base_url` is a loopback or private address.
     #[serde(default)]
     pub text_tool_calls: Option<bool>,
+    /// The key `interpreter login` stored for this provider, filled in by the config
+    /// loader; used only when the `env_key` variable is unset (the environment wins).
+    #[serde(skip)]
+    pub stored_api_key: Option<crate::credentials::SecretKey>,
 }
 
 /// The Chat Completions field the output cap is sent in.
