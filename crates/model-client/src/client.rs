@@ -759,6 +759,11 @@ struct AnswerCheck {
     unchecked: usize,
     /// Where to cut the text: set once a loop is found.
     loop_cut: Option<usize>,
+    /// Text streamed so far, to spot the start of tool-call markup (recovery only).
+    streamed: String,
+    /// Tool-call markup has started: later text deltas are held back, so the user does
+    /// not watch `<tool_call>{…}` scroll by before it turns into a call.
+    markup_started: bool,
 }
 
 impl AnswerCheck {
@@ -828,6 +833,17 @@ impl AnswerCheck {
             ResponseEvent::OutputTextDelta(delta) => {
                 self.saw_output = true;
                 self.watch_for_loop(delta);
+                if self.recovery.is_some() {
+                    return match self.visible_part(delta) {
+                        Some(visible) if visible.len() == delta.len() => {
+                            sender.send(Ok(event)).is_ok()
+                        }
+                        Some(visible) => sender
+                            .send(Ok(ResponseEvent::OutputTextDelta(visible)))
+                            .is_ok(),
+                        None => true,
+                    };
+                }
             }
             ResponseEvent::ReasoningDelta(_) => {
                 self.saw_output = true;
@@ -845,6 +861,32 @@ impl AnswerCheck {
             _ => {}
         }
         sender.send(Ok(event)).is_ok()
+    }
+
+    /// The part of a text delta the user should see: everything before tool-call markup
+    /// begins. `None` when nothing of it is shown.
+    fn visible_part(&mut self, delta: &str) -> Option<String> {
+        if self.markup_started {
+            return None;
+        }
+        let before = self.streamed.len();
+        self.streamed.push_str(delta);
+        // Search from a little before this delta, so an opener split across deltas is
+        // found (its first bytes may already have been shown).
+        let mut from = before.saturating_sub(32);
+        while !self.streamed.is_char_boundary(from) {
+            from -= 1;
+        }
+        let Some(start) = text_tools::MARKUP_OPENERS
+            .iter()
+            .filter_map(|opener| self.streamed[from..].find(opener).map(|at| from + at))
+            .min()
+        else {
+            return Some(delta.to_string());
+        };
+        self.markup_started = true;
+        let shown = start.saturating_sub(before);
+        (shown > 0).then(|| delta[..shown].to_string())
     }
 
     fn watch_for_loop(&mut self, delta: &str) {

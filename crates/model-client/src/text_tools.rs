@@ -25,6 +25,14 @@
 
 use serde_json::{Map, Value};
 
+/// How tool-call markup begins, per family: text from here on is a call, not prose.
+pub const MARKUP_OPENERS: &[&str] = &[
+    "<tool_call>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_call_begin|>",
+    "[TOOL_CALLS]",
+];
+
 /// Name given to markup that looks like a tool call but names no tool.
 pub const UNPARSED_TOOL_CALL: &str = "unparsed_tool_call";
 

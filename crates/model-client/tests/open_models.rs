@@ -282,7 +282,16 @@ async fn text_tool_calls_are_recovered_only_where_enabled() -> anyhow::Result<()
         chunk::finish("stop"),
     ]));
     let client = client_for(provider(&server))?;
-    let items = done_items(&collect(&client, &prompt()).await?);
+    let events = collect(&client, &prompt()).await?;
+    let shown: String = events
+        .iter()
+        .filter_map(|event| match event {
+            ResponseEvent::OutputTextDelta(delta) => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown, "Checking.\n", "markup is not streamed to the user");
+    let items = done_items(&events);
     assert_eq!(items.len(), 2, "{items:?}");
     assert_eq!(items[0].message_text().as_deref(), Some("Checking."));
     match &items[1] {
