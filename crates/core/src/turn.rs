@@ -458,9 +458,15 @@ pub(crate) async fn overflow_error(
         (Some(window), None) => format!(" ({window} tokens)"),
         _ => String::new(),
     };
+    let times = match compactions {
+        0 => "without compacting".to_string(),
+        1 => "even after compacting once".to_string(),
+        2 => "even after compacting twice".to_string(),
+        n => format!("even after compacting {n} times"),
+    };
     ErrorEvent {
         message: format!(
-            "the conversation does not fit the model's context window{window} even after compacting {compactions} time(s): {server_message}. \
+            "the conversation does not fit the model's context window{window} {times}: {server_message}. \
              The failed message was taken out of the thread, so the next one can run. \
              Send a shorter message or start a new thread, or give the model more context \
              (llama.cpp `-c`, Ollama `num_ctx`, vLLM `--max-model-len`) and set `model_context_window` to match."

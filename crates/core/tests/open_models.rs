@@ -266,7 +266,7 @@ async fn overflow_after_two_compactions_is_one_clear_error() {
     assert_eq!(message, None);
     let error = error.unwrap();
     assert!(
-        error.contains("4096 tokens") && error.contains("compacting 2 time"),
+        error.contains("4096 tokens") && error.contains("compacting twice"),
         "{error}"
     );
     let events = turn(&new.thread, "next").await;
