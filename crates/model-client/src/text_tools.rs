@@ -9,6 +9,7 @@
 //!
 //! * Hermes / Qwen: `<tool_call>{"name": …, "arguments": {…}}</tool_call>`
 //! * GLM 4.5+: `<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>`
+//! * Qwen3-Coder: `<tool_call><function=name><parameter=k>v</parameter></function></tool_call>`
 //! * Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.name:0
 //!   <|tool_call_argument_begin|>{…}<|tool_call_end|><|tool_calls_section_end|>`
 //! * Mistral: `[TOOL_CALLS][{"name": …, "arguments": {…}}]` and
@@ -87,13 +88,13 @@ fn recover_hermes_or_glm(text: &str) -> Option<Recovered> {
             Some(end) => (&after[..end], &after[end + TOOL_CALL_CLOSE.len()..]),
             None => (after, ""),
         };
-        calls.push(
-            if body.contains("<arg_key>") || !body.trim_start().starts_with(['{', '`']) {
-                glm_call(body)
-            } else {
-                json_call(body)
-            },
-        );
+        calls.push(if body.contains("<function=") {
+            qwen3_xml_call(body)
+        } else if body.contains("<arg_key>") || !body.trim_start().starts_with(['{', '`']) {
+            glm_call(body)
+        } else {
+            json_call(body)
+        });
         rest = next;
     }
     prose.push_str(rest);
@@ -136,6 +137,54 @@ fn glm_call(body: &str) -> TextToolCall {
     }
     TextToolCall {
         name,
+        arguments: Value::Object(arguments).to_string(),
+    }
+}
+
+/// Qwen3-Coder: `<function=NAME>` then `<parameter=KEY>VALUE</parameter>` pairs; values
+/// are JSON when they parse, strings otherwise (the template writes strings raw).
+fn qwen3_xml_call(body: &str) -> TextToolCall {
+    let unparsed = || TextToolCall {
+        name: UNPARSED_TOOL_CALL.to_string(),
+        arguments: body.trim().to_string(),
+    };
+    let Some(at) = body.find("<function=") else {
+        return unparsed();
+    };
+    let after = &body[at + "<function=".len()..];
+    let Some(name_end) = after.find('>') else {
+        return unparsed();
+    };
+    let name = after[..name_end].trim();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return unparsed();
+    }
+    let mut arguments = Map::new();
+    let mut rest = &after[name_end + 1..];
+    while let Some(start) = rest.find("<parameter=") {
+        let after_tag = &rest[start + "<parameter=".len()..];
+        let Some(key_end) = after_tag.find('>') else {
+            break;
+        };
+        let key = after_tag[..key_end].trim().to_string();
+        let value_text = &after_tag[key_end + 1..];
+        let value_end = value_text
+            .find("</parameter>")
+            .or_else(|| value_text.find("<parameter="))
+            .or_else(|| value_text.find("</function>"))
+            .unwrap_or(value_text.len());
+        // The template puts the value on its own lines.
+        let raw = value_text[..value_end]
+            .strip_prefix('\n')
+            .unwrap_or(&value_text[..value_end]);
+        let raw = raw.strip_suffix('\n').unwrap_or(raw);
+        let value =
+            serde_json::from_str(raw.trim()).unwrap_or_else(|_| Value::String(raw.to_string()));
+        arguments.insert(key, value);
+        rest = &value_text[value_end..];
+    }
+    TextToolCall {
+        name: name.to_string(),
         arguments: Value::Object(arguments).to_string(),
     }
 }
@@ -542,6 +591,18 @@ mod tests {
     fn glm_arg_pairs() {
         let got = recover_tool_calls(
             "<tool_call>shell\n<arg_key>command</arg_key>\n<arg_value>[\"ls\",\"-la\"]</arg_value>\n<arg_key>workdir</arg_key>\n<arg_value>src</arg_value>\n</tool_call>",
+            &tools(),
+        );
+        assert_eq!(
+            got.map(|r| r.calls),
+            Some(one("shell", r#"{"command":["ls","-la"],"workdir":"src"}"#))
+        );
+    }
+
+    #[test]
+    fn qwen3_coder_xml() {
+        let got = recover_tool_calls(
+            "<tool_call>\n<function=shell>\n<parameter=command>\n[\"ls\", \"-la\"]\n</parameter>\n<parameter=workdir>\nsrc\n</parameter>\n</function>\n</tool_call>",
             &tools(),
         );
         assert_eq!(
