@@ -81,6 +81,9 @@ pub(crate) struct ContextState {
     pub window_source: Option<String>,
     /// The server has been asked (once per thread).
     pub probed: bool,
+    /// The server can count a prompt's tokens exactly (llama.cpp); asked once, for the
+    /// first estimate, before any usage arrives.
+    pub server_counts_tokens: bool,
     /// Real prompt tokens per request byte, from the server's usage of an earlier
     /// request; `None` until the server reported usage.
     pub tokens_per_byte: Option<f64>,

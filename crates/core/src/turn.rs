@@ -407,6 +407,18 @@ pub(crate) struct OverBudget {
 /// has reported usage, calibrated by the real ratio of tokens to bytes.
 pub(crate) async fn estimate_tokens(sess: &Session, prompt: &Prompt) -> u64 {
     let bytes = sess.client.request_size(prompt) as f64;
+    // Before any usage: a server that counts tokens (llama.cpp) calibrates the estimate
+    // once, exactly. bytes/4 is off by 2x when the template drops the tools.
+    let ask = {
+        let mut context = sess.context.lock().await;
+        context.tokens_per_byte.is_none() && std::mem::take(&mut context.server_counts_tokens)
+    };
+    if ask
+        && bytes > 0.0
+        && let Some(tokens) = sess.client.count_prompt_tokens(prompt).await
+    {
+        sess.context.lock().await.tokens_per_byte = Some(tokens as f64 / bytes);
+    }
     let per_byte = sess
         .context
         .lock()
@@ -498,8 +510,12 @@ async fn learn_from_server(sess: &Session) -> Option<String> {
         return None;
     }
     let facts = sess.client.server_facts().await;
-    if let Some((window, source)) = facts.context_window {
-        sess.context.lock().await.learn_window(window, source);
+    {
+        let mut context = sess.context.lock().await;
+        if let Some((window, source)) = facts.context_window {
+            context.learn_window(window, source);
+        }
+        context.server_counts_tokens = facts.counts_tokens;
     }
     (facts.supports_tools == Some(false)).then(|| {
         format!(

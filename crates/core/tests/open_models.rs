@@ -429,3 +429,31 @@ async fn tool_call_markup_corpus_runs_through_the_engine() {
         mock.assert_invariants();
     }
 }
+
+#[tokio::test]
+async fn llama_server_token_count_calibrates_the_first_estimate() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.set_props(serde_json::json!({
+        "default_generation_settings": {"n_ctx": 2048},
+        "chat_template_caps": {"supports_tools": true},
+    }));
+    // The server counts 900 tokens for a request whose bytes/4 estimate is well over
+    // the budget (about 1,380 tokens): nothing is compacted.
+    mock.set_token_count(900);
+    mock.push(answer("fits"));
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, ""),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    let events = turn(&new.thread, &"lorem ipsum ".repeat(400)).await;
+    assert_eq!(compacted(&events), 0, "{events:#?}");
+    assert_eq!(final_message(&events), (Some("fits".to_string()), None));
+    assert_eq!(mock.requests().len(), 1);
+    mock.assert_invariants();
+}

@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::chat_request::build_chat_request;
 use crate::client::ModelClient;
+use crate::prompt::Prompt;
+use crate::provider::WireApi;
 
 /// Deadline of each probe request.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,6 +30,9 @@ pub struct ServerFacts {
     pub context_window: Option<(u64, &'static str)>,
     /// Whether the chat template renders tools (llama.cpp only).
     pub supports_tools: Option<bool>,
+    /// The server can count a prompt's tokens exactly (llama.cpp `/apply-template` and
+    /// `/tokenize`): see [`ModelClient::count_prompt_tokens`].
+    pub counts_tokens: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,6 +72,17 @@ struct ModelEntry {
 }
 
 #[derive(Debug, Deserialize)]
+struct AppliedTemplate {
+    prompt: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Tokenized {
+    #[serde(default)]
+    tokens: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
 struct OllamaShow {
     #[serde(default)]
     parameters: Option<String>,
@@ -92,6 +109,7 @@ impl ModelClient {
                 .filter(|n| *n > 0)
                 .map(|n| (n, "llama.cpp /props n_ctx"));
             facts.supports_tools = props.chat_template_caps.and_then(|c| c.supports_tools);
+            facts.counts_tokens = self.provider().wire_api == WireApi::Chat;
         }
         if facts.context_window.is_none()
             && let Some(list) = self.get_json::<ModelList>(&format!("{base}/models")).await
@@ -119,6 +137,47 @@ impl ModelClient {
                 .map(|n| (n, "Ollama /api/show num_ctx"));
         }
         facts
+    }
+
+    /// The exact prompt tokens of `prompt` on a llama.cpp server: the chat template applied
+    /// by the server (`POST /apply-template`), then its tokenizer (`POST /tokenize`). Used
+    /// once per thread to calibrate the engine's estimate before the server has reported
+    /// any usage. `None` when the server cannot say.
+    pub async fn count_prompt_tokens(&self, prompt: &Prompt) -> Option<u64> {
+        let base = self.provider().base_url.clone()?;
+        let base = base.trim().trim_end_matches('/').to_string();
+        let root = base.strip_suffix("/v1").unwrap_or(&base).to_string();
+        let request = build_chat_request(self.model(), prompt, None);
+        let templated: AppliedTemplate = self
+            .post_body(
+                &format!("{root}/apply-template"),
+                &serde_json::json!({ "messages": request.messages, "tools": request.tools }),
+            )
+            .await?;
+        let tokens: Tokenized = self
+            .post_body(
+                &format!("{root}/tokenize"),
+                &serde_json::json!({
+                    "content": templated.prompt,
+                    "add_special": true,
+                    "parse_special": true,
+                }),
+            )
+            .await?;
+        u64::try_from(tokens.tokens.len()).ok()
+    }
+
+    async fn post_body<T: for<'de> Deserialize<'de>>(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+    ) -> Option<T> {
+        let request = self
+            .http()
+            .post(url)
+            .headers(self.auth_headers())
+            .json(body);
+        decode(tokio::time::timeout(PROBE_TIMEOUT, request.send()).await).await
     }
 
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, url: &str) -> Option<T> {

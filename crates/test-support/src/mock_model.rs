@@ -62,6 +62,9 @@ impl Endpoint {
 struct ServerState {
     /// What `GET /props` answers (llama.cpp's server properties); 404 when unset.
     props: Option<serde_json::Value>,
+    /// How many tokens `POST /tokenize` reports (after `POST /apply-template`); both
+    /// answer 404 when unset.
+    token_count: Option<usize>,
     queue: VecDeque<MockResponse>,
     record: MockRecord,
     streamed: Vec<StreamedTurn>,
@@ -104,6 +107,8 @@ impl MockModelServer {
             .route("/v1/models", axum::routing::get(list_models))
             .route("/props", axum::routing::get(props))
             .route("/api/show", post(no_ollama))
+            .route("/apply-template", post(apply_template))
+            .route("/tokenize", post(tokenize))
             .fallback(unknown_route)
             .with_state(state.clone());
         let task = tokio::spawn(async move {
@@ -143,6 +148,12 @@ impl MockModelServer {
     /// `{"default_generation_settings":{"n_ctx":2048},"chat_template_caps":{"supports_tools":false}}`.
     pub fn set_props(&self, props: serde_json::Value) {
         lock(&self.state).props = Some(props);
+    }
+
+    /// Makes `POST /apply-template` and `POST /tokenize` answer (as llama.cpp's server
+    /// does), the latter with this many tokens whatever the text.
+    pub fn set_token_count(&self, tokens: usize) {
+        lock(&self.state).token_count = Some(tokens);
     }
 
     /// Requests + violations, e.g. to write to a file.
@@ -203,6 +214,22 @@ async fn props(State(state): State<Shared>) -> Response {
     match lock(&state).props.clone() {
         Some(props) => axum::Json(props).into_response(),
         None => (StatusCode::NOT_FOUND, "no /props on this server").into_response(),
+    }
+}
+
+/// `POST /apply-template`: the templated prompt (here just a placeholder). Not recorded.
+async fn apply_template(State(state): State<Shared>) -> Response {
+    match lock(&state).token_count {
+        Some(_) => axum::Json(serde_json::json!({"prompt": "<templated prompt>"})).into_response(),
+        None => (StatusCode::NOT_FOUND, "File Not Found").into_response(),
+    }
+}
+
+/// `POST /tokenize`: the configured number of tokens. Not recorded.
+async fn tokenize(State(state): State<Shared>) -> Response {
+    match lock(&state).token_count {
+        Some(count) => axum::Json(serde_json::json!({"tokens": vec![1; count]})).into_response(),
+        None => (StatusCode::NOT_FOUND, "File Not Found").into_response(),
     }
 }
 
