@@ -556,6 +556,28 @@ requires_openai_auth = false
     }
 
     #[test]
+    fn output_cap_and_window_come_from_the_top_level_else_the_provider() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            "model = \"m\"\nmodel_provider = \"box\"\n[model_providers.box]\nname = \"box\"\nbase_url = \"http://10.0.0.5:8000/v1\"\nmodel_max_output_tokens = 1000\nmodel_context_window = 8192\n",
+        );
+        let config = load_config(fx.inputs()).unwrap();
+        assert_eq!(config.model_max_output_tokens, Some(1000));
+        assert_eq!(config.model_context_window, Some(8192));
+        let config =
+            load_config(fx.with_cli(&["model_max_output_tokens=64", "model_context_window=4096"]))
+                .unwrap();
+        assert_eq!(config.model_max_output_tokens, Some(64));
+        assert_eq!(config.model_context_window, Some(4096));
+        let err = load_config(fx.with_cli(&["model_max_output_tokens=0"])).err();
+        assert!(
+            err.is_some_and(|e| e.to_string().contains("model_max_output_tokens")),
+            "zero is refused"
+        );
+    }
+
+    #[test]
     fn cli_override_types_reach_the_config() {
         let fx = Fixture::new();
         let config = load_config(fx.with_cli(&[
