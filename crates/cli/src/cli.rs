@@ -125,6 +125,18 @@ pub enum Command {
     /// config.toml).
     #[command(after_help = MCP_AFTER_HELP)]
     Mcp(McpArgs),
+    /// Store a provider's API key in the agent home (read from stdin, one line; file mode
+    /// 0600). The provider's environment variable still wins when it is set.
+    Login(LoginArgs),
+    /// Remove the API key `login` stored for a provider.
+    Logout(LoginArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// Provider id: a built-in (`openai`, `zai`, `moonshot`, …) or a `[model_providers.ID]`.
+    #[arg(long = "provider", value_name = "ID")]
+    pub provider: String,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
 //! `interpreter doctor`: a self-test that says in one screen whether this installation
 //! will work for the programs that drive it — home directory, config, API key, model
-//! endpoint, sandbox, thread index and nesting — with a concrete fix for each problem.
+//! endpoint, what the model server reports, sandbox, thread index and nesting — with a concrete fix for each problem.
 //!
 //! It only reads. The one exception is a missing home directory, which it creates (as
 //! every other subcommand would) and reports. Every external wait has a deadline.
@@ -205,6 +205,10 @@ pub async fn diagnose(config_args: &ConfigArgs, env: &HashMap<String, String>) -
     checks.push(match config {
         Some(config) => check_endpoint(config).await,
         None => Check::skipped("endpoint"),
+    });
+    checks.push(match config {
+        Some(config) => check_server(config).await,
+        None => Check::skipped("server"),
     });
     checks.push(check_sandbox(config.map(|config| config.sandbox_policy.mode())).await);
     let state_home = config.map(|config| config.home.clone()).or(home);
@@ -422,9 +426,17 @@ fn check_api_key(config: &Config) -> Check {
                 let plural = if length == 1 { "" } else { "s" };
                 Check::ok(NAME, format!("{variable} is set ({length} char{plural})"))
             }
+            _ if provider.stored_api_key.is_some() => Check::ok(
+                NAME,
+                format!(
+                    "{variable} is not set; using the key stored by `interpreter login --provider {provider_id}`"
+                ),
+            ),
             found => {
                 let state = if found.is_some() { "blank" } else { "not set" };
-                let mut fix = format!("export {variable}=<your API key>");
+                let mut fix = format!(
+                    "export {variable}=<your API key>, or store one with `interpreter login --provider {provider_id}`"
+                );
                 if let Some(instructions) = &provider.env_key_instructions {
                     let _ = write!(fix, " ({instructions})");
                 }
@@ -628,6 +640,63 @@ async fn check_endpoint(config: &Config) -> Check {
 }
 
 /// reqwest's own message plus its innermost cause ("Connection refused (os error 111)").
+/// What a self-hosted server says about the model: its context window, and whether its
+/// chat template renders tools (llama.cpp `/props`). Hosted providers are not asked.
+async fn check_server(config: &Config) -> Check {
+    const NAME: &str = "server";
+    let configured = config
+        .model_context_window
+        .map(|n| format!("context window {n} tokens (model_context_window)"));
+    if !config.model_provider.is_local() {
+        return Check::ok(
+            NAME,
+            configured.unwrap_or_else(|| {
+                "hosted provider: context window learned from its errors (set model_context_window to compact before them)".to_string()
+            }),
+        );
+    }
+    let client = match ModelClient::new(
+        config.model_provider_id.clone(),
+        config.model_provider.clone(),
+        config.model.clone(),
+        config.model_reasoning_effort,
+        &config.env,
+    ) {
+        Ok(client) => client,
+        Err(_) => {
+            return Check::warn(
+                NAME,
+                "not checked: the provider is not usable",
+                "fix the api-key or config failure above",
+            );
+        }
+    };
+    let facts = client.server_facts().await;
+    let window = match (facts.context_window, configured) {
+        (Some((n, source)), _) => format!("context window {n} tokens ({source})"),
+        (None, Some(configured)) => configured,
+        (None, None) => "context window not reported".to_string(),
+    };
+    match facts.supports_tools {
+        Some(false) => Check::warn(
+            NAME,
+            format!(
+                "{window}; the chat template cannot render tools (/props chat_template_caps.supports_tools = false): the server drops them and the model can only answer in text"
+            ),
+            "restart llama-server with --jinja, and with --chat-template-file FILE naming a template with tool support if the model's own has none (docs/providers.md)",
+        ),
+        Some(true) => Check::ok(NAME, format!("{window}; the chat template renders tools")),
+        None if facts.context_window.is_none() && config.model_context_window.is_none() => {
+            Check::warn(
+                NAME,
+                format!("{window}; tool support not reported"),
+                "set model_context_window (and the server's context size, e.g. Ollama num_ctx) so long threads are compacted before the server cuts them",
+            )
+        }
+        None => Check::ok(NAME, format!("{window}; tool support not reported")),
+    }
+}
+
 fn describe_transport_error(err: &reqwest::Error) -> String {
     let mut innermost: &dyn std::error::Error = err;
     while let Some(source) = innermost.source() {

@@ -9,6 +9,7 @@ mod cli;
 mod config_inputs;
 mod doctor;
 mod exec;
+mod login;
 mod mcp_cmd;
 mod sandbox_cmd;
 mod signals;
@@ -89,13 +90,14 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             let listen = mcp_server_listen(&args, &inputs)?;
             let stop = tokio_util::sync::CancellationToken::new();
             signals::cancel_on_stop_signal(stop.clone());
-            interpreter_mcp_server::run(
+            // Boxed: the server's future is large, and main's stack need not carry it.
+            Box::pin(interpreter_mcp_server::run(
                 interpreter_mcp_server::McpServerOptions {
                     config_inputs: inputs,
                     listen,
                 },
                 stop,
-            )
+            ))
             .await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -111,6 +113,8 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             doctor::run(args, config_args, env).await
         }
         Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env),
+        Command::Login(args) => login::login(&args.provider, &env),
+        Command::Logout(args) => login::logout(&args.provider, &env),
     }
 }
 

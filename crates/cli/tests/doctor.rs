@@ -120,7 +120,7 @@ async fn healthy_setup_passes_and_reports_json() {
     assert_eq!(
         names,
         [
-            "home", "config", "api-key", "endpoint", "sandbox", "state", "nesting"
+            "home", "config", "api-key", "endpoint", "server", "sandbox", "state", "nesting"
         ]
     );
     for name in ["home", "config", "api-key", "endpoint", "state", "nesting"] {
@@ -394,4 +394,113 @@ async fn state_check_compares_the_index_with_the_rollouts_on_disk() {
     // Doctor repaired nothing: the deleted thread is still indexed.
     let index = ThreadIndex::open_without_repair(home.path()).expect("open index");
     assert_eq!(index.list(usize::MAX, None).expect("list").len(), 4);
+}
+
+#[tokio::test]
+async fn server_check_warns_when_the_template_cannot_render_tools() {
+    let server = MockModelServer::start().await.expect("mock server");
+    server.set_props(serde_json::json!({
+        "default_generation_settings": {"n_ctx": 2048},
+        "chat_template_caps": {"supports_tools": false},
+    }));
+    let home = TempDir::new().expect("home");
+    write_config(
+        home.path(),
+        &provider_config("mock-model", &server.base_url(), ""),
+    );
+    let output = run_doctor(
+        home.path(),
+        &["doctor", "--json"],
+        &[("MOCK_API_KEY", "secret-key-1")],
+    )
+    .await;
+    let report = output.report();
+    assert_eq!(status(&report, "server"), "warn", "{report:#}");
+    let server_detail = detail(&report, "server");
+    assert!(
+        server_detail.contains("context window 2048 tokens"),
+        "{server_detail}"
+    );
+    assert!(
+        server_detail.contains("cannot render tools"),
+        "{server_detail}"
+    );
+    let fix = check(&report, "server")["fix"].as_str().expect("fix");
+    assert!(fix.contains("--jinja"), "{fix}");
+
+    // With a template that renders tools, the check passes.
+    server.set_props(serde_json::json!({
+        "default_generation_settings": {"n_ctx": 8192},
+        "chat_template_caps": {"supports_tools": true},
+    }));
+    let output = run_doctor(
+        home.path(),
+        &["doctor", "--json"],
+        &[("MOCK_API_KEY", "secret-key-1")],
+    )
+    .await;
+    let report = output.report();
+    assert_eq!(status(&report, "server"), "ok", "{report:#}");
+    assert!(detail(&report, "server").contains("renders tools"));
+}
+
+#[tokio::test]
+async fn login_stores_a_private_key_the_environment_overrides_and_logout_removes_it() {
+    use tokio::io::AsyncWriteExt as _;
+    let server = MockModelServer::start().await.expect("mock server");
+    let home = TempDir::new().expect("home");
+    write_config(
+        home.path(),
+        &provider_config("mock-model", &server.base_url(), ""),
+    );
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"))
+        .args(["login", "--provider", "mock"])
+        .env_clear()
+        .env("INTERPRETER_HOME", home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn login");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"sk-stored-key\n")
+        .await
+        .expect("write key");
+    drop(stdin);
+    let output = tokio::time::timeout(RUN_DEADLINE, child.wait_with_output())
+        .await
+        .expect("login deadline")
+        .expect("login");
+    assert!(output.status.success(), "{output:?}");
+    let file = home.path().join("credentials.json");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&file).expect("file").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // No variable: the stored key is used.
+    let report = run_doctor(home.path(), &["doctor", "--json"], &[])
+        .await
+        .report();
+    assert_eq!(status(&report, "api-key"), "ok", "{report:#}");
+    assert!(detail(&report, "api-key").contains("interpreter login"));
+    // The variable wins.
+    let report = run_doctor(
+        home.path(),
+        &["doctor", "--json"],
+        &[("MOCK_API_KEY", "from-env")],
+    )
+    .await
+    .report();
+    assert_eq!(detail(&report, "api-key"), "MOCK_API_KEY is set (8 chars)");
+
+    let output = run_doctor(home.path(), &["logout", "--provider", "mock"], &[]).await;
+    assert_eq!(output.code, Some(0), "{}", output.stderr);
+    let report = run_doctor(home.path(), &["doctor", "--json"], &[])
+        .await
+        .report();
+    assert_eq!(status(&report, "api-key"), "fail", "{report:#}");
 }

@@ -2,18 +2,17 @@
 //! summarises it and the history restarts from that summary.
 //!
 //! Local models often run with small windows, and a turn that dies on "context length
-//! exceeded" loses the user's work. So a sampling request rejected for length (or one
-//! whose last prompt filled most of a configured `model_context_window`) triggers one
-//! compaction: the model is asked, without tools, to summarise the conversation; the
-//! history is replaced by the initial context, that summary, and the current request; and
-//! the checkpoint is written to the rollout so a resumed thread continues from it.
+//! exceeded" loses the user's work. So a request estimated over the window's budget
+//! before it is sent, a request the server rejects for length, or a prompt that filled
+//! most of the window triggers compaction (at most twice per turn): the model is asked,
+//! without tools, to summarise the conversation; the history is replaced by the initial
+//! context, that summary, and the current request; and the checkpoint is written to the
+//! rollout so a resumed thread continues from it.
 
 use std::sync::Arc;
 
 use interpreter_model_client::Prompt;
-use interpreter_protocol::{
-    ContextCompactedEvent, ErrorEvent, ErrorKind, EventMsg, ResponseItem, Role,
-};
+use interpreter_protocol::{ContextCompactedEvent, ErrorKind, EventMsg, ResponseItem, Role};
 use tokio_util::sync::CancellationToken;
 
 use crate::project_doc;
@@ -33,7 +32,7 @@ const SUMMARY_PREFIX: &str = "Summary of the conversation so far (earlier messag
 /// round drops the older half of what is left.
 const MAX_TRIM_ROUNDS: usize = 4;
 
-/// Share of `model_context_window` that a prompt may fill before the next request is
+/// Share of the known context window that a prompt may fill before the next request is
 /// compacted first.
 pub(crate) const PROACTIVE_COMPACTION_RATIO: f64 = 0.9;
 
@@ -53,6 +52,7 @@ pub(crate) async fn compact(
 
     let mut conversation: &[ResponseItem] = &history;
     let mut summary = None;
+    let max_output_tokens = turn::max_output_tokens(sess).await;
     for _ in 0..=MAX_TRIM_ROUNDS {
         let mut input = conversation.to_vec();
         input.push(ResponseItem::user_text(instruction.clone()));
@@ -62,10 +62,16 @@ pub(crate) async fn compact(
             tools: Vec::new(),
             output_schema: None,
             prompt_cache_key: Some(sess.thread_id.to_string()),
+            max_output_tokens,
         };
+        // A summarising request estimated over the budget is trimmed before it is sent.
+        if conversation.len() > 1 && turn::over_budget(sess, &prompt).await.is_some() {
+            conversation = &conversation[conversation.len() / 2..];
+            continue;
+        }
         match turn::sample_with_retries(sess, sub_id, &prompt, cancel, false).await {
-            Ok(items) => {
-                summary = Some(last_assistant_text(&items));
+            Ok(sample) => {
+                summary = Some(last_assistant_text(&sample.items));
                 break;
             }
             Err(TurnStop::Failed(error))
@@ -74,20 +80,29 @@ pub(crate) async fn compact(
             {
                 conversation = &conversation[conversation.len() / 2..];
             }
+            Err(TurnStop::Failed(error))
+                if error.kind == Some(ErrorKind::ContextWindowExceeded) =>
+            {
+                return Err(TurnStop::Failed(
+                    turn::overflow_error(sess, &error.message, 1).await,
+                ));
+            }
             Err(stop) => return Err(stop),
         }
     }
     let Some(summary) = summary.filter(|s| !s.trim().is_empty()) else {
-        return Err(TurnStop::Failed(ErrorEvent {
-            message: "the conversation does not fit the model's context window, and summarising it failed; start a new thread or raise the server's context length".to_string(),
-            kind: Some(ErrorKind::ContextWindowExceeded),
-        }));
+        return Err(TurnStop::Failed(
+            turn::overflow_error(sess, "summarising the conversation gave nothing", 1).await,
+        ));
     };
 
     let mut replacement = project_doc::initial_context(&sess.config);
     replacement.push(ResponseItem::user_text(format!(
         "{SUMMARY_PREFIX}\n\n{summary}"
     )));
+    // What a failed turn rolls back to from now on: the compacted history without this
+    // turn's input.
+    *sess.turn_base_len.lock().await = replacement.len();
     replacement.extend(turn_input.iter().cloned());
     let items_after = replacement.len();
     sess.replace_history(summary, replacement).await;

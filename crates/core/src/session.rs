@@ -68,6 +68,38 @@ pub(crate) struct Session {
     pub total_usage: Mutex<TokenUsage>,
     /// Prompt size of the most recent model request, to decide on compaction.
     pub last_input_tokens: Mutex<Option<u64>>,
+    /// What is known about the model's context window and how to estimate a prompt.
+    pub context: Mutex<ContextState>,
+    /// History length before the running turn's input: what a turn that fails on
+    /// context overflow rolls back to (moved by compaction).
+    pub turn_base_len: Mutex<usize>,
+}
+
+/// The context window as far as it is known, and the calibration of the prompt estimate.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ContextState {
+    /// Smallest window any source named (config, the server, an overflow error).
+    pub window: Option<u64>,
+    /// Where `window` came from, for messages.
+    pub window_source: Option<String>,
+    /// The server has been asked (once per thread).
+    pub probed: bool,
+    /// The server can count a prompt's tokens exactly (llama.cpp); asked once, for the
+    /// first estimate, before any usage arrives.
+    pub server_counts_tokens: bool,
+    /// Real prompt tokens per request byte, from the server's usage of an earlier
+    /// request; `None` until the server reported usage.
+    pub tokens_per_byte: Option<f64>,
+}
+
+impl ContextState {
+    /// Takes `window` if it is the first or a smaller one.
+    pub fn learn_window(&mut self, window: u64, source: &str) {
+        if window > 0 && self.window.is_none_or(|known| window < known) {
+            self.window = Some(window);
+            self.window_source = Some(source.to_string());
+        }
+    }
 }
 
 impl Session {
@@ -96,6 +128,27 @@ impl Session {
             .map(RolloutItem::ResponseItem)
             .collect();
         self.persist(&rollout_items).await;
+    }
+
+    /// Takes the running turn's items out of the history again (and records that, so a
+    /// resumed thread does not see them either): after a turn failed because the
+    /// conversation no longer fits, keeping its input would make every later turn fail
+    /// the same way.
+    pub async fn roll_back_turn(&self, note: String) {
+        let base = *self.turn_base_len.lock().await;
+        let replacement = {
+            let mut history = self.history.lock().await;
+            if history.len() <= base {
+                return;
+            }
+            history.truncate(base);
+            history.clone()
+        };
+        self.persist(&[RolloutItem::Compacted(rollout::CompactedItem {
+            message: note,
+            replacement_history: replacement,
+        })])
+        .await;
     }
 
     /// Replace the whole model history (after compaction) and record the checkpoint.
@@ -257,6 +310,7 @@ pub(crate) async fn start(
         rollout_path: recorder.as_ref().map(|r| r.path().to_path_buf()),
     };
 
+    let config_window = config.model_context_window;
     let session = Arc::new(Session {
         thread_id,
         config,
@@ -271,6 +325,12 @@ pub(crate) async fn start(
         approved_for_session: Mutex::new(HashSet::new()),
         total_usage: Mutex::new(total_usage),
         last_input_tokens: Mutex::new(None),
+        context: Mutex::new(ContextState {
+            window: config_window,
+            window_source: config_window.map(|_| "model_context_window".to_string()),
+            ..Default::default()
+        }),
+        turn_base_len: Mutex::new(0),
     });
 
     for message in startup_warnings {

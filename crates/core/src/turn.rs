@@ -9,12 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use interpreter_model_client::{Prompt, ProviderError, ResponseEvent};
+use interpreter_model_client::{CutOff, Prompt, ProviderError, ResponseEvent};
 use interpreter_protocol::{
     AgentMessageEvent, AgentReasoningEvent, DeltaEvent, ErrorEvent, ErrorKind, EventMsg,
     ReasoningContent, ReasoningSummary, ResponseItem, Role, StreamErrorEvent, TaskCompleteEvent,
     TaskStartedEvent, TokenCountEvent, TokenUsage, TokenUsageInfo, TurnAbortReason,
-    TurnAbortedEvent, UserMessageEvent,
+    TurnAbortedEvent, UserMessageEvent, WarningEvent,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -38,14 +38,20 @@ pub(crate) async fn run_turn(
     input: Vec<ResponseItem>,
     cancel: CancellationToken,
 ) {
+    let server_warning = learn_from_server(&sess).await;
+    let model_context_window = sess.context.lock().await.window;
     sess.emit(
         &sub_id,
         EventMsg::TaskStarted(TaskStartedEvent {
             turn_id: sub_id.clone(),
-            model_context_window: sess.config.model_context_window,
+            model_context_window,
         }),
     )
     .await;
+    if let Some(message) = server_warning {
+        sess.emit(&sub_id, EventMsg::Warning(WarningEvent { message }))
+            .await;
+    }
     sess.persist(&[RolloutItem::TurnContext(TurnContextItem {
         turn_id: Some(sub_id.clone()),
         cwd: sess.config.cwd.clone(),
@@ -55,6 +61,7 @@ pub(crate) async fn run_turn(
         effort: sess.config.model_reasoning_effort,
     })])
     .await;
+    *sess.turn_base_len.lock().await = sess.history.lock().await.len();
     record_user_input(&sess, &sub_id, input.clone()).await;
 
     match sampling_loop(&sess, &sub_id, &input, &cancel).await {
@@ -80,6 +87,12 @@ pub(crate) async fn run_turn(
             .await;
         }
         Err(TurnStop::Failed(error)) => {
+            if error.kind == Some(ErrorKind::ContextWindowExceeded) {
+                sess.roll_back_turn(format!(
+                    "turn {sub_id} failed because the conversation does not fit the context window; its input was taken out of the thread"
+                ))
+                .await;
+            }
             let message = error.message.clone();
             sess.emit(&sub_id, EventMsg::Error(error)).await;
             sess.emit(
@@ -112,9 +125,10 @@ async fn sampling_loop(
     cancel: &CancellationToken,
 ) -> Result<Option<String>, TurnStop> {
     let mut last_agent_message = None;
-    // One compaction per turn: if the summary plus the request still does not fit, more
-    // summarising will not help, and the error is reported instead of looping.
-    let mut compacted = false;
+    let mut cut_note: Option<String> = None;
+    // Compaction runs at most this often per turn: if the summary plus the request still
+    // does not fit, more summarising will not help, and the error is reported instead.
+    let mut compactions = 0u32;
     loop {
         let steered = std::mem::take(&mut *sess.pending_input.lock().await);
         if !steered.is_empty() {
@@ -130,20 +144,52 @@ async fn sampling_loop(
             tools: handlers::tool_specs(sess),
             output_schema: sess.config.output_schema.clone(),
             prompt_cache_key: Some(sess.thread_id.to_string()),
+            max_output_tokens: max_output_tokens(sess).await,
         };
-        let output = match sample_with_retries(sess, sub_id, &prompt, cancel, true).await {
+        // Before sending: a prompt estimated over the budget is compacted first, so the
+        // server never has to refuse it (and servers that truncate silently never do).
+        if compactions < MAX_COMPACTIONS_PER_TURN
+            && let Some(over) = over_budget(sess, &prompt).await
+        {
+            tracing::info!(
+                estimate = over.estimate,
+                budget = over.budget,
+                "prompt estimated over the context budget; compacting first"
+            );
+            compactions += 1;
+            compact::compact(sess, sub_id, turn_input, cancel).await?;
+            continue;
+        }
+        let sample = match sample_with_retries(sess, sub_id, &prompt, cancel, true).await {
             Err(TurnStop::Failed(error))
-                if error.kind == Some(ErrorKind::ContextWindowExceeded) && !compacted =>
+                if error.kind == Some(ErrorKind::ContextWindowExceeded) =>
             {
-                compacted = true;
-                compact::compact(sess, sub_id, turn_input, cancel).await?;
-                continue;
+                if compactions < MAX_COMPACTIONS_PER_TURN {
+                    compactions += 1;
+                    compact::compact(sess, sub_id, turn_input, cancel).await?;
+                    continue;
+                }
+                return Err(TurnStop::Failed(
+                    overflow_error(sess, &error.message, compactions).await,
+                ));
             }
             result => result?,
         };
+        let output = sample.items;
+        if let Some(cut_off) = sample.cut_off {
+            let message = cut_off_message(sess, cut_off, &prompt);
+            sess.emit(
+                sub_id,
+                EventMsg::Warning(WarningEvent {
+                    message: message.clone(),
+                }),
+            )
+            .await;
+            cut_note = Some(message);
+        }
         sess.record_items(&output).await;
-        if !compacted && context_nearly_full(sess).await {
-            compacted = true;
+        if compactions == 0 && context_nearly_full(sess).await {
+            compactions += 1;
             compact::compact(sess, sub_id, turn_input, cancel).await?;
         }
 
@@ -170,6 +216,10 @@ async fn sampling_loop(
 
         if calls.is_empty() {
             if sess.pending_input.lock().await.is_empty() {
+                // An answer that was cut off says so where the user reads it.
+                if let (Some(note), Some(message)) = (&cut_note, &mut last_agent_message) {
+                    message.push_str(&format!("\n\n[{note}]"));
+                }
                 return Ok(last_agent_message);
             }
             continue;
@@ -215,7 +265,7 @@ pub(crate) async fn sample_with_retries(
     prompt: &Prompt,
     cancel: &CancellationToken,
     visible: bool,
-) -> Result<Vec<ResponseItem>, TurnStop> {
+) -> Result<Sample, TurnStop> {
     let max_attempts =
         u32::try_from(sess.config.model_provider.stream_max_retries()).unwrap_or(u32::MAX);
     let mut attempt = 0u32;
@@ -241,6 +291,16 @@ pub(crate) async fn sample_with_retries(
                 }
             }
             Err(err) => {
+                if let ProviderError::ContextWindowExceeded {
+                    context_window: Some(window),
+                    ..
+                } = &err
+                {
+                    sess.context
+                        .lock()
+                        .await
+                        .learn_window(*window, "the server's overflow error");
+                }
                 return Err(TurnStop::Failed(ErrorEvent {
                     message: err.final_message(attempt + 1),
                     kind: Some(err.kind()),
@@ -256,46 +316,51 @@ async fn sample_once(
     prompt: &Prompt,
     cancel: &CancellationToken,
     visible: bool,
-) -> Result<Vec<ResponseItem>, ProviderError> {
+) -> Result<Sample, ProviderError> {
+    let request_bytes = sess.client.request_size(prompt);
     let mut stream = sess.client.stream(prompt, cancel).await?;
     let mut items = Vec::new();
     let mut finished = Vec::new();
     while let Some(event) = stream.next().await {
         let event = event?;
-        if !visible {
-            match event {
-                ResponseEvent::OutputItemDone(item) => items.push(item),
-                ResponseEvent::Completed { token_usage, .. } => {
-                    update_usage(sess, sub_id, token_usage).await;
-                    return Ok(items);
-                }
-                _ => {}
-            }
-            continue;
-        }
         match event {
             ResponseEvent::Created => {}
             ResponseEvent::OutputTextDelta(delta) => {
-                sess.emit(sub_id, EventMsg::AgentMessageDelta(DeltaEvent { delta }))
-                    .await;
+                if visible {
+                    sess.emit(sub_id, EventMsg::AgentMessageDelta(DeltaEvent { delta }))
+                        .await;
+                }
             }
             ResponseEvent::ReasoningDelta(delta) => {
-                sess.emit(sub_id, EventMsg::AgentReasoningDelta(DeltaEvent { delta }))
-                    .await;
+                if visible {
+                    sess.emit(sub_id, EventMsg::AgentReasoningDelta(DeltaEvent { delta }))
+                        .await;
+                }
             }
             ResponseEvent::OutputItemDone(item) => {
-                finished.extend(finished_item_event(&item));
+                if visible {
+                    finished.extend(finished_item_event(&item));
+                }
                 items.push(item);
             }
-            ResponseEvent::Completed { token_usage, .. } => {
+            ResponseEvent::Completed {
+                token_usage,
+                usage_estimated,
+                cut_off,
+                ..
+            } => {
                 // Finished messages and reasoning are announced only once the response
                 // is known to be complete: an attempt that is cut off or retried must
                 // not leave a persisted `agent_message` behind (deltas are transient).
                 for msg in finished {
                     sess.emit(sub_id, msg).await;
                 }
+                if !usage_estimated && request_bytes > 0 && token_usage.input_tokens > 0 {
+                    sess.context.lock().await.tokens_per_byte =
+                        Some(token_usage.input_tokens as f64 / request_bytes as f64);
+                }
                 update_usage(sess, sub_id, token_usage).await;
-                return Ok(items);
+                return Ok(Sample { items, cut_off });
             }
         }
     }
@@ -303,6 +368,157 @@ async fn sample_once(
     Err(ProviderError::Truncated {
         provider: sess.client.provider_id().to_string(),
         detail: "the response stream ended without a completion event".to_string(),
+    })
+}
+
+/// One finished model answer.
+pub(crate) struct Sample {
+    pub items: Vec<ResponseItem>,
+    /// Set when the answer stopped early (output cap or a loop).
+    pub cut_off: Option<CutOff>,
+}
+
+/// How often one turn may compact.
+const MAX_COMPACTIONS_PER_TURN: u32 = 2;
+
+/// Estimated bytes per token before the server has reported any usage. Four is the
+/// usual figure for English and code; it overestimates on most open-model tokenizers,
+/// which is the safe side for deciding to compact.
+const DEFAULT_BYTES_PER_TOKEN: f64 = 4.0;
+
+/// Share of the window (after reserving the output cap) a prompt may fill.
+const PROMPT_BUDGET_RATIO: f64 = 0.9;
+
+/// Default output cap of local providers: this share of the window, within bounds.
+const LOCAL_OUTPUT_SHARE: u64 = 4;
+const LOCAL_OUTPUT_MIN: u64 = 256;
+const LOCAL_OUTPUT_MAX: u64 = 16_384;
+
+/// A prompt's estimate and the budget it exceeds.
+pub(crate) struct OverBudget {
+    pub estimate: u64,
+    pub budget: u64,
+}
+
+/// The prompt's size in tokens, estimated from its request bytes and, once the server
+/// has reported usage, calibrated by the real ratio of tokens to bytes.
+pub(crate) async fn estimate_tokens(sess: &Session, prompt: &Prompt) -> u64 {
+    let bytes = sess.client.request_size(prompt) as f64;
+    // Before any usage: a server that counts tokens (llama.cpp) calibrates the estimate
+    // once, exactly. bytes/4 is off by 2x when the template drops the tools.
+    let ask = {
+        let mut context = sess.context.lock().await;
+        context.tokens_per_byte.is_none() && std::mem::take(&mut context.server_counts_tokens)
+    };
+    if ask
+        && bytes > 0.0
+        && let Some(tokens) = sess.client.count_prompt_tokens(prompt).await
+    {
+        sess.context.lock().await.tokens_per_byte = Some(tokens as f64 / bytes);
+    }
+    let per_byte = sess
+        .context
+        .lock()
+        .await
+        .tokens_per_byte
+        .unwrap_or(1.0 / DEFAULT_BYTES_PER_TOKEN);
+    (bytes * per_byte).ceil() as u64
+}
+
+/// The prompt budget: the known window less the output cap, times the budget ratio.
+pub(crate) async fn prompt_budget(sess: &Session, max_output: Option<u64>) -> Option<u64> {
+    let window = sess.context.lock().await.window?;
+    let reserved = max_output.unwrap_or(0).min(window / 2);
+    Some(((window - reserved) as f64 * PROMPT_BUDGET_RATIO) as u64)
+}
+
+/// `Some` when the prompt is estimated over the budget of a known window.
+pub(crate) async fn over_budget(sess: &Session, prompt: &Prompt) -> Option<OverBudget> {
+    let budget = prompt_budget(sess, prompt.max_output_tokens).await?;
+    let estimate = estimate_tokens(sess, prompt).await;
+    (estimate > budget).then_some(OverBudget { estimate, budget })
+}
+
+/// The output cap sent with each request: the configured one, else (for servers on this
+/// machine or a private network, where a looping small model would otherwise generate
+/// until the context is full) a share of the known window.
+pub(crate) async fn max_output_tokens(sess: &Session) -> Option<u64> {
+    if let Some(cap) = sess.config.model_max_output_tokens {
+        return Some(cap);
+    }
+    let local = sess
+        .config
+        .model_provider
+        .text_tool_calls_enabled(&sess.config.model_provider_id)
+        || sess.config.model_provider.is_local();
+    let window = sess.context.lock().await.window?;
+    local.then(|| (window / LOCAL_OUTPUT_SHARE).clamp(LOCAL_OUTPUT_MIN, LOCAL_OUTPUT_MAX))
+}
+
+/// The turn's error when the conversation still does not fit after compacting.
+pub(crate) async fn overflow_error(
+    sess: &Session,
+    server_message: &str,
+    compactions: u32,
+) -> ErrorEvent {
+    let context = sess.context.lock().await.clone();
+    let window = match (context.window, context.window_source) {
+        (Some(window), Some(source)) => format!(" ({window} tokens, from {source})"),
+        (Some(window), None) => format!(" ({window} tokens)"),
+        _ => String::new(),
+    };
+    let times = match compactions {
+        0 => "without compacting".to_string(),
+        1 => "even after compacting once".to_string(),
+        2 => "even after compacting twice".to_string(),
+        n => format!("even after compacting {n} times"),
+    };
+    ErrorEvent {
+        message: format!(
+            "the conversation does not fit the model's context window{window} {times}: {server_message}. \
+             The failed message was taken out of the thread, so the next one can run. \
+             Send a shorter message or start a new thread, or give the model more context \
+             (llama.cpp `-c`, Ollama `num_ctx`, vLLM `--max-model-len`) and set `model_context_window` to match."
+        ),
+        kind: Some(ErrorKind::ContextWindowExceeded),
+    }
+}
+
+/// What the user is told about an answer that was cut off.
+fn cut_off_message(sess: &Session, cut_off: CutOff, prompt: &Prompt) -> String {
+    match cut_off {
+        CutOff::Length => match prompt.max_output_tokens {
+            Some(cap) => format!(
+                "the answer was cut off at the output limit ({cap} tokens, finish_reason \"length\"); raise `model_max_output_tokens` if answers need to be longer"
+            ),
+            None => format!(
+                "the answer was cut off by model provider `{}` (finish_reason \"length\"): the server's output limit or the end of the context window",
+                sess.client.provider_id()
+            ),
+        },
+        CutOff::Loop => "the model kept repeating the same text; the stream was stopped and the repetition dropped".to_string(),
+    }
+}
+
+/// Asks a self-hosted server (once per thread) for its context window and whether its
+/// chat template renders tools. Returns the warning to show when tools cannot work.
+async fn learn_from_server(sess: &Session) -> Option<String> {
+    if std::mem::replace(&mut sess.context.lock().await.probed, true) {
+        return None;
+    }
+    let facts = sess.client.server_facts().await;
+    {
+        let mut context = sess.context.lock().await;
+        if let Some((window, source)) = facts.context_window {
+            context.learn_window(window, source);
+        }
+        context.server_counts_tokens = facts.counts_tokens;
+    }
+    (facts.supports_tools == Some(false)).then(|| {
+        format!(
+            "model provider `{}` reports that the model's chat template cannot render tools (llama.cpp /props: chat_template_caps.supports_tools = false): the server drops the tools from every request, so the model can only answer in text. Restart llama-server with `--jinja`, and with `--chat-template-file FILE` naming a template with tool support if the model's own has none (see docs/providers.md)",
+            sess.client.provider_id()
+        )
     })
 }
 
@@ -341,9 +557,9 @@ fn finished_item_event(item: &ResponseItem) -> Option<EventMsg> {
     }
 }
 
-/// Whether the last prompt filled most of the configured context window.
+/// Whether the last prompt filled most of the known context window.
 async fn context_nearly_full(sess: &Session) -> bool {
-    let Some(window) = sess.config.model_context_window else {
+    let Some(window) = sess.context.lock().await.window else {
         return false;
     };
     let last_input = sess.last_input_tokens.lock().await.unwrap_or(0);
@@ -363,7 +579,7 @@ async fn update_usage(sess: &Session, sub_id: &str, last: TokenUsage) {
             info: Some(TokenUsageInfo {
                 total_token_usage: total,
                 last_token_usage: last,
-                model_context_window: sess.config.model_context_window,
+                model_context_window: sess.context.lock().await.window,
             }),
         }),
     )

@@ -45,6 +45,10 @@ pub struct ChatRequest {
     pub reasoning_effort: Option<ReasoningEffort>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_cache_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -184,6 +188,8 @@ pub fn build_chat_request(
         }),
         reasoning_effort,
         prompt_cache_key: prompt.prompt_cache_key.clone(),
+        max_tokens: prompt.max_output_tokens,
+        max_completion_tokens: None,
     }
 }
 
@@ -544,6 +550,7 @@ mod tests {
             }],
             output_schema: Some(json!({"type": "object"})),
             prompt_cache_key: None,
+            max_output_tokens: None,
         };
         let body = serde_json::to_value(build_chat_request(
             "m",

@@ -20,7 +20,20 @@ pub enum ResponseEvent {
         token_usage: TokenUsage,
         /// True when the server sent no `usage` and the counts are byte-length estimates.
         usage_estimated: bool,
+        /// Set when the answer stopped before the model meant to (output cap, or a loop
+        /// the client cut off); what arrived is kept.
+        cut_off: Option<CutOff>,
     },
+}
+
+/// Why an answer was cut off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutOff {
+    /// The server stopped at the output cap (`finish_reason: "length"`, Responses
+    /// `incomplete_details.reason: "max_output_tokens"`).
+    Length,
+    /// The client stopped a stream that kept repeating the same text.
+    Loop,
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,6 +132,8 @@ pub(crate) struct ChatStreamParser {
     calls: Vec<PartialCall>,
     usage: Option<TokenUsage>,
     finished: bool,
+    /// `finish_reason: "length"` was seen.
+    length_stop: bool,
 }
 
 /// Why a chunk could not be used.
@@ -167,8 +182,9 @@ impl ChatStreamParser {
         }
         let mut events = Vec::new();
         for choice in chunk.choices {
-            if choice.finish_reason.is_some() {
+            if let Some(reason) = &choice.finish_reason {
                 self.finished = true;
+                self.length_stop |= reason == "length";
             }
             let Some(delta) = choice.delta else { continue };
             let reasoning = match (delta.reasoning_content, delta.reasoning) {
@@ -287,6 +303,7 @@ impl ChatStreamParser {
             response_id: self.response_id,
             token_usage,
             usage_estimated,
+            cut_off: self.length_stop.then_some(CutOff::Length),
         });
         events
     }
@@ -392,7 +409,8 @@ mod tests {
                         reasoning_output_tokens: 2,
                         total_tokens: 15
                     },
-                    usage_estimated: false
+                    usage_estimated: false,
+                    cut_off: None
                 }
             ]
         );
@@ -438,7 +456,8 @@ mod tests {
                     total_tokens: 12,
                     ..Default::default()
                 },
-                usage_estimated: true
+                usage_estimated: true,
+                cut_off: None
             })
         );
     }

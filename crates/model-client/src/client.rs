@@ -18,12 +18,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::chat_request::build_chat_request;
-use crate::chat_stream::{ChatStreamParser, ResponseEvent};
-use crate::error::ProviderError;
+use crate::chat_stream::{ChatStreamParser, CutOff, ResponseEvent, estimate_tokens};
+use crate::error::{Overflow, ProviderError, context_overflow};
 use crate::prompt::Prompt;
-use crate::provider::{ModelProviderInfo, WireApi};
+use crate::provider::{MaxTokensField, ModelProviderInfo, WireApi};
 use crate::responses_request::build_responses_request;
 use crate::responses_stream::ResponsesStreamParser;
+use crate::text_tools;
 
 /// First retry delay; doubled per attempt.
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
@@ -68,10 +69,16 @@ fn env_value(env: &HashMap<String, String>, name: &str) -> Option<String> {
         .filter(|value| !value.is_empty())
 }
 
-/// The provider's credential: the `env_key` variable, else `experimental_bearer_token`.
+/// The provider's credential: the `env_key` variable, else the key `interpreter login`
+/// stored, else `experimental_bearer_token`. The one place a credential is chosen.
 fn api_key(provider: &ModelProviderInfo, env: &HashMap<String, String>) -> Option<String> {
     match &provider.env_key {
-        Some(variable) => env_value(env, variable),
+        Some(variable) => env_value(env, variable).or_else(|| {
+            provider
+                .stored_api_key
+                .as_ref()
+                .map(|key| key.expose().to_string())
+        }),
         None => provider
             .experimental_bearer_token
             .as_deref()
@@ -211,6 +218,23 @@ impl ModelClient {
         &self.provider_id
     }
 
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The provider's headers (credentials included), for the server probes.
+    pub(crate) fn auth_headers(&self) -> HeaderMap {
+        self.headers.clone()
+    }
+
+    /// Size in bytes of the request body `prompt` becomes: what the engine's token
+    /// estimate before sending is based on.
+    pub fn request_size(&self, prompt: &Prompt) -> usize {
+        self.encode_request(prompt)
+            .map(|(body, _)| body.len())
+            .unwrap_or_default()
+    }
+
     /// Sends the prompt and returns the event stream once the server has accepted it.
     /// 429, 5xx and connection failures are retried here (with backoff, honouring
     /// `Retry-After`); everything after the stream starts is reported on the stream.
@@ -220,6 +244,7 @@ impl ModelClient {
         cancel: &CancellationToken,
     ) -> Result<ResponseStream, ProviderError> {
         let (body, request_bytes) = self.encode_request(prompt)?;
+        let body_for_probe = body.clone();
         let response = self.send_with_retries(body, cancel).await?;
         let parser = match self.provider.wire_api {
             WireApi::Chat => WireParser::Chat(ChatStreamParser::default()),
@@ -229,6 +254,18 @@ impl ModelClient {
             )),
         };
 
+        let recovery = (self.provider.text_tool_calls_enabled(&self.provider_id)
+            && !prompt.tools.is_empty())
+        .then(|| TextRecovery {
+            tools: prompt.tools.iter().map(|tool| tool.name.clone()).collect(),
+            // The thread and the position in its history: stable for this request,
+            // distinct from every other request of the thread.
+            id_seed: format!(
+                "{}:{}",
+                prompt.prompt_cache_key.as_deref().unwrap_or(""),
+                prompt.input.len()
+            ),
+        });
         let (sender, receiver) = mpsc::unbounded_channel();
         let _ = sender.send(Ok(ResponseEvent::Created));
         tokio::spawn(pump_stream(
@@ -236,11 +273,54 @@ impl ModelClient {
             parser,
             sender,
             cancel.clone(),
-            self.provider.stream_idle_timeout(),
-            self.provider_id.clone(),
-            request_bytes,
+            StreamContext {
+                idle_timeout: self.provider.stream_idle_timeout(),
+                provider: self.provider_id.clone(),
+                request_bytes,
+                recovery,
+                probe: Some((self.clone(), body_for_probe)),
+            },
         ));
         Ok(ResponseStream { receiver })
+    }
+
+    /// One non-streaming request of the same body, after a stream that closed without
+    /// a single event: servers that cannot report an error on a stream (llama-cpp-python
+    /// when the prompt overflows) do report it here. Returns the error that explains the
+    /// empty stream.
+    async fn probe_empty_stream(&self, body: &[u8], cancel: &CancellationToken) -> ProviderError {
+        let provider = self.provider_id.clone();
+        let empty = |detail: String| ProviderError::EmptyStream {
+            provider: provider.clone(),
+            detail,
+        };
+        // The request body is ours, so this edit of untyped JSON is safe: only `stream`
+        // changes (and `stream_options`, which is refused without streaming).
+        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
+            return empty("the request could not be re-encoded for a probe".to_string());
+        };
+        if let Some(object) = value.as_object_mut() {
+            object.insert("stream".to_string(), serde_json::Value::Bool(false));
+            object.remove("stream_options");
+        }
+        let Ok(probe_body) = serde_json::to_vec(&value) else {
+            return empty("the request could not be re-encoded for a probe".to_string());
+        };
+        match self.send_once(probe_body, cancel).await {
+            Err(err) => err,
+            Ok(Ok(_)) => empty(
+                "the same request without streaming was accepted, so the server's streaming failed"
+                    .to_string(),
+            ),
+            Ok(Err(AttemptFailure::Http {
+                overflow: Some(overflow),
+                ..
+            })) => overflow.into_error(&provider),
+            Ok(Err(failure)) => empty(format!(
+                "the same request without streaming failed: {}",
+                failure.summary()
+            )),
+        }
     }
 
     /// The request body in this provider's wire format, and the size of its history part
@@ -252,7 +332,12 @@ impl ModelClient {
         };
         let (body, history) = match self.provider.wire_api {
             WireApi::Chat => {
-                let request = build_chat_request(&self.model, prompt, self.reasoning_effort);
+                let mut request = build_chat_request(&self.model, prompt, self.reasoning_effort);
+                if self.provider.max_tokens_field(&self.provider_id)
+                    == MaxTokensField::MaxCompletionTokens
+                {
+                    request.max_completion_tokens = request.max_tokens.take();
+                }
                 (
                     serde_json::to_vec(&request).map_err(encode_error)?,
                     serde_json::to_vec(&request.messages),
@@ -283,6 +368,9 @@ impl ModelClient {
                 Err(failure) => failure,
             };
             let retryable = match &failure {
+                AttemptFailure::Http {
+                    overflow: Some(_), ..
+                } => false,
                 AttemptFailure::Http { status, .. } => *status == 429 || *status >= 500,
                 AttemptFailure::Transport(_) => true,
             };
@@ -355,6 +443,7 @@ impl ModelClient {
             status: status.as_u16(),
             retry_after,
             message: error_message(&body, status),
+            overflow: context_overflow(status.as_u16(), &body),
         }))
     }
 
@@ -366,6 +455,10 @@ impl ModelClient {
                 message: format!("{message} (after {attempts} attempts)"),
             },
             AttemptFailure::Http {
+                overflow: Some(overflow),
+                ..
+            } => overflow.into_error(&provider),
+            AttemptFailure::Http {
                 status, message, ..
             } => match status {
                 401 | 403 => ProviderError::Unauthorized {
@@ -374,9 +467,6 @@ impl ModelClient {
                     message,
                     hint: self.credential_hint.clone(),
                 },
-                400 | 413 if mentions_context_overflow(&message) => {
-                    ProviderError::ContextWindowExceeded { provider, message }
-                }
                 429 | 500.. => ProviderError::Retryable {
                     provider,
                     status,
@@ -400,6 +490,8 @@ enum AttemptFailure {
         status: u16,
         retry_after: Option<Duration>,
         message: String,
+        /// Set when the body says the prompt does not fit (never retried).
+        overflow: Option<Overflow>,
     },
     Transport(String),
 }
@@ -497,11 +589,17 @@ async fn pump_stream(
     mut parser: WireParser,
     sender: EventSender,
     cancel: CancellationToken,
-    idle_timeout: Duration,
-    provider: String,
-    request_bytes: usize,
+    context: StreamContext,
 ) {
+    let StreamContext {
+        idle_timeout,
+        provider,
+        request_bytes,
+        recovery,
+        probe,
+    } = context;
     let mut sse = response.bytes_stream().eventsource();
+    let mut events_seen = 0usize;
     let stream_error = |message: String| ProviderError::Stream {
         provider: provider.clone(),
         message,
@@ -510,7 +608,7 @@ async fn pump_stream(
         provider: provider.clone(),
         detail: detail.to_string(),
     };
-    let mut answer = AnswerCheck::default();
+    let mut answer = AnswerCheck::new(recovery);
     loop {
         let next = tokio::select! {
             biased;
@@ -530,6 +628,18 @@ async fn pump_stream(
                 return;
             }
             Ok(None) if parser.may_end() => break,
+            Ok(None) if events_seen == 0 => {
+                // 200 and not a single event: ask once without streaming why.
+                let err = match probe {
+                    Some((client, body)) => client.probe_empty_stream(&body, &cancel).await,
+                    None => ProviderError::EmptyStream {
+                        provider: provider.clone(),
+                        detail: "no probe was possible".to_string(),
+                    },
+                };
+                let _ = sender.send(Err(err));
+                return;
+            }
             Ok(None) => {
                 let _ = sender.send(Err(truncated(
                     "the connection closed before the response finished",
@@ -544,6 +654,7 @@ async fn pump_stream(
             }
             Ok(Some(Ok(event))) => event,
         };
+        events_seen += 1;
         let data = event.data.trim();
         if data == "[DONE]" {
             if !parser.may_end() {
@@ -577,6 +688,15 @@ async fn pump_stream(
                 return;
             }
         }
+        if let Some(events) = answer.loop_stop(request_bytes) {
+            // Dropping the connection after this makes the server stop generating.
+            for event in events {
+                if !answer.forward(event, &sender, &provider) {
+                    return;
+                }
+            }
+            return;
+        }
         if parser.is_complete() {
             break;
         }
@@ -595,23 +715,137 @@ async fn pump_stream(
     }
 }
 
-/// Watches the finished items of one response so that a response completing without
-/// any content becomes [`ProviderError::EmptyAnswer`] instead of a silent "". One place
-/// for both wire formats.
+/// Everything `pump_stream` needs besides the response itself.
+struct StreamContext {
+    idle_timeout: Duration,
+    provider: String,
+    request_bytes: usize,
+    recovery: Option<TextRecovery>,
+    /// The client and request body, for the one probe after an empty stream.
+    probe: Option<(ModelClient, Vec<u8>)>,
+}
+
+/// Text tool-call recovery for one response (see [`crate::text_tools`]).
+#[derive(Debug)]
+struct TextRecovery {
+    tools: Vec<String>,
+    id_seed: String,
+}
+
+/// Bytes of streamed text between two loop checks.
+const LOOP_CHECK_EVERY: usize = 256;
+/// The stretch of latest text that must repeat for a loop: long enough that no sane
+/// answer repeats that much verbatim (about 750 tokens).
+const LOOP_WINDOW: usize = 3000;
+/// Longest repeated unit looked for; the window holds at least ten copies of it.
+const LOOP_MAX_PERIOD: usize = 300;
+
+/// Watches one response on its way to the engine, for both wire formats:
+/// * a response completing without any content becomes [`ProviderError::EmptyAnswer`]
+///   instead of a silent "";
+/// * tool calls written as text are turned into calls (when enabled);
+/// * a stream that keeps repeating the same text is stopped as a loop.
 #[derive(Debug, Default)]
 struct AnswerCheck {
     /// Something was said (text, reasoning or a call), even if only in deltas.
     saw_output: bool,
     /// A finished item carries content.
     has_content: bool,
+    recovery: Option<TextRecovery>,
+    /// Calls recovered from text so far in this response.
+    recovered_calls: usize,
+    /// Streamed text, for the loop check.
+    text: String,
+    unchecked: usize,
+    /// Where to cut the text: set once a loop is found.
+    loop_cut: Option<usize>,
+    /// Text streamed so far, to spot the start of tool-call markup (recovery only).
+    streamed: String,
+    /// Tool-call markup has started: later text deltas are held back, so the user does
+    /// not watch `<tool_call>{…}` scroll by before it turns into a call.
+    markup_started: bool,
 }
 
 impl AnswerCheck {
+    fn new(recovery: Option<TextRecovery>) -> Self {
+        Self {
+            recovery,
+            ..Default::default()
+        }
+    }
+
     /// Sends `event` on (or the empty-answer error in place of `Completed`). Returns
     /// whether the stream should go on.
     fn forward(&mut self, event: ResponseEvent, sender: &EventSender, provider: &str) -> bool {
+        for event in self.expand(event) {
+            if !self.forward_one(event, sender, provider) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// An assistant message carrying tool-call markup becomes its prose plus the calls.
+    fn expand(&mut self, event: ResponseEvent) -> Vec<ResponseEvent> {
+        let (Some(recovery), ResponseEvent::OutputItemDone(item @ ResponseItem::Message { .. })) =
+            (&self.recovery, &event)
+        else {
+            return vec![event];
+        };
+        let is_assistant = matches!(
+            item,
+            ResponseItem::Message {
+                role: interpreter_protocol::Role::Assistant,
+                ..
+            }
+        );
+        let text = item.message_text().unwrap_or_default();
+        let Some(recovered) = is_assistant
+            .then(|| text_tools::recover_tool_calls(&text, &recovery.tools))
+            .flatten()
+        else {
+            return vec![event];
+        };
+        tracing::info!(
+            calls = recovered.calls.len(),
+            "recovered tool calls the model wrote as text"
+        );
+        let mut events = Vec::new();
+        if !recovered.text.is_empty() {
+            events.push(ResponseEvent::OutputItemDone(ResponseItem::assistant_text(
+                recovered.text,
+            )));
+        }
+        for call in recovered.calls {
+            let call_id = text_tools::synthetic_call_id(&recovery.id_seed, self.recovered_calls);
+            self.recovered_calls += 1;
+            events.push(ResponseEvent::OutputItemDone(ResponseItem::FunctionCall {
+                name: call.name,
+                arguments: call.arguments,
+                call_id,
+            }));
+        }
+        events
+    }
+
+    fn forward_one(&mut self, event: ResponseEvent, sender: &EventSender, provider: &str) -> bool {
         match &event {
-            ResponseEvent::OutputTextDelta(_) | ResponseEvent::ReasoningDelta(_) => {
+            ResponseEvent::OutputTextDelta(delta) => {
+                self.saw_output = true;
+                self.watch_for_loop(delta);
+                if self.recovery.is_some() {
+                    return match self.visible_part(delta) {
+                        Some(visible) if visible.len() == delta.len() => {
+                            sender.send(Ok(event)).is_ok()
+                        }
+                        Some(visible) => sender
+                            .send(Ok(ResponseEvent::OutputTextDelta(visible)))
+                            .is_ok(),
+                        None => true,
+                    };
+                }
+            }
+            ResponseEvent::ReasoningDelta(_) => {
                 self.saw_output = true;
             }
             ResponseEvent::OutputItemDone(item) => {
@@ -628,6 +862,91 @@ impl AnswerCheck {
         }
         sender.send(Ok(event)).is_ok()
     }
+
+    /// The part of a text delta the user should see: everything before tool-call markup
+    /// begins. `None` when nothing of it is shown.
+    fn visible_part(&mut self, delta: &str) -> Option<String> {
+        if self.markup_started {
+            return None;
+        }
+        let before = self.streamed.len();
+        self.streamed.push_str(delta);
+        // Search from a little before this delta, so an opener split across deltas is
+        // found (its first bytes may already have been shown).
+        let mut from = before.saturating_sub(32);
+        while !self.streamed.is_char_boundary(from) {
+            from -= 1;
+        }
+        let Some(start) = text_tools::MARKUP_OPENERS
+            .iter()
+            .filter_map(|opener| self.streamed[from..].find(opener).map(|at| from + at))
+            .min()
+        else {
+            return Some(delta.to_string());
+        };
+        self.markup_started = true;
+        let shown = start.saturating_sub(before);
+        (shown > 0).then(|| delta[..shown].to_string())
+    }
+
+    fn watch_for_loop(&mut self, delta: &str) {
+        if self.loop_cut.is_some() {
+            return;
+        }
+        self.text.push_str(delta);
+        self.unchecked += delta.len();
+        if self.unchecked >= LOOP_CHECK_EVERY {
+            self.unchecked = 0;
+            self.loop_cut = find_loop(&self.text);
+        }
+    }
+
+    /// Once a loop is found: the events that end the response with the text up to the
+    /// first repetition, marked as cut off.
+    fn loop_stop(&mut self, request_bytes: usize) -> Option<Vec<ResponseEvent>> {
+        let cut = self.loop_cut?;
+        let kept = self.text[..cut].to_string();
+        let input_tokens = estimate_tokens(request_bytes);
+        let output_tokens = estimate_tokens(self.text.len());
+        Some(vec![
+            ResponseEvent::OutputItemDone(ResponseItem::assistant_text(kept)),
+            ResponseEvent::Completed {
+                response_id: None,
+                token_usage: interpreter_protocol::TokenUsage {
+                    input_tokens,
+                    output_tokens,
+                    total_tokens: input_tokens + output_tokens,
+                    ..Default::default()
+                },
+                usage_estimated: true,
+                cut_off: Some(CutOff::Loop),
+            },
+        ])
+    }
+}
+
+/// If the last [`LOOP_WINDOW`] bytes of `text` are one unit of at most
+/// [`LOOP_MAX_PERIOD`] bytes repeated, the index to cut at: the end of the first copy of
+/// that unit.
+fn find_loop(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    if bytes.len() < LOOP_WINDOW {
+        return None;
+    }
+    let start = bytes.len() - LOOP_WINDOW;
+    let window = &bytes[start..];
+    let period =
+        (1..=LOOP_MAX_PERIOD).find(|&p| window[p..].iter().zip(window).all(|(a, b)| a == b))?;
+    // Walk back to where the repetition began.
+    let mut begin = start;
+    while begin > 0 && bytes[begin - 1] == bytes[begin - 1 + period] {
+        begin -= 1;
+    }
+    let mut cut = (begin + period).min(bytes.len());
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    Some(cut)
 }
 
 /// Whether a finished output item is something the model said or asked for.
@@ -709,21 +1028,6 @@ fn error_message(body: &str, status: reqwest::StatusCode) -> String {
     clipped.replace('\n', " ")
 }
 
-pub(crate) fn mentions_context_overflow(message: &str) -> bool {
-    let lower = message.to_lowercase();
-    [
-        "context length",
-        "context_length",
-        "maximum context",
-        "context window",
-        "too many tokens",
-        "prompt is too long",
-        "exceeds the context",
-    ]
-    .iter()
-    .any(|needle| lower.contains(needle))
-}
-
 fn describe_reqwest(err: &reqwest::Error) -> String {
     use std::error::Error as _;
     let mut message = err.to_string();
@@ -767,9 +1071,6 @@ mod tests {
         );
         assert_eq!(error_message(r#"{"error":"nope"}"#, status), "nope");
         assert_eq!(error_message("", status), "400 Bad Request");
-        assert!(mentions_context_overflow(
-            "This model's maximum context length is 8192 tokens"
-        ));
     }
 
     fn provider(env_key: Option<&str>) -> ModelProviderInfo {
@@ -800,6 +1101,21 @@ mod tests {
                 "model provider `x` needs an API key: set the environment variable MODEL_API_KEY (get one from your dashboard)"
             )
         );
+    }
+
+    #[test]
+    fn stored_key_is_used_only_when_the_variable_is_unset() {
+        let mut info = provider(Some("MODEL_API_KEY"));
+        info.stored_api_key = Some(crate::credentials::SecretKey::new("sk-stored"));
+        let bearer = |env: &HashMap<String, String>| {
+            ModelClient::new("x".into(), info.clone(), "m".into(), None, env)
+                .ok()
+                .and_then(|c| c.headers.get("authorization").cloned())
+                .map(|v| v.as_bytes().to_vec())
+        };
+        assert_eq!(bearer(&HashMap::new()), Some(b"Bearer sk-stored".to_vec()));
+        let env = HashMap::from([("MODEL_API_KEY".to_string(), "sk-env".to_string())]);
+        assert_eq!(bearer(&env), Some(b"Bearer sk-env".to_vec()));
     }
 
     #[test]

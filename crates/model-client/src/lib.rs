@@ -10,17 +10,21 @@
 mod chat_request;
 mod chat_stream;
 mod client;
+pub mod credentials;
 mod error;
 mod history;
 mod prompt;
 mod provider;
 mod responses_request;
 mod responses_stream;
+mod server_info;
+pub mod text_tools;
 
 pub use chat_request::DEFAULT_REASONING_FIELD;
-pub use chat_stream::ResponseEvent;
+pub use chat_stream::{CutOff, ResponseEvent};
 pub use client::{ModelClient, ResponseStream, credential_hint, provider_headers};
 pub use error::ProviderError;
 pub use history::ABORTED_TOOL_OUTPUT;
 pub use prompt::{Prompt, ToolSpec};
 pub use provider::*;
+pub use server_info::ServerFacts;

@@ -16,6 +16,9 @@ pub struct Prompt {
     pub output_schema: Option<serde_json::Value>,
     /// Stable per-thread key that lets servers reuse their prompt cache.
     pub prompt_cache_key: Option<String>,
+    /// Cap on the answer's tokens (`max_tokens` / `max_completion_tokens` on the chat
+    /// wire, `max_output_tokens` on the Responses wire); unset sends nothing.
+    pub max_output_tokens: Option<u64>,
 }
 
 /// A function tool the model may call.

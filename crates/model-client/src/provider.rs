@@ -49,7 +49,38 @@ pub struct ModelProviderInfo {
     pub stream_max_retries: Option<u64>,
     #[serde(default)]
     pub stream_idle_timeout_ms: Option<u64>,
+    /// The model's context window in tokens, when known for this provider (the top-level
+    /// `model_context_window` wins). Otherwise it is asked of the server where it can say.
+    #[serde(default)]
+    pub model_context_window: Option<u64>,
+    /// Cap on the tokens of one answer (the top-level `model_max_output_tokens` wins).
+    #[serde(default)]
+    pub model_max_output_tokens: Option<u64>,
+    /// Which Chat Completions field carries the output cap: `max_tokens` (what open-model
+    /// servers read) or `max_completion_tokens` (what OpenAI wants for its newer models).
+    #[serde(default)]
+    pub max_tokens_field: Option<MaxTokensField>,
+    /// Recover tool calls that the model wrote as text (`<tool_call>{…}</tool_call>` and
+    /// other families' markup) when the server did not parse them. Default: on for the
+    /// local built-ins and any provider whose `base_url` is a loopback or private address.
+    #[serde(default)]
+    pub text_tool_calls: Option<bool>,
+    /// The key `interpreter login` stored for this provider, filled in by the config
+    /// loader; used only when the `env_key` variable is unset (the environment wins).
+    #[serde(skip)]
+    pub stored_api_key: Option<crate::credentials::SecretKey>,
 }
+
+/// The Chat Completions field the output cap is sent in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    MaxTokens,
+    MaxCompletionTokens,
+}
+
+/// Ids of the built-in providers that serve models on the user's own machine.
+pub const LOCAL_PROVIDER_IDS: &[&str] = &["ollama", "lmstudio", "vllm", "llamacpp"];
 
 pub const DEFAULT_REQUEST_MAX_RETRIES: u64 = 4;
 pub const DEFAULT_STREAM_MAX_RETRIES: u64 = 5;
@@ -68,6 +99,28 @@ impl ModelProviderInfo {
         self.stream_max_retries
             .unwrap_or(DEFAULT_STREAM_MAX_RETRIES)
             .min(MAX_RETRIES_CAP)
+    }
+
+    /// Whether `base_url` points at this machine or a private network (a self-hosted
+    /// server: worth asking for its context size, and likely to need text tool-call
+    /// recovery).
+    pub fn is_local(&self) -> bool {
+        self.base_url.as_deref().is_some_and(is_local_url)
+    }
+
+    /// Whether tool calls written as text are recovered for this provider.
+    pub fn text_tool_calls_enabled(&self, provider_id: &str) -> bool {
+        self.text_tool_calls
+            .unwrap_or_else(|| LOCAL_PROVIDER_IDS.contains(&provider_id) || self.is_local())
+    }
+
+    /// The Chat Completions field for the output cap.
+    pub fn max_tokens_field(&self, provider_id: &str) -> MaxTokensField {
+        self.max_tokens_field.unwrap_or(if provider_id == "openai" {
+            MaxTokensField::MaxCompletionTokens
+        } else {
+            MaxTokensField::MaxTokens
+        })
     }
 
     pub fn stream_idle_timeout(&self) -> Duration {
@@ -152,4 +205,74 @@ pub fn built_in_providers() -> HashMap<String, ModelProviderInfo> {
             ),
         ),
     ])
+}
+
+/// Whether a URL's host is `localhost`, a loopback address or a private/link-local one.
+pub fn is_local_url(url: &str) -> bool {
+    let Ok(parsed) = reqwest::Url::parse(url.trim()) else {
+        return false;
+    };
+    let Some(host) = parsed.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback() || ip.is_unique_local() || ip.is_unicast_link_local()
+        }
+        Err(_) => {
+            let domain = host.to_ascii_lowercase();
+            domain == "localhost" || domain.ends_with(".localhost") || domain.ends_with(".local")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_urls_are_recognised() {
+        for url in [
+            "http://localhost:8080/v1",
+            "http://127.0.0.1:8000/v1",
+            "http://10.0.0.5:8080/v1",
+            "http://192.168.1.2/v1",
+            "http://[::1]:8080/v1",
+            "http://gpu-box.local:8000/v1",
+        ] {
+            assert!(is_local_url(url), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "http://8.8.8.8/v1",
+            "not a url",
+        ] {
+            assert!(!is_local_url(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn text_tool_calls_default_on_for_local_providers_only() {
+        let providers = built_in_providers();
+        for (id, info) in &providers {
+            assert_eq!(
+                info.text_tool_calls_enabled(id),
+                LOCAL_PROVIDER_IDS.contains(&id.as_str()),
+                "{id}"
+            );
+        }
+        let custom = ModelProviderInfo {
+            name: "x".into(),
+            base_url: Some("http://10.1.2.3:8000/v1".into()),
+            ..Default::default()
+        };
+        assert!(custom.text_tool_calls_enabled("x"));
+        let off = ModelProviderInfo {
+            text_tool_calls: Some(false),
+            ..custom
+        };
+        assert!(!off.text_tool_calls_enabled("x"));
+    }
 }

@@ -47,6 +47,8 @@ pub struct ResponsesRequest {
     pub text: Option<TextOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_cache_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -144,6 +146,7 @@ pub fn build_responses_request(
             },
         }),
         prompt_cache_key: prompt.prompt_cache_key.clone(),
+        max_output_tokens: prompt.max_output_tokens,
     }
 }
 
@@ -384,6 +387,7 @@ mod tests {
             }],
             output_schema: Some(json!({"type": "object"})),
             prompt_cache_key: Some("thread-1".into()),
+            max_output_tokens: None,
         };
         let body = serde_json::to_value(build_responses_request(
             "m",

@@ -13,9 +13,8 @@ use interpreter_protocol::{
 };
 use serde::Deserialize;
 
-use crate::chat_stream::{ResponseEvent, estimate_tokens};
-use crate::client::mentions_context_overflow;
-use crate::error::ProviderError;
+use crate::chat_stream::{CutOff, ResponseEvent, estimate_tokens};
+use crate::error::{ProviderError, context_overflow};
 
 /// One SSE event's JSON payload. Only the fields any handled event type uses.
 #[derive(Debug, Deserialize)]
@@ -237,7 +236,14 @@ impl ResponsesStreamParser {
                         }
                     }
                 }
-                events.push(self.completed_event(response.usage));
+                let cut_off = (kind == "response.incomplete"
+                    && response
+                        .incomplete_details
+                        .as_ref()
+                        .and_then(|d| d.reason.as_deref())
+                        .is_none_or(|reason| reason == "max_output_tokens"))
+                .then_some(CutOff::Length);
+                events.push(self.completed_event(response.usage, cut_off));
                 self.completed = true;
             }
             "response.failed" => {
@@ -375,7 +381,7 @@ impl ResponsesStreamParser {
         }
     }
 
-    fn completed_event(&self, usage: Option<Usage>) -> ResponseEvent {
+    fn completed_event(&self, usage: Option<Usage>, cut_off: Option<CutOff>) -> ResponseEvent {
         let (token_usage, usage_estimated) = match usage {
             Some(usage) => (
                 TokenUsage {
@@ -415,6 +421,7 @@ impl ResponsesStreamParser {
             response_id: self.response_id.clone(),
             token_usage,
             usage_estimated,
+            cut_off,
         }
     }
 
@@ -437,8 +444,9 @@ impl ResponsesStreamParser {
             });
         let provider = self.provider.clone();
         let lower_code = code.to_lowercase();
-        if lower_code.contains("context_length") || mentions_context_overflow(&message) {
-            return ProviderError::ContextWindowExceeded { provider, message };
+        let as_body = serde_json::json!({"error": {"message": message, "code": code}}).to_string();
+        if let Some(overflow) = context_overflow(400, &as_body) {
+            return overflow.into_error(&provider);
         }
         match lower_code.as_str() {
             "rate_limit_exceeded" | "rate_limit_error" | "too_many_requests" => {
@@ -559,7 +567,8 @@ mod tests {
                         reasoning_output_tokens: 2,
                         total_tokens: 15
                     },
-                    usage_estimated: false
+                    usage_estimated: false,
+                    cut_off: None
                 }
             ]
         );
@@ -596,7 +605,8 @@ mod tests {
                     total_tokens: 13,
                     ..Default::default()
                 },
-                usage_estimated: true
+                usage_estimated: true,
+                cut_off: None
             }
         );
 

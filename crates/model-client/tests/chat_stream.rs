@@ -48,6 +48,7 @@ fn prompt(input: Vec<ResponseItem>) -> Prompt {
         }],
         output_schema: None,
         prompt_cache_key: None,
+        max_output_tokens: None,
     }
 }
 
@@ -153,7 +154,8 @@ async fn text_reasoning_and_parallel_calls_round_trip_verbatim() -> anyhow::Resu
                 total_tokens: 150,
                 ..Default::default()
             },
-            usage_estimated: false
+            usage_estimated: false,
+            cut_off: None
         })
     );
 

@@ -55,6 +55,7 @@ fn prompt(input: Vec<ResponseItem>) -> Prompt {
         }],
         output_schema: None,
         prompt_cache_key: Some("thread-42".into()),
+        max_output_tokens: None,
     }
 }
 
@@ -189,7 +190,8 @@ async fn text_reasoning_and_two_calls_round_trip_verbatim() -> anyhow::Result<()
                 reasoning_output_tokens: 12,
                 total_tokens: 150,
             },
-            usage_estimated: false
+            usage_estimated: false,
+            cut_off: None
         })
     );
 
@@ -321,7 +323,9 @@ async fn failed_response_with_context_length_code_is_context_window_exceeded() -
         err,
         Some(ProviderError::ContextWindowExceeded {
             provider: "mock".into(),
-            message: "Your input exceeds the context window of this model.".into()
+            message: "Your input exceeds the context window of this model.".into(),
+            context_window: None,
+            prompt_tokens: None,
         })
     );
     assert_eq!(

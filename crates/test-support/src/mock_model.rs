@@ -60,6 +60,11 @@ impl Endpoint {
 
 #[derive(Default)]
 struct ServerState {
+    /// What `GET /props` answers (llama.cpp's server properties); 404 when unset.
+    props: Option<serde_json::Value>,
+    /// How many tokens `POST /tokenize` reports (after `POST /apply-template`); both
+    /// answer 404 when unset.
+    token_count: Option<usize>,
     queue: VecDeque<MockResponse>,
     record: MockRecord,
     streamed: Vec<StreamedTurn>,
@@ -100,6 +105,10 @@ impl MockModelServer {
                 post(|state: State<Shared>, body: Bytes| answer(state, Endpoint::Responses, body)),
             )
             .route("/v1/models", axum::routing::get(list_models))
+            .route("/props", axum::routing::get(props))
+            .route("/api/show", post(no_ollama))
+            .route("/apply-template", post(apply_template))
+            .route("/tokenize", post(tokenize))
             .fallback(unknown_route)
             .with_state(state.clone());
         let task = tokio::spawn(async move {
@@ -133,6 +142,18 @@ impl MockModelServer {
     /// Invariant breaches and unscripted requests seen so far.
     pub fn violations(&self) -> Vec<String> {
         lock(&self.state).record.violations.clone()
+    }
+
+    /// Makes `GET /props` answer this (as llama.cpp's server does), e.g.
+    /// `{"default_generation_settings":{"n_ctx":2048},"chat_template_caps":{"supports_tools":false}}`.
+    pub fn set_props(&self, props: serde_json::Value) {
+        lock(&self.state).props = Some(props);
+    }
+
+    /// Makes `POST /apply-template` and `POST /tokenize` answer (as llama.cpp's server
+    /// does), the latter with this many tokens whatever the text.
+    pub fn set_token_count(&self, tokens: usize) {
+        lock(&self.state).token_count = Some(tokens);
     }
 
     /// Requests + violations, e.g. to write to a file.
@@ -186,6 +207,35 @@ async fn list_models() -> Response {
         "data": [{"id": "mock-model", "object": "model"}],
     }))
     .into_response()
+}
+
+/// `GET /props`: llama.cpp's server properties, when a test set them. Not recorded.
+async fn props(State(state): State<Shared>) -> Response {
+    match lock(&state).props.clone() {
+        Some(props) => axum::Json(props).into_response(),
+        None => (StatusCode::NOT_FOUND, "no /props on this server").into_response(),
+    }
+}
+
+/// `POST /apply-template`: the templated prompt (here just a placeholder). Not recorded.
+async fn apply_template(State(state): State<Shared>) -> Response {
+    match lock(&state).token_count {
+        Some(_) => axum::Json(serde_json::json!({"prompt": "<templated prompt>"})).into_response(),
+        None => (StatusCode::NOT_FOUND, "File Not Found").into_response(),
+    }
+}
+
+/// `POST /tokenize`: the configured number of tokens. Not recorded.
+async fn tokenize(State(state): State<Shared>) -> Response {
+    match lock(&state).token_count {
+        Some(count) => axum::Json(serde_json::json!({"tokens": vec![1; count]})).into_response(),
+        None => (StatusCode::NOT_FOUND, "File Not Found").into_response(),
+    }
+}
+
+/// `POST /api/show` (Ollama's model details): this mock is not Ollama. Not recorded.
+async fn no_ollama() -> Response {
+    (StatusCode::NOT_FOUND, "404 page not found").into_response()
 }
 
 async fn answer(State(state): State<Shared>, endpoint: Endpoint, body: Bytes) -> Response {
@@ -250,6 +300,14 @@ fn status_response(script: StatusScript) -> Response {
 }
 
 fn sse_response(script: SseScript) -> Response {
+    if let Some(raw) = script.raw {
+        let mut response = Response::new(Body::from(raw));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        return response;
+    }
     let delay = Duration::from_millis(script.chunk_delay_ms);
     let frames: Vec<Bytes> = script
         .chunks

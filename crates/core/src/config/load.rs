@@ -149,13 +149,17 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         openai.base_url = Some(url);
     }
     providers.extend(toml.model_providers);
-    let model_provider =
+    let mut model_provider =
         providers
             .remove(&model_provider_id)
             .ok_or_else(|| ConfigError::UnknownModelProvider {
                 id: model_provider_id.clone(),
                 config_path: config_path.clone(),
             })?;
+    if model_provider.env_key.is_some() {
+        model_provider.stored_api_key =
+            interpreter_model_client::credentials::stored_api_key(&inputs.home, &model_provider_id);
+    }
 
     let sandbox_mode = sandbox_mode.or(toml.sandbox_mode).unwrap_or_default();
     let sandbox_policy = match sandbox_mode {
@@ -211,6 +215,19 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     if tool_output_max_bytes == 0 {
         return Err(invalid("tool_output_max_bytes", "must be greater than 0"));
     }
+    if toml.model_max_output_tokens == Some(0) {
+        return Err(invalid("model_max_output_tokens", "must be greater than 0"));
+    }
+    if toml.model_context_window == Some(0) {
+        return Err(invalid("model_context_window", "must be greater than 0"));
+    }
+
+    let model_context_window = toml
+        .model_context_window
+        .or(model_provider.model_context_window);
+    let model_max_output_tokens = toml
+        .model_max_output_tokens
+        .or(model_provider.model_max_output_tokens);
 
     Ok(Config {
         home: inputs.home,
@@ -219,7 +236,8 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         model_provider_id,
         model_provider,
         model_reasoning_effort: model_reasoning_effort.or(toml.model_reasoning_effort),
-        model_context_window: toml.model_context_window,
+        model_context_window,
+        model_max_output_tokens,
         approval_policy: approval_policy.or(toml.approval_policy).unwrap_or_default(),
         sandbox_policy,
         shell_environment_policy: toml.shell_environment_policy.unwrap_or_default(),
@@ -541,6 +559,28 @@ requires_openai_auth = false
             err.contains("`mystery`")
                 || err.contains("`model_providers.local.requires_openai_auth`"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn output_cap_and_window_come_from_the_top_level_else_the_provider() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            "model = \"m\"\nmodel_provider = \"box\"\n[model_providers.box]\nname = \"box\"\nbase_url = \"http://10.0.0.5:8000/v1\"\nmodel_max_output_tokens = 1000\nmodel_context_window = 8192\n",
+        );
+        let config = load_config(fx.inputs()).unwrap();
+        assert_eq!(config.model_max_output_tokens, Some(1000));
+        assert_eq!(config.model_context_window, Some(8192));
+        let config =
+            load_config(fx.with_cli(&["model_max_output_tokens=64", "model_context_window=4096"]))
+                .unwrap();
+        assert_eq!(config.model_max_output_tokens, Some(64));
+        assert_eq!(config.model_context_window, Some(4096));
+        let err = load_config(fx.with_cli(&["model_max_output_tokens=0"])).err();
+        assert!(
+            err.is_some_and(|e| e.to_string().contains("model_max_output_tokens")),
+            "zero is refused"
         );
     }
 

@@ -37,6 +37,7 @@ pub(crate) struct ConfigToml {
     pub shell_environment_policy: Option<ShellEnvironmentPolicy>,
     pub model_reasoning_effort: Option<ReasoningEffort>,
     pub model_context_window: Option<u64>,
+    pub model_max_output_tokens: Option<u64>,
     pub developer_instructions: Option<String>,
     pub base_instructions: Option<String>,
     /// A file whose text becomes `base_instructions`; relative paths are resolved against

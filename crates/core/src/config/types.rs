@@ -24,7 +24,12 @@ pub struct Config {
     pub model_provider_id: String,
     pub model_provider: ModelProviderInfo,
     pub model_reasoning_effort: Option<ReasoningEffort>,
+    /// The model's context window: the top-level key, else the provider table's. The
+    /// engine also asks self-hosted servers and learns it from overflow errors.
     pub model_context_window: Option<u64>,
+    /// Cap on the tokens of one answer: the top-level key, else the provider table's.
+    /// Unset: local providers get a quarter of a known window, others no cap.
+    pub model_max_output_tokens: Option<u64>,
     pub approval_policy: AskForApproval,
     pub sandbox_policy: SandboxPolicy,
     pub shell_environment_policy: ShellEnvironmentPolicy,

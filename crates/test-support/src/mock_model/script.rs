@@ -32,6 +32,10 @@ pub struct SseScript {
     /// Whether `data: [DONE]` ends the stream (otherwise it just closes).
     #[serde(default = "default_true")]
     pub send_done: bool,
+    /// A recorded SSE body sent byte for byte instead of framing `chunks` (which then
+    /// only hold its parsed `data:` payloads, for the invariant checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
 }
 
 /// A non-streaming answer with this status and body.
@@ -74,6 +78,25 @@ impl MockResponse {
             chunk_delay_ms: 0,
             stall_after_chunks: false,
             send_done: true,
+            raw: None,
+        })
+    }
+
+    /// A recorded SSE body (comments, `data:` lines, `[DONE]`, exactly as a real server
+    /// sent it), replayed byte for byte.
+    pub fn raw_sse(body: impl Into<String>) -> Self {
+        let body = body.into();
+        let chunks = body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect();
+        Self::Sse(SseScript {
+            chunks,
+            chunk_delay_ms: 0,
+            stall_after_chunks: false,
+            send_done: false,
+            raw: Some(body),
         })
     }
 
@@ -84,6 +107,7 @@ impl MockResponse {
             chunk_delay_ms: 0,
             stall_after_chunks: false,
             send_done: false,
+            raw: None,
         })
     }
 
@@ -94,6 +118,7 @@ impl MockResponse {
             chunk_delay_ms: 0,
             stall_after_chunks: true,
             send_done: false,
+            raw: None,
         })
     }
 

@@ -1,0 +1,234 @@
+//! What a self-hosted server says about the model it serves: the context window it runs
+//! with and whether its chat template renders tools. Asked once per thread, only of
+//! providers on this machine or a private network (hosted APIs have no such endpoints),
+//! each request with a short deadline; every failure just means "unknown".
+//!
+//! * llama.cpp `GET /props`: `default_generation_settings.n_ctx` (the runtime `-c`, per
+//!   slot) and `chat_template_caps.supports_tools` (false when the template cannot render
+//!   tools: the server then drops them silently).
+//! * vLLM `GET /v1/models`: `max_model_len` of the served model; OpenRouter and others:
+//!   `context_length`.
+//! * Ollama `POST /api/show`: `num_ctx` in `parameters` when the model sets it (otherwise
+//!   Ollama runs with its default and truncates silently; see docs/providers.md).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::chat_request::build_chat_request;
+use crate::client::ModelClient;
+use crate::prompt::Prompt;
+use crate::provider::WireApi;
+
+/// Deadline of each probe request.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the server reported. `None` fields are unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerFacts {
+    /// Context window in tokens, and which endpoint said so.
+    pub context_window: Option<(u64, &'static str)>,
+    /// Whether the chat template renders tools (llama.cpp only).
+    pub supports_tools: Option<bool>,
+    /// The server can count a prompt's tokens exactly (llama.cpp `/apply-template` and
+    /// `/tokenize`): see [`ModelClient::count_prompt_tokens`].
+    pub counts_tokens: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct LlamaProps {
+    #[serde(default)]
+    default_generation_settings: Option<GenerationSettings>,
+    #[serde(default)]
+    chat_template_caps: Option<TemplateCaps>,
+}
+
+#[derive(Debug, Deserialize)]
+struct GenerationSettings {
+    #[serde(default)]
+    n_ctx: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TemplateCaps {
+    #[serde(default)]
+    supports_tools: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ModelList {
+    #[serde(default)]
+    data: Vec<ModelEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ModelEntry {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    max_model_len: Option<u64>,
+    #[serde(default)]
+    context_length: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AppliedTemplate {
+    prompt: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Tokenized {
+    #[serde(default)]
+    tokens: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct OllamaShow {
+    #[serde(default)]
+    parameters: Option<String>,
+}
+
+impl ModelClient {
+    /// Asks the server what it knows. Cheap when the provider is hosted: nothing is sent.
+    pub async fn server_facts(&self) -> ServerFacts {
+        if !self.provider().is_local() {
+            return ServerFacts::default();
+        }
+        let Some(base) = self.provider().base_url.clone() else {
+            return ServerFacts::default();
+        };
+        let base = base.trim().trim_end_matches('/').to_string();
+        // llama.cpp serves `/props` next to `/v1`, not under it.
+        let root = base.strip_suffix("/v1").unwrap_or(&base).to_string();
+        let mut facts = ServerFacts::default();
+
+        if let Some(props) = self.get_json::<LlamaProps>(&format!("{root}/props")).await {
+            facts.context_window = props
+                .default_generation_settings
+                .and_then(|s| s.n_ctx)
+                .filter(|n| *n > 0)
+                .map(|n| (n, "llama.cpp /props n_ctx"));
+            facts.supports_tools = props.chat_template_caps.and_then(|c| c.supports_tools);
+            facts.counts_tokens = self.provider().wire_api == WireApi::Chat;
+        }
+        if facts.context_window.is_none()
+            && let Some(list) = self.get_json::<ModelList>(&format!("{base}/models")).await
+        {
+            let entry = list
+                .data
+                .iter()
+                .find(|m| m.id == self.model())
+                .or_else(|| (list.data.len() == 1).then(|| &list.data[0]));
+            facts.context_window = entry.and_then(|m| {
+                m.max_model_len
+                    .map(|n| (n, "/models max_model_len"))
+                    .or_else(|| m.context_length.map(|n| (n, "/models context_length")))
+            });
+        }
+        if facts.context_window.is_none()
+            && let Some(show) = self
+                .post_json::<OllamaShow>(&format!("{root}/api/show"))
+                .await
+        {
+            facts.context_window = show
+                .parameters
+                .as_deref()
+                .and_then(num_ctx_parameter)
+                .map(|n| (n, "Ollama /api/show num_ctx"));
+        }
+        facts
+    }
+
+    /// The exact prompt tokens of `prompt` on a llama.cpp server: the chat template applied
+    /// by the server (`POST /apply-template`), then its tokenizer (`POST /tokenize`). Used
+    /// once per thread to calibrate the engine's estimate before the server has reported
+    /// any usage. `None` when the server cannot say.
+    pub async fn count_prompt_tokens(&self, prompt: &Prompt) -> Option<u64> {
+        let base = self.provider().base_url.clone()?;
+        let base = base.trim().trim_end_matches('/').to_string();
+        let root = base.strip_suffix("/v1").unwrap_or(&base).to_string();
+        let request = build_chat_request(self.model(), prompt, None);
+        let templated: AppliedTemplate = self
+            .post_body(
+                &format!("{root}/apply-template"),
+                &serde_json::json!({ "messages": request.messages, "tools": request.tools }),
+            )
+            .await?;
+        let tokens: Tokenized = self
+            .post_body(
+                &format!("{root}/tokenize"),
+                &serde_json::json!({
+                    "content": templated.prompt,
+                    "add_special": true,
+                    "parse_special": true,
+                }),
+            )
+            .await?;
+        u64::try_from(tokens.tokens.len()).ok()
+    }
+
+    async fn post_body<T: for<'de> Deserialize<'de>>(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+    ) -> Option<T> {
+        let request = self
+            .http()
+            .post(url)
+            .headers(self.auth_headers())
+            .json(body);
+        decode(tokio::time::timeout(PROBE_TIMEOUT, request.send()).await).await
+    }
+
+    async fn get_json<T: for<'de> Deserialize<'de>>(&self, url: &str) -> Option<T> {
+        let request = self.http().get(url).headers(self.auth_headers());
+        decode(tokio::time::timeout(PROBE_TIMEOUT, request.send()).await).await
+    }
+
+    async fn post_json<T: for<'de> Deserialize<'de>>(&self, url: &str) -> Option<T> {
+        let request = self
+            .http()
+            .post(url)
+            .headers(self.auth_headers())
+            .json(&serde_json::json!({ "model": self.model() }));
+        decode(tokio::time::timeout(PROBE_TIMEOUT, request.send()).await).await
+    }
+}
+
+async fn decode<T: for<'de> Deserialize<'de>>(
+    sent: Result<Result<reqwest::Response, reqwest::Error>, tokio::time::error::Elapsed>,
+) -> Option<T> {
+    let response = sent.ok()?.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let body = tokio::time::timeout(PROBE_TIMEOUT, response.bytes())
+        .await
+        .ok()?
+        .ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+/// `num_ctx 8192` in Ollama's Modelfile parameter text.
+fn num_ctx_parameter(parameters: &str) -> Option<u64> {
+    parameters.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        (words.next() == Some("num_ctx"))
+            .then(|| words.next()?.parse().ok())
+            .flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ollama_parameters_name_num_ctx() {
+        assert_eq!(
+            num_ctx_parameter("stop \"<|im_end|>\"\nnum_ctx 8192\ntemperature 0.7"),
+            Some(8192)
+        );
+        assert_eq!(num_ctx_parameter("temperature 0.7"), None);
+    }
+}
