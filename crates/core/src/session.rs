@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use base64::prelude::*;
 use chrono::Utc;
-use interpreter_mcp_client::McpConnectionManager;
+use interpreter_mcp_client::{McpConnectionManager, McpPool, StartupStatus, StartupUpdate};
 use interpreter_model_client::ModelClient;
 use interpreter_protocol::{
-    Event, EventMsg, Op, ResponseItem, ReviewDecision, SessionConfiguredEvent, SessionSource,
-    ThreadId, TokenUsage, UserInput,
+    Event, EventMsg, McpStartupStatus, McpStartupUpdateEvent, Op, ResponseItem, ReviewDecision,
+    SessionConfiguredEvent, SessionSource, ThreadId, TokenUsage, UserInput,
 };
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -120,6 +120,20 @@ impl Session {
         }
     }
 
+    /// Before each model request: the first waits until the thread's MCP servers have
+    /// started or failed (each within its startup timeout; an interrupt ends the wait),
+    /// so their tools are in it; every request restarts, in the background, servers
+    /// that died or failed and whose backoff is over.
+    pub async fn prepare_mcp(&self, cancel: &CancellationToken) {
+        if let Some(mcp) = &self.mcp {
+            tokio::select! {
+                () = mcp.wait_settled() => {}
+                () = cancel.cancelled() => {}
+            }
+            mcp.revive();
+        }
+    }
+
     /// Register an approval request; the returned receiver yields the answer.
     pub async fn register_approval(&self, call_id: &str) -> oneshot::Receiver<ReviewDecision> {
         let (tx, rx) = oneshot::channel();
@@ -154,6 +168,7 @@ impl Session {
 
 pub(crate) async fn start(
     init: SessionInit,
+    mcp_pool: &McpPool,
     rx_sub: mpsc::Receiver<Submission>,
     tx_event: mpsc::UnboundedSender<Event>,
 ) -> Result<Started, CoreError> {
@@ -216,11 +231,14 @@ pub(crate) async fn start(
         &config.env,
     )?;
 
-    // Started per thread, before the first turn, so their tools are in the first request;
-    // a server that fails to start is a warning unless it is `required`.
+    // Taken from the process's pool: servers already running for other threads are
+    // shared, missing ones start in the background. Only `required` servers are waited
+    // for here (their failure fails the thread start); the others settle while the thread
+    // goes on, and the first model request waits for them (see `Session::prepare_mcp`).
     let mut startup_warnings = Vec::new();
     let mcp = if config.mcp_servers.values().any(|server| server.enabled) {
-        let (manager, report) = McpConnectionManager::start_in(
+        let (manager, report) = McpConnectionManager::connect(
+            mcp_pool,
             &config.mcp_servers,
             &config.env,
             config.sandbox_exe.as_deref(),
@@ -275,6 +293,10 @@ pub(crate) async fn start(
             .await;
     }
 
+    if session.mcp.is_some() {
+        tokio::spawn(settle_mcp(session.clone()));
+    }
+
     if is_new {
         // The initial context is part of the durable history, so a resumed thread sees
         // exactly what the model saw the first time.
@@ -288,6 +310,33 @@ pub(crate) async fn start(
         thread_id,
         session_configured,
     })
+}
+
+/// Follows the start of the thread's MCP servers, reporting each one's progress as
+/// `mcp_startup_update` events.
+async fn settle_mcp(session: Arc<Session>) {
+    let Some(mcp) = &session.mcp else {
+        return;
+    };
+    let tx_event = session.tx_event.clone();
+    let on_update = move |update: StartupUpdate| {
+        let status = match update.status {
+            StartupStatus::Starting => McpStartupStatus::Starting,
+            StartupStatus::Ready { tools } => McpStartupStatus::Ready { tools },
+            StartupStatus::Failed { error } => McpStartupStatus::Failed { error },
+        };
+        // Not persisted (startup progress is not part of the thread's record), so it
+        // can be sent synchronously from inside the start-up futures.
+        let _ = tx_event.send(Event {
+            id: String::new(),
+            msg: EventMsg::McpStartupUpdate(McpStartupUpdateEvent {
+                server: update.server,
+                status,
+            }),
+        });
+    };
+    // Failures are in the `failed` updates; a warning as well would say it twice.
+    mcp.settle(&on_update).await;
 }
 
 /// The thread's cumulative usage as last recorded, so totals continue across restarts.
@@ -312,8 +361,8 @@ struct RunningTurn {
 
 async fn run_loop(session: Arc<Session>, rx_sub: mpsc::Receiver<Submission>) {
     serve_submissions(&session, rx_sub).await;
-    // The turn is over; stop the thread's MCP servers within their grace period rather than
-    // leaving them to the drop of the last handle.
+    // The thread is over; give its MCP servers back to the pool, which stops them once
+    // no thread has used them for its idle timeout.
     if let Ok(session) = Arc::try_unwrap(session)
         && let Some(mcp) = session.mcp
     {

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use interpreter_mcp_client::McpPool;
 use interpreter_protocol::{Event, Op, SessionConfiguredEvent, SessionSource, ThreadId};
 use tokio::sync::{Mutex, RwLock, mpsc};
 
@@ -79,14 +80,31 @@ pub struct NewThread {
 }
 
 /// Starts, resumes and tracks threads. Cheap to share behind an `Arc`.
+///
+/// It also owns the process's [`McpPool`]: every thread it starts takes its MCP servers
+/// from there, so a server configured the same way for many threads runs once.
 #[derive(Default)]
 pub struct ThreadManager {
     threads: RwLock<HashMap<ThreadId, Arc<Thread>>>,
+    mcp_pool: McpPool,
 }
 
 impl ThreadManager {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A manager whose threads use `pool` for their MCP servers.
+    pub fn with_mcp_pool(pool: McpPool) -> Self {
+        Self {
+            threads: RwLock::default(),
+            mcp_pool: pool,
+        }
+    }
+
+    /// The MCP servers shared by this manager's threads.
+    pub fn mcp_pool(&self) -> &McpPool {
+        &self.mcp_pool
     }
 
     /// Start a new thread. Its rollout is on disk before this returns, so the id can be
@@ -122,7 +140,8 @@ impl ThreadManager {
         self.threads.write().await.remove(&id)
     }
 
-    /// Interrupt every running turn and wait (bounded) for the sessions to record it.
+    /// Interrupt every running turn and wait (bounded) for the sessions to record it,
+    /// then stop the MCP servers.
     pub async fn shutdown_all(&self, grace: std::time::Duration) {
         let threads: Vec<Arc<Thread>> = self.threads.read().await.values().cloned().collect();
         for thread in &threads {
@@ -144,6 +163,7 @@ impl ThreadManager {
             }
         };
         let _ = tokio::time::timeout(grace, wait_all).await;
+        self.mcp_pool.shutdown().await;
     }
 
     async fn spawn(&self, init: SessionInit) -> Result<NewThread, CoreError> {
@@ -151,7 +171,7 @@ impl ThreadManager {
         // Unbounded: the session must never block on a slow reader (a stalled MCP client
         // must not freeze a child process's output handling). Events are small.
         let (tx_event, rx_event) = mpsc::unbounded_channel();
-        let started = session::start(init, rx_sub, tx_event).await?;
+        let started = session::start(init, &self.mcp_pool, rx_sub, tx_event).await?;
         let thread = Arc::new(Thread {
             id: started.thread_id,
             tx_sub,

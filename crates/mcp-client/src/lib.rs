@@ -1,7 +1,9 @@
 //! The agent as an MCP client.
 //!
-//! [`McpConnectionManager::start`] starts every enabled `[mcp_servers.NAME]` entry
-//! concurrently (stdio child processes or streamable HTTP), under per-server startup
+//! A process-wide [`McpPool`] owns the server processes and connections, shared by
+//! every thread whose entry resolves to the same launch spec. Each thread holds an
+//! [`McpConnectionManager`]: [`McpConnectionManager::connect`] takes its instances from
+//! the pool and starts the missing ones concurrently, under per-server startup
 //! deadlines; [`McpConnectionManager::tools`] lists their tools under model-safe
 //! qualified names (`mcp__<server>__<tool>`); [`McpConnectionManager::call_tool`] calls
 //! one with a deadline and a cancellation token. The MCP SDK is confined to one private
@@ -13,6 +15,7 @@ mod error;
 mod manager;
 mod naming;
 pub mod nesting;
+mod pool;
 mod sdk;
 
 pub use config::{
@@ -21,6 +24,7 @@ pub use config::{
 };
 pub use env::{BASE_ENV_VARS, child_env};
 pub use error::McpClientError;
-pub use manager::{McpConnectionManager, McpToolInfo, StartupReport};
+pub use manager::{McpConnectionManager, McpToolInfo, StartupReport, StartupStatus, StartupUpdate};
 pub use naming::{MAX_TOOL_NAME_LEN, qualify_tool_names, sanitize_name_part};
 pub use nesting::NESTING_DEPTH_ENV;
+pub use pool::{McpPool, PoolOptions};

@@ -18,6 +18,7 @@ use rmcp::{RoleClient, serve_client};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// A tool as the server listed it.
+#[derive(Debug, Clone)]
 pub(crate) struct RawTool {
     pub name: String,
     pub description: String,
@@ -107,6 +108,12 @@ pub(crate) async fn connect_http(
 }
 
 impl SdkConnection {
+    /// Whether the session ended: the server exited, the connection broke, or it was
+    /// closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.service.is_closed() || self.service.peer().is_transport_closed()
+    }
+
     /// Every tool the server lists (all pages).
     pub(crate) async fn list_tools(&self) -> Result<Vec<RawTool>, String> {
         let tools = self

@@ -116,6 +116,8 @@ pub enum EventMsg {
     PlanUpdate(UpdatePlanArgs),
     McpToolCallBegin(McpToolCallBeginEvent),
     McpToolCallEnd(McpToolCallEndEvent),
+    /// Progress of starting one of the thread's MCP servers.
+    McpStartupUpdate(McpStartupUpdateEvent),
     TokenCount(TokenCountEvent),
     /// The conversation was summarised to fit the model's context window.
     ContextCompacted(ContextCompactedEvent),
@@ -148,6 +150,7 @@ impl EventMsg {
             Self::PlanUpdate(_) => "plan_update",
             Self::McpToolCallBegin(_) => "mcp_tool_call_begin",
             Self::McpToolCallEnd(_) => "mcp_tool_call_end",
+            Self::McpStartupUpdate(_) => "mcp_startup_update",
             Self::TokenCount(_) => "token_count",
             Self::ContextCompacted(_) => "context_compacted",
             Self::ShutdownComplete => "shutdown_complete",
@@ -352,6 +355,28 @@ pub struct McpToolCallEndEvent {
     pub duration_ms: u64,
     /// The MCP `CallToolResult` as JSON, or the error text.
     pub result: Result<serde_json::Value, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpStartupUpdateEvent {
+    /// The `[mcp_servers.NAME]` key.
+    pub server: String,
+    pub status: McpStartupStatus,
+}
+
+/// `{"state": "starting"}`, `{"state": "ready", "tools": 3}` or
+/// `{"state": "failed", "error": "…"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum McpStartupStatus {
+    Starting,
+    /// Ready; `tools` is the number of its tools offered to the model.
+    Ready {
+        tools: usize,
+    },
+    Failed {
+        error: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use interpreter_mcp_client::{
-    McpClientError, McpConnectionManager, McpServerConfig, NESTING_DEPTH_ENV,
+    McpClientError, McpConnectionManager, McpPool, McpServerConfig, NESTING_DEPTH_ENV, PoolOptions,
+    StartupStatus,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -82,6 +83,7 @@ async fn lists_qualified_tools_and_calls_them() -> Result<()> {
             "mcp__mock__add",
             "mcp__mock__echo",
             "mcp__mock__env_var",
+            "mcp__mock__exit",
             "mcp__mock__fail",
             "mcp__mock__sleep"
         ]
@@ -281,5 +283,266 @@ async fn a_server_that_would_start_ourselves_again_is_skipped() -> Result<()> {
     assert!(report.warnings[1].contains("`me-too`"));
     assert_eq!(report.ready, ["mock"]);
     manager.shutdown().await;
+    Ok(())
+}
+
+/// `started <pid>` lines (and others) the mock servers wrote to `log`.
+fn log_lines(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn logging_mock(log: &Path, configure: impl FnOnce(&mut McpServerConfig)) -> McpServerConfig {
+    mock(|c| {
+        c.env = Some([("MOCK_MCP_LOG".to_string(), log.display().to_string())].into());
+        configure(c);
+    })
+}
+
+async fn connect(
+    pool: &McpPool,
+    entries: Vec<(&str, McpServerConfig)>,
+) -> Result<McpConnectionManager> {
+    let (manager, _) =
+        McpConnectionManager::connect(pool, &servers(entries), &parent_env(), None, None).await?;
+    Ok(manager)
+}
+
+#[tokio::test]
+async fn fifty_threads_share_one_server_process() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("mock.log");
+    let pool = McpPool::default();
+    let threads = (0..50).map(|i| {
+        let pool = pool.clone();
+        let config = logging_mock(&log, |_| {});
+        async move {
+            let manager = connect(&pool, vec![("mock", config)]).await?;
+            manager.settle(&|_| {}).await;
+            let text = format!("thread {i}");
+            let result = call(&manager, "mcp__mock__echo", json!({ "text": text })).await?;
+            assert_eq!(text_of(&result)?, text);
+            Ok::<_, anyhow::Error>(manager)
+        }
+    });
+    let managers = futures::future::try_join_all(threads).await?;
+    let started: Vec<String> = log_lines(&log)
+        .into_iter()
+        .filter(|l| l.starts_with("started "))
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(pool.len(), 1);
+    for manager in managers {
+        manager.shutdown().await;
+    }
+    pool.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_different_launch_spec_gets_its_own_instance() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("mock.log");
+    let pool = McpPool::default();
+    let plain = connect(&pool, vec![("mock", logging_mock(&log, |_| {}))]).await?;
+    // Same server, other name and other filters: shared.
+    let renamed = connect(
+        &pool,
+        vec![(
+            "other-name",
+            logging_mock(&log, |c| c.disabled_tools = Some(vec!["fail".into()])),
+        )],
+    )
+    .await?;
+    // Another argument: a process of its own.
+    let other_args = connect(
+        &pool,
+        vec![("mock", logging_mock(&log, |c| c.args = vec!["--x".into()]))],
+    )
+    .await?;
+    for manager in [&plain, &renamed, &other_args] {
+        manager.settle(&|_| {}).await;
+    }
+    assert!(renamed.tools().iter().all(|t| t.tool != "fail"));
+    assert!(plain.tools().iter().any(|t| t.tool == "fail"));
+    let started = log_lines(&log)
+        .iter()
+        .filter(|l| l.starts_with("started "))
+        .count();
+    assert_eq!(started, 2);
+    assert_eq!(pool.len(), 2);
+    pool.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_idle_server_is_stopped_and_started_again_on_next_use() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("mock.log");
+    let pool = McpPool::new(PoolOptions {
+        idle_timeout: Duration::from_millis(50),
+        ..Default::default()
+    });
+    let first = connect(&pool, vec![("mock", logging_mock(&log, |_| {}))]).await?;
+    first.settle(&|_| {}).await;
+    first.shutdown().await;
+    // The idle stop removes the instance; poll (bounded) rather than assume a time.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !pool.is_empty() {
+        if tokio::time::Instant::now() > deadline {
+            bail!("the idle server was not stopped");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = connect(&pool, vec![("mock", logging_mock(&log, |_| {}))]).await?;
+    second.settle(&|_| {}).await;
+    let result = call(&second, "mcp__mock__echo", json!({"text": "again"})).await?;
+    assert_eq!(text_of(&result)?, "again");
+    let started = log_lines(&log)
+        .iter()
+        .filter(|l| l.starts_with("started "))
+        .count();
+    assert_eq!(started, 2);
+    pool.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_server_that_crashes_at_start_is_reported_and_retried_after_backoff() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("mock.log");
+    let pool = McpPool::new(PoolOptions {
+        restart_backoff_initial: Duration::from_secs(3600),
+        restart_backoff_max: Duration::from_secs(3600),
+        ..Default::default()
+    });
+    let crashing = logging_mock(&log, |c| c.args = vec!["--crash".into()]);
+    let manager = connect(
+        &pool,
+        vec![
+            ("crash", crashing.clone()),
+            ("mock", logging_mock(&log, |_| {})),
+        ],
+    )
+    .await?;
+    let updates = std::sync::Mutex::new(Vec::new());
+    let report = manager
+        .settle(&|u| updates.lock().map(|mut v| v.push(u)).unwrap_or(()))
+        .await;
+    assert_eq!(report.ready, ["mock"]);
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    assert!(
+        report.warnings[0].contains("`crash` failed to start"),
+        "{}",
+        report.warnings[0]
+    );
+    let updates = updates.into_inner().unwrap_or_default();
+    assert!(updates.iter().any(|u| u.server == "crash"
+        && matches!(&u.status, StartupStatus::Failed { error } if error.contains("failed to start"))));
+    assert!(
+        updates
+            .iter()
+            .any(|u| u.server == "mock" && matches!(u.status, StartupStatus::Ready { tools: 6 }))
+    );
+    // Another thread within the backoff does not start it again: it is told at once.
+    let again = connect(&pool, vec![("crash", crashing)]).await?;
+    let report = again.settle(&|_| {}).await;
+    assert!(
+        report.warnings[0].contains("next attempt in"),
+        "{:?}",
+        report.warnings
+    );
+    let crash_starts = log_lines(&log)
+        .iter()
+        .filter(|l| l.starts_with("started "))
+        .count();
+    assert_eq!(crash_starts, 2, "one crash, one mock");
+    pool.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_server_that_hangs_times_out_and_the_others_are_ready() -> Result<()> {
+    let pool = McpPool::default();
+    let hanging = mock(|c| {
+        c.args = vec!["--hang".into()];
+        c.startup_timeout_sec = Some(0.5);
+    });
+    let manager = connect(&pool, vec![("hang", hanging), ("mock", mock(|_| {}))]).await?;
+    let report = manager.settle(&|_| {}).await;
+    assert_eq!(report.ready, ["mock"]);
+    assert!(
+        report.warnings[0].contains("`hang` timed out after 0.5 seconds"),
+        "{:?}",
+        report.warnings
+    );
+    assert!(manager.tools().iter().all(|t| t.server == "mock"));
+    pool.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_timed_out_call_is_cancelled_at_the_server() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("mock.log");
+    let (manager, _) = start(vec![(
+        "mock",
+        logging_mock(&log, |c| c.tool_timeout_sec = Some(0.3)),
+    )])
+    .await?;
+    let slow = call(&manager, "mcp__mock__sleep", json!({"ms": 30_000})).await;
+    assert!(slow.is_err());
+    // The server logs the cancellation when it receives it; wait for it (bounded).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !log_lines(&log).iter().any(|l| l == "cancelled sleep 30000") {
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "the server never saw the cancellation: {:?}",
+                log_lines(&log)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    manager.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_server_that_dies_is_restarted_on_next_use() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("mock.log");
+    let pool = McpPool::new(PoolOptions {
+        restart_backoff_initial: Duration::ZERO,
+        ..Default::default()
+    });
+    let manager = connect(&pool, vec![("mock", logging_mock(&log, |_| {}))]).await?;
+    manager.settle(&|_| {}).await;
+    let died = call(&manager, "mcp__mock__exit", json!({})).await;
+    assert!(died.is_err(), "{died:?}");
+    // The tool list no longer offers a dead server's tools once the exit is noticed;
+    // a call restarts it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match call(&manager, "mcp__mock__echo", json!({"text": "back"})).await {
+            Ok(result) => {
+                assert_eq!(text_of(&result)?, "back");
+                break;
+            }
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                manager.revive();
+                manager.settle(&|_| {}).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    let started = log_lines(&log)
+        .iter()
+        .filter(|l| l.starts_with("started "))
+        .count();
+    assert_eq!(started, 2);
+    pool.shutdown().await;
     Ok(())
 }

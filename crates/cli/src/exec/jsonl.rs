@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 
 use interpreter_protocol::{
-    EventMsg, ExecCommandStatus, FileChanges, McpInvocation, StepStatus, TokenUsage, UpdatePlanArgs,
+    EventMsg, ExecCommandStatus, FileChanges, McpInvocation, McpStartupStatus, StepStatus,
+    TokenUsage, UpdatePlanArgs,
 };
 use serde::Serialize;
 
@@ -98,6 +99,16 @@ pub enum ItemDetails {
         error: Option<ThreadError>,
         status: McpToolCallStatus,
     },
+    /// One MCP server of the thread starting: `item.started` with `in_progress`, then
+    /// `item.completed` with `ready` (and its tool count) or `failed` (and the error).
+    McpServerStartup {
+        server: String,
+        status: McpServerStartupStatus,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tools: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<ThreadError>,
+    },
     TodoList {
         items: Vec<TodoItem>,
     },
@@ -120,6 +131,14 @@ pub enum CommandExecutionStatus {
 pub enum PatchApplyStatus {
     InProgress,
     Completed,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpServerStartupStatus {
+    InProgress,
+    Ready,
     Failed,
 }
 
@@ -311,6 +330,47 @@ impl JsonlTranslator {
                     item: ThreadItem {
                         id,
                         details: mcp_details(&ev.invocation, Some(&ev.result)),
+                    },
+                }]
+            }
+            EventMsg::McpStartupUpdate(ev) => {
+                let key = format!("mcp-startup:{}", ev.server);
+                let (status, tools, error) = match &ev.status {
+                    McpStartupStatus::Starting => {
+                        let id = self.id_for_begin(&key);
+                        return vec![ThreadEvent::ItemStarted {
+                            item: ThreadItem {
+                                id,
+                                details: ItemDetails::McpServerStartup {
+                                    server: ev.server.clone(),
+                                    status: McpServerStartupStatus::InProgress,
+                                    tools: None,
+                                    error: None,
+                                },
+                            },
+                        }];
+                    }
+                    McpStartupStatus::Ready { tools } => {
+                        (McpServerStartupStatus::Ready, Some(*tools), None)
+                    }
+                    McpStartupStatus::Failed { error } => (
+                        McpServerStartupStatus::Failed,
+                        None,
+                        Some(ThreadError {
+                            message: error.clone(),
+                        }),
+                    ),
+                };
+                let id = self.id_for_end(&key);
+                vec![ThreadEvent::ItemCompleted {
+                    item: ThreadItem {
+                        id,
+                        details: ItemDetails::McpServerStartup {
+                            server: ev.server.clone(),
+                            status,
+                            tools,
+                            error,
+                        },
                     },
                 }]
             }

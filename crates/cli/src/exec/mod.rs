@@ -160,6 +160,8 @@ pub async fn run_exec(
 
     let outcome = pump_events(&thread, &mut output).await;
     shutdown(&thread).await;
+    // The pool would stop idle servers only after its idle timeout; exec is done now.
+    manager.mcp_pool().shutdown().await;
 
     let code = match &outcome {
         TurnOutcome::Completed { last_agent_message } => {

@@ -100,6 +100,7 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::PlanUpdate(_)
         | EventMsg::McpToolCallBegin(_)
         | EventMsg::McpToolCallEnd(_)
+        | EventMsg::McpStartupUpdate(_)
         | EventMsg::ShutdownComplete => false,
     }
 }

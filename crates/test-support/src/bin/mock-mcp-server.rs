@@ -2,8 +2,14 @@
 //!
 //! Tools: `echo {text}` → the text; `add {a, b}` → the sum as text; `sleep {ms}` → waits,
 //! then says so (for timeout and cancellation tests); `fail {}` → an `isError` result;
+//! `exit {}` → the process exits without answering;
 //! `env_var {name}` → the variable's value in this process, or `<unset>` (to check what
 //! environment the client passed). Exits when stdin closes.
+//!
+//! For the pool and failure tests: with `MOCK_MCP_LOG=<file>` set, it appends
+//! `started <pid>` when it starts and `cancelled sleep <ms>` when a `sleep` call is
+//! cancelled by the client. Argument `--crash` makes it exit at once (before the
+//! handshake); `--hang` makes it never answer the handshake.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -66,14 +72,29 @@ impl MockServer {
     }
 
     #[tool(description = "Sleeps for `ms` milliseconds")]
-    async fn sleep(&self, Parameters(SleepArgs { ms }): Parameters<SleepArgs>) -> String {
-        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        format!("slept {ms} ms")
+    async fn sleep(
+        &self,
+        Parameters(SleepArgs { ms }): Parameters<SleepArgs>,
+        cancelled: tokio_util::sync::CancellationToken,
+    ) -> String {
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => format!("slept {ms} ms"),
+            () = cancelled.cancelled() => {
+                log_line(&format!("cancelled sleep {ms}"));
+                "cancelled".to_string()
+            }
+        }
     }
 
     #[tool(description = "Always fails with an error result")]
     fn fail(&self, Parameters(FailArgs {}): Parameters<FailArgs>) -> CallToolResult {
         CallToolResult::error(vec![ContentBlock::text("this tool always fails")])
+    }
+
+    #[tool(description = "Exits the server process at once (the call gets no answer)")]
+    fn exit(&self, Parameters(FailArgs {}): Parameters<FailArgs>) -> String {
+        log_line("exiting");
+        std::process::exit(0)
     }
 
     #[tool(description = "Returns the value of an environment variable of this server")]
@@ -89,8 +110,36 @@ impl ServerHandler for MockServer {
     }
 }
 
+/// Appends `line` to `$MOCK_MCP_LOG`, when set.
+fn log_line(line: &str) {
+    use std::io::Write as _;
+    let Ok(path) = std::env::var("MOCK_MCP_LOG") else {
+        return;
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    if let Ok(mut file) = file {
+        // One write per line, so concurrent servers' lines do not interleave.
+        let _ = file.write_all(format!("{line}\n").as_bytes());
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    log_line(&format!("started {}", std::process::id()));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--crash") {
+        eprintln!("mock-mcp-server: crashing at start as asked");
+        std::process::exit(3);
+    }
+    if args.iter().any(|a| a == "--hang") {
+        // Keep stdin open and never answer; the client must give up on its own.
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        }
+    }
     let service = MockServer::new().serve(stdio()).await?;
     service.waiting().await?;
     Ok(())
