@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
+    ProtocolVersion,
 };
-use rmcp::service::RunningService;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, serve_client};
@@ -74,6 +75,15 @@ pub(crate) async fn connect_stdio(
     Ok(SdkConnection { service })
 }
 
+/// Both eras over HTTP: the SDK probes with `server/discover` (2026-07-28) and falls
+/// back to the `initialize` handshake when the server is older.
+fn http_lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_06_18),
+    }
+}
+
 /// Connects to a streamable HTTP server; `bearer_token` becomes `Authorization: Bearer`.
 pub(crate) async fn connect_http(
     url: &str,
@@ -96,12 +106,17 @@ pub(crate) async fn connect_http(
             _ => tracing::warn!("skipping invalid HTTP header `{name}` for MCP server {url}"),
         }
     }
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(header_map);
+    // A session the server forgot (HTTP 404) is re-initialized once and the request
+    // retried, by the SDK; this is its default, spelled out because we rely on it.
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(header_map)
+        .reinit_on_expired_session(true);
     if let Some(token) = bearer_token {
         config = config.auth_header(token);
     }
     let transport = StreamableHttpClientTransport::from_config(config);
-    let service = serve_client(client_config(), transport)
+    let service = client_config()
+        .serve_with_lifecycle(transport, http_lifecycle())
         .await
         .map_err(|err| format!("handshake failed: {err}"))?;
     Ok(SdkConnection { service })
