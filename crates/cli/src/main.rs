@@ -100,7 +100,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             let config_args = cli.config.merged(&args.config);
             doctor::run(args, config_args, env).await
         }
-        Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env),
+        Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env).await,
     }
 }
 

@@ -243,6 +243,7 @@ pub(crate) async fn start(
             &config.env,
             config.sandbox_exe.as_deref(),
             Some(&config.cwd),
+            Some(&config.home),
         )
         .await?;
         startup_warnings = report.warnings;

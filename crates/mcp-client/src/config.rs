@@ -55,6 +55,25 @@ pub struct McpServerConfig {
     /// Deny-list of raw MCP tool names, applied after the allow-list.
     #[serde(default)]
     pub disabled_tools: Option<Vec<String>>,
+    /// OAuth settings for `interpreter mcp login` (HTTP only).
+    #[serde(default)]
+    pub oauth: Option<McpOAuthConfig>,
+}
+
+/// `[mcp_servers.NAME.oauth]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuthConfig {
+    /// A client id registered with the authorization server beforehand; without it the
+    /// login registers a client dynamically.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// Variable holding the secret of that pre-registered client, if it has one.
+    #[serde(default)]
+    pub client_secret_env_var: Option<String>,
+    /// Scopes to request (default: what the server asks for).
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
 }
 
 fn default_true() -> bool {
@@ -76,6 +95,7 @@ impl McpServerConfig {
             (Some(command), None) => {
                 let http_only = [
                     ("bearer_token_env_var", self.bearer_token_env_var.is_some()),
+                    ("oauth", self.oauth.is_some()),
                     ("http_headers", self.http_headers.is_some()),
                     ("env_http_headers", self.env_http_headers.is_some()),
                 ];

@@ -15,11 +15,12 @@ mod error;
 mod manager;
 mod naming;
 pub mod nesting;
+pub mod oauth;
 mod pool;
 mod sdk;
 
 pub use config::{
-    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpServerConfig, McpTransport,
+    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpOAuthConfig, McpServerConfig, McpTransport,
     validate_server_name,
 };
 pub use env::{BASE_ENV_VARS, child_env};

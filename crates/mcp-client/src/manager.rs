@@ -14,6 +14,7 @@ use crate::env::child_env;
 use crate::error::McpClientError;
 use crate::naming::qualify_tool_names;
 use crate::nesting::self_recursion_warning;
+use crate::oauth::FileCredentialStore;
 use crate::pool::{LaunchSpec, Lease, Live, McpPool, StartFailure, StartRequest, State};
 
 /// One tool as the model sees it, and where calls to it go.
@@ -107,7 +108,7 @@ impl McpConnectionManager {
         default_cwd: Option<&Path>,
     ) -> Result<(Self, StartupReport), McpClientError> {
         let pool = McpPool::default();
-        let connected = Self::connect(&pool, servers, env, self_exe, default_cwd).await;
+        let connected = Self::connect(&pool, servers, env, self_exe, default_cwd, None).await;
         let (mut manager, mut report) = match connected {
             Ok(pair) => pair,
             Err(err) => {
@@ -127,19 +128,21 @@ impl McpConnectionManager {
     /// them fails this returns [`McpClientError::RequiredServersFailed`]. The report's
     /// `ready` lists the servers ready on return; `warnings` the entries skipped as
     /// invalid or self-recursive. The others settle later: see [`Self::settle`].
+    /// `home` is the agent home, where `interpreter mcp login` keeps OAuth tokens.
     pub async fn connect(
         pool: &McpPool,
         servers: &BTreeMap<String, McpServerConfig>,
         env: &HashMap<String, String>,
         self_exe: Option<&Path>,
         default_cwd: Option<&Path>,
+        home: Option<&Path>,
     ) -> Result<(Self, StartupReport), McpClientError> {
         let mut report = StartupReport::default();
         let mut required_failures = Vec::new();
         let mut held = BTreeMap::new();
         for (name, config) in servers.iter().filter(|(_, c)| c.enabled) {
             let spec = self_recursion_warning(name, config, self_exe)
-                .map_or_else(|| launch_spec(name, config, env, default_cwd), Err);
+                .map_or_else(|| launch_spec(name, config, env, default_cwd, home), Err);
             match spec {
                 Ok(spec) => {
                     let lease = pool.lease(spec, name);
@@ -438,6 +441,7 @@ fn launch_spec(
     config: &McpServerConfig,
     env: &HashMap<String, String>,
     default_cwd: Option<&Path>,
+    home: Option<&Path>,
 ) -> Result<LaunchSpec, String> {
     let failed = |error: String| format!("MCP client for `{name}` failed to start: {error}");
     validate_server_name(name).map_err(failed)?;
@@ -450,10 +454,18 @@ fn launch_spec(
         }),
         McpTransport::StreamableHttp { url } => {
             let bearer = bearer_token(name, config, env).map_err(failed)?;
+            // A configured bearer token wins over stored OAuth tokens.
+            let oauth = match (&bearer, home) {
+                (None, Some(home)) if crate::oauth::has_credentials(home, name, &url) => {
+                    Some(FileCredentialStore::new(home, name, &url))
+                }
+                _ => None,
+            };
             Ok(LaunchSpec::Http {
-                url,
                 headers: http_headers(config, env),
+                url,
                 bearer,
+                oauth,
             })
         }
     }

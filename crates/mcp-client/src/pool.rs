@@ -23,6 +23,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::oauth::FileCredentialStore;
 use crate::sdk::{self, RawTool, SdkConnection};
 
 /// How long closing one server may take before it is killed.
@@ -68,6 +69,9 @@ pub(crate) enum LaunchSpec {
         headers: Vec<(String, String)>,
         /// The token of `bearer_token_env_var`.
         bearer: Option<String>,
+        /// Stored OAuth tokens to use (`interpreter mcp login`), when there are any and
+        /// no bearer token is configured.
+        oauth: Option<FileCredentialStore>,
     },
 }
 
@@ -453,7 +457,8 @@ async fn connect_and_list(
             url,
             headers,
             bearer,
-        } => sdk::connect_http(url, bearer.clone(), headers).await?,
+            oauth,
+        } => sdk::connect_http(url, bearer.clone(), headers, oauth.clone()).await?,
     };
     let tools = conn.list_tools().await?;
     Ok((conn, tools))

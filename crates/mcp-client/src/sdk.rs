@@ -13,10 +13,13 @@ use rmcp::model::{
     ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RunningService};
+use rmcp::transport::auth::AuthClient;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, serve_client};
 use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::oauth::FileCredentialStore;
 
 /// A tool as the server listed it.
 #[derive(Debug, Clone)]
@@ -84,15 +87,41 @@ fn http_lifecycle() -> ClientLifecycleMode {
     }
 }
 
-/// Connects to a streamable HTTP server; `bearer_token` becomes `Authorization: Bearer`.
+/// The SDK's HTTP client brings no TLS crypto provider of its own.
+pub(crate) fn install_crypto_provider() {
+    // An error only means one is installed already, which is just as good.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The `WWW-Authenticate` challenge an unauthenticated `initialize` to `url` gets, if
+/// the server demands authorization (bounded by the caller).
+pub(crate) async fn auth_challenge(url: &str) -> Option<String> {
+    install_crypto_provider();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    let attempt = serve_client(client_config(), transport);
+    match tokio::time::timeout(Duration::from_secs(30), attempt).await {
+        Ok(Err(error)) => error.auth_challenge().map(str::to_string),
+        Ok(Ok(service)) => {
+            // No authorization needed after all; close what we opened.
+            let mut service = service;
+            let _ = service.close_with_timeout(Duration::from_secs(5)).await;
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Connects to a streamable HTTP server; `bearer_token` becomes `Authorization: Bearer`;
+/// with `oauth`, tokens come from the store (and are refreshed) instead.
 pub(crate) async fn connect_http(
     url: &str,
     bearer_token: Option<String>,
     headers: &[(String, String)],
+    oauth: Option<FileCredentialStore>,
 ) -> Result<SdkConnection, String> {
-    // The SDK's HTTP client brings no TLS crypto provider of its own. An error only means
-    // one is installed already, which is just as good.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    install_crypto_provider();
     let mut header_map = HashMap::new();
     for (name, value) in headers {
         let parsed = (
@@ -114,11 +143,32 @@ pub(crate) async fn connect_http(
     if let Some(token) = bearer_token {
         config = config.auth_header(token);
     }
-    let transport = StreamableHttpClientTransport::from_config(config);
-    let service = client_config()
-        .serve_with_lifecycle(transport, http_lifecycle())
-        .await
-        .map_err(|err| format!("handshake failed: {err}"))?;
+    let manager = match oauth {
+        Some(store) => crate::oauth::runtime_manager(store).await?,
+        None => None,
+    };
+    let service = match manager {
+        Some(manager) => {
+            let client = AuthClient::new(reqwest::Client::default(), manager);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            client_config()
+                .serve_with_lifecycle(transport, http_lifecycle())
+                .await
+        }
+        None => {
+            let transport = StreamableHttpClientTransport::from_config(config);
+            client_config()
+                .serve_with_lifecycle(transport, http_lifecycle())
+                .await
+        }
+    }
+    .map_err(|err| {
+        if err.auth_challenge().is_some() {
+            format!("the server requires authorization ({err}); run `interpreter mcp login`")
+        } else {
+            format!("handshake failed: {err}")
+        }
+    })?;
     Ok(SdkConnection { service })
 }
 

@@ -307,7 +307,8 @@ async fn connect(
     entries: Vec<(&str, McpServerConfig)>,
 ) -> Result<McpConnectionManager> {
     let (manager, _) =
-        McpConnectionManager::connect(pool, &servers(entries), &parent_env(), None, None).await?;
+        McpConnectionManager::connect(pool, &servers(entries), &parent_env(), None, None, None)
+            .await?;
     Ok(manager)
 }
 
