@@ -101,3 +101,43 @@ async fn an_mcp_entry_that_would_start_interpreter_again_is_skipped() {
     let tools = env.server.requests()[0]["tools"].to_string();
     assert!(!tools.contains("mcp__myself"), "{tools}");
 }
+
+#[tokio::test]
+async fn exec_declines_a_servers_question_and_says_so() {
+    let env = TestEnv::new().await;
+    env.write_config(&format!(
+        "\n[mcp_servers.mock]\ncommand = \"{}\"\n",
+        mock_mcp_server().display()
+    ));
+    env.server.push(MockResponse::sse(vec![
+        chunk::tool_call(
+            0,
+            "call_ask",
+            "mcp__mock__ask",
+            r#"{"message":"which branch?"}"#,
+        ),
+        chunk::finish("tool_calls"),
+    ]));
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("ok"),
+        chunk::finish("stop"),
+    ]));
+    let out = env
+        .run(&["exec", "--json", "--skip-git-repo-check", "ask"])
+        .await;
+    out.assert_success();
+    assert!(
+        out.stdout
+            .contains("declined a question from MCP server `mock` (which branch?)"),
+        "{}",
+        out.stdout
+    );
+    let requests = env.server.requests();
+    assert!(
+        requests[1]
+            .to_string()
+            .contains(r#"\"action\":\"decline\""#),
+        "the server got the decline: {}",
+        requests[1]
+    );
+}

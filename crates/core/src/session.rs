@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::elicitation::ElicitationBroker;
 use crate::error::CoreError;
 use crate::project_doc;
 use crate::rollout::{self, RolloutItem, RolloutRecorder, SessionMeta};
@@ -58,6 +59,8 @@ pub(crate) struct Session {
     /// Input that arrived while a turn was running; the turn picks it up before its next
     /// model call.
     pub pending_input: Mutex<Vec<ResponseItem>>,
+    /// Questions of the thread's MCP servers waiting for the front end's answer.
+    elicitations: ElicitationBroker,
     /// Approval requests waiting for an answer, by call id.
     pending_approvals: Mutex<HashMap<String, oneshot::Sender<ReviewDecision>>>,
     /// Commands (shell-joined) and patch path sets approved for the rest of the session.
@@ -236,8 +239,9 @@ pub(crate) async fn start(
     // for here (their failure fails the thread start); the others settle while the thread
     // goes on, and the first model request waits for them (see `Session::prepare_mcp`).
     let mut startup_warnings = Vec::new();
+    let elicitations = ElicitationBroker::new(tx_event.clone(), config.approval_timeout);
     let mcp = if config.mcp_servers.values().any(|server| server.enabled) {
-        let (manager, report) = McpConnectionManager::connect(
+        let (mut manager, report) = McpConnectionManager::connect(
             mcp_pool,
             &config.mcp_servers,
             &config.env,
@@ -247,6 +251,7 @@ pub(crate) async fn start(
         )
         .await?;
         startup_warnings = report.warnings;
+        manager.set_elicitation_sink(Arc::new(elicitations.clone()));
         Some(manager)
     } else {
         None
@@ -279,6 +284,7 @@ pub(crate) async fn start(
         recorder,
         history: Mutex::new(history),
         pending_input: Mutex::new(Vec::new()),
+        elicitations,
         pending_approvals: Mutex::new(HashMap::new()),
         approved_for_session: Mutex::new(HashSet::new()),
         total_usage: Mutex::new(total_usage),
@@ -417,6 +423,9 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                     }
                     Op::ExecApproval { id, decision } | Op::PatchApproval { id, decision } => {
                         session.resolve_approval(&id, decision).await;
+                    }
+                    Op::ResolveElicitation { id, response } => {
+                        session.elicitations.resolve(&id, response);
                     }
                     Op::Shutdown => {
                         if let Some(turn) = running.take() {

@@ -10,7 +10,8 @@ use std::time::Duration;
 use interpreter_core::ThreadManager;
 use interpreter_core::config::{ConfigInputs, ConfigOverrides, load_config};
 use interpreter_protocol::{
-    AskForApproval, EventMsg, McpStartupStatus, Op, SandboxMode, SessionSource, UserInput,
+    AskForApproval, ElicitationAction, ElicitationResponse, EventMsg, McpStartupStatus, Op,
+    SandboxMode, SessionSource, UserInput,
 };
 use interpreter_test_support::mock_model::chunk;
 use interpreter_test_support::{MockModelServer, MockResponse};
@@ -165,4 +166,70 @@ async fn fifty_threads_calling_one_stdio_server_start_it_once() {
     assert_eq!(started, 1, "one server process for all threads");
     manager.shutdown_all(Duration::from_secs(10)).await;
     assert!(manager.mcp_pool().is_empty());
+}
+
+#[tokio::test]
+async fn a_servers_question_is_an_event_and_the_answer_an_op() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let log = home.path().join("mock-mcp.log");
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(MockResponse::sse(vec![
+        chunk::tool_call(
+            0,
+            "call_ask",
+            "mcp__mock__ask",
+            r#"{"message":"your name?"}"#,
+        ),
+        chunk::finish("tool_calls"),
+    ]));
+    mock.push(MockResponse::sse(vec![
+        chunk::text("thanks"),
+        chunk::finish("stop"),
+    ]));
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, &log),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    new.thread
+        .submit(Op::UserInput {
+            items: vec![UserInput::Text {
+                text: "ask me".to_string(),
+            }],
+        })
+        .await
+        .unwrap();
+    let mut result = None;
+    loop {
+        let event = tokio::time::timeout(DEADLINE, new.thread.next_event())
+            .await
+            .expect("event deadline")
+            .expect("thread closed");
+        match event.msg {
+            EventMsg::ElicitationRequest(request) => {
+                assert_eq!(request.server, "mock");
+                assert_eq!(request.request["message"], "your name?");
+                new.thread
+                    .submit(Op::ResolveElicitation {
+                        id: request.id,
+                        response: ElicitationResponse {
+                            action: ElicitationAction::Accept,
+                            content: Some(serde_json::json!({"name": "Ada"})),
+                        },
+                    })
+                    .await
+                    .unwrap();
+            }
+            EventMsg::McpToolCallEnd(end) => result = Some(end.result),
+            EventMsg::TaskComplete(_) => break,
+            _ => {}
+        }
+    }
+    let result = result.expect("the call ended").expect("the call succeeded");
+    assert!(result.to_string().contains("Ada"), "{result}");
+    manager.shutdown_all(Duration::from_secs(10)).await;
 }

@@ -10,6 +10,7 @@
 //! module (`sdk`), so its API churn stays out of the rest of the code.
 
 mod config;
+mod elicitation;
 mod env;
 mod error;
 mod manager;
@@ -23,6 +24,7 @@ pub use config::{
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpOAuthConfig, McpServerConfig, McpTransport,
     validate_server_name,
 };
+pub use elicitation::{ElicitationAction, ElicitationAnswer, ElicitationSink};
 pub use env::{BASE_ENV_VARS, child_env};
 pub use error::McpClientError;
 pub use manager::{McpConnectionManager, McpToolInfo, StartupReport, StartupStatus, StartupUpdate};

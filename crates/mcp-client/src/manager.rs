@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{McpServerConfig, McpTransport, validate_server_name};
+use crate::elicitation::ElicitationSink;
 use crate::env::child_env;
 use crate::error::McpClientError;
 use crate::naming::qualify_tool_names;
@@ -74,6 +75,8 @@ pub struct McpConnectionManager {
     owned_pool: Option<McpPool>,
     /// Becomes `true` when a [`Self::settle`] call finished.
     settled: tokio::sync::watch::Sender<bool>,
+    /// Where elicitations arriving during this thread's calls go; none: declined.
+    elicitation: Option<Arc<dyn ElicitationSink>>,
 }
 
 impl std::fmt::Debug for McpConnectionManager {
@@ -173,6 +176,7 @@ impl McpConnectionManager {
             servers: held,
             owned_pool: None,
             settled: tokio::sync::watch::Sender::new(false),
+            elicitation: None,
         };
         let this = &manager;
         let required = manager
@@ -243,6 +247,12 @@ impl McpConnectionManager {
         let mut rx = self.settled.subscribe();
         // The sender lives in `self`, so this cannot fail while we borrow it.
         let _ = rx.wait_for(|settled| *settled).await;
+    }
+
+    /// Elicitations a server sends while one of this thread's calls is in progress on
+    /// it go to `sink` (see [`crate::ElicitationSink`] for the routing rule).
+    pub fn set_elicitation_sink(&mut self, sink: Arc<dyn ElicitationSink>) {
+        self.elicitation = Some(sink);
     }
 
     /// Starts, in the background, servers of this thread that failed (backoff over) or
@@ -367,6 +377,10 @@ impl McpConnectionManager {
             live = self.await_server(&info.server, server) => live.map_err(call_error)?,
         };
         let timeout = server.config.tool_timeout();
+        let _caller = self
+            .elicitation
+            .as_ref()
+            .map(|sink| live.conn.callers.enter(&info.server, sink.clone()));
         // Dropping the call future (on cancel or timeout) is what sends
         // `notifications/cancelled`: the SDK's request guard does it.
         tokio::select! {

@@ -6,11 +6,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
-    ProtocolVersion,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationCapability, Implementation, JsonObject, ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RunningService};
 use rmcp::transport::auth::AuthClient;
@@ -19,6 +20,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, serve_client};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::elicitation::{Callers, ElicitationAction};
 use crate::oauth::FileCredentialStore;
 
 /// A tool as the server listed it.
@@ -31,12 +33,59 @@ pub(crate) struct RawTool {
 
 /// One initialized MCP session.
 pub(crate) struct SdkConnection {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Handler>,
+    /// The threads with a call in progress here, to whom elicitations go.
+    pub callers: Arc<Callers>,
+}
+
+/// Our side of a session: who we are, and where the server's requests to us go.
+#[derive(Clone)]
+pub(crate) struct Handler {
+    callers: Arc<Callers>,
+}
+
+impl Handler {
+    fn new() -> Self {
+        Self {
+            callers: Arc::new(Callers::default()),
+        }
+    }
+}
+
+impl rmcp::ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        client_config()
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let params = serde_json::to_value(&request)
+            .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))?;
+        let answer = self.callers.elicit(params).await;
+        let action = match answer.action {
+            ElicitationAction::Accept => "accept",
+            ElicitationAction::Decline => "decline",
+            ElicitationAction::Cancel => "cancel",
+        };
+        // `ElicitResult` is non-exhaustive: built from its wire form.
+        let mut result = serde_json::json!({ "action": action });
+        if let (ElicitationAction::Accept, Some(content)) = (answer.action, answer.content) {
+            result["content"] = content;
+        }
+        serde_json::from_value(result)
+            .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))
+    }
 }
 
 fn client_config() -> ClientConfig {
+    // Form-mode elicitation only: URL mode would need a browser hand-off no front end has.
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation = Some(ElicitationCapability::default());
     ClientConfig::new(
-        ClientCapabilities::default(),
+        capabilities,
         Implementation::new("interpreter-mcp-client", env!("CARGO_PKG_VERSION")),
     )
 }
@@ -72,10 +121,12 @@ pub(crate) async fn connect_stdio(
             }
         });
     }
-    let service = serve_client(client_config(), transport)
+    let handler = Handler::new();
+    let callers = handler.callers.clone();
+    let service = serve_client(handler, transport)
         .await
         .map_err(|err| format!("handshake failed: {err}"))?;
-    Ok(SdkConnection { service })
+    Ok(SdkConnection { service, callers })
 }
 
 /// Both eras over HTTP: the SDK probes with `server/discover` (2026-07-28) and falls
@@ -147,17 +198,19 @@ pub(crate) async fn connect_http(
         Some(store) => crate::oauth::runtime_manager(store).await?,
         None => None,
     };
+    let handler = Handler::new();
+    let callers = handler.callers.clone();
     let service = match manager {
         Some(manager) => {
             let client = AuthClient::new(reqwest::Client::default(), manager);
             let transport = StreamableHttpClientTransport::with_client(client, config);
-            client_config()
+            handler
                 .serve_with_lifecycle(transport, http_lifecycle())
                 .await
         }
         None => {
             let transport = StreamableHttpClientTransport::from_config(config);
-            client_config()
+            handler
                 .serve_with_lifecycle(transport, http_lifecycle())
                 .await
         }
@@ -169,7 +222,7 @@ pub(crate) async fn connect_http(
             format!("handshake failed: {err}")
         }
     })?;
-    Ok(SdkConnection { service })
+    Ok(SdkConnection { service, callers })
 }
 
 impl SdkConnection {
@@ -209,9 +262,10 @@ impl SdkConnection {
             let arguments: JsonObject = arguments;
             params = params.with_arguments(arguments);
         }
+        // The service-level call drives 2026-07-28 `input_required` rounds through our
+        // handler (elicitations), which the peer-level one would reject.
         let result = self
             .service
-            .peer()
             .call_tool(params)
             .await
             .map_err(|err| err.to_string())?;

@@ -5,12 +5,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use interpreter_mcp_client::{
-    McpClientError, McpConnectionManager, McpPool, McpServerConfig, NESTING_DEPTH_ENV, PoolOptions,
-    StartupStatus,
+    ElicitationAction, ElicitationAnswer, ElicitationSink, McpClientError, McpConnectionManager,
+    McpPool, McpServerConfig, NESTING_DEPTH_ENV, PoolOptions, StartupStatus,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -81,6 +82,7 @@ async fn lists_qualified_tools_and_calls_them() -> Result<()> {
         sorted,
         [
             "mcp__mock__add",
+            "mcp__mock__ask",
             "mcp__mock__echo",
             "mcp__mock__env_var",
             "mcp__mock__exit",
@@ -446,7 +448,7 @@ async fn a_server_that_crashes_at_start_is_reported_and_retried_after_backoff() 
     assert!(
         updates
             .iter()
-            .any(|u| u.server == "mock" && matches!(u.status, StartupStatus::Ready { tools: 6 }))
+            .any(|u| u.server == "mock" && matches!(u.status, StartupStatus::Ready { tools: 7 }))
     );
     // Another thread within the backoff does not start it again: it is told at once.
     let again = connect(&pool, vec![("crash", crashing)]).await?;
@@ -544,6 +546,51 @@ async fn a_server_that_dies_is_restarted_on_next_use() -> Result<()> {
         .filter(|l| l.starts_with("started "))
         .count();
     assert_eq!(started, 2);
+    pool.shutdown().await;
+    Ok(())
+}
+
+struct AnswerWith(&'static str);
+
+impl ElicitationSink for AnswerWith {
+    fn elicit(
+        &self,
+        server: String,
+        request: Value,
+    ) -> futures::future::BoxFuture<'static, ElicitationAnswer> {
+        let name = self.0;
+        Box::pin(async move {
+            assert_eq!(server, "mock");
+            assert_eq!(request["message"], "your name?");
+            ElicitationAnswer {
+                action: ElicitationAction::Accept,
+                content: Some(json!({ "name": name })),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_elicitation_reaches_the_calling_thread_and_its_answer_the_server() -> Result<()> {
+    let pool = McpPool::default();
+    let (mut manager, _) = McpConnectionManager::connect(
+        &pool,
+        &servers(vec![("mock", mock(|_| {}))]),
+        &parent_env(),
+        None,
+        None,
+        None,
+    )
+    .await?;
+    // Without a sink the question is declined.
+    manager.settle(&|_| {}).await;
+    let declined = call(&manager, "mcp__mock__ask", json!({"message": "your name?"})).await?;
+    assert!(text_of(&declined)?.contains("decline"), "{declined}");
+    manager.set_elicitation_sink(Arc::new(AnswerWith("Ada")));
+    let answered = call(&manager, "mcp__mock__ask", json!({"message": "your name?"})).await?;
+    let answer: Value = serde_json::from_str(text_of(&answered)?)?;
+    assert_eq!(answer["action"], "accept");
+    assert_eq!(answer["content"]["name"], "Ada");
     pool.shutdown().await;
     Ok(())
 }

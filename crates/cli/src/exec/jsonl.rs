@@ -435,6 +435,8 @@ impl JsonlTranslator {
             | EventMsg::ExecCommandOutputDelta(_)
             | EventMsg::ExecApprovalRequest(_)
             | EventMsg::ApplyPatchApprovalRequest(_)
+            // exec declines it at once and says so in a notice.
+            | EventMsg::ElicitationRequest(_)
             // Compaction is bookkeeping the SDK's item types have no shape for.
             | EventMsg::ContextCompacted(_)
             | EventMsg::ShutdownComplete => Vec::new(),

@@ -20,7 +20,8 @@ use anyhow::Context;
 use interpreter_core::config::{Config, ConfigOverrides, load_config};
 use interpreter_core::{NewThread, Thread, ThreadManager};
 use interpreter_protocol::{
-    AskForApproval, EventMsg, Op, ReviewDecision, SandboxMode, SessionSource, ThreadId, UserInput,
+    AskForApproval, ElicitationResponse, EventMsg, Op, ReviewDecision, SandboxMode, SessionSource,
+    ThreadId, UserInput,
 };
 
 use crate::cli::{ConfigArgs, ExecArgs, ExecCommand};
@@ -331,6 +332,20 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
                 let answer = Op::PatchApproval {
                     id: request.call_id,
                     decision: ReviewDecision::Denied,
+                };
+                if thread.submit(answer).await.is_err() {
+                    return TurnOutcome::EngineStopped;
+                }
+            }
+            EventMsg::ElicitationRequest(request) => {
+                let question = request.request["message"].as_str().unwrap_or_default();
+                output.notice(&format!(
+                    "declined a question from MCP server `{}` ({question}): exec cannot ask the user",
+                    request.server
+                ));
+                let answer = Op::ResolveElicitation {
+                    id: request.id,
+                    response: ElicitationResponse::decline(),
                 };
                 if thread.submit(answer).await.is_err() {
                     return TurnOutcome::EngineStopped;

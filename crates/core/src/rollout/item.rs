@@ -101,6 +101,7 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::McpToolCallBegin(_)
         | EventMsg::McpToolCallEnd(_)
         | EventMsg::McpStartupUpdate(_)
+        | EventMsg::ElicitationRequest(_)
         | EventMsg::ShutdownComplete => false,
     }
 }

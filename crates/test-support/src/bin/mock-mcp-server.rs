@@ -2,7 +2,8 @@
 //!
 //! Tools: `echo {text}` → the text; `add {a, b}` → the sum as text; `sleep {ms}` → waits,
 //! then says so (for timeout and cancellation tests); `fail {}` → an `isError` result;
-//! `exit {}` → the process exits without answering;
+//! `exit {}` → the process exits without answering; `ask {message}` → asks the client
+//! (form elicitation) and returns its answer as JSON;
 //! `env_var {name}` → the variable's value in this process, or `<unset>` (to check what
 //! environment the client passed). Exits when stdin closes.
 //!
@@ -40,6 +41,11 @@ struct FailArgs {}
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct EnvVarArgs {
     name: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct AskArgs {
+    message: String,
 }
 
 #[derive(Debug, Clone)]
@@ -89,6 +95,32 @@ impl MockServer {
     #[tool(description = "Always fails with an error result")]
     fn fail(&self, Parameters(FailArgs {}): Parameters<FailArgs>) -> CallToolResult {
         CallToolResult::error(vec![ContentBlock::text("this tool always fails")])
+    }
+
+    #[tool(
+        description = "Asks the user `message` (an elicitation with one `name` field) and returns the answer as JSON"
+    )]
+    async fn ask(
+        &self,
+        Parameters(AskArgs { message }): Parameters<AskArgs>,
+        peer: rmcp::Peer<rmcp::RoleServer>,
+    ) -> String {
+        let params = serde_json::json!({
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {
+                "type": "object",
+                "properties": { "name": { "type": "string" } }
+            }
+        });
+        let params = match serde_json::from_value(params) {
+            Ok(params) => params,
+            Err(err) => return format!("bad elicitation params: {err}"),
+        };
+        match peer.create_elicitation(params).await {
+            Ok(result) => serde_json::to_string(&result).unwrap_or_default(),
+            Err(err) => format!("elicitation failed: {err}"),
+        }
     }
 
     #[tool(description = "Exits the server process at once (the call gets no answer)")]
