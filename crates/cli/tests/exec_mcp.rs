@@ -141,3 +141,62 @@ async fn exec_declines_a_servers_question_and_says_so() {
         requests[1]
     );
 }
+
+#[tokio::test]
+async fn the_model_lists_and_reads_resources_and_sees_images() {
+    let env = TestEnv::new().await;
+    env.write_config(&format!(
+        "\n[mcp_servers.mock]\ncommand = \"{}\"\n",
+        mock_mcp_server().display()
+    ));
+    env.server.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_list", "list_mcp_resources", "{}"),
+        chunk::finish("tool_calls"),
+    ]));
+    env.server.push(MockResponse::sse(vec![
+        chunk::tool_call(
+            0,
+            "call_read",
+            "read_mcp_resource",
+            r#"{"server":"mock","uri":"mock://notes"}"#,
+        ),
+        chunk::finish("tool_calls"),
+    ]));
+    env.server.push(MockResponse::sse(vec![
+        chunk::tool_call(
+            0,
+            "call_pixel",
+            "read_mcp_resource",
+            r#"{"server":"mock","uri":"mock://pixel.png"}"#,
+        ),
+        chunk::finish("tool_calls"),
+    ]));
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("read them"),
+        chunk::finish("stop"),
+    ]));
+    let out = env
+        .run(&[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "read the resources",
+        ])
+        .await;
+    out.assert_success();
+    let requests = env.server.requests();
+    let tools = requests[0]["tools"].to_string();
+    assert!(tools.contains("list_mcp_resources"), "{tools}");
+    assert!(tools.contains("read_mcp_resource"), "{tools}");
+    let listed = requests[1].to_string();
+    assert!(listed.contains("mock://pixel.png"), "{listed}");
+    assert!(listed.contains(r#"\"server\":\"mock\""#), "{listed}");
+    assert!(requests[2].to_string().contains("the notes say hello"));
+    let last = requests[3].to_string();
+    assert!(last.contains("image resource mock://pixel.png"), "{last}");
+    assert!(
+        last.contains("data:image/png;base64,iVBOR"),
+        "the image follows: {last}"
+    );
+    env.server.assert_invariants();
+}

@@ -404,6 +404,112 @@ impl McpConnectionManager {
         }
     }
 
+    /// This thread's ready servers that offer resources (sorted).
+    pub fn resource_servers(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter(|(_, s)| ready(s).is_some_and(|live| live.conn.has_resources()))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// `resources/list` of `server` (one page, from `cursor`), or of every resource server
+    /// when `server` is `None` (first pages; a server that fails is left out with a log
+    /// line). Each value is the server's `ListResourcesResult` as JSON, with its name.
+    pub async fn list_resources(
+        &self,
+        server: Option<&str>,
+        cursor: Option<String>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<(String, serde_json::Value)>, McpClientError> {
+        let names = match server {
+            Some(name) => vec![self.resource_server(name)?.0.to_string()],
+            None => self.resource_servers(),
+        };
+        let lists = names.iter().map(|name| {
+            let cursor = cursor.clone();
+            async move {
+                let outcome = self
+                    .with_server(name, "resources/list", cancel, |live| async move {
+                        live.conn.list_resources(cursor).await
+                    })
+                    .await;
+                (name.clone(), outcome)
+            }
+        });
+        let mut out = Vec::new();
+        for (name, outcome) in futures::future::join_all(lists).await {
+            match outcome {
+                Ok(value) => out.push((name, value)),
+                Err(err) if server.is_some() => return Err(err),
+                Err(err) => tracing::warn!("listing resources of `{name}` failed: {err}"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// `resources/read` of `uri` on `server`: the `ReadResourceResult` as JSON.
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        cancel: &CancellationToken,
+    ) -> Result<serde_json::Value, McpClientError> {
+        let (name, _) = self.resource_server(server)?;
+        let uri = uri.to_string();
+        self.with_server(name, "resources/read", cancel, |live| async move {
+            live.conn.read_resource(&uri).await
+        })
+        .await
+    }
+
+    fn resource_server(&self, name: &str) -> Result<(&str, &ThreadServer), McpClientError> {
+        self.servers
+            .get_key_value(name)
+            .map(|(k, v)| (k.as_str(), v))
+            .ok_or_else(|| McpClientError::UnknownServer(name.to_string()))
+    }
+
+    /// Runs `op` on a live connection of `name`, within its `tool_timeout_sec` and
+    /// `cancel`; `what` names the operation in errors.
+    async fn with_server<F, Fut>(
+        &self,
+        name: &str,
+        what: &str,
+        cancel: &CancellationToken,
+        op: F,
+    ) -> Result<serde_json::Value, McpClientError>
+    where
+        F: FnOnce(Arc<Live>) -> Fut,
+        Fut: std::future::Future<Output = Result<serde_json::Value, String>>,
+    {
+        let (_, server) = self.resource_server(name)?;
+        let failed = |message: String| McpClientError::Call {
+            server: name.to_string(),
+            tool: what.to_string(),
+            message,
+        };
+        let timeout = server.config.tool_timeout();
+        let work = async {
+            let live = self.await_server(name, server).await.map_err(failed)?;
+            op(live).await.map_err(failed)
+        };
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(McpClientError::Cancelled {
+                server: name.to_string(),
+                tool: what.to_string(),
+            }),
+            outcome = tokio::time::timeout(timeout, work) => outcome.unwrap_or_else(|_| {
+                Err(McpClientError::Timeout {
+                    server: name.to_string(),
+                    tool: what.to_string(),
+                    timeout,
+                })
+            }),
+        }
+    }
+
     /// Gives up this thread's servers. Instances shared with other threads keep running;
     /// unused ones stop after the pool's idle timeout (at once for a manager made by
     /// [`Self::start`], which owns its pool).

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationCapability, Implementation, JsonObject, ProtocolVersion,
+    ElicitationCapability, Implementation, JsonObject, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RunningService};
 use rmcp::transport::auth::AuthClient;
@@ -248,6 +249,39 @@ impl SdkConnection {
                 input_schema: serde_json::Value::Object(tool.input_schema.as_ref().clone()),
             })
             .collect())
+    }
+
+    /// Whether the server declared the `resources` capability.
+    pub(crate) fn has_resources(&self) -> bool {
+        self.service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.resources.is_some())
+    }
+
+    /// One page of `resources/list`, as JSON (`resources`, `nextCursor`).
+    pub(crate) async fn list_resources(
+        &self,
+        cursor: Option<String>,
+    ) -> Result<serde_json::Value, String> {
+        let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let result = self
+            .service
+            .peer()
+            .list_resources(params)
+            .await
+            .map_err(|err| format!("resources/list failed: {err}"))?;
+        serde_json::to_value(&result).map_err(|err| format!("unreadable resource list: {err}"))
+    }
+
+    /// `resources/read`, as JSON (`contents`: text or base64 `blob` parts).
+    pub(crate) async fn read_resource(&self, uri: &str) -> Result<serde_json::Value, String> {
+        let result = self
+            .service
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .map_err(|err| format!("resources/read failed: {err}"))?;
+        serde_json::to_value(&result).map_err(|err| format!("unreadable resource: {err}"))
     }
 
     /// One `tools/call`; the `CallToolResult` as JSON (an `isError` result is a success

@@ -7,6 +7,8 @@
 //! `env_var {name}` → the variable's value in this process, or `<unset>` (to check what
 //! environment the client passed). Exits when stdin closes.
 //!
+//! Resources: `mock://notes` (text) and `mock://pixel.png` (a PNG blob).
+//!
 //! For the pool and failure tests: with `MOCK_MCP_LOG=<file>` set, it appends
 //! `started <pid>` when it starts and `cancelled sleep <ms>` when a `sleep` call is
 //! cancelled by the client. Argument `--crash` makes it exit at once (before the
@@ -135,10 +137,60 @@ impl MockServer {
     }
 }
 
+/// A 1×1 transparent PNG.
+const PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for MockServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+    }
+
+    // Resources: `mock://notes` (text) and `mock://pixel.png` (an image blob). Built from
+    // their wire form, which is what the test asserts on.
+    async fn list_resources(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, rmcp::ErrorData> {
+        serde_json::from_value(serde_json::json!({
+            "resources": [
+                {"uri": "mock://notes", "name": "notes", "mimeType": "text/plain"},
+                {"uri": "mock://pixel.png", "name": "pixel", "mimeType": "image/png"}
+            ]
+        }))
+        .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, rmcp::ErrorData> {
+        let contents = match request.uri.as_str() {
+            "mock://notes" => serde_json::json!([
+                {"uri": "mock://notes", "mimeType": "text/plain", "text": "the notes say hello"}
+            ]),
+            "mock://pixel.png" => serde_json::json!([
+                {"uri": "mock://pixel.png", "mimeType": "image/png", "blob": PIXEL_PNG}
+            ]),
+            other => {
+                return Err(rmcp::ErrorData::invalid_params(
+                    format!("no resource {other}"),
+                    None,
+                ));
+            }
+        };
+        let result: rmcp::model::ReadResourceResult =
+            serde_json::from_value(serde_json::json!({ "contents": contents }))
+                .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))?;
+        Ok(result.into())
     }
 }
 
