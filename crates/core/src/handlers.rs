@@ -12,17 +12,17 @@ use std::time::{Duration, Instant};
 use interpreter_mcp_client::McpToolInfo;
 use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
-    ApplyPatchApprovalRequestEvent, AskForApproval, EventMsg, ExecApprovalRequestEvent,
-    ExecCommandBeginEvent, ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus,
-    ExecOutputStream, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent,
-    PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, UpdatePlanArgs, WarningEvent,
+    ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
+    ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus, ExecOutputStream,
+    McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent, PatchApplyBeginEvent,
+    PatchApplyEndEvent, ReviewDecision, UpdatePlanArgs, WarningEvent,
 };
 use interpreter_tools::{apply_patch, env_policy, safety, sandbox, shell};
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{self, CommandAssessment, PatchAssessment};
+use crate::approval::{self, CommandAssessment, McpAssessment, PatchAssessment};
 use crate::session::Session;
 
 pub(crate) enum ToolOutcome {
@@ -693,9 +693,10 @@ fn common_parent(paths: &[PathBuf]) -> Option<PathBuf> {
 
 /// Call a tool of one of the thread's MCP servers.
 ///
-/// MCP tools run without approval, except under `untrusted`, where every call is asked
-/// for like a command (`mcp:<server>/<tool> <arguments>`): a server's tools can have any
-/// side effect, and the policy promises to ask before anything not known to be safe.
+/// Whether to ask first is [`approval::assess_mcp`]'s call (the tool's approval mode, its
+/// hints, the policy). A question is shown like a command,
+/// `mcp:<server>/<tool> <arguments>`, and "approved for the session" covers later calls
+/// of the same tool.
 async fn handle_mcp(
     sess: &Arc<Session>,
     sub_id: &str,
@@ -728,18 +729,26 @@ async fn handle_mcp(
         tool: tool.tool.clone(),
         arguments: arguments.clone(),
     };
-    if sess.config.approval_policy == AskForApproval::Untrusted {
-        let shown = vec![
-            format!("mcp:{}/{}", tool.server, tool.tool),
-            arguments
-                .as_ref()
-                .map(serde_json::Value::to_string)
-                .unwrap_or_default(),
-        ];
-        let session_key = format!("mcp:{}", tool.qualified_name);
-        if !sess.is_approved_for_session(&session_key).await {
+    let session_key = format!("mcp:{}", tool.qualified_name);
+    let approved_for_session = sess.is_approved_for_session(&session_key).await;
+    match approval::assess_mcp(
+        sess.config.approval_policy,
+        tool.approval,
+        tool.hints,
+        approved_for_session,
+    ) {
+        McpAssessment::Run => {}
+        McpAssessment::Reject(reason) => return ToolOutcome::Output(reason),
+        McpAssessment::Ask(reason) => {
+            let shown = vec![
+                format!("mcp:{}/{}", tool.server, tool.tool),
+                arguments
+                    .as_ref()
+                    .map(serde_json::Value::to_string)
+                    .unwrap_or_default(),
+            ];
             let reason = format!(
-                "approval policy `untrusted` asks before calling tool `{}` of MCP server `{}`",
+                "{reason} (tool `{}` of MCP server `{}`)",
                 tool.tool, tool.server
             );
             let decision = ask_exec(

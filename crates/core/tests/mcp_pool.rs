@@ -11,7 +11,7 @@ use interpreter_core::ThreadManager;
 use interpreter_core::config::{ConfigInputs, ConfigOverrides, load_config};
 use interpreter_protocol::{
     AskForApproval, ElicitationAction, ElicitationResponse, EventMsg, McpStartupStatus, Op,
-    SandboxMode, SessionSource, UserInput,
+    ReviewDecision, SandboxMode, SessionSource, UserInput,
 };
 use interpreter_test_support::mock_model::chunk;
 use interpreter_test_support::{MockModelServer, MockResponse};
@@ -50,13 +50,25 @@ fn config(
     mock: &MockModelServer,
     log: &Path,
 ) -> interpreter_core::config::Config {
+    config_with(home, cwd, mock, log, "", AskForApproval::Never)
+}
+
+/// `extra` is appended to the `[mcp_servers.mock]` table.
+fn config_with(
+    home: &Path,
+    cwd: &Path,
+    mock: &MockModelServer,
+    log: &Path,
+    extra: &str,
+    policy: AskForApproval,
+) -> interpreter_core::config::Config {
     std::fs::write(
         home.join("config.toml"),
         format!(
             "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
              name = \"mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_API_KEY\"\nstream_max_retries = 1\n\n\
              [mcp_servers.mock]\ncommand = \"{}\"\nstartup_timeout_sec = 60\n\
-             env = {{ MOCK_MCP_LOG = \"{}\" }}\n",
+             env = {{ MOCK_MCP_LOG = \"{}\" }}\n{extra}",
             mock.base_url(),
             mock_mcp_server().display(),
             log.display()
@@ -69,7 +81,7 @@ fn config(
         profile: None,
         cli_overrides: Vec::new(),
         overrides: ConfigOverrides {
-            approval_policy: Some(AskForApproval::Never),
+            approval_policy: Some(policy),
             sandbox_mode: Some(SandboxMode::DangerFullAccess),
             ephemeral: true,
             ..Default::default()
@@ -231,5 +243,79 @@ async fn a_servers_question_is_an_event_and_the_answer_an_op() {
     }
     let result = result.expect("the call ended").expect("the call succeeded");
     assert!(result.to_string().contains("Ada"), "{result}");
+    manager.shutdown_all(Duration::from_secs(10)).await;
+}
+
+#[tokio::test]
+async fn approval_modes_per_server_and_per_tool() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let log = home.path().join("mock-mcp.log");
+    let mock = MockModelServer::start().await.unwrap();
+    // echo: the per-tool `never` wins over the server's `always`; add: asked, declined.
+    mock.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_echo", "mcp__mock__echo", r#"{"text":"free"}"#),
+        chunk::finish("tool_calls"),
+    ]));
+    mock.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_add", "mcp__mock__add", r#"{"a":1,"b":2}"#),
+        chunk::finish("tool_calls"),
+    ]));
+    mock.push(MockResponse::sse(vec![
+        chunk::text("done"),
+        chunk::finish("stop"),
+    ]));
+    let manager = ThreadManager::new();
+    let cfg = config_with(
+        home.path(),
+        work.path(),
+        &mock,
+        &log,
+        "approval = \"always\"\n[mcp_servers.mock.tools.echo]\napproval = \"never\"\n",
+        AskForApproval::OnRequest,
+    );
+    let new = manager
+        .start_thread(cfg, SessionSource::Exec)
+        .await
+        .unwrap();
+    new.thread
+        .submit(Op::UserInput {
+            items: vec![UserInput::Text {
+                text: "go".to_string(),
+            }],
+        })
+        .await
+        .unwrap();
+    let mut asked = Vec::new();
+    loop {
+        let event = tokio::time::timeout(DEADLINE, new.thread.next_event())
+            .await
+            .expect("event deadline")
+            .expect("thread closed");
+        match event.msg {
+            EventMsg::ExecApprovalRequest(request) => {
+                asked.push(request.command.join(" "));
+                new.thread
+                    .submit(Op::ExecApproval {
+                        id: request.call_id,
+                        decision: ReviewDecision::Denied,
+                    })
+                    .await
+                    .unwrap();
+            }
+            EventMsg::TaskComplete(_) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(asked, [r#"mcp:mock/add {"a":1,"b":2}"#]);
+    let requests = mock.requests();
+    assert!(requests[1].to_string().contains("free"), "echo ran");
+    assert!(
+        requests[2]
+            .to_string()
+            .contains("the user declined this MCP tool call"),
+        "{}",
+        requests[2]
+    );
     manager.shutdown_all(Duration::from_secs(10)).await;
 }

@@ -58,6 +58,34 @@ pub struct McpServerConfig {
     /// OAuth settings for `interpreter mcp login` (HTTP only).
     #[serde(default)]
     pub oauth: Option<McpOAuthConfig>,
+    /// When calls of this server's tools are asked for (default `auto`).
+    #[serde(default)]
+    pub approval: Option<McpApprovalMode>,
+    /// Per-tool settings, by raw tool name: `[mcp_servers.NAME.tools.TOOL]`.
+    #[serde(default)]
+    pub tools: Option<BTreeMap<String, McpToolConfig>>,
+}
+
+/// `approval = "never" | "always" | "auto"` of a server or a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpApprovalMode {
+    /// Read-only-hinted tools run without asking; the others as the approval policy says
+    /// (see the MCP client documentation).
+    #[default]
+    Auto,
+    /// Ask before every call (refused under the `never` policy, which cannot ask).
+    Always,
+    /// Never ask: the tool is trusted.
+    Never,
+}
+
+/// `[mcp_servers.NAME.tools.TOOL]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToolConfig {
+    #[serde(default)]
+    pub approval: Option<McpApprovalMode>,
 }
 
 /// `[mcp_servers.NAME.oauth]`.
@@ -138,6 +166,16 @@ impl McpServerConfig {
     /// `tool_timeout_sec`, or [`DEFAULT_TOOL_TIMEOUT`] when unset or not usable.
     pub fn tool_timeout(&self) -> Duration {
         seconds(self.tool_timeout_sec).unwrap_or(DEFAULT_TOOL_TIMEOUT)
+    }
+
+    /// The approval mode of raw tool `tool`: its own, else the server's, else `auto`.
+    pub fn approval_mode(&self, tool: &str) -> McpApprovalMode {
+        self.tools
+            .as_ref()
+            .and_then(|tools| tools.get(tool))
+            .and_then(|t| t.approval)
+            .or(self.approval)
+            .unwrap_or_default()
     }
 
     /// Whether the filters let the model see raw tool `tool`: on the allow-list (when
@@ -262,6 +300,21 @@ mod tests {
         assert!(!config.allows_tool("b"));
         assert!(!config.allows_tool("c"));
         assert!(McpServerConfig::default().allows_tool("anything"));
+    }
+
+    #[test]
+    fn approval_modes_resolve_tool_then_server_then_auto() {
+        let config =
+            parse("command = \"x\"\napproval = \"always\"\n[tools.read]\napproval = \"never\"");
+        assert_eq!(config.approval_mode("read"), McpApprovalMode::Never);
+        assert_eq!(config.approval_mode("write"), McpApprovalMode::Always);
+        assert_eq!(
+            McpServerConfig::default().approval_mode("x"),
+            McpApprovalMode::Auto
+        );
+        assert!(
+            toml::from_str::<McpServerConfig>("command = \"x\"\napproval = \"maybe\"").is_err()
+        );
     }
 
     #[test]

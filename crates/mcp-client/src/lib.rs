@@ -21,13 +21,15 @@ mod pool;
 mod sdk;
 
 pub use config::{
-    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpOAuthConfig, McpServerConfig, McpTransport,
-    validate_server_name,
+    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpApprovalMode, McpOAuthConfig,
+    McpServerConfig, McpToolConfig, McpTransport, validate_server_name,
 };
 pub use elicitation::{ElicitationAction, ElicitationAnswer, ElicitationSink};
 pub use env::{BASE_ENV_VARS, child_env};
 pub use error::McpClientError;
-pub use manager::{McpConnectionManager, McpToolInfo, StartupReport, StartupStatus, StartupUpdate};
+pub use manager::{
+    McpConnectionManager, McpToolInfo, StartupReport, StartupStatus, StartupUpdate, ToolHints,
+};
 pub use naming::{MAX_TOOL_NAME_LEN, qualify_tool_names, sanitize_name_part};
 pub use nesting::NESTING_DEPTH_ENV;
 pub use pool::{McpPool, PoolOptions};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{McpServerConfig, McpTransport, validate_server_name};
+use crate::config::{McpApprovalMode, McpServerConfig, McpTransport, validate_server_name};
 use crate::elicitation::ElicitationSink;
 use crate::env::child_env;
 use crate::error::McpClientError;
@@ -30,6 +30,21 @@ pub struct McpToolInfo {
     pub description: String,
     /// The tool's JSON Schema for its arguments.
     pub input_schema: serde_json::Value,
+    /// The server's annotations that approvals use.
+    pub hints: ToolHints,
+    /// This thread's approval mode for the tool (`tools.TOOL.approval`, else the server's
+    /// `approval`, else `auto`).
+    pub approval: McpApprovalMode,
+}
+
+/// Annotations of a tool (hints: the server is not trusted to tell the truth, so they
+/// only ever relax asking for tools the user configured as `auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ToolHints {
+    /// `readOnlyHint`: the tool does not change its environment.
+    pub read_only: Option<bool>,
+    /// `destructiveHint`: the tool may destroy data.
+    pub destructive: Option<bool>,
 }
 
 /// What happened while starting the servers.
@@ -324,11 +339,17 @@ impl McpConnectionManager {
         raw.into_iter()
             .zip(names)
             .map(|((server, tool), qualified_name)| McpToolInfo {
+                approval: self
+                    .servers
+                    .get(&server)
+                    .map(|s| s.config.approval_mode(&tool.name))
+                    .unwrap_or_default(),
                 qualified_name,
                 server,
                 tool: tool.name,
                 description: tool.description,
                 input_schema: tool.input_schema,
+                hints: tool.hints,
             })
             .collect()
     }

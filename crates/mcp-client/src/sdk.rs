@@ -22,6 +22,7 @@ use rmcp::{RoleClient, serve_client};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::elicitation::{Callers, ElicitationAction};
+use crate::manager::ToolHints;
 use crate::oauth::FileCredentialStore;
 
 /// A tool as the server listed it.
@@ -30,6 +31,7 @@ pub(crate) struct RawTool {
     pub name: String,
     pub description: String,
     pub input_schema: serde_json::Value,
+    pub hints: ToolHints,
 }
 
 /// One initialized MCP session.
@@ -247,6 +249,10 @@ impl SdkConnection {
                 name: tool.name.to_string(),
                 description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
                 input_schema: serde_json::Value::Object(tool.input_schema.as_ref().clone()),
+                hints: ToolHints {
+                    read_only: tool.annotations.as_ref().and_then(|a| a.read_only_hint),
+                    destructive: tool.annotations.as_ref().and_then(|a| a.destructive_hint),
+                },
             })
             .collect())
     }
