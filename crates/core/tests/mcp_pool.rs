@@ -319,3 +319,65 @@ async fn approval_modes_per_server_and_per_tool() {
     );
     manager.shutdown_all(Duration::from_secs(10)).await;
 }
+
+#[tokio::test]
+async fn an_interrupt_cancels_the_call_at_the_server() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let log = home.path().join("mock-mcp.log");
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_sleep", "mcp__mock__sleep", r#"{"ms":30000}"#),
+        chunk::finish("tool_calls"),
+    ]));
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, &log),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    new.thread
+        .submit(Op::UserInput {
+            items: vec![UserInput::Text {
+                text: "sleep".to_string(),
+            }],
+        })
+        .await
+        .unwrap();
+    loop {
+        let event = tokio::time::timeout(DEADLINE, new.thread.next_event())
+            .await
+            .expect("event deadline")
+            .expect("thread closed");
+        match event.msg {
+            EventMsg::McpToolCallBegin(_) => {
+                // Interrupt once the server is in the call, so there is a call to cancel.
+                wait_for_line(&log, "sleeping 30000").await;
+                new.thread.submit(Op::Interrupt).await.unwrap();
+            }
+            EventMsg::TurnAborted(_) => break,
+            _ => {}
+        }
+    }
+    // The server logs the cancellation when it receives it.
+    wait_for_line(&log, "cancelled sleep 30000").await;
+    manager.shutdown_all(Duration::from_secs(10)).await;
+}
+
+/// Polls (bounded) until the mock server's log has `line`.
+async fn wait_for_line(log: &Path, line: &str) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.lines().any(|l| l == line) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the mock server never logged `{line}`: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

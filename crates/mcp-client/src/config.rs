@@ -8,8 +8,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// How long starting one server (spawn or connect, `initialize`, first `tools/list`) may
-/// take when `startup_timeout_sec` is unset.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// take when `startup_timeout_sec` is unset. Generous because `npx`/`uvx` servers fetch
+/// their package on first use, and affordable because a start only delays the first
+/// model request of the threads that wait for it (see the pool).
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long one `tools/call` may take when `tool_timeout_sec` is unset.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);

@@ -169,12 +169,21 @@ async fn tool_timeout_ends_the_call_and_the_server_stays_usable() -> Result<()> 
 }
 
 #[tokio::test]
-async fn cancellation_ends_the_call() -> Result<()> {
-    let (manager, _) = start(vec![("mock", mock(|_| {}))]).await?;
+async fn cancellation_ends_the_call_and_reaches_the_server() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("mock.log");
+    let (manager, _) = start(vec![("mock", logging_mock(&log, |_| {}))]).await?;
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
+    let started = log.clone();
+    // Cancel once the server is in the call (bounded wait), so there is a call to cancel.
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !log_lines(&started).iter().any(|l| l == "sleeping 30000")
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         trigger.cancel();
     });
     let slow = manager
@@ -184,6 +193,17 @@ async fn cancellation_ends_the_call() -> Result<()> {
         matches!(slow, Err(McpClientError::Cancelled { .. })),
         "{slow:?}"
     );
+    // The server was told: it logs the cancellation when it gets it (bounded wait).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !log_lines(&log).iter().any(|l| l == "cancelled sleep 30000") {
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "the server never saw the cancellation: {:?}",
+                log_lines(&log)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let result = call(&manager, "mcp__mock__echo", json!({"text": "after"})).await?;
     assert_eq!(text_of(&result)?, "after");
     manager.shutdown().await;

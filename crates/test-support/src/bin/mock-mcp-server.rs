@@ -10,8 +10,8 @@
 //! Resources: `mock://notes` (text) and `mock://pixel.png` (a PNG blob).
 //!
 //! For the pool and failure tests: with `MOCK_MCP_LOG=<file>` set, it appends
-//! `started <pid>` when it starts and `cancelled sleep <ms>` when a `sleep` call is
-//! cancelled by the client. Argument `--crash` makes it exit at once (before the
+//! `started <pid>` when it starts, `sleeping <ms>` when a `sleep` call begins and
+//! `cancelled sleep <ms>` when the client cancels one. Argument `--crash` makes it exit at once (before the
 //! handshake); `--hang` makes it never answer the handshake.
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -85,6 +85,7 @@ impl MockServer {
         Parameters(SleepArgs { ms }): Parameters<SleepArgs>,
         cancelled: tokio_util::sync::CancellationToken,
     ) -> String {
+        log_line(&format!("sleeping {ms}"));
         tokio::select! {
             () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => format!("slept {ms} ms"),
             () = cancelled.cancelled() => {
