@@ -14,7 +14,9 @@ use rmcp::model::{
     ElicitationCapability, Implementation, JsonObject, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RunningService};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt as _, RunningService,
+};
 use rmcp::transport::auth::AuthClient;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -167,6 +169,30 @@ pub(crate) async fn auth_challenge(url: &str) -> Option<String> {
     }
 }
 
+/// Starts a session over transports made by `make`: the SDK's auto lifecycle, and the
+/// plain `initialize` handshake when the server answered the discovery probe but speaks
+/// no modern version (the SDK's fallback covers only servers that reject the probe).
+async fn serve_http<C>(
+    handler: Handler,
+    make: impl Fn() -> StreamableHttpClientTransport<C>,
+) -> Result<RunningService<RoleClient, Handler>, ClientInitializeError>
+where
+    C: rmcp::transport::streamable_http_client::StreamableHttpClient + Send + Sync + 'static,
+{
+    match handler
+        .clone()
+        .serve_with_lifecycle(make(), http_lifecycle())
+        .await
+    {
+        Err(ClientInitializeError::NoCompatibleProtocolVersion { .. }) => {
+            handler
+                .serve_with_lifecycle(make(), ClientLifecycleMode::Initialize)
+                .await
+        }
+        other => other,
+    }
+}
+
 /// Connects to a streamable HTTP server; `bearer_token` becomes `Authorization: Bearer`;
 /// with `oauth`, tokens come from the store (and are refreshed) instead.
 pub(crate) async fn connect_http(
@@ -206,16 +232,16 @@ pub(crate) async fn connect_http(
     let service = match manager {
         Some(manager) => {
             let client = AuthClient::new(reqwest::Client::default(), manager);
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            handler
-                .serve_with_lifecycle(transport, http_lifecycle())
-                .await
+            serve_http(handler, || {
+                StreamableHttpClientTransport::with_client(client.clone(), config.clone())
+            })
+            .await
         }
         None => {
-            let transport = StreamableHttpClientTransport::from_config(config);
-            handler
-                .serve_with_lifecycle(transport, http_lifecycle())
-                .await
+            serve_http(handler, || {
+                StreamableHttpClientTransport::from_config(config.clone())
+            })
+            .await
         }
     }
     .map_err(|err| {

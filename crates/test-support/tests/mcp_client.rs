@@ -614,3 +614,95 @@ async fn an_elicitation_reaches_the_calling_thread_and_its_answer_the_server() -
     pool.shutdown().await;
     Ok(())
 }
+
+/// The mock server in `--http` mode: its URL, and its stdin/stdout for `forget`.
+struct HttpMock {
+    url: String,
+    child: tokio::process::Child,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl HttpMock {
+    async fn start(args: &[&str]) -> Result<Self> {
+        use tokio::io::AsyncBufReadExt as _;
+        let mut child = tokio::process::Command::new(MOCK)
+            .arg("--http")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let mut stdout = tokio::io::BufReader::new(stdout).lines();
+        let url = Self::line(&mut stdout)
+            .await?
+            .strip_prefix("listening ")
+            .context("listening line")?
+            .to_string();
+        Ok(Self { url, child, stdout })
+    }
+
+    async fn line(
+        lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    ) -> Result<String> {
+        tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .context("no line from the mock within 30 s")??
+            .context("the mock closed stdout")
+    }
+
+    /// Drops every session; returns how many there were.
+    async fn forget_sessions(&mut self) -> Result<String> {
+        use tokio::io::AsyncWriteExt as _;
+        let stdin = self.child.stdin.as_mut().context("stdin")?;
+        stdin.write_all(b"forget\n").await?;
+        stdin.flush().await?;
+        Self::line(&mut self.stdout).await
+    }
+}
+
+#[tokio::test]
+async fn an_expired_http_session_is_initialized_again() -> Result<()> {
+    let mut server = HttpMock::start(&[]).await?;
+    let config = McpServerConfig {
+        url: Some(server.url.clone()),
+        enabled: true,
+        startup_timeout_sec: Some(20.0),
+        http_headers: Some([("X-Test".to_string(), "1".to_string())].into()),
+        ..Default::default()
+    };
+    let (manager, report) = start(vec![("remote", config)]).await?;
+    assert!(report.is_empty(), "{report:?}");
+    let result = call(&manager, "mcp__remote__echo", json!({"text": "before"})).await?;
+    assert_eq!(text_of(&result)?, "before");
+    assert_eq!(server.forget_sessions().await?, "forgot 1");
+    // The server now answers the old session id with 404; the client starts a new session
+    // and retries the call once.
+    let result = call(&manager, "mcp__remote__echo", json!({"text": "after"})).await?;
+    assert_eq!(text_of(&result)?, "after");
+    assert_eq!(
+        server.forget_sessions().await?,
+        "forgot 1",
+        "one new session"
+    );
+    manager.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_2026_server_is_used_over_http_without_a_session() -> Result<()> {
+    let server = HttpMock::start(&["--modern"]).await?;
+    let config = McpServerConfig {
+        url: Some(server.url.clone()),
+        enabled: true,
+        startup_timeout_sec: Some(20.0),
+        ..Default::default()
+    };
+    let (manager, warnings) = start(vec![("remote", config)]).await?;
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let result = call(&manager, "mcp__remote__add", json!({"a": 40, "b": 2})).await?;
+    assert_eq!(text_of(&result)?, "42");
+    manager.shutdown().await;
+    drop(server);
+    Ok(())
+}

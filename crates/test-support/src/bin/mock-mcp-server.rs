@@ -12,7 +12,8 @@
 //! For the pool and failure tests: with `MOCK_MCP_LOG=<file>` set, it appends
 //! `started <pid>` when it starts, `sleeping <ms>` when a `sleep` call begins and
 //! `cancelled sleep <ms>` when the client cancels one. Argument `--crash` makes it exit at once (before the
-//! handshake); `--hang` makes it never answer the handshake.
+//! handshake); `--hang` makes it never answer the handshake; `--http` serves streamable
+//! HTTP instead of stdio (see `serve_http`).
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -53,6 +54,8 @@ struct AskArgs {
 #[derive(Debug, Clone)]
 struct MockServer {
     tool_router: ToolRouter<Self>,
+    /// Speak only the legacy (pre-2026) protocol versions, which have HTTP sessions.
+    legacy_only: bool,
 }
 
 #[tool_router]
@@ -60,6 +63,7 @@ impl MockServer {
     fn new() -> Self {
         Self {
             tool_router: Self::tool_router(),
+            legacy_only: false,
         }
     }
 
@@ -144,6 +148,18 @@ const PIXEL_PNG: &str =
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for MockServer {
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        if self.legacy_only {
+            std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(
+                &rmcp::model::ProtocolVersion::V_2025_11_25,
+            ))
+        } else {
+            std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -225,7 +241,59 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
         }
     }
+    if args.iter().any(|a| a == "--http") {
+        return serve_http(!args.iter().any(|a| a == "--modern")).await;
+    }
     let service = MockServer::new().serve(stdio()).await?;
     service.waiting().await?;
+    Ok(())
+}
+
+/// One line on stdout (the `--http` mode's channel to the test), flushed at once.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+/// `--http`: streamable HTTP on a free loopback port, legacy protocol versions only (they
+/// have sessions), or every version with `--modern` (2026-07-28 clients then use it,
+/// statelessly). Prints `listening <url>` on stdout. Each `forget` line on stdin drops
+/// every session, as a server restart would, and prints `forgot <n>`; EOF stops it.
+async fn serve_http(legacy_only: bool) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    use tokio::io::AsyncBufReadExt as _;
+
+    let sessions = std::sync::Arc::new(LocalSessionManager::default());
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(MockServer {
+                legacy_only,
+                ..MockServer::new()
+            })
+        },
+        sessions.clone(),
+        StreamableHttpServerConfig::default().with_legacy_session_mode(true),
+    );
+    let router = axum::Router::new().route_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    say(&format!("listening http://{}/mcp", listener.local_addr()?));
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.trim() == "forget" {
+                let mut map = sessions.sessions.write().await;
+                let n = map.len();
+                map.clear();
+                say(&format!("forgot {n}"));
+            }
+        }
+        std::process::exit(0);
+    });
+    axum::serve(listener, router).await?;
     Ok(())
 }
