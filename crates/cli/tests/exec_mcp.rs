@@ -200,3 +200,49 @@ async fn the_model_lists_and_reads_resources_and_sees_images() {
     );
     env.server.assert_invariants();
 }
+
+#[tokio::test]
+async fn servers_that_crash_or_hang_at_start_are_reported_and_the_turn_goes_on() {
+    let env = TestEnv::new().await;
+    let mock = mock_mcp_server();
+    env.write_config(&format!(
+        "\n[mcp_servers.crashy]\ncommand = \"{m}\"\nargs = [\"--crash\"]\n\
+         \n[mcp_servers.stuck]\ncommand = \"{m}\"\nargs = [\"--hang\"]\nstartup_timeout_sec = 1\n\
+         \n[mcp_servers.mock]\ncommand = \"{m}\"\n",
+        m = mock.display()
+    ));
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("fine without them"),
+        chunk::finish("stop"),
+    ]));
+    let out = env
+        .run(&["exec", "--json", "--skip-git-repo-check", "hi"])
+        .await;
+    out.assert_success();
+    let events = out.events();
+    let startup = |server: &str| {
+        events
+            .iter()
+            .find(|e| {
+                e["type"] == "item.completed"
+                    && e["item"]["type"] == "mcp_server_startup"
+                    && e["item"]["server"] == server
+            })
+            .unwrap_or_else(|| panic!("no startup item for {server}: {}", out.stdout))
+            .clone()
+    };
+    assert_eq!(startup("crashy")["item"]["status"], "failed");
+    let stuck = startup("stuck");
+    assert_eq!(stuck["item"]["status"], "failed");
+    assert!(
+        stuck["item"]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("timed out after 1 seconds"),
+        "{stuck}"
+    );
+    assert_eq!(startup("mock")["item"]["status"], "ready");
+    let tools = env.server.requests()[0]["tools"].to_string();
+    assert!(tools.contains("mcp__mock__echo"), "{tools}");
+    assert!(!tools.contains("mcp__stuck"), "{tools}");
+}
