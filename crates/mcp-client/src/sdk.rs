@@ -150,23 +150,41 @@ pub(crate) fn install_crypto_provider() {
 }
 
 /// The `WWW-Authenticate` challenge an unauthenticated `initialize` to `url` gets, if
-/// the server demands authorization (bounded by the caller).
+/// the server demands authorization. A single hand-made POST rather than the SDK's
+/// transport: the transport treats the expected 401 as a fatal worker error and logs it
+/// as one, which would greet every `mcp login` with an alarming line.
 pub(crate) async fn auth_challenge(url: &str) -> Option<String> {
     install_crypto_provider();
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url),
-    );
-    let attempt = serve_client(client_config(), transport);
-    match tokio::time::timeout(Duration::from_secs(30), attempt).await {
-        Ok(Err(error)) => error.auth_challenge().map(str::to_string),
-        Ok(Ok(service)) => {
-            // No authorization needed after all; close what we opened.
-            let mut service = service;
-            let _ = service.close_with_timeout(Duration::from_secs(5)).await;
-            None
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": ProtocolVersion::V_2025_06_18,
+            "capabilities": {},
+            "clientInfo": {"name": "interpreter-mcp-client", "version": env!("CARGO_PKG_VERSION")}
         }
-        Err(_) => None,
+    });
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .ok()?;
+    let response = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .ok()?;
+    if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+        return None;
     }
+    response
+        .headers()
+        .get("www-authenticate")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string)
 }
 
 /// Starts a session over transports made by `make`: the SDK's auto lifecycle, and the
