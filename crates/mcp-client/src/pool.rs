@@ -93,6 +93,9 @@ impl std::fmt::Debug for McpPool {
 struct PoolInner {
     options: PoolOptions,
     entries: Mutex<HashMap<LaunchSpec, Arc<Entry>>>,
+    /// Set by [`McpPool::shutdown`]: nothing starts any more, so threads still holding
+    /// leases cannot leave servers running that nobody would stop.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl PoolInner {
@@ -152,6 +155,7 @@ impl McpPool {
 
     /// Stops every server (each within a grace period, then killed) and empties the pool.
     pub async fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
         let entries: Vec<Arc<Entry>> = self.inner.lock_entries().drain().map(|(_, e)| e).collect();
         futures::future::join_all(entries.iter().map(|entry| entry.stop())).await;
     }
@@ -240,6 +244,9 @@ impl Entry {
     ) -> Result<Arc<Live>, StartFailure> {
         let mut rx = self.state.subscribe();
         loop {
+            if self.pool_closed() {
+                return Err(StartFailure::new("the MCP connection pool was shut down"));
+            }
             let current = rx.borrow_and_update().clone();
             match current {
                 State::Ready(live) if live.is_alive() => return Ok(live),
@@ -264,6 +271,9 @@ impl Entry {
     /// Starts the instance in the background when it is idle, failed with its backoff
     /// over, or dead; otherwise does nothing. Never waits.
     pub fn kick(self: &Arc<Self>, request: &StartRequest) {
+        if self.pool_closed() {
+            return;
+        }
         let current = self.snapshot();
         match current {
             State::Ready(live) if !live.is_alive() => {
@@ -333,6 +343,12 @@ impl Entry {
             }
             entry.state.send_replace(next);
         });
+    }
+
+    fn pool_closed(&self) -> bool {
+        self.pool
+            .upgrade()
+            .is_none_or(|pool| pool.closed.load(Ordering::SeqCst))
     }
 
     fn failed(&self, error: StartFailure, failures: u32) -> State {
