@@ -44,6 +44,8 @@ Examples:
   interpreter mcp add docs --url https://mcp.example.com/mcp --bearer-token-env-var DOCS_TOKEN
   interpreter mcp get files --json
   interpreter mcp remove files
+  interpreter mcp login docs
+  interpreter mcp logout docs
 
 These commands read and edit the [mcp_servers.NAME] tables of $INTERPRETER_HOME/config.toml
 only: --profile and -c do not apply to them, and profile files are never edited. Comments
@@ -166,6 +168,32 @@ pub enum McpCommand {
     Add(McpAddArgs),
     /// Remove an MCP server. Exit 1 when no server has that name.
     Remove {
+        /// Server name (the NAME of `[mcp_servers.NAME]`).
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Log in to a streamable HTTP server that uses OAuth: opens the authorization page
+    /// in the browser, waits for its redirect, and stores the tokens (mode 0600) in
+    /// $INTERPRETER_HOME/mcp-credentials.json.
+    Login {
+        /// Server name (the NAME of `[mcp_servers.NAME]`).
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Scopes to request, comma-separated (default: `oauth.scopes`, else what the
+        /// server asks for).
+        #[arg(long = "scopes", value_delimiter = ',')]
+        scopes: Vec<String>,
+        /// Do not try to open a browser; only print the URL.
+        #[arg(long = "no-browser")]
+        no_browser: bool,
+        /// Request the authorization URL ourselves and follow its redirects instead of
+        /// using a browser: for authorization servers that approve without a user
+        /// (conformance tests).
+        #[arg(long = "follow-redirect", hide = true)]
+        follow_redirect: bool,
+    },
+    /// Remove the stored OAuth tokens of a server.
+    Logout {
         /// Server name (the NAME of `[mcp_servers.NAME]`).
         #[arg(value_name = "NAME")]
         name: String,

@@ -112,7 +112,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
                 .with_model(args.model.as_deref());
             doctor::run(args, config_args, env).await
         }
-        Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env),
+        Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env).await,
         Command::Login(args) => login::login(&args.provider, &env),
         Command::Logout(args) => login::logout(&args.provider, &env),
     }

@@ -1,4 +1,4 @@
-//! `interpreter mcp list|get|add|remove`: reading and editing the `[mcp_servers.NAME]`
+//! `interpreter mcp list|get|add|remove|login|logout`: reading and editing the `[mcp_servers.NAME]`
 //! tables of `$INTERPRETER_HOME/config.toml`, the MCP servers the agent uses as a client.
 //!
 //! Only the base `config.toml` is read or written: profiles and `-c` overrides are
@@ -19,7 +19,11 @@ use interpreter_core::config::{
     ConfigError, ConfigOverrides, McpServerConfig, load_config, resolve_home,
 };
 use interpreter_mcp_client::nesting::starts_own_mcp_server;
-use interpreter_mcp_client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, validate_server_name};
+use interpreter_mcp_client::oauth::{self, LoginOptions, OAuthError};
+use interpreter_mcp_client::{
+    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpConnectionManager, McpPool,
+    validate_server_name,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{ConfigArgs, McpAddArgs, McpArgs, McpCommand};
@@ -85,6 +89,10 @@ pub enum McpCommandError {
         source: std::io::Error,
     },
     #[error(transparent)]
+    Login(OAuthError),
+    #[error("logged in, but connecting with the new tokens failed: {message}")]
+    VerifyLogin { message: String },
+    #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
     ConfigInputs(anyhow::Error),
@@ -93,7 +101,7 @@ pub enum McpCommandError {
 /// Entry point of `interpreter mcp ...`. `root_config` holds the root `-c`/`--profile`
 /// flags, which do not apply here (said on stderr when given); `--strict-config` makes
 /// the post-edit check reject unknown keys too.
-pub fn run(
+pub async fn run(
     args: McpArgs,
     root_config: &ConfigArgs,
     env: &HashMap<String, String>,
@@ -150,9 +158,132 @@ pub fn run(
                 config_path.display()
             )?;
         }
+        McpCommand::Login {
+            name,
+            scopes,
+            no_browser,
+            follow_redirect,
+        } => {
+            drop(stdout);
+            let server = server_config(&config_path, &name)?;
+            let tools = login(
+                &name,
+                &server,
+                env,
+                &home,
+                LoginOptions {
+                    scopes,
+                    follow_redirect,
+                },
+                !no_browser && !follow_redirect,
+            )
+            .await?;
+            let mut stdout = std::io::stdout().lock();
+            writeln!(
+                stdout,
+                "Successfully logged in to MCP server '{name}' ({tools} tools available)."
+            )?;
+            stdout.flush()?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        McpCommand::Logout { name } => {
+            let server = server_config(&config_path, &name)?;
+            if server.url.is_none() {
+                return Err(McpCommandError::Login(OAuthError::NotHttp).into());
+            }
+            if oauth::logout(&name, &home).map_err(McpCommandError::Login)? {
+                writeln!(stdout, "Removed OAuth credentials for '{name}'.")?;
+            } else {
+                writeln!(stdout, "No OAuth credentials stored for '{name}'.")?;
+            }
+        }
     }
     stdout.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The typed entry of server `name`, as the agent reads it.
+fn server_config(config_path: &Path, name: &str) -> Result<McpServerConfig, McpCommandError> {
+    let unknown = || McpCommandError::UnknownServer {
+        name: name.to_string(),
+        path: config_path.to_path_buf(),
+    };
+    let text = read_optional(config_path)?.ok_or_else(unknown)?;
+    let file: ServersFileToml = toml::from_str(&text).map_err(|err| McpCommandError::Parse {
+        path: config_path.to_path_buf(),
+        message: err.message().to_string(),
+    })?;
+    let value = file.mcp_servers.get(name).cloned().ok_or_else(unknown)?;
+    value
+        .try_into()
+        .map_err(|err: toml::de::Error| McpCommandError::InvalidEntry {
+            name: name.to_string(),
+            path: config_path.to_path_buf(),
+            message: err.message().to_string(),
+        })
+}
+
+/// `mcp login`: the OAuth flow, then a connection with the new tokens to check that they
+/// work; returns how many tools the server offers.
+async fn login(
+    name: &str,
+    server: &McpServerConfig,
+    env: &HashMap<String, String>,
+    home: &Path,
+    options: LoginOptions,
+    open_browser: bool,
+) -> Result<usize, McpCommandError> {
+    let show_url = move |url: &str| {
+        // The URL is the command's output (a user copies it), so it goes to stdout.
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(
+            stdout,
+            "Authorize `{name}` by opening this URL in your browser:\n{url}\n"
+        );
+        let _ = stdout.flush();
+        if open_browser && !open_in_browser(url) {
+            eprintln!("(Browser launch failed; please copy the URL above manually.)");
+        }
+    };
+    oauth::login(name, server, env, home, &options, &show_url)
+        .await
+        .map_err(McpCommandError::Login)?;
+    let pool = McpPool::default();
+    let servers = BTreeMap::from([(name.to_string(), server.clone())]);
+    let connected =
+        McpConnectionManager::connect(&pool, &servers, env, None, None, Some(home)).await;
+    let outcome = match connected {
+        Ok((manager, _)) => {
+            let report = manager.settle(&|_| {}).await;
+            let tools = manager.tools().len();
+            manager.shutdown().await;
+            match report.warnings.into_iter().next() {
+                Some(warning) => Err(McpCommandError::VerifyLogin { message: warning }),
+                None => Ok(tools),
+            }
+        }
+        Err(err) => Err(McpCommandError::VerifyLogin {
+            message: err.to_string(),
+        }),
+    };
+    pool.shutdown().await;
+    outcome
+}
+
+/// Best effort: hand `url` to the desktop's opener. `false` when none could be started.
+fn open_in_browser(url: &str) -> bool {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .is_ok()
 }
 
 /// How one `[mcp_servers.NAME]` table is shown by `list` and `get` (and their `--json`).

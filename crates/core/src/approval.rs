@@ -2,6 +2,7 @@
 //! runs, asks, or is refused. Pure functions, so the whole policy × sandbox matrix is unit
 //! tested without a model.
 
+use interpreter_mcp_client::{McpApprovalMode, ToolHints};
 use interpreter_protocol::{AskForApproval, SandboxPolicy};
 use interpreter_tools::safety;
 
@@ -133,6 +134,67 @@ pub fn assess_patch(
     }
 }
 
+/// What to do with an MCP tool call before making it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpAssessment {
+    Run,
+    Ask(String),
+    /// Refuse without asking; the text goes back to the model.
+    Reject(String),
+}
+
+/// Assess a call of an MCP tool. `mode` is the user's setting for the tool; `auto` reads
+/// the server's hints like the command rules read the command: read-only tools run
+/// without asking, tools that say they are destructive are treated like dangerous
+/// commands (asked for, refused where nobody can be asked), and the others are asked for
+/// only under `untrusted`. MCP tools are never sandboxed, so there is no sandbox to fall
+/// back on.
+pub fn assess_mcp(
+    policy: AskForApproval,
+    mode: McpApprovalMode,
+    hints: ToolHints,
+    approved_for_session: bool,
+) -> McpAssessment {
+    if approved_for_session || mode == McpApprovalMode::Never {
+        return McpAssessment::Run;
+    }
+    let cannot_ask = |why: &str| {
+        McpAssessment::Reject(format!(
+            "this MCP tool {why}, but approval policy `never` cannot ask; the call was not made"
+        ))
+    };
+    match mode {
+        McpApprovalMode::Never => McpAssessment::Run,
+        McpApprovalMode::Always => match policy {
+            AskForApproval::Never => {
+                cannot_ask("is configured to always ask (`approval = \"always\"`)")
+            }
+            _ => McpAssessment::Ask(
+                "the tool is configured to always ask (`approval = \"always\"`)".to_string(),
+            ),
+        },
+        McpApprovalMode::Auto => {
+            if hints.read_only == Some(true) {
+                return McpAssessment::Run;
+            }
+            let destructive = hints.destructive == Some(true);
+            match policy {
+                AskForApproval::Untrusted => McpAssessment::Ask(
+                    "approval policy `untrusted` asks before any MCP tool that is not read-only"
+                        .to_string(),
+                ),
+                AskForApproval::OnRequest | AskForApproval::OnFailure if destructive => {
+                    McpAssessment::Ask("the server marks this tool as destructive".to_string())
+                }
+                AskForApproval::Never if destructive => {
+                    cannot_ask("is marked destructive by its server")
+                }
+                _ => McpAssessment::Run,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +311,51 @@ mod tests {
         assert_eq!(
             assess_patch(Untrusted, Some("outside"), true),
             PatchAssessment::Apply
+        );
+    }
+
+    #[test]
+    fn mcp_calls_follow_mode_hints_and_policy() {
+        use AskForApproval::*;
+        use McpAssessment as A;
+        let read_only = ToolHints {
+            read_only: Some(true),
+            destructive: None,
+        };
+        let destructive = ToolHints {
+            read_only: Some(false),
+            destructive: Some(true),
+        };
+        let plain = ToolHints::default();
+        let kind = |a: McpAssessment| match a {
+            A::Run => "run",
+            A::Ask(_) => "ask",
+            A::Reject(_) => "reject",
+        };
+        // (policy, mode, hints) → expected
+        let cases = [
+            (Untrusted, McpApprovalMode::Auto, read_only, "run"),
+            (Untrusted, McpApprovalMode::Auto, plain, "ask"),
+            (Untrusted, McpApprovalMode::Auto, destructive, "ask"),
+            (OnRequest, McpApprovalMode::Auto, plain, "run"),
+            (OnRequest, McpApprovalMode::Auto, destructive, "ask"),
+            (OnFailure, McpApprovalMode::Auto, destructive, "ask"),
+            (Never, McpApprovalMode::Auto, plain, "run"),
+            (Never, McpApprovalMode::Auto, destructive, "reject"),
+            (Never, McpApprovalMode::Auto, read_only, "run"),
+            (OnRequest, McpApprovalMode::Always, read_only, "ask"),
+            (Never, McpApprovalMode::Always, plain, "reject"),
+            (Untrusted, McpApprovalMode::Never, destructive, "run"),
+            (Never, McpApprovalMode::Never, destructive, "run"),
+        ];
+        for (policy, mode, hints, want) in cases {
+            let got = kind(assess_mcp(policy, mode, hints, false));
+            assert_eq!(got, want, "{policy:?} {mode:?} {hints:?}");
+        }
+        assert_eq!(
+            assess_mcp(Untrusted, McpApprovalMode::Always, plain, true),
+            A::Run,
+            "approved for the session"
         );
     }
 }

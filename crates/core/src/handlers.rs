@@ -12,18 +12,17 @@ use std::time::{Duration, Instant};
 use interpreter_mcp_client::McpToolInfo;
 use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
-    ApplyPatchApprovalRequestEvent, AskForApproval, EventMsg, ExecApprovalRequestEvent,
-    ExecCommandBeginEvent, ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus,
-    ExecOutputStream, FileChanges, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent,
-    PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, SandboxMode, UpdatePlanArgs,
-    WarningEvent,
+    ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
+    ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus, ExecOutputStream,
+    FileChanges, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent, PatchApplyBeginEvent,
+    PatchApplyEndEvent, ReviewDecision, SandboxMode, UpdatePlanArgs, WarningEvent,
 };
 use interpreter_tools::{apply_patch, env_policy, safety, sandbox, shell};
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{self, CommandAssessment, PatchAssessment};
+use crate::approval::{self, CommandAssessment, McpAssessment, PatchAssessment};
 use crate::session::Session;
 
 pub(crate) enum ToolOutcome {
@@ -40,11 +39,18 @@ const REFUSED_AND_STOPPED: &str =
 const SHELL_TOOL: &str = "shell";
 const APPLY_PATCH_TOOL: &str = "apply_patch";
 const UPDATE_PLAN_TOOL: &str = "update_plan";
+const LIST_RESOURCES_TOOL: &str = "list_mcp_resources";
+const READ_RESOURCE_TOOL: &str = "read_mcp_resource";
 
-/// The built-in tools, then the thread's MCP tools (`mcp__<server>__<tool>`).
+/// The built-in tools, the resource tools when a server offers resources, then the
+/// thread's MCP tools (`mcp__<server>__<tool>`).
 pub(crate) fn tool_specs(sess: &Session) -> Vec<ToolSpec> {
     let mut specs = builtin_tool_specs();
     if let Some(mcp) = &sess.mcp {
+        let resource_servers = mcp.resource_servers();
+        if !resource_servers.is_empty() {
+            specs.extend(resource_tool_specs(&resource_servers));
+        }
         specs.extend(mcp.tools().into_iter().map(|tool| ToolSpec {
             name: tool.qualified_name,
             description: tool.description,
@@ -52,6 +58,43 @@ pub(crate) fn tool_specs(sess: &Session) -> Vec<ToolSpec> {
         }));
     }
     specs
+}
+
+/// `list_mcp_resources` and `read_mcp_resource`: resources are data a server exposes
+/// by URI (files, records, documents); two generic tools reach every server's, instead of
+/// one per server, which keeps the tool list short.
+fn resource_tool_specs(servers: &[String]) -> Vec<ToolSpec> {
+    let names = servers.join(", ");
+    vec![
+        ToolSpec {
+            name: LIST_RESOURCES_TOOL.to_string(),
+            description: format!(
+                "List the resources (data addressable by URI) of MCP servers: {names}. \
+                 Without `server`, lists every one's first page."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "Only this server's resources."},
+                    "cursor": {"type": "string", "description": "`nextCursor` of a previous page of `server`."}
+                },
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: READ_RESOURCE_TOOL.to_string(),
+            description: format!("Read one resource of an MCP server ({names}) by its URI."),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "The server, as `list_mcp_resources` names it."},
+                    "uri": {"type": "string", "description": "The resource's URI."}
+                },
+                "required": ["server", "uri"],
+                "additionalProperties": false
+            }),
+        },
+    ]
 }
 
 fn builtin_tool_specs() -> Vec<ToolSpec> {
@@ -156,6 +199,9 @@ pub(crate) async fn handle_call(
             }
             Err(text) => ToolOutcome::Output(text),
         },
+        LIST_RESOURCES_TOOL | READ_RESOURCE_TOOL if sess.mcp.is_some() => {
+            handle_resources(sess, sub_id, call_id, name, arguments, cancel).await
+        }
         other => match sess.mcp.as_ref().and_then(|mcp| {
             mcp.tools()
                 .into_iter()
@@ -734,9 +780,10 @@ fn common_parent(paths: &[PathBuf]) -> Option<PathBuf> {
 
 /// Call a tool of one of the thread's MCP servers.
 ///
-/// MCP tools run without approval, except under `untrusted`, where every call is asked
-/// for like a command (`mcp:<server>/<tool> <arguments>`): a server's tools can have any
-/// side effect, and the policy promises to ask before anything not known to be safe.
+/// Whether to ask first is [`approval::assess_mcp`]'s call (the tool's approval mode, its
+/// hints, the policy). A question is shown like a command,
+/// `mcp:<server>/<tool> <arguments>`, and "approved for the session" covers later calls
+/// of the same tool.
 async fn handle_mcp(
     sess: &Arc<Session>,
     sub_id: &str,
@@ -769,18 +816,26 @@ async fn handle_mcp(
         tool: tool.tool.clone(),
         arguments: arguments.clone(),
     };
-    if sess.config.approval_policy == AskForApproval::Untrusted {
-        let shown = vec![
-            format!("mcp:{}/{}", tool.server, tool.tool),
-            arguments
-                .as_ref()
-                .map(serde_json::Value::to_string)
-                .unwrap_or_default(),
-        ];
-        let session_key = format!("mcp:{}", tool.qualified_name);
-        if !sess.is_approved_for_session(&session_key).await {
+    let session_key = format!("mcp:{}", tool.qualified_name);
+    let approved_for_session = sess.is_approved_for_session(&session_key).await;
+    match approval::assess_mcp(
+        sess.config.approval_policy,
+        tool.approval,
+        tool.hints,
+        approved_for_session,
+    ) {
+        McpAssessment::Run => {}
+        McpAssessment::Reject(reason) => return ToolOutcome::Output(reason),
+        McpAssessment::Ask(reason) => {
+            let shown = vec![
+                format!("mcp:{}/{}", tool.server, tool.tool),
+                arguments
+                    .as_ref()
+                    .map(serde_json::Value::to_string)
+                    .unwrap_or_default(),
+            ];
             let reason = format!(
-                "approval policy `untrusted` asks before calling tool `{}` of MCP server `{}`",
+                "{reason} (tool `{}` of MCP server `{}`)",
                 tool.tool, tool.server
             );
             let decision = ask_exec(
@@ -828,6 +883,9 @@ async fn handle_mcp(
             started.elapsed().as_millis()
         ));
     }
+    if let Ok(value) = &result {
+        attach_images(sess, &format!("MCP tool {}", tool.qualified_name), value).await;
+    }
     ToolOutcome::Output(match result {
         Ok(value) => mcp_result_text(&value),
         Err(message) => format!("MCP tool call failed: {message}"),
@@ -841,10 +899,31 @@ fn mcp_result_text(result: &serde_json::Value) -> String {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|item| match item["text"].as_str() {
-            Some(text) if item["type"] == "text" => text.to_string(),
-            _ => item.to_string(),
-        })
+        .map(
+            |item| match (item["type"].as_str(), item["text"].as_str()) {
+                (Some("text"), Some(text)) => text.to_string(),
+                (Some(kind @ ("image" | "audio")), _) => format!(
+                    "[{kind} ({}), {} bytes; {}]",
+                    item["mimeType"].as_str().unwrap_or("unknown type"),
+                    item["data"].as_str().map_or(0, |d| d.len() / 4 * 3),
+                    if kind == "image" {
+                        "images follow as a message"
+                    } else {
+                        "not shown"
+                    }
+                ),
+                (Some("resource"), _) => resource_part_text(&item["resource"]),
+                (Some("resource_link"), _) => format!(
+                    "[resource {}{}]",
+                    item["uri"].as_str().unwrap_or_default(),
+                    item["name"]
+                        .as_str()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default()
+                ),
+                _ => item.to_string(),
+            },
+        )
         .collect();
     if parts.is_empty()
         && let Some(structured) = result.get("structuredContent")
@@ -857,4 +936,196 @@ fn mcp_result_text(result: &serde_json::Value) -> String {
     } else {
         text
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListResourcesArgs {
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadResourceArgs {
+    server: String,
+    uri: String,
+}
+
+/// `list_mcp_resources` / `read_mcp_resource`. Reading data needs no approval under
+/// any policy: nothing changes, like the read-only commands that run without asking.
+/// Reported as MCP tool call events, with the tool's name as the tool.
+async fn handle_resources(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    name: &str,
+    arguments: &str,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
+    let Some(mcp) = &sess.mcp else {
+        return ToolOutcome::Output(format!("`{name}` is not available"));
+    };
+    let (server, work) = if name == LIST_RESOURCES_TOOL {
+        match parse_args::<ListResourcesArgs>(name, arguments) {
+            Ok(args) => (args.server.clone(), Ok(args)),
+            Err(text) => return ToolOutcome::Output(text),
+        }
+    } else {
+        match parse_args::<ReadResourceArgs>(name, arguments) {
+            Ok(args) => (Some(args.server.clone()), Err(args)),
+            Err(text) => return ToolOutcome::Output(text),
+        }
+    };
+    let invocation = McpInvocation {
+        server: server.clone().unwrap_or_else(|| "*".to_string()),
+        tool: name.to_string(),
+        arguments: serde_json::from_str(arguments).ok(),
+    };
+    sess.emit(
+        sub_id,
+        EventMsg::McpToolCallBegin(McpToolCallBeginEvent {
+            call_id: call_id.to_string(),
+            invocation: invocation.clone(),
+        }),
+    )
+    .await;
+    let started = Instant::now();
+    let result = match work {
+        Ok(list) => mcp
+            .list_resources(list.server.as_deref(), list.cursor, cancel)
+            .await
+            .map(|lists| resource_list_value(&lists)),
+        Err(read) => mcp.read_resource(&read.server, &read.uri, cancel).await,
+    }
+    .map_err(|err| err.to_string());
+    sess.emit(
+        sub_id,
+        EventMsg::McpToolCallEnd(McpToolCallEndEvent {
+            call_id: call_id.to_string(),
+            invocation,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            result: result.clone(),
+        }),
+    )
+    .await;
+    if cancel.is_cancelled() {
+        return ToolOutcome::Stop(format!(
+            "interrupted: the turn was stopped while this resource read ran (after {} ms); its result, if any, was discarded",
+            started.elapsed().as_millis()
+        ));
+    }
+    if let Ok(value) = &result {
+        attach_images(sess, &format!("MCP resource read ({name})"), value).await;
+    }
+    ToolOutcome::Output(match result {
+        Ok(value) if name == LIST_RESOURCES_TOOL => value.to_string(),
+        Ok(value) => resource_contents_text(&value),
+        Err(message) => format!("{name} failed: {message}"),
+    })
+}
+
+/// Every server's resources in one list, each tagged with its server; `nextCursor` per
+/// server that has more.
+fn resource_list_value(lists: &[(String, serde_json::Value)]) -> serde_json::Value {
+    let mut resources = Vec::new();
+    let mut cursors = serde_json::Map::new();
+    for (server, list) in lists {
+        for resource in list["resources"].as_array().into_iter().flatten() {
+            let mut resource = resource.clone();
+            if let Some(object) = resource.as_object_mut() {
+                object.insert("server".to_string(), json!(server));
+            }
+            resources.push(resource);
+        }
+        if let Some(cursor) = list.get("nextCursor").filter(|c| !c.is_null()) {
+            cursors.insert(server.clone(), cursor.clone());
+        }
+    }
+    let mut value = json!({ "resources": resources });
+    if !cursors.is_empty() {
+        value["nextCursor"] = serde_json::Value::Object(cursors);
+    }
+    value
+}
+
+/// The model-facing text of a `ReadResourceResult`: text parts as they are, binary
+/// parts as a one-line description (base64 would only fill the context).
+fn resource_contents_text(result: &serde_json::Value) -> String {
+    result["contents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(resource_part_text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn resource_part_text(part: &serde_json::Value) -> String {
+    let uri = part["uri"].as_str().unwrap_or_default();
+    let mime = part["mimeType"]
+        .as_str()
+        .unwrap_or("application/octet-stream");
+    match (part["text"].as_str(), part["blob"].as_str()) {
+        (Some(text), _) => text.to_string(),
+        (None, Some(blob)) if mime.starts_with("image/") => format!(
+            "[image resource {uri} ({mime}), {} bytes; images follow as a message]",
+            blob.len() / 4 * 3
+        ),
+        (None, Some(blob)) => format!(
+            "[binary resource {uri} ({mime}), {} bytes; not shown]",
+            blob.len() / 4 * 3
+        ),
+        (None, None) => part.to_string(),
+    }
+}
+
+/// Images in an MCP result (`image` parts of a tool result, `image/*` blobs of a resource
+/// or embedded resource), as `(mime type, base64 data)`.
+fn result_images(result: &serde_json::Value) -> Vec<(String, String)> {
+    let image =
+        |mime: &serde_json::Value, data: &serde_json::Value| match (mime.as_str(), data.as_str()) {
+            (Some(mime), Some(data)) if mime.starts_with("image/") => {
+                Some((mime.to_string(), data.to_string()))
+            }
+            _ => None,
+        };
+    let parts = result["content"]
+        .as_array()
+        .into_iter()
+        .chain(result["contents"].as_array())
+        .flatten();
+    parts
+        .filter_map(|part| match part["type"].as_str() {
+            Some("image") => image(&part["mimeType"], &part["data"]),
+            Some("resource") => image(&part["resource"]["mimeType"], &part["resource"]["blob"]),
+            _ => image(&part["mimeType"], &part["blob"]),
+        })
+        .collect()
+}
+
+/// Shows the model the images of an MCP result. A tool output is text only, so they follow
+/// it as a user message, which the turn sends with its next model request.
+async fn attach_images(sess: &Session, source: &str, result: &serde_json::Value) {
+    let images = result_images(result);
+    if images.is_empty() {
+        return;
+    }
+    let mut content = vec![interpreter_protocol::ContentItem::InputText {
+        text: format!("[images returned by {source}]"),
+    }];
+    content.extend(images.into_iter().map(|(mime, data)| {
+        interpreter_protocol::ContentItem::InputImage {
+            image_url: format!("data:{mime};base64,{data}"),
+        }
+    }));
+    sess.pending_input
+        .lock()
+        .await
+        .push(interpreter_protocol::ResponseItem::Message {
+            role: interpreter_protocol::Role::User,
+            content,
+        });
 }

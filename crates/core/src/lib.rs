@@ -9,6 +9,7 @@
 mod approval;
 mod compact;
 pub mod config;
+mod elicitation;
 mod error;
 mod handlers;
 mod project_doc;

@@ -10,17 +10,18 @@ use std::sync::Arc;
 
 use base64::prelude::*;
 use chrono::Utc;
-use interpreter_mcp_client::McpConnectionManager;
+use interpreter_mcp_client::{McpConnectionManager, McpPool, StartupStatus, StartupUpdate};
 use interpreter_model_client::ModelClient;
 use interpreter_protocol::{
-    Event, EventMsg, Op, ResponseItem, ReviewDecision, SessionConfiguredEvent, SessionSource,
-    ThreadId, TokenUsage, UserInput,
+    Event, EventMsg, McpStartupStatus, McpStartupUpdateEvent, Op, ResponseItem, ReviewDecision,
+    SessionConfiguredEvent, SessionSource, ThreadId, TokenUsage, UserInput,
 };
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::elicitation::ElicitationBroker;
 use crate::error::CoreError;
 use crate::project_doc;
 use crate::rollout::{self, RolloutItem, RolloutRecorder, SessionMeta};
@@ -61,6 +62,8 @@ pub(crate) struct Session {
     /// Input that arrived while a turn was running; the turn picks it up before its next
     /// model call.
     pub pending_input: Mutex<Vec<ResponseItem>>,
+    /// Questions of the thread's MCP servers waiting for the front end's answer.
+    elicitations: ElicitationBroker,
     /// Approval requests waiting for an answer, by call id.
     pending_approvals: Mutex<HashMap<String, oneshot::Sender<ReviewDecision>>>,
     /// Commands (shell-joined) and patch path sets approved for the rest of the session.
@@ -176,6 +179,20 @@ impl Session {
         }
     }
 
+    /// Before each model request: the first waits until the thread's MCP servers have
+    /// started or failed (each within its startup timeout; an interrupt ends the wait),
+    /// so their tools are in it; every request restarts, in the background, servers
+    /// that died or failed and whose backoff is over.
+    pub async fn prepare_mcp(&self, cancel: &CancellationToken) {
+        if let Some(mcp) = &self.mcp {
+            tokio::select! {
+                () = mcp.wait_settled() => {}
+                () = cancel.cancelled() => {}
+            }
+            mcp.revive();
+        }
+    }
+
     /// Register an approval request; the returned receiver yields the answer.
     pub async fn register_approval(&self, call_id: &str) -> oneshot::Receiver<ReviewDecision> {
         let (tx, rx) = oneshot::channel();
@@ -210,6 +227,7 @@ impl Session {
 
 pub(crate) async fn start(
     init: SessionInit,
+    mcp_pool: &McpPool,
     rx_sub: mpsc::Receiver<Submission>,
     tx_event: mpsc::UnboundedSender<Event>,
 ) -> Result<Started, CoreError> {
@@ -276,18 +294,24 @@ pub(crate) async fn start(
         &config.env,
     )?;
 
-    // Started per thread, before the first turn, so their tools are in the first request;
-    // a server that fails to start is a warning unless it is `required`.
+    // Taken from the process's pool: servers already running for other threads are
+    // shared, missing ones start in the background. Only `required` servers are waited
+    // for here (their failure fails the thread start); the others settle while the thread
+    // goes on, and the first model request waits for them (see `Session::prepare_mcp`).
     let mut startup_warnings = Vec::new();
+    let elicitations = ElicitationBroker::new(tx_event.clone(), config.approval_timeout);
     let mcp = if config.mcp_servers.values().any(|server| server.enabled) {
-        let (manager, report) = McpConnectionManager::start_in(
+        let (mut manager, report) = McpConnectionManager::connect(
+            mcp_pool,
             &config.mcp_servers,
             &config.env,
             config.sandbox_exe.as_deref(),
             Some(&config.cwd),
+            Some(&config.home),
         )
         .await?;
         startup_warnings = report.warnings;
+        manager.set_elicitation_sink(Arc::new(elicitations.clone()));
         Some(manager)
     } else {
         None
@@ -321,6 +345,7 @@ pub(crate) async fn start(
         recorder,
         history: Mutex::new(history),
         pending_input: Mutex::new(Vec::new()),
+        elicitations,
         pending_approvals: Mutex::new(HashMap::new()),
         approved_for_session: Mutex::new(HashSet::new()),
         total_usage: Mutex::new(total_usage),
@@ -340,6 +365,10 @@ pub(crate) async fn start(
                 EventMsg::Warning(interpreter_protocol::WarningEvent { message }),
             )
             .await;
+    }
+
+    if session.mcp.is_some() {
+        tokio::spawn(settle_mcp(session.clone()));
     }
 
     if is_new {
@@ -391,6 +420,33 @@ fn next_turn_number(items: &[RolloutItem]) -> u64 {
         .map_or(1, |highest| highest.saturating_add(1))
 }
 
+/// Follows the start of the thread's MCP servers, reporting each one's progress as
+/// `mcp_startup_update` events.
+async fn settle_mcp(session: Arc<Session>) {
+    let Some(mcp) = &session.mcp else {
+        return;
+    };
+    let tx_event = session.tx_event.clone();
+    let on_update = move |update: StartupUpdate| {
+        let status = match update.status {
+            StartupStatus::Starting => McpStartupStatus::Starting,
+            StartupStatus::Ready { tools } => McpStartupStatus::Ready { tools },
+            StartupStatus::Failed { error } => McpStartupStatus::Failed { error },
+        };
+        // Not persisted (startup progress is not part of the thread's record), so it
+        // can be sent synchronously from inside the start-up futures.
+        let _ = tx_event.send(Event {
+            id: String::new(),
+            msg: EventMsg::McpStartupUpdate(McpStartupUpdateEvent {
+                server: update.server,
+                status,
+            }),
+        });
+    };
+    // Failures are in the `failed` updates; a warning as well would say it twice.
+    mcp.settle(&on_update).await;
+}
+
 /// The thread's cumulative usage as last recorded, so totals continue across restarts.
 fn last_total_usage(items: &[RolloutItem]) -> TokenUsage {
     items
@@ -413,8 +469,8 @@ struct RunningTurn {
 
 async fn run_loop(session: Arc<Session>, rx_sub: mpsc::Receiver<Submission>) {
     serve_submissions(&session, rx_sub).await;
-    // The turn is over; stop the thread's MCP servers within their grace period rather than
-    // leaving them to the drop of the last handle.
+    // The thread is over; give its MCP servers back to the pool, which stops them once
+    // no thread has used them for its idle timeout.
     if let Ok(session) = Arc::try_unwrap(session)
         && let Some(mcp) = session.mcp
     {
@@ -468,6 +524,9 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                     }
                     Op::ExecApproval { id, decision } | Op::PatchApproval { id, decision } => {
                         session.resolve_approval(&id, decision).await;
+                    }
+                    Op::ResolveElicitation { id, response } => {
+                        session.elicitations.resolve(&id, response);
                     }
                     Op::Shutdown => {
                         if let Some(turn) = running.take() {

@@ -15,6 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use interpreter_mcp_client::McpPool;
 use interpreter_protocol::{Event, Op, SessionConfiguredEvent, SessionSource, ThreadId};
 use tokio::sync::{Mutex, OwnedMutexGuard, RwLock, mpsc};
 
@@ -103,16 +104,34 @@ pub struct NewThread {
 }
 
 /// Starts, resumes and tracks threads. Cheap to share behind an `Arc`.
+///
+/// It also owns the process's [`McpPool`]: every thread it starts takes its MCP servers
+/// from there, so a server configured the same way for many threads runs once.
 #[derive(Default)]
 pub struct ThreadManager {
     threads: RwLock<HashMap<ThreadId, Arc<Thread>>>,
     /// Live threads, least recently used first (see [`ThreadManager::retire_idle`]).
     recently_used: std::sync::Mutex<VecDeque<ThreadId>>,
+    mcp_pool: McpPool,
 }
 
 impl ThreadManager {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A manager whose threads use `pool` for their MCP servers.
+    pub fn with_mcp_pool(pool: McpPool) -> Self {
+        Self {
+            threads: RwLock::default(),
+            recently_used: std::sync::Mutex::default(),
+            mcp_pool: pool,
+        }
+    }
+
+    /// The MCP servers shared by this manager's threads.
+    pub fn mcp_pool(&self) -> &McpPool {
+        &self.mcp_pool
     }
 
     /// Start a new thread. Its rollout is on disk before this returns, so the id can be
@@ -189,7 +208,8 @@ impl ThreadManager {
         }
     }
 
-    /// Interrupt every running turn and wait (bounded) for the sessions to record it.
+    /// Interrupt every running turn and wait (bounded) for the sessions to record it,
+    /// then stop the MCP servers.
     pub async fn shutdown_all(&self, grace: std::time::Duration) {
         let threads: Vec<Arc<Thread>> = self.threads.read().await.values().cloned().collect();
         for thread in &threads {
@@ -211,6 +231,7 @@ impl ThreadManager {
             }
         };
         let _ = tokio::time::timeout(grace, wait_all).await;
+        self.mcp_pool.shutdown().await;
     }
 
     async fn spawn(&self, init: SessionInit) -> Result<NewThread, CoreError> {
@@ -221,7 +242,7 @@ impl ThreadManager {
         let config = Arc::new(match &init {
             SessionInit::New { config, .. } | SessionInit::Resume { config, .. } => config.clone(),
         });
-        let started = session::start(init, rx_sub, tx_event).await?;
+        let started = session::start(init, &self.mcp_pool, rx_sub, tx_event).await?;
         let thread = Arc::new(Thread {
             id: started.thread_id,
             tx_sub,

@@ -134,6 +134,7 @@ async fn sampling_loop(
         if !steered.is_empty() {
             record_user_input(sess, sub_id, steered).await;
         }
+        sess.prepare_mcp(cancel).await;
         if cancel.is_cancelled() {
             return Err(TurnStop::Interrupted);
         }

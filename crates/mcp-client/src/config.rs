@@ -8,8 +8,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// How long starting one server (spawn or connect, `initialize`, first `tools/list`) may
-/// take when `startup_timeout_sec` is unset.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// take when `startup_timeout_sec` is unset. Generous because `npx`/`uvx` servers fetch
+/// their package on first use, and affordable because a start only delays the first
+/// model request of the threads that wait for it (see the pool).
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long one `tools/call` may take when `tool_timeout_sec` is unset.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -55,6 +57,53 @@ pub struct McpServerConfig {
     /// Deny-list of raw MCP tool names, applied after the allow-list.
     #[serde(default)]
     pub disabled_tools: Option<Vec<String>>,
+    /// OAuth settings for `interpreter mcp login` (HTTP only).
+    #[serde(default)]
+    pub oauth: Option<McpOAuthConfig>,
+    /// When calls of this server's tools are asked for (default `auto`).
+    #[serde(default)]
+    pub approval: Option<McpApprovalMode>,
+    /// Per-tool settings, by raw tool name: `[mcp_servers.NAME.tools.TOOL]`.
+    #[serde(default)]
+    pub tools: Option<BTreeMap<String, McpToolConfig>>,
+}
+
+/// `approval = "never" | "always" | "auto"` of a server or a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpApprovalMode {
+    /// Read-only-hinted tools run without asking; the others as the approval policy says
+    /// (see the MCP client documentation).
+    #[default]
+    Auto,
+    /// Ask before every call (refused under the `never` policy, which cannot ask).
+    Always,
+    /// Never ask: the tool is trusted.
+    Never,
+}
+
+/// `[mcp_servers.NAME.tools.TOOL]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToolConfig {
+    #[serde(default)]
+    pub approval: Option<McpApprovalMode>,
+}
+
+/// `[mcp_servers.NAME.oauth]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuthConfig {
+    /// A client id registered with the authorization server beforehand; without it the
+    /// login registers a client dynamically.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// Variable holding the secret of that pre-registered client, if it has one.
+    #[serde(default)]
+    pub client_secret_env_var: Option<String>,
+    /// Scopes to request (default: what the server asks for).
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
 }
 
 fn default_true() -> bool {
@@ -76,6 +125,7 @@ impl McpServerConfig {
             (Some(command), None) => {
                 let http_only = [
                     ("bearer_token_env_var", self.bearer_token_env_var.is_some()),
+                    ("oauth", self.oauth.is_some()),
                     ("http_headers", self.http_headers.is_some()),
                     ("env_http_headers", self.env_http_headers.is_some()),
                 ];
@@ -118,6 +168,16 @@ impl McpServerConfig {
     /// `tool_timeout_sec`, or [`DEFAULT_TOOL_TIMEOUT`] when unset or not usable.
     pub fn tool_timeout(&self) -> Duration {
         seconds(self.tool_timeout_sec).unwrap_or(DEFAULT_TOOL_TIMEOUT)
+    }
+
+    /// The approval mode of raw tool `tool`: its own, else the server's, else `auto`.
+    pub fn approval_mode(&self, tool: &str) -> McpApprovalMode {
+        self.tools
+            .as_ref()
+            .and_then(|tools| tools.get(tool))
+            .and_then(|t| t.approval)
+            .or(self.approval)
+            .unwrap_or_default()
     }
 
     /// Whether the filters let the model see raw tool `tool`: on the allow-list (when
@@ -242,6 +302,21 @@ mod tests {
         assert!(!config.allows_tool("b"));
         assert!(!config.allows_tool("c"));
         assert!(McpServerConfig::default().allows_tool("anything"));
+    }
+
+    #[test]
+    fn approval_modes_resolve_tool_then_server_then_auto() {
+        let config =
+            parse("command = \"x\"\napproval = \"always\"\n[tools.read]\napproval = \"never\"");
+        assert_eq!(config.approval_mode("read"), McpApprovalMode::Never);
+        assert_eq!(config.approval_mode("write"), McpApprovalMode::Always);
+        assert_eq!(
+            McpServerConfig::default().approval_mode("x"),
+            McpApprovalMode::Auto
+        );
+        assert!(
+            toml::from_str::<McpServerConfig>("command = \"x\"\napproval = \"maybe\"").is_err()
+        );
     }
 
     #[test]

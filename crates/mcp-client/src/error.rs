@@ -10,6 +10,8 @@ pub enum McpClientError {
     RequiredServersFailed { failures: Vec<String> },
     #[error("unknown MCP tool `{0}`")]
     UnknownTool(String),
+    #[error("unknown MCP server '{0}'")]
+    UnknownServer(String),
     #[error("MCP tool arguments must be a JSON object, got {0}")]
     InvalidArguments(String),
     #[error("MCP tool `{tool}` on server `{server}` timed out after {timeout:?}")]

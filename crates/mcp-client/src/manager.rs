@@ -1,21 +1,22 @@
-//! The set of running MCP servers of one session: startup (concurrent, each under its
-//! own deadline), the model-visible tool table, tool calls, and shutdown.
+//! One thread's view of the MCP servers it uses: which pool instances it holds, the
+//! model-visible tool table built from the ones that are ready, and tool calls. The
+//! processes themselves live in the process-wide [`McpPool`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{McpServerConfig, McpTransport, validate_server_name};
+use crate::config::{McpApprovalMode, McpServerConfig, McpTransport, validate_server_name};
+use crate::elicitation::ElicitationSink;
 use crate::env::child_env;
 use crate::error::McpClientError;
 use crate::naming::qualify_tool_names;
 use crate::nesting::self_recursion_warning;
-use crate::sdk::{self, RawTool, SdkConnection};
-
-/// How long closing one server may take before it is killed.
-const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(8);
+use crate::oauth::FileCredentialStore;
+use crate::pool::{LaunchSpec, Lease, Live, McpPool, StartFailure, StartRequest, State};
 
 /// One tool as the model sees it, and where calls to it go.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +30,21 @@ pub struct McpToolInfo {
     pub description: String,
     /// The tool's JSON Schema for its arguments.
     pub input_schema: serde_json::Value,
+    /// The server's annotations that approvals use.
+    pub hints: ToolHints,
+    /// This thread's approval mode for the tool (`tools.TOOL.approval`, else the server's
+    /// `approval`, else `auto`).
+    pub approval: McpApprovalMode,
+}
+
+/// Annotations of a tool (hints: the server is not trusted to tell the truth, so they
+/// only ever relax asking for tools the user configured as `auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ToolHints {
+    /// `readOnlyHint`: the tool does not change its environment.
+    pub read_only: Option<bool>,
+    /// `destructiveHint`: the tool may destroy data.
+    pub destructive: Option<bool>,
 }
 
 /// What happened while starting the servers.
@@ -40,31 +56,56 @@ pub struct StartupReport {
     pub warnings: Vec<String>,
 }
 
-struct Connection {
-    config: McpServerConfig,
-    session: SdkConnection,
+/// Progress of one server's start, as seen by one thread.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartupStatus {
+    Starting,
+    /// Ready, offering `tools` tools to this thread (after its filters).
+    Ready {
+        tools: usize,
+    },
+    Failed {
+        error: String,
+    },
 }
 
-/// The running MCP servers of a session and their tools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartupUpdate {
+    pub server: String,
+    pub status: StartupStatus,
+}
+
+struct ThreadServer {
+    config: McpServerConfig,
+    lease: Lease,
+    start: StartRequest,
+}
+
+/// The MCP servers of one thread: leases on pool instances, plus this thread's filters
+/// and timeouts.
 pub struct McpConnectionManager {
-    connections: BTreeMap<String, Connection>,
-    tools: Vec<McpToolInfo>,
-    tool_index: HashMap<String, usize>,
+    servers: BTreeMap<String, ThreadServer>,
+    /// Set by [`Self::start`] and [`Self::start_in`], which use a pool of their own and
+    /// stop it on [`Self::shutdown`].
+    owned_pool: Option<McpPool>,
+    /// Becomes `true` when a [`Self::settle`] call finished.
+    settled: tokio::sync::watch::Sender<bool>,
+    /// Where elicitations arriving during this thread's calls go; none: declined.
+    elicitation: Option<Arc<dyn ElicitationSink>>,
 }
 
 impl std::fmt::Debug for McpConnectionManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpConnectionManager")
-            .field("servers", &self.connections.keys().collect::<Vec<_>>())
-            .field("tools", &self.tools.len())
+            .field("servers", &self.servers.keys().collect::<Vec<_>>())
             .finish()
     }
 }
 
 impl McpConnectionManager {
-    /// Starts every enabled server concurrently, each within its `startup_timeout_sec`.
-    /// A server that fails is left out with a warning, unless it is `required`, which
-    /// makes this fail naming it (the servers that did start are shut down first).
+    /// Starts every enabled server concurrently, on a pool of its own, and waits until
+    /// each is ready or failed (within its `startup_timeout_sec`). A server that fails is
+    /// left out with a warning, unless it is `required`, which makes this fail naming it.
     /// Entries that would start `interpreter mcp-server` again are always skipped.
     /// `env` is the injected environment (never read from the process); stdio servers
     /// without a `cwd` run in the process's working directory.
@@ -84,116 +125,245 @@ impl McpConnectionManager {
         self_exe: Option<&Path>,
         default_cwd: Option<&Path>,
     ) -> Result<(Self, StartupReport), McpClientError> {
+        let pool = McpPool::default();
+        let connected = Self::connect(&pool, servers, env, self_exe, default_cwd, None).await;
+        let (mut manager, mut report) = match connected {
+            Ok(pair) => pair,
+            Err(err) => {
+                pool.shutdown().await;
+                return Err(err);
+            }
+        };
+        manager.owned_pool = Some(pool);
+        let settled = manager.settle(&|_| {}).await;
+        report.ready = settled.ready;
+        report.warnings.extend(settled.warnings);
+        Ok((manager, report))
+    }
+
+    /// Takes this thread's instances from `pool` and starts the ones not running yet, in
+    /// the background and in parallel. Waits only for `required` servers: when one of
+    /// them fails this returns [`McpClientError::RequiredServersFailed`]. The report's
+    /// `ready` lists the servers ready on return; `warnings` the entries skipped as
+    /// invalid or self-recursive. The others settle later: see [`Self::settle`].
+    /// `home` is the agent home, where `interpreter mcp login` keeps OAuth tokens.
+    pub async fn connect(
+        pool: &McpPool,
+        servers: &BTreeMap<String, McpServerConfig>,
+        env: &HashMap<String, String>,
+        self_exe: Option<&Path>,
+        default_cwd: Option<&Path>,
+        home: Option<&Path>,
+    ) -> Result<(Self, StartupReport), McpClientError> {
         let mut report = StartupReport::default();
         let mut required_failures = Vec::new();
-        let mut starting = Vec::new();
+        let mut held = BTreeMap::new();
         for (name, config) in servers.iter().filter(|(_, c)| c.enabled) {
-            if let Some(warning) = self_recursion_warning(name, config, self_exe) {
-                if config.required {
-                    required_failures.push(format!("{name}: {warning}"));
+            let spec = self_recursion_warning(name, config, self_exe)
+                .map_or_else(|| launch_spec(name, config, env, default_cwd, home), Err);
+            match spec {
+                Ok(spec) => {
+                    let lease = pool.lease(spec, name);
+                    let start = StartRequest {
+                        timeout: config.startup_timeout(),
+                        name: name.clone(),
+                    };
+                    lease.entry.kick(&start);
+                    held.insert(
+                        name.clone(),
+                        ThreadServer {
+                            config: config.clone(),
+                            lease,
+                            start,
+                        },
+                    );
                 }
-                report.warnings.push(warning);
-                continue;
-            }
-            starting.push(async move {
-                let result = start_server(name, config, env, default_cwd).await;
-                (name, config, result)
-            });
-        }
-
-        let mut connections = BTreeMap::new();
-        for (name, config, result) in futures::future::join_all(starting).await {
-            match result {
-                Ok(connection) => {
-                    connections.insert(name.clone(), connection);
-                }
-                Err(error) => {
-                    tracing::warn!("{error}");
+                Err(warning) => {
+                    tracing::warn!("{warning}");
                     if config.required {
-                        required_failures.push(format!("{name}: {error}"));
+                        required_failures.push(format!("{name}: {warning}"));
                     }
-                    report.warnings.push(error);
+                    report.warnings.push(warning);
                 }
             }
         }
-
+        let manager = Self {
+            servers: held,
+            owned_pool: None,
+            settled: tokio::sync::watch::Sender::new(false),
+            elicitation: None,
+        };
+        let this = &manager;
+        let required = manager
+            .servers
+            .iter()
+            .filter(|(_, s)| s.config.required)
+            .map(|(name, server)| async move { (name, this.await_server(name, server).await) });
+        for (name, outcome) in futures::future::join_all(required).await {
+            if let Err(error) = outcome {
+                required_failures.push(format!("{name}: {error}"));
+            }
+        }
         if !required_failures.is_empty() {
-            shutdown_all(connections).await;
             return Err(McpClientError::RequiredServersFailed {
                 failures: required_failures,
             });
         }
-        report.ready = connections.keys().cloned().collect();
-        let manager = Self::from_connections(connections, &mut report.warnings);
+        report.ready = manager.ready_servers();
         Ok((manager, report))
     }
 
-    fn from_connections(
-        connections: BTreeMap<String, (Connection, Vec<RawTool>)>,
-        warnings: &mut Vec<String>,
-    ) -> Self {
+    /// Waits until every server of this thread is ready or has failed, each within its
+    /// `startup_timeout_sec`, calling `on_update` with `Starting` for each server not
+    /// ready yet and then its outcome. Returns the ready servers and one warning per
+    /// failure. Afterwards [`Self::wait_settled`] returns at once.
+    pub async fn settle(&self, on_update: &(dyn Fn(StartupUpdate) + Send + Sync)) -> StartupReport {
+        let waits = self.servers.iter().map(|(name, server)| async move {
+            let already_ready =
+                matches!(server.lease.entry.snapshot(), State::Ready(ref live) if live.is_alive());
+            if !already_ready {
+                on_update(StartupUpdate {
+                    server: name.clone(),
+                    status: StartupStatus::Starting,
+                });
+            }
+            let outcome = self.await_server(name, server).await;
+            let status = match &outcome {
+                Ok(live) => StartupStatus::Ready {
+                    tools: live
+                        .tools
+                        .iter()
+                        .filter(|t| server.config.allows_tool(&t.name))
+                        .count(),
+                },
+                Err(error) => StartupStatus::Failed {
+                    error: error.clone(),
+                },
+            };
+            on_update(StartupUpdate {
+                server: name.clone(),
+                status,
+            });
+            (name, outcome)
+        });
+        let mut report = StartupReport::default();
+        for (name, outcome) in futures::future::join_all(waits).await {
+            match outcome {
+                Ok(_) => report.ready.push(name.clone()),
+                Err(error) => report.warnings.push(error),
+            }
+        }
+        self.settled.send_replace(true);
+        report
+    }
+
+    /// Returns once a [`Self::settle`] call has finished.
+    pub async fn wait_settled(&self) {
+        let mut rx = self.settled.subscribe();
+        // The sender lives in `self`, so this cannot fail while we borrow it.
+        let _ = rx.wait_for(|settled| *settled).await;
+    }
+
+    /// Elicitations a server sends while one of this thread's calls is in progress on
+    /// it go to `sink` (see [`crate::ElicitationSink`] for the routing rule).
+    pub fn set_elicitation_sink(&mut self, sink: Arc<dyn ElicitationSink>) {
+        self.elicitation = Some(sink);
+    }
+
+    /// Starts, in the background, servers of this thread that failed (backoff over) or
+    /// died, so that their tools come back for a later model request. Never waits.
+    pub fn revive(&self) {
+        for server in self.servers.values() {
+            server.lease.entry.kick(&server.start);
+        }
+    }
+
+    /// A live connection to `name`'s instance, starting (or joining the start of) it,
+    /// within this thread's startup timeout. The error is the user-facing text.
+    async fn await_server(&self, name: &str, server: &ThreadServer) -> Result<Arc<Live>, String> {
+        let timeout = server.config.startup_timeout();
+        match tokio::time::timeout(timeout, server.lease.entry.connection(&server.start)).await {
+            Ok(Ok(live)) => Ok(live),
+            Ok(Err(failure)) => Err(failure_text(name, &failure, timeout)),
+            Err(_) => Err(failure_text(
+                name,
+                &StartFailure {
+                    message: String::new(),
+                    timed_out: true,
+                    retry_in: None,
+                },
+                timeout,
+            )),
+        }
+    }
+
+    /// Names of this thread's servers that are ready now (sorted).
+    fn ready_servers(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter(|(_, s)| ready(s).is_some())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// The tools of this thread's servers that are ready (or were, and died since), as their
+    /// `enabled_tools`/`disabled_tools` filters allow, ordered by server then as listed.
+    /// Names are stable as long as the set of ready servers and their tools is.
+    pub fn tools(&self) -> Vec<McpToolInfo> {
         let mut raw = Vec::new();
-        let mut kept = BTreeMap::new();
-        for (server, (connection, tools)) in connections {
+        for (server, state) in &self.servers {
+            // A server that died still has its tools listed: calling one restarts it.
+            let State::Ready(live) = state.lease.entry.snapshot() else {
+                continue;
+            };
             let mut seen = HashSet::new();
-            for tool in tools {
-                if !connection.config.allows_tool(&tool.name) {
+            for tool in &live.tools {
+                if !state.config.allows_tool(&tool.name) {
                     continue;
                 }
                 if !seen.insert(tool.name.clone()) {
-                    warnings.push(format!(
+                    tracing::warn!(
                         "MCP server `{server}` lists tool `{}` twice; keeping the first",
                         tool.name
-                    ));
+                    );
                     continue;
                 }
-                raw.push((server.clone(), tool));
+                raw.push((server.clone(), tool.clone()));
             }
-            kept.insert(server, connection);
         }
         let pairs: Vec<(String, String)> = raw
             .iter()
             .map(|(server, tool)| (server.clone(), tool.name.clone()))
             .collect();
         let names = qualify_tool_names(&pairs);
-        let tools: Vec<McpToolInfo> = raw
-            .into_iter()
+        raw.into_iter()
             .zip(names)
             .map(|((server, tool), qualified_name)| McpToolInfo {
+                approval: self
+                    .servers
+                    .get(&server)
+                    .map(|s| s.config.approval_mode(&tool.name))
+                    .unwrap_or_default(),
                 qualified_name,
                 server,
                 tool: tool.name,
                 description: tool.description,
                 input_schema: tool.input_schema,
+                hints: tool.hints,
             })
-            .collect();
-        let tool_index = tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.qualified_name.clone(), i))
-            .collect();
-        Self {
-            connections: kept,
-            tools,
-            tool_index,
-        }
+            .collect()
     }
 
-    /// The tools of all running servers that their `enabled_tools`/`disabled_tools`
-    /// filters let through, ordered by server then as listed.
-    pub fn tools(&self) -> Vec<McpToolInfo> {
-        self.tools.clone()
-    }
-
-    /// Names of the running servers (sorted).
+    /// Names of the servers that are ready now (sorted).
     pub fn servers(&self) -> Vec<String> {
-        self.connections.keys().cloned().collect()
+        self.ready_servers()
     }
 
     /// Calls a tool by its qualified name. Ends at the server's `tool_timeout_sec` or when
     /// `cancel` fires, whichever comes first; either way the server is sent
     /// `notifications/cancelled`. An `isError` result is returned as `Ok`: it is the
-    /// tool's answer. The value is the `CallToolResult` as JSON.
+    /// tool's answer. The value is the `CallToolResult` as JSON. A server that died is
+    /// restarted first (within its startup timeout, once its backoff allows).
     pub async fn call_tool(
         &self,
         qualified_name: &str,
@@ -201,12 +371,12 @@ impl McpConnectionManager {
         cancel: &CancellationToken,
     ) -> Result<serde_json::Value, McpClientError> {
         let info = self
-            .tool_index
-            .get(qualified_name)
-            .and_then(|i| self.tools.get(*i))
+            .tools()
+            .into_iter()
+            .find(|t| t.qualified_name == qualified_name)
             .ok_or_else(|| McpClientError::UnknownTool(qualified_name.to_string()))?;
-        let connection = self
-            .connections
+        let server = self
+            .servers
             .get(&info.server)
             .ok_or_else(|| McpClientError::UnknownTool(qualified_name.to_string()))?;
         let arguments = match arguments {
@@ -214,8 +384,26 @@ impl McpConnectionManager {
             Some(serde_json::Value::Object(map)) => Some(map),
             Some(other) => return Err(McpClientError::InvalidArguments(other.to_string())),
         };
-        let timeout = connection.config.tool_timeout();
-        // Dropping the call future (on cancel or timeout) is what sends the cancellation.
+        let call_error = |message: String| McpClientError::Call {
+            server: info.server.clone(),
+            tool: info.tool.clone(),
+            message,
+        };
+        let live = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(McpClientError::Cancelled {
+                server: info.server.clone(),
+                tool: info.tool.clone(),
+            }),
+            live = self.await_server(&info.server, server) => live.map_err(call_error)?,
+        };
+        let timeout = server.config.tool_timeout();
+        let _caller = self
+            .elicitation
+            .as_ref()
+            .map(|sink| live.conn.callers.enter(&info.server, sink.clone()));
+        // Dropping the call future (on cancel or timeout) is what sends
+        // `notifications/cancelled`: the SDK's request guard does it.
         tokio::select! {
             biased;
             () = cancel.cancelled() => Err(McpClientError::Cancelled {
@@ -224,14 +412,10 @@ impl McpConnectionManager {
             }),
             outcome = tokio::time::timeout(
                 timeout,
-                connection.session.call_tool(&info.tool, arguments),
+                live.conn.call_tool(&info.tool, arguments),
             ) => match outcome {
                 Ok(Ok(result)) => Ok(result),
-                Ok(Err(message)) => Err(McpClientError::Call {
-                    server: info.server.clone(),
-                    tool: info.tool.clone(),
-                    message,
-                }),
+                Ok(Err(message)) => Err(call_error(message)),
                 Err(_) => Err(McpClientError::Timeout {
                     server: info.server.clone(),
                     tool: info.tool.clone(),
@@ -241,80 +425,190 @@ impl McpConnectionManager {
         }
     }
 
-    /// Closes every server concurrently; each gets a bounded grace period, after which
-    /// its process is killed.
+    /// This thread's ready servers that offer resources (sorted).
+    pub fn resource_servers(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter(|(_, s)| ready(s).is_some_and(|live| live.conn.has_resources()))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// `resources/list` of `server` (one page, from `cursor`), or of every resource server
+    /// when `server` is `None` (first pages; a server that fails is left out with a log
+    /// line). Each value is the server's `ListResourcesResult` as JSON, with its name.
+    pub async fn list_resources(
+        &self,
+        server: Option<&str>,
+        cursor: Option<String>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<(String, serde_json::Value)>, McpClientError> {
+        let names = match server {
+            Some(name) => vec![self.resource_server(name)?.0.to_string()],
+            None => self.resource_servers(),
+        };
+        let lists = names.iter().map(|name| {
+            let cursor = cursor.clone();
+            async move {
+                let outcome = self
+                    .with_server(name, "resources/list", cancel, |live| async move {
+                        live.conn.list_resources(cursor).await
+                    })
+                    .await;
+                (name.clone(), outcome)
+            }
+        });
+        let mut out = Vec::new();
+        for (name, outcome) in futures::future::join_all(lists).await {
+            match outcome {
+                Ok(value) => out.push((name, value)),
+                Err(err) if server.is_some() => return Err(err),
+                Err(err) => tracing::warn!("listing resources of `{name}` failed: {err}"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// `resources/read` of `uri` on `server`: the `ReadResourceResult` as JSON.
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        cancel: &CancellationToken,
+    ) -> Result<serde_json::Value, McpClientError> {
+        let (name, _) = self.resource_server(server)?;
+        let uri = uri.to_string();
+        self.with_server(name, "resources/read", cancel, |live| async move {
+            live.conn.read_resource(&uri).await
+        })
+        .await
+    }
+
+    fn resource_server(&self, name: &str) -> Result<(&str, &ThreadServer), McpClientError> {
+        self.servers
+            .get_key_value(name)
+            .map(|(k, v)| (k.as_str(), v))
+            .ok_or_else(|| McpClientError::UnknownServer(name.to_string()))
+    }
+
+    /// Runs `op` on a live connection of `name`, within its `tool_timeout_sec` and
+    /// `cancel`; `what` names the operation in errors.
+    async fn with_server<F, Fut>(
+        &self,
+        name: &str,
+        what: &str,
+        cancel: &CancellationToken,
+        op: F,
+    ) -> Result<serde_json::Value, McpClientError>
+    where
+        F: FnOnce(Arc<Live>) -> Fut,
+        Fut: std::future::Future<Output = Result<serde_json::Value, String>>,
+    {
+        let (_, server) = self.resource_server(name)?;
+        let failed = |message: String| McpClientError::Call {
+            server: name.to_string(),
+            tool: what.to_string(),
+            message,
+        };
+        let timeout = server.config.tool_timeout();
+        let work = async {
+            let live = self.await_server(name, server).await.map_err(failed)?;
+            op(live).await.map_err(failed)
+        };
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(McpClientError::Cancelled {
+                server: name.to_string(),
+                tool: what.to_string(),
+            }),
+            outcome = tokio::time::timeout(timeout, work) => outcome.unwrap_or_else(|_| {
+                Err(McpClientError::Timeout {
+                    server: name.to_string(),
+                    tool: what.to_string(),
+                    timeout,
+                })
+            }),
+        }
+    }
+
+    /// Gives up this thread's servers. Instances shared with other threads keep running;
+    /// unused ones stop after the pool's idle timeout (at once for a manager made by
+    /// [`Self::start`], which owns its pool).
     pub async fn shutdown(self) {
-        shutdown_all(self.connections).await;
+        let Self {
+            servers,
+            owned_pool,
+            ..
+        } = self;
+        drop(servers);
+        if let Some(pool) = owned_pool {
+            pool.shutdown().await;
+        }
     }
 }
 
-async fn shutdown_all<C: Into<SdkConnectionOwner>>(connections: BTreeMap<String, C>) {
-    futures::future::join_all(
-        connections
-            .into_values()
-            .map(|c| c.into().0.shutdown(SHUTDOWN_DEADLINE)),
-    )
-    .await;
-}
-
-/// Lets [`shutdown_all`] take both bare connections and ones still holding their tools.
-struct SdkConnectionOwner(SdkConnection);
-
-impl From<Connection> for SdkConnectionOwner {
-    fn from(connection: Connection) -> Self {
-        Self(connection.session)
+fn ready(server: &ThreadServer) -> Option<Arc<Live>> {
+    match server.lease.entry.snapshot() {
+        State::Ready(live) if live.is_alive() => Some(live),
+        _ => None,
     }
 }
 
-impl From<(Connection, Vec<RawTool>)> for SdkConnectionOwner {
-    fn from((connection, _): (Connection, Vec<RawTool>)) -> Self {
-        Self(connection.session)
+/// The user-facing text of a failed start.
+fn failure_text(name: &str, failure: &StartFailure, timeout: Duration) -> String {
+    let retry = failure
+        .retry_in
+        .map(|wait| format!(" (next attempt in {:.0}s)", wait.as_secs_f64().ceil()))
+        .unwrap_or_default();
+    if failure.timed_out {
+        format!(
+            "MCP client for `{name}` timed out after {} seconds{retry}. Add or adjust \
+             `startup_timeout_sec` in your config.toml:\n[mcp_servers.{name}]\n\
+             startup_timeout_sec = XX",
+            timeout.as_secs_f64()
+        )
+    } else {
+        format!(
+            "MCP client for `{name}` failed to start: {}{retry}",
+            failure.message
+        )
     }
 }
 
-/// Starts one server: check, connect, handshake and list tools, all within its startup
-/// deadline. The error is the user-facing warning text.
-async fn start_server(
+/// Resolves an entry into what the pool starts: checks it, and fills in the
+/// environment, working directory and headers. The error is the user-facing warning.
+fn launch_spec(
     name: &str,
     config: &McpServerConfig,
     env: &HashMap<String, String>,
     default_cwd: Option<&Path>,
-) -> Result<(Connection, Vec<RawTool>), String> {
+    home: Option<&Path>,
+) -> Result<LaunchSpec, String> {
     let failed = |error: String| format!("MCP client for `{name}` failed to start: {error}");
     validate_server_name(name).map_err(failed)?;
-    let transport = config.transport().map_err(failed)?;
-    let timeout = config.startup_timeout();
-    let connect_and_list = async {
-        let session = match &transport {
-            McpTransport::Stdio { command, args } => {
-                let cwd = stdio_cwd(config, default_cwd);
-                sdk::connect_stdio(name, command, args, &child_env(config, env), cwd.as_deref())
-                    .await?
-            }
-            McpTransport::StreamableHttp { url } => {
-                let bearer = bearer_token(name, config, env)?;
-                sdk::connect_http(url, bearer, &http_headers(config, env)).await?
-            }
-        };
-        let tools = session.list_tools().await?;
-        Ok::<_, String>((session, tools))
-    };
-    // On timeout the half-started session is dropped, which kills a child process.
-    match tokio::time::timeout(timeout, connect_and_list).await {
-        Ok(Ok((session, tools))) => Ok((
-            Connection {
-                config: config.clone(),
-                session,
-            },
-            tools,
-        )),
-        Ok(Err(error)) => Err(failed(error)),
-        Err(_) => Err(format!(
-            "MCP client for `{name}` timed out after {} seconds. Add or adjust \
-             `startup_timeout_sec` in your config.toml:\n[mcp_servers.{name}]\n\
-             startup_timeout_sec = XX",
-            timeout.as_secs_f64()
-        )),
+    match config.transport().map_err(failed)? {
+        McpTransport::Stdio { command, args } => Ok(LaunchSpec::Stdio {
+            command,
+            args,
+            env: child_env(config, env),
+            cwd: stdio_cwd(config, default_cwd),
+        }),
+        McpTransport::StreamableHttp { url } => {
+            let bearer = bearer_token(name, config, env).map_err(failed)?;
+            // A configured bearer token wins over stored OAuth tokens.
+            let oauth = match (&bearer, home) {
+                (None, Some(home)) if crate::oauth::has_credentials(home, name, &url) => {
+                    Some(FileCredentialStore::new(home, name, &url))
+                }
+                _ => None,
+            };
+            Ok(LaunchSpec::Http {
+                headers: http_headers(config, env),
+                url,
+                bearer,
+                oauth,
+            })
+        }
     }
 }
 

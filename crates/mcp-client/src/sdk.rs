@@ -6,32 +6,91 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationCapability, Implementation, JsonObject, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams,
 };
-use rmcp::service::RunningService;
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt as _, RunningService,
+};
+use rmcp::transport::auth::AuthClient;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, serve_client};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::elicitation::{Callers, ElicitationAction};
+use crate::manager::ToolHints;
+use crate::oauth::FileCredentialStore;
+
 /// A tool as the server listed it.
+#[derive(Debug, Clone)]
 pub(crate) struct RawTool {
     pub name: String,
     pub description: String,
     pub input_schema: serde_json::Value,
+    pub hints: ToolHints,
 }
 
 /// One initialized MCP session.
 pub(crate) struct SdkConnection {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Handler>,
+    /// The threads with a call in progress here, to whom elicitations go.
+    pub callers: Arc<Callers>,
+}
+
+/// Our side of a session: who we are, and where the server's requests to us go.
+#[derive(Clone)]
+pub(crate) struct Handler {
+    callers: Arc<Callers>,
+}
+
+impl Handler {
+    fn new() -> Self {
+        Self {
+            callers: Arc::new(Callers::default()),
+        }
+    }
+}
+
+impl rmcp::ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        client_config()
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let params = serde_json::to_value(&request)
+            .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))?;
+        let answer = self.callers.elicit(params).await;
+        let action = match answer.action {
+            ElicitationAction::Accept => "accept",
+            ElicitationAction::Decline => "decline",
+            ElicitationAction::Cancel => "cancel",
+        };
+        // `ElicitResult` is non-exhaustive: built from its wire form.
+        let mut result = serde_json::json!({ "action": action });
+        if let (ElicitationAction::Accept, Some(content)) = (answer.action, answer.content) {
+            result["content"] = content;
+        }
+        serde_json::from_value(result)
+            .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))
+    }
 }
 
 fn client_config() -> ClientConfig {
+    // Form-mode elicitation only: URL mode would need a browser hand-off no front end has.
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation = Some(ElicitationCapability::default());
     ClientConfig::new(
-        ClientCapabilities::default(),
+        capabilities,
         Implementation::new("interpreter-mcp-client", env!("CARGO_PKG_VERSION")),
     )
 }
@@ -67,21 +126,100 @@ pub(crate) async fn connect_stdio(
             }
         });
     }
-    let service = serve_client(client_config(), transport)
+    let handler = Handler::new();
+    let callers = handler.callers.clone();
+    let service = serve_client(handler, transport)
         .await
         .map_err(|err| format!("handshake failed: {err}"))?;
-    Ok(SdkConnection { service })
+    Ok(SdkConnection { service, callers })
 }
 
-/// Connects to a streamable HTTP server; `bearer_token` becomes `Authorization: Bearer`.
+/// Both eras over HTTP: the SDK probes with `server/discover` (2026-07-28) and falls
+/// back to the `initialize` handshake when the server is older.
+fn http_lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_06_18),
+    }
+}
+
+/// The SDK's HTTP client brings no TLS crypto provider of its own.
+pub(crate) fn install_crypto_provider() {
+    // An error only means one is installed already, which is just as good.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The `WWW-Authenticate` challenge an unauthenticated `initialize` to `url` gets, if
+/// the server demands authorization. A single hand-made POST rather than the SDK's
+/// transport: the transport treats the expected 401 as a fatal worker error and logs it
+/// as one, which would greet every `mcp login` with an alarming line.
+pub(crate) async fn auth_challenge(url: &str) -> Option<String> {
+    install_crypto_provider();
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": ProtocolVersion::V_2025_06_18,
+            "capabilities": {},
+            "clientInfo": {"name": "interpreter-mcp-client", "version": env!("CARGO_PKG_VERSION")}
+        }
+    });
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .ok()?;
+    let response = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .ok()?;
+    if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+        return None;
+    }
+    response
+        .headers()
+        .get("www-authenticate")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string)
+}
+
+/// Starts a session over transports made by `make`: the SDK's auto lifecycle, and the
+/// plain `initialize` handshake when the server answered the discovery probe but speaks
+/// no modern version (the SDK's fallback covers only servers that reject the probe).
+async fn serve_http<C>(
+    handler: Handler,
+    make: impl Fn() -> StreamableHttpClientTransport<C>,
+) -> Result<RunningService<RoleClient, Handler>, ClientInitializeError>
+where
+    C: rmcp::transport::streamable_http_client::StreamableHttpClient + Send + Sync + 'static,
+{
+    match handler
+        .clone()
+        .serve_with_lifecycle(make(), http_lifecycle())
+        .await
+    {
+        Err(ClientInitializeError::NoCompatibleProtocolVersion { .. }) => {
+            handler
+                .serve_with_lifecycle(make(), ClientLifecycleMode::Initialize)
+                .await
+        }
+        other => other,
+    }
+}
+
+/// Connects to a streamable HTTP server; `bearer_token` becomes `Authorization: Bearer`;
+/// with `oauth`, tokens come from the store (and are refreshed) instead.
 pub(crate) async fn connect_http(
     url: &str,
     bearer_token: Option<String>,
     headers: &[(String, String)],
+    oauth: Option<FileCredentialStore>,
 ) -> Result<SdkConnection, String> {
-    // The SDK's HTTP client brings no TLS crypto provider of its own. An error only means
-    // one is installed already, which is just as good.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    install_crypto_provider();
     let mut header_map = HashMap::new();
     for (name, value) in headers {
         let parsed = (
@@ -95,18 +233,52 @@ pub(crate) async fn connect_http(
             _ => tracing::warn!("skipping invalid HTTP header `{name}` for MCP server {url}"),
         }
     }
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(header_map);
+    // A session the server forgot (HTTP 404) is re-initialized once and the request
+    // retried, by the SDK; this is its default, spelled out because we rely on it.
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(header_map)
+        .reinit_on_expired_session(true);
     if let Some(token) = bearer_token {
         config = config.auth_header(token);
     }
-    let transport = StreamableHttpClientTransport::from_config(config);
-    let service = serve_client(client_config(), transport)
-        .await
-        .map_err(|err| format!("handshake failed: {err}"))?;
-    Ok(SdkConnection { service })
+    let manager = match oauth {
+        Some(store) => crate::oauth::runtime_manager(store).await?,
+        None => None,
+    };
+    let handler = Handler::new();
+    let callers = handler.callers.clone();
+    let service = match manager {
+        Some(manager) => {
+            let client = AuthClient::new(reqwest::Client::default(), manager);
+            serve_http(handler, || {
+                StreamableHttpClientTransport::with_client(client.clone(), config.clone())
+            })
+            .await
+        }
+        None => {
+            serve_http(handler, || {
+                StreamableHttpClientTransport::from_config(config.clone())
+            })
+            .await
+        }
+    }
+    .map_err(|err| {
+        if err.auth_challenge().is_some() {
+            format!("the server requires authorization ({err}); run `interpreter mcp login`")
+        } else {
+            format!("handshake failed: {err}")
+        }
+    })?;
+    Ok(SdkConnection { service, callers })
 }
 
 impl SdkConnection {
+    /// Whether the session ended: the server exited, the connection broke, or it was
+    /// closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.service.is_closed() || self.service.peer().is_transport_closed()
+    }
+
     /// Every tool the server lists (all pages).
     pub(crate) async fn list_tools(&self) -> Result<Vec<RawTool>, String> {
         let tools = self
@@ -121,8 +293,45 @@ impl SdkConnection {
                 name: tool.name.to_string(),
                 description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
                 input_schema: serde_json::Value::Object(tool.input_schema.as_ref().clone()),
+                hints: ToolHints {
+                    read_only: tool.annotations.as_ref().and_then(|a| a.read_only_hint),
+                    destructive: tool.annotations.as_ref().and_then(|a| a.destructive_hint),
+                },
             })
             .collect())
+    }
+
+    /// Whether the server declared the `resources` capability.
+    pub(crate) fn has_resources(&self) -> bool {
+        self.service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.resources.is_some())
+    }
+
+    /// One page of `resources/list`, as JSON (`resources`, `nextCursor`).
+    pub(crate) async fn list_resources(
+        &self,
+        cursor: Option<String>,
+    ) -> Result<serde_json::Value, String> {
+        let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let result = self
+            .service
+            .peer()
+            .list_resources(params)
+            .await
+            .map_err(|err| format!("resources/list failed: {err}"))?;
+        serde_json::to_value(&result).map_err(|err| format!("unreadable resource list: {err}"))
+    }
+
+    /// `resources/read`, as JSON (`contents`: text or base64 `blob` parts).
+    pub(crate) async fn read_resource(&self, uri: &str) -> Result<serde_json::Value, String> {
+        let result = self
+            .service
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .map_err(|err| format!("resources/read failed: {err}"))?;
+        serde_json::to_value(&result).map_err(|err| format!("unreadable resource: {err}"))
     }
 
     /// One `tools/call`; the `CallToolResult` as JSON (an `isError` result is a success
@@ -137,9 +346,10 @@ impl SdkConnection {
             let arguments: JsonObject = arguments;
             params = params.with_arguments(arguments);
         }
+        // The service-level call drives 2026-07-28 `input_required` rounds through our
+        // handler (elicitations), which the peer-level one would reject.
         let result = self
             .service
-            .peer()
             .call_tool(params)
             .await
             .map_err(|err| err.to_string())?;

@@ -28,8 +28,40 @@ pub enum Op {
         id: String,
         decision: ReviewDecision,
     },
+    /// Answer to an `elicitation_request` with the same `id`.
+    ResolveElicitation {
+        id: String,
+        response: ElicitationResponse,
+    },
     /// Finish the running turn's bookkeeping and stop the thread's task.
     Shutdown,
+}
+
+/// What the user (or the front end on their behalf) answers to an elicitation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElicitationResponse {
+    pub action: ElicitationAction,
+    /// The form's values; only with `accept`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<serde_json::Value>,
+}
+
+impl ElicitationResponse {
+    pub fn decline() -> Self {
+        Self {
+            action: ElicitationAction::Decline,
+            content: None,
+        }
+    }
+}
+
+/// The MCP elicitation actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElicitationAction {
+    Accept,
+    Decline,
+    Cancel,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +148,11 @@ pub enum EventMsg {
     PlanUpdate(UpdatePlanArgs),
     McpToolCallBegin(McpToolCallBeginEvent),
     McpToolCallEnd(McpToolCallEndEvent),
+    /// Progress of starting one of the thread's MCP servers.
+    McpStartupUpdate(McpStartupUpdateEvent),
+    /// An MCP server the thread uses asks the user something (MCP elicitation); answer
+    /// with `Op::ResolveElicitation` before the deadline, or it is declined.
+    ElicitationRequest(ElicitationRequestEvent),
     TokenCount(TokenCountEvent),
     /// The conversation was summarised to fit the model's context window.
     ContextCompacted(ContextCompactedEvent),
@@ -148,6 +185,8 @@ impl EventMsg {
             Self::PlanUpdate(_) => "plan_update",
             Self::McpToolCallBegin(_) => "mcp_tool_call_begin",
             Self::McpToolCallEnd(_) => "mcp_tool_call_end",
+            Self::McpStartupUpdate(_) => "mcp_startup_update",
+            Self::ElicitationRequest(_) => "elicitation_request",
             Self::TokenCount(_) => "token_count",
             Self::ContextCompacted(_) => "context_compacted",
             Self::ShutdownComplete => "shutdown_complete",
@@ -352,6 +391,41 @@ pub struct McpToolCallEndEvent {
     pub duration_ms: u64,
     /// The MCP `CallToolResult` as JSON, or the error text.
     pub result: Result<serde_json::Value, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElicitationRequestEvent {
+    /// Answer with `Op::ResolveElicitation { id, .. }`.
+    pub id: String,
+    /// The `[mcp_servers.NAME]` key of the server asking.
+    pub server: String,
+    /// The server's `elicitation/create` params as sent (`message`, `requestedSchema`,
+    /// or `mode: "url"` with `url`).
+    pub request: serde_json::Value,
+    /// When nobody answers within this many seconds, the engine declines.
+    pub timeout_sec: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpStartupUpdateEvent {
+    /// The `[mcp_servers.NAME]` key.
+    pub server: String,
+    pub status: McpStartupStatus,
+}
+
+/// `{"state": "starting"}`, `{"state": "ready", "tools": 3}` or
+/// `{"state": "failed", "error": "…"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum McpStartupStatus {
+    Starting,
+    /// Ready; `tools` is the number of its tools offered to the model.
+    Ready {
+        tools: usize,
+    },
+    Failed {
+        error: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 use std::io::{IsTerminal, Write};
 
 use interpreter_protocol::{
-    EventMsg, ExecCommandStatus, SessionConfiguredEvent, StepStatus, TokenUsage,
+    EventMsg, ExecCommandStatus, McpStartupStatus, SessionConfiguredEvent, StepStatus, TokenUsage,
 };
 
 use crate::cli::ColorArg;
@@ -267,6 +267,23 @@ impl HumanOutput {
                     self.style.magenta("mcp:"),
                     end.invocation.server,
                     end.invocation.tool
+                );
+                self.err(&line);
+            }
+            EventMsg::McpStartupUpdate(update) => {
+                let status = match &update.status {
+                    McpStartupStatus::Starting => "starting".to_string(),
+                    McpStartupStatus::Ready { tools } => {
+                        self.style.green(&format!("ready ({tools} tools)"))
+                    }
+                    McpStartupStatus::Failed { error } => {
+                        self.style.red(&format!("failed: {error}"))
+                    }
+                };
+                let line = format!(
+                    "{} server {} {status}",
+                    self.style.magenta("mcp:"),
+                    update.server
                 );
                 self.err(&line);
             }

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 
 use interpreter_protocol::{
-    EventMsg, ExecCommandStatus, FileChanges, McpInvocation, StepStatus, TokenUsage,
-    TurnAbortReason, UpdatePlanArgs,
+    EventMsg, ExecCommandStatus, FileChanges, McpInvocation, McpStartupStatus, StepStatus,
+    TokenUsage, TurnAbortReason, UpdatePlanArgs,
 };
 use serde::Serialize;
 
@@ -99,6 +99,16 @@ pub enum ItemDetails {
         error: Option<ThreadError>,
         status: McpToolCallStatus,
     },
+    /// One MCP server of the thread starting: `item.started` with `in_progress`, then
+    /// `item.completed` with `ready` (and its tool count) or `failed` (and the error).
+    McpServerStartup {
+        server: String,
+        status: McpServerStartupStatus,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tools: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<ThreadError>,
+    },
     TodoList {
         items: Vec<TodoItem>,
     },
@@ -121,6 +131,14 @@ pub enum CommandExecutionStatus {
 pub enum PatchApplyStatus {
     InProgress,
     Completed,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpServerStartupStatus {
+    InProgress,
+    Ready,
     Failed,
 }
 
@@ -315,6 +333,47 @@ impl JsonlTranslator {
                     },
                 }]
             }
+            EventMsg::McpStartupUpdate(ev) => {
+                let key = format!("mcp-startup:{}", ev.server);
+                let (status, tools, error) = match &ev.status {
+                    McpStartupStatus::Starting => {
+                        let id = self.id_for_begin(&key);
+                        return vec![ThreadEvent::ItemStarted {
+                            item: ThreadItem {
+                                id,
+                                details: ItemDetails::McpServerStartup {
+                                    server: ev.server.clone(),
+                                    status: McpServerStartupStatus::InProgress,
+                                    tools: None,
+                                    error: None,
+                                },
+                            },
+                        }];
+                    }
+                    McpStartupStatus::Ready { tools } => {
+                        (McpServerStartupStatus::Ready, Some(*tools), None)
+                    }
+                    McpStartupStatus::Failed { error } => (
+                        McpServerStartupStatus::Failed,
+                        None,
+                        Some(ThreadError {
+                            message: error.clone(),
+                        }),
+                    ),
+                };
+                let id = self.id_for_end(&key);
+                vec![ThreadEvent::ItemCompleted {
+                    item: ThreadItem {
+                        id,
+                        details: ItemDetails::McpServerStartup {
+                            server: ev.server.clone(),
+                            status,
+                            tools,
+                            error,
+                        },
+                    },
+                }]
+            }
             EventMsg::PlanUpdate(args) => vec![self.plan_update(args)],
             EventMsg::Warning(ev) => vec![self.warning_item(ev.message.clone())],
             EventMsg::Error(ev) => {
@@ -388,6 +447,8 @@ impl JsonlTranslator {
             | EventMsg::ExecCommandOutputDelta(_)
             | EventMsg::ExecApprovalRequest(_)
             | EventMsg::ApplyPatchApprovalRequest(_)
+            // exec declines it at once and says so in a notice.
+            | EventMsg::ElicitationRequest(_)
             // Compaction is bookkeeping the SDK's item types have no shape for.
             | EventMsg::ContextCompacted(_)
             | EventMsg::ShutdownComplete => Vec::new(),

@@ -20,7 +20,8 @@ use anyhow::Context;
 use interpreter_core::config::{Config, ConfigOverrides, load_config};
 use interpreter_core::{NewThread, Thread, ThreadManager};
 use interpreter_protocol::{
-    AskForApproval, EventMsg, Op, ReviewDecision, SandboxMode, SessionSource, ThreadId, UserInput,
+    AskForApproval, ElicitationResponse, EventMsg, Op, ReviewDecision, SandboxMode, SessionSource,
+    ThreadId, UserInput,
 };
 
 use crate::cli::{ConfigArgs, ExecArgs, ExecCommand};
@@ -160,6 +161,8 @@ pub async fn run_exec(
 
     let outcome = pump_events(&thread, &mut output).await;
     shutdown(&thread).await;
+    // The pool would stop idle servers only after its idle timeout; exec is done now.
+    manager.mcp_pool().shutdown().await;
 
     let code = match &outcome {
         TurnOutcome::Completed { last_agent_message } => {
@@ -347,6 +350,20 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
                 let answer = Op::PatchApproval {
                     id: request.call_id,
                     decision: ReviewDecision::Denied,
+                };
+                if thread.submit(answer).await.is_err() {
+                    return TurnOutcome::EngineStopped;
+                }
+            }
+            EventMsg::ElicitationRequest(request) => {
+                let question = request.request["message"].as_str().unwrap_or_default();
+                output.notice(&format!(
+                    "declined a question from MCP server `{}` ({question}): exec cannot ask the user",
+                    request.server
+                ));
+                let answer = Op::ResolveElicitation {
+                    id: request.id,
+                    response: ElicitationResponse::decline(),
                 };
                 if thread.submit(answer).await.is_err() {
                     return TurnOutcome::EngineStopped;

@@ -100,6 +100,8 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::PlanUpdate(_)
         | EventMsg::McpToolCallBegin(_)
         | EventMsg::McpToolCallEnd(_)
+        | EventMsg::McpStartupUpdate(_)
+        | EventMsg::ElicitationRequest(_)
         | EventMsg::ShutdownComplete => false,
     }
 }

@@ -2,8 +2,18 @@
 //!
 //! Tools: `echo {text}` → the text; `add {a, b}` → the sum as text; `sleep {ms}` → waits,
 //! then says so (for timeout and cancellation tests); `fail {}` → an `isError` result;
+//! `exit {}` → the process exits without answering; `ask {message}` → asks the client
+//! (form elicitation) and returns its answer as JSON;
 //! `env_var {name}` → the variable's value in this process, or `<unset>` (to check what
 //! environment the client passed). Exits when stdin closes.
+//!
+//! Resources: `mock://notes` (text) and `mock://pixel.png` (a PNG blob).
+//!
+//! For the pool and failure tests: with `MOCK_MCP_LOG=<file>` set, it appends
+//! `started <pid>` when it starts, `sleeping <ms>` when a `sleep` call begins and
+//! `cancelled sleep <ms>` when the client cancels one. Argument `--crash` makes it exit at once (before the
+//! handshake); `--hang` makes it never answer the handshake; `--http` serves streamable
+//! HTTP instead of stdio (see `serve_http`).
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -36,9 +46,16 @@ struct EnvVarArgs {
     name: String,
 }
 
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct AskArgs {
+    message: String,
+}
+
 #[derive(Debug, Clone)]
 struct MockServer {
     tool_router: ToolRouter<Self>,
+    /// Speak only the legacy (pre-2026) protocol versions, which have HTTP sessions.
+    legacy_only: bool,
 }
 
 #[tool_router]
@@ -46,6 +63,7 @@ impl MockServer {
     fn new() -> Self {
         Self {
             tool_router: Self::tool_router(),
+            legacy_only: false,
         }
     }
 
@@ -66,14 +84,56 @@ impl MockServer {
     }
 
     #[tool(description = "Sleeps for `ms` milliseconds")]
-    async fn sleep(&self, Parameters(SleepArgs { ms }): Parameters<SleepArgs>) -> String {
-        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        format!("slept {ms} ms")
+    async fn sleep(
+        &self,
+        Parameters(SleepArgs { ms }): Parameters<SleepArgs>,
+        cancelled: tokio_util::sync::CancellationToken,
+    ) -> String {
+        log_line(&format!("sleeping {ms}"));
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => format!("slept {ms} ms"),
+            () = cancelled.cancelled() => {
+                log_line(&format!("cancelled sleep {ms}"));
+                "cancelled".to_string()
+            }
+        }
     }
 
     #[tool(description = "Always fails with an error result")]
     fn fail(&self, Parameters(FailArgs {}): Parameters<FailArgs>) -> CallToolResult {
         CallToolResult::error(vec![ContentBlock::text("this tool always fails")])
+    }
+
+    #[tool(
+        description = "Asks the user `message` (an elicitation with one `name` field) and returns the answer as JSON"
+    )]
+    async fn ask(
+        &self,
+        Parameters(AskArgs { message }): Parameters<AskArgs>,
+        peer: rmcp::Peer<rmcp::RoleServer>,
+    ) -> String {
+        let params = serde_json::json!({
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {
+                "type": "object",
+                "properties": { "name": { "type": "string" } }
+            }
+        });
+        let params = match serde_json::from_value(params) {
+            Ok(params) => params,
+            Err(err) => return format!("bad elicitation params: {err}"),
+        };
+        match peer.create_elicitation(params).await {
+            Ok(result) => serde_json::to_string(&result).unwrap_or_default(),
+            Err(err) => format!("elicitation failed: {err}"),
+        }
+    }
+
+    #[tool(description = "Exits the server process at once (the call gets no answer)")]
+    fn exit(&self, Parameters(FailArgs {}): Parameters<FailArgs>) -> String {
+        log_line("exiting");
+        std::process::exit(0)
     }
 
     #[tool(description = "Returns the value of an environment variable of this server")]
@@ -82,16 +142,158 @@ impl MockServer {
     }
 }
 
+/// A 1×1 transparent PNG.
+const PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for MockServer {
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        if self.legacy_only {
+            std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(
+                &rmcp::model::ProtocolVersion::V_2025_11_25,
+            ))
+        } else {
+            std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+    }
+
+    // Resources: `mock://notes` (text) and `mock://pixel.png` (an image blob). Built from
+    // their wire form, which is what the test asserts on.
+    async fn list_resources(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, rmcp::ErrorData> {
+        serde_json::from_value(serde_json::json!({
+            "resources": [
+                {"uri": "mock://notes", "name": "notes", "mimeType": "text/plain"},
+                {"uri": "mock://pixel.png", "name": "pixel", "mimeType": "image/png"}
+            ]
+        }))
+        .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, rmcp::ErrorData> {
+        let contents = match request.uri.as_str() {
+            "mock://notes" => serde_json::json!([
+                {"uri": "mock://notes", "mimeType": "text/plain", "text": "the notes say hello"}
+            ]),
+            "mock://pixel.png" => serde_json::json!([
+                {"uri": "mock://pixel.png", "mimeType": "image/png", "blob": PIXEL_PNG}
+            ]),
+            other => {
+                return Err(rmcp::ErrorData::invalid_params(
+                    format!("no resource {other}"),
+                    None,
+                ));
+            }
+        };
+        let result: rmcp::model::ReadResourceResult =
+            serde_json::from_value(serde_json::json!({ "contents": contents }))
+                .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))?;
+        Ok(result.into())
+    }
+}
+
+/// Appends `line` to `$MOCK_MCP_LOG`, when set.
+fn log_line(line: &str) {
+    use std::io::Write as _;
+    let Ok(path) = std::env::var("MOCK_MCP_LOG") else {
+        return;
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    if let Ok(mut file) = file {
+        // One write per line, so concurrent servers' lines do not interleave.
+        let _ = file.write_all(format!("{line}\n").as_bytes());
     }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    log_line(&format!("started {}", std::process::id()));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--crash") {
+        eprintln!("mock-mcp-server: crashing at start as asked");
+        std::process::exit(3);
+    }
+    if args.iter().any(|a| a == "--hang") {
+        // Keep stdin open and never answer; the client must give up on its own.
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        }
+    }
+    if args.iter().any(|a| a == "--http") {
+        return serve_http(!args.iter().any(|a| a == "--modern")).await;
+    }
     let service = MockServer::new().serve(stdio()).await?;
     service.waiting().await?;
+    Ok(())
+}
+
+/// One line on stdout (the `--http` mode's channel to the test), flushed at once.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+/// `--http`: streamable HTTP on a free loopback port, legacy protocol versions only (they
+/// have sessions), or every version with `--modern` (2026-07-28 clients then use it,
+/// statelessly). Prints `listening <url>` on stdout. Each `forget` line on stdin drops
+/// every session, as a server restart would, and prints `forgot <n>`; EOF stops it.
+async fn serve_http(legacy_only: bool) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    use tokio::io::AsyncBufReadExt as _;
+
+    let sessions = std::sync::Arc::new(LocalSessionManager::default());
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(MockServer {
+                legacy_only,
+                ..MockServer::new()
+            })
+        },
+        sessions.clone(),
+        StreamableHttpServerConfig::default().with_legacy_session_mode(true),
+    );
+    let router = axum::Router::new().route_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    say(&format!("listening http://{}/mcp", listener.local_addr()?));
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.trim() == "forget" {
+                let mut map = sessions.sessions.write().await;
+                let n = map.len();
+                map.clear();
+                say(&format!("forgot {n}"));
+            }
+        }
+        std::process::exit(0);
+    });
+    axum::serve(listener, router).await?;
     Ok(())
 }
