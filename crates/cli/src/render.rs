@@ -1,15 +1,21 @@
-//! Human-readable exec output.
+//! Human-readable rendering of a thread's events, shared by `exec` and the interactive
+//! mode (`chat`).
 //!
-//! Everything but the final answer goes to stderr (header, commands and their output,
-//! patches, plan updates, warnings, errors, token total), so that `interpreter exec … >
-//! answer.txt` captures just the answer. The final agent message is held back until the
-//! turn ends and then printed to stdout; earlier agent messages go to stderr as they
-//! arrive. A spinner runs only when stderr is a terminal.
+//! For exec, everything but the final answer goes to stderr (header, commands and their
+//! output, patches, plan updates, warnings, errors, token total), so that `interpreter
+//! exec … > answer.txt` captures just the answer. The final agent message is held back
+//! until the turn ends and then printed to stdout; earlier agent messages go to stderr as
+//! they arrive.
+//!
+//! In the interactive mode stdout is the conversation: everything goes there, and agent
+//! messages stream as their deltas arrive. A spinner runs only when its stream is a
+//! terminal, and never while a streamed line is open (it would erase it).
 
 use std::io::{IsTerminal, Write};
 
 use interpreter_protocol::{
-    EventMsg, ExecCommandStatus, SessionConfiguredEvent, StepStatus, TokenUsage,
+    EventMsg, ExecCommandStatus, FileChange, FileChanges, SessionConfiguredEvent, StepStatus,
+    TokenUsage,
 };
 
 use crate::cli::ColorArg;
@@ -18,7 +24,7 @@ use crate::cli::ColorArg;
 const MAX_OUTPUT_LINES: usize = 20;
 const SPINNER_FRAMES: [&str; 4] = ["-", "\\", "|", "/"];
 
-struct Style {
+pub struct Style {
     enabled: bool,
 }
 
@@ -30,19 +36,19 @@ impl Style {
             text.to_string()
         }
     }
-    fn bold(&self, text: &str) -> String {
+    pub fn bold(&self, text: &str) -> String {
         self.paint("1", text)
     }
-    fn dim(&self, text: &str) -> String {
+    pub fn dim(&self, text: &str) -> String {
         self.paint("2", text)
     }
-    fn red(&self, text: &str) -> String {
+    pub fn red(&self, text: &str) -> String {
         self.paint("31", text)
     }
-    fn green(&self, text: &str) -> String {
+    pub fn green(&self, text: &str) -> String {
         self.paint("32", text)
     }
-    fn yellow(&self, text: &str) -> String {
+    pub fn yellow(&self, text: &str) -> String {
         self.paint("33", text)
     }
     fn magenta(&self, text: &str) -> String {
@@ -52,6 +58,10 @@ impl Style {
 
 pub struct HumanOutput {
     style: Style,
+    /// Interactive mode: stdout is the conversation and agent messages stream.
+    interactive: bool,
+    /// A streamed agent message whose line is not finished yet.
+    streaming: bool,
     spinner: bool,
     spinner_frame: usize,
     spinner_visible: bool,
@@ -63,16 +73,32 @@ pub struct HumanOutput {
 }
 
 impl HumanOutput {
+    /// exec's renderer: the answer on stdout, the rest on stderr.
     pub fn new(color: ColorArg) -> Self {
-        let stderr_is_terminal = std::io::stderr().is_terminal();
+        Self::with_target(color, false)
+    }
+
+    /// The interactive mode's renderer: everything on stdout, agent messages streamed.
+    pub fn interactive(color: ColorArg) -> Self {
+        Self::with_target(color, true)
+    }
+
+    fn with_target(color: ColorArg, interactive: bool) -> Self {
+        let is_terminal = if interactive {
+            std::io::stdout().is_terminal()
+        } else {
+            std::io::stderr().is_terminal()
+        };
         let enabled = match color {
             ColorArg::Always => true,
             ColorArg::Never => false,
-            ColorArg::Auto => stderr_is_terminal,
+            ColorArg::Auto => is_terminal,
         };
         Self {
             style: Style { enabled },
-            spinner: stderr_is_terminal,
+            interactive,
+            streaming: false,
+            spinner: is_terminal,
             spinner_frame: 0,
             spinner_visible: false,
             turn_running: false,
@@ -81,29 +107,80 @@ impl HumanOutput {
         }
     }
 
-    fn err(&mut self, text: &str) {
-        let mut stderr = std::io::stderr().lock();
-        if self.spinner_visible {
-            let _ = write!(stderr, "\r\x1b[K");
-            self.spinner_visible = false;
+    pub fn style(&self) -> &Style {
+        &self.style
+    }
+
+    /// Where everything but exec's final answer goes.
+    fn sink(&self) -> Box<dyn Write + '_> {
+        if self.interactive {
+            Box::new(std::io::stdout().lock())
+        } else {
+            Box::new(std::io::stderr().lock())
         }
-        let _ = writeln!(stderr, "{text}");
+    }
+
+    /// Finish a streamed line and erase the spinner, so the next text starts a fresh line.
+    fn clear_line(&mut self) {
+        let streaming = std::mem::take(&mut self.streaming);
+        let spinner_visible = std::mem::take(&mut self.spinner_visible);
+        let mut sink = self.sink();
+        if streaming {
+            let _ = writeln!(sink);
+        }
+        if spinner_visible {
+            let _ = write!(sink, "\r\x1b[K");
+        }
+        let _ = sink.flush();
+    }
+
+    /// One line of output.
+    pub fn err(&mut self, text: &str) {
+        self.clear_line();
+        let mut sink = self.sink();
+        let _ = writeln!(sink, "{text}");
+        let _ = sink.flush();
     }
 
     pub fn spinner_enabled(&self) -> bool {
-        self.spinner && self.turn_running
+        self.spinner && self.turn_running && !self.streaming
     }
 
     pub fn spin(&mut self) {
         let frame = SPINNER_FRAMES[self.spinner_frame % SPINNER_FRAMES.len()];
         self.spinner_frame += 1;
-        let mut stderr = std::io::stderr().lock();
-        let _ = write!(stderr, "\r{} working", self.style.dim(frame));
-        let _ = stderr.flush();
+        let text = format!("\r{} working", self.style.dim(frame));
+        let mut sink = self.sink();
+        let _ = write!(sink, "{text}");
+        let _ = sink.flush();
+        drop(sink);
         self.spinner_visible = true;
     }
 
+    /// Stream a fragment of the agent's message (interactive mode).
+    fn agent_delta(&mut self, delta: &str) {
+        if !self.streaming {
+            let label = self.style.magenta("interpreter");
+            self.err(&label);
+        } else if self.spinner_visible {
+            self.clear_line();
+        }
+        let mut sink = self.sink();
+        let _ = write!(sink, "{delta}");
+        let _ = sink.flush();
+        drop(sink);
+        self.streaming = true;
+    }
+
     pub fn header(&mut self, configured: &SessionConfiguredEvent, prompt: &str) {
+        self.session_header(configured);
+        let label = self.style.bold("user");
+        self.err(&label);
+        self.err(prompt);
+    }
+
+    /// The settings a thread runs with, between two rules.
+    pub fn session_header(&mut self, configured: &SessionConfiguredEvent) {
         let mut lines = vec![
             format!("interpreter v{}", env!("CARGO_PKG_VERSION")),
             "--------".to_string(),
@@ -142,8 +219,6 @@ impl HumanOutput {
             configured.thread_id
         ));
         lines.push("--------".to_string());
-        lines.push(self.style.bold("user"));
-        lines.push(prompt.to_string());
         for line in lines {
             self.err(&line);
         }
@@ -159,6 +234,21 @@ impl HumanOutput {
 
     pub fn event(&mut self, msg: &EventMsg) {
         match msg {
+            EventMsg::AgentMessageDelta(delta) if self.interactive => {
+                self.agent_delta(&delta.delta);
+                return;
+            }
+            EventMsg::AgentMessage(message) if self.interactive => {
+                if self.streaming {
+                    // Already on screen, delta by delta: just end its line.
+                    self.clear_line();
+                } else {
+                    let label = self.style.magenta("interpreter");
+                    self.err(&label);
+                    self.err(&message.message);
+                }
+                return;
+            }
             EventMsg::AgentMessageDelta(_)
             | EventMsg::AgentReasoningDelta(_)
             | EventMsg::ExecCommandOutputDelta(_)
@@ -176,7 +266,12 @@ impl HumanOutput {
                 if done.error.is_some() {
                     self.flush_pending_agent_message();
                 }
-                self.token_total();
+                if self.interactive {
+                    // The conversation goes on; the total is in `/status`.
+                    self.clear_line();
+                } else {
+                    self.token_total();
+                }
                 return;
             }
             _ => {}
@@ -341,6 +436,47 @@ impl HumanOutput {
             let _ = stdout.flush();
         }
     }
+}
+
+/// A patch as the user reviews it before approving: each file with its diff (added and
+/// deleted files in full), `+`/`-` lines colored.
+pub fn patch_preview(style: &Style, changes: &FileChanges) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (path, change) in changes {
+        match change {
+            FileChange::Add { content } => {
+                lines.push(style.bold(&format!("A {}", path.display())));
+                lines.extend(content.lines().map(|line| style.green(&format!("+{line}"))));
+            }
+            FileChange::Delete { content } => {
+                lines.push(style.bold(&format!("D {}", path.display())));
+                lines.extend(content.lines().map(|line| style.red(&format!("-{line}"))));
+            }
+            FileChange::Update {
+                unified_diff,
+                move_path,
+            } => {
+                let header = match move_path {
+                    Some(to) => format!("M {} → {}", path.display(), to.display()),
+                    None => format!("M {}", path.display()),
+                };
+                lines.push(style.bold(&header));
+                for line in unified_diff.lines() {
+                    let painted = if line.starts_with("+++") || line.starts_with("---") {
+                        style.dim(line)
+                    } else if line.starts_with('+') {
+                        style.green(line)
+                    } else if line.starts_with('-') {
+                        style.red(line)
+                    } else {
+                        line.to_string()
+                    };
+                    lines.push(painted);
+                }
+            }
+        }
+    }
+    lines
 }
 
 /// The first `max` lines, plus a note of how many were left out.
