@@ -12,6 +12,7 @@
 //! terminal, and never while a streamed line is open (it would erase it).
 
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 
 use interpreter_protocol::{
     EventMsg, ExecCommandStatus, FileChange, FileChanges, SessionConfiguredEvent, StepStatus,
@@ -438,11 +439,12 @@ impl HumanOutput {
     }
 }
 
-/// A patch as the user reviews it before approving: each file with its diff (added and
-/// deleted files in full), `+`/`-` lines colored.
-pub fn patch_preview(style: &Style, changes: &FileChanges) -> Vec<String> {
+/// A patch as the user reviews it before approving: each file (relative to `cwd` when
+/// inside it) with its diff (added and deleted files in full), `+`/`-` lines colored.
+pub fn patch_preview(style: &Style, changes: &FileChanges, cwd: &Path) -> Vec<String> {
     let mut lines = Vec::new();
     for (path, change) in changes {
+        let path = path.strip_prefix(cwd).unwrap_or(path);
         match change {
             FileChange::Add { content } => {
                 lines.push(style.bold(&format!("A {}", path.display())));

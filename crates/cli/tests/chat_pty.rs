@@ -328,6 +328,67 @@ async fn resume_continues_an_earlier_thread_with_its_history() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bare_interpreter_sends_its_prompt_and_asks_before_a_patch() {
+    let env = TestEnv::new().await;
+    let patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello from the patch\n*** End Patch";
+    env.server.push(MockResponse::sse(vec![
+        chunk::tool_call(
+            0,
+            "call_patch",
+            "apply_patch",
+            &json!({ "input": patch }).to_string(),
+        ),
+        chunk::finish("tool_calls"),
+    ]));
+    // An answer in fragments: they stream onto one line.
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("Wrote "),
+        chunk::text("hello.txt "),
+        chunk::text("for you."),
+        chunk::finish("stop"),
+        chunk::usage(10, 3),
+    ]));
+    tokio::task::block_in_place(|| {
+        // No subcommand: the root form, with the first message as an argument.
+        let mut term = Terminal::spawn(
+            &env,
+            &[
+                "-a",
+                "untrusted",
+                "-s",
+                "danger-full-access",
+                "add a hello file",
+            ],
+        );
+        term.expect("add a hello file");
+        term.expect("A hello.txt");
+        term.expect("+hello from the patch");
+        term.expect("Apply these changes? [y]es / [n]o / [a]lways for this session");
+        term.expect(ANSWER_PROMPT);
+        term.line("a");
+        term.expect("patch: completed");
+        term.expect("Wrote hello.txt for you.");
+        term.expect(PROMPT);
+        // Ctrl-C with text typed clears the line and keeps the prompt...
+        term.session.send("half a thought").expect("type");
+        term.expect("half a thought");
+        term.key(ControlCode::EndOfText);
+        term.line("/approval");
+        term.expect("approval: untrusted");
+        term.expect(PROMPT);
+        // ...and at an empty prompt it leaves.
+        term.key(ControlCode::EndOfText);
+        assert_eq!(term.wait_exit(), Some(0));
+    });
+    assert_eq!(
+        std::fs::read_to_string(env.work_path().join("hello.txt")).unwrap(),
+        "hello from the patch\n"
+    );
+    assert_eq!(env.server.requests().len(), 2);
+    env.server.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_terminal_bare_interpreter_prints_help_and_exits_2() {
     let env = TestEnv::new().await;
     let out = env.run(&[]).await;

@@ -305,7 +305,8 @@ impl Chat {
                         .await?;
                 }
                 EventMsg::ApplyPatchApprovalRequest(request) => {
-                    let mut details = patch_preview(self.output.style(), &request.changes);
+                    let mut details =
+                        patch_preview(self.output.style(), &request.changes, &self.configured.cwd);
                     if let Some(reason) = &request.reason {
                         details.push(format!("reason: {reason}"));
                     }
