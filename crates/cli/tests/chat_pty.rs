@@ -389,6 +389,25 @@ async fn bare_interpreter_sends_its_prompt_and_asks_before_a_patch() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_at_the_prompt_leaves_cleanly() {
+    let env = TestEnv::new().await;
+    tokio::task::block_in_place(|| {
+        let mut term = Terminal::spawn(&env, &["chat"]);
+        let id = term.session_id();
+        term.expect(PROMPT);
+        let pid = term.session.get_process().pid().as_raw();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        term.expect(&format!("/resume {id}"));
+        assert_eq!(term.wait_exit(), Some(0));
+    });
+    assert!(env.server.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_terminal_bare_interpreter_prints_help_and_exits_2() {
     let env = TestEnv::new().await;
     let out = env.run(&[]).await;

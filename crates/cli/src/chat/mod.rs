@@ -92,6 +92,19 @@ pub async fn run_chat(
     config_args: ConfigArgs,
     env: HashMap<String, String>,
 ) -> anyhow::Result<ExitCode> {
+    // The line editor restores the terminal when a read ends; leaving while a read is
+    // still blocked (SIGTERM at the prompt, an error) would leave it in raw mode.
+    let terminal = TerminalGuard::save();
+    let result = chat(options, config_args, env).await;
+    drop(terminal);
+    result
+}
+
+async fn chat(
+    options: ChatOptions,
+    config_args: ConfigArgs,
+    env: HashMap<String, String>,
+) -> anyhow::Result<ExitCode> {
     let cwd = crate::exec::resolve_cwd(options.cwd.as_deref())?;
     let settings = if options.full_auto {
         Settings {
@@ -615,6 +628,32 @@ impl Chat {
             );
             let hint = self.output.style().dim(&hint);
             self.say(&hint);
+        }
+    }
+}
+
+/// The terminal settings of stdin at start, put back when dropped.
+struct TerminalGuard {
+    saved: Option<rustix::termios::Termios>,
+}
+
+impl TerminalGuard {
+    fn save() -> Self {
+        Self {
+            saved: rustix::termios::tcgetattr(std::io::stdin()).ok(),
+        }
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            // Drain, not flush: keys typed ahead stay for whatever reads the terminal next.
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Drain,
+                saved,
+            );
         }
     }
 }
