@@ -288,11 +288,17 @@ pub struct ChatArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct ChatOptions {
     /// Model to use (overrides `model` in config; `/model` changes it later).
-    #[arg(id = "chat_model", short = 'm', long = "model")]
+    #[arg(id = "chat_model", short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
 
     /// Sandbox for the commands the agent runs (`/sandbox` changes it later).
-    #[arg(id = "chat_sandbox", short = 's', long = "sandbox", value_enum)]
+    #[arg(
+        id = "chat_sandbox",
+        short = 's',
+        long = "sandbox",
+        value_enum,
+        value_name = "MODE"
+    )]
     pub sandbox: Option<SandboxModeArg>,
 
     /// When to ask before running a command or applying a patch (`/approval` changes it

@@ -298,8 +298,12 @@ async fn resume_continues_an_earlier_thread_with_its_history() {
         term.expect("recent threads in");
         term.expect(&first_id);
         term.expect(PROMPT);
-        term.line(&format!("/resume {first_id}"));
+        // The newest thread here is this session's own; --last means the one before it.
+        term.line("/resume --last");
         term.expect(&format!("resumed thread {first_id}"));
+        term.expect(PROMPT);
+        term.line(&format!("/resume {first_id}"));
+        term.expect("already on that thread");
         term.expect(PROMPT);
         term.line("/model other-model");
         term.expect("model: other-model");

@@ -157,21 +157,10 @@ async fn chat(
         signals,
     };
 
-    let first = options.prompt.filter(|prompt| !prompt.trim().is_empty());
-    let exit = match first {
-        Some(prompt) => {
-            let label = chat.output.style().bold("user");
-            chat.output.err(&label);
-            chat.output.err(&prompt);
-            matches!(chat.turn(prompt).await?, TurnEnd::Exit)
-        }
-        None => false,
-    };
-    if !exit {
-        chat.prompt_loop().await?;
-    }
+    let outcome = chat.converse(options.prompt).await;
+    // Also after an error, so the rollout is complete on disk.
     chat.leave().await;
-    Ok(ExitCode::SUCCESS)
+    outcome.map(|()| ExitCode::SUCCESS)
 }
 
 fn build_config(
@@ -210,6 +199,19 @@ fn heal_index(config: &Config, output: &mut HumanOutput) {
 }
 
 impl Chat {
+    /// The first message, if any, then the prompt until the user leaves.
+    async fn converse(&mut self, first: Option<String>) -> anyhow::Result<()> {
+        if let Some(prompt) = first.filter(|prompt| !prompt.trim().is_empty()) {
+            let label = self.output.style().bold("user");
+            self.say(&label);
+            self.say(&prompt);
+            if let TurnEnd::Exit = self.turn(prompt).await? {
+                return Ok(());
+            }
+        }
+        self.prompt_loop().await
+    }
+
     async fn prompt_loop(&mut self) -> anyhow::Result<()> {
         loop {
             let input = tokio::select! {
@@ -456,13 +458,14 @@ impl Chat {
             .reconfigure_thread(self.thread.id(), config.clone(), SHUTDOWN_GRACE)
             .await
         {
-            Ok(restarted) => {
-                self.adopt(restarted);
-            }
+            Ok(restarted) => self.adopt(restarted),
             Err(CoreError::ThreadNotPersisted(_)) => {
+                self.settings = settings;
+                self.config = config;
                 self.output.warning(
                     "this thread is ephemeral and keeps its settings; the new ones apply from /new on",
                 );
+                return Ok(());
             }
             Err(err) => return Err(err.into()),
         }
