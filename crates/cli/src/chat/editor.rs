@@ -139,19 +139,19 @@ fn read_one(
     history: Option<&PathBuf>,
 ) -> anyhow::Result<Input> {
     loop {
-        return match editor.readline(&request.prompt) {
+        match editor.readline(&request.prompt) {
             Ok(line) => {
                 if request.purpose == Purpose::Message && !line.trim().is_empty() {
                     remember(editor, &line, history);
                 }
-                Ok(Input::Line(line))
+                return Ok(Input::Line(line));
             }
-            Err(ReadlineError::Interrupted) => Ok(Input::Interrupted),
-            Err(ReadlineError::Eof) => Ok(Input::Eof),
+            Err(ReadlineError::Interrupted) => return Ok(Input::Interrupted),
+            Err(ReadlineError::Eof) => return Ok(Input::Eof),
             // A window resize while reading: read again.
-            Err(ReadlineError::Signal(_)) => continue,
-            Err(err) => Err(anyhow::anyhow!("cannot read from the terminal: {err}")),
-        };
+            Err(ReadlineError::Signal(_)) => {}
+            Err(err) => return Err(anyhow::anyhow!("cannot read from the terminal: {err}")),
+        }
     }
 }
 

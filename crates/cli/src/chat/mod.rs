@@ -85,6 +85,8 @@ struct Chat {
     editor: LineEditor,
     usage: Option<TokenUsageInfo>,
     signals: ChatSignals,
+    /// When Ctrl-C last interrupted a turn, to recognise a second Ctrl-C.
+    last_interrupt: Option<Instant>,
 }
 
 pub async fn run_chat(
@@ -155,6 +157,7 @@ async fn chat(
         editor,
         usage: None,
         signals,
+        last_interrupt: None,
     };
 
     let outcome = chat.converse(options.prompt).await;
@@ -214,9 +217,30 @@ impl Chat {
 
     async fn prompt_loop(&mut self) -> anyhow::Result<()> {
         loop {
-            let input = tokio::select! {
-                input = self.editor.read(PROMPT, Purpose::Message) => input?,
-                () = self.signals.stop() => return Ok(()),
+            // The read is not dropped for a signal it outlives: a line typed meanwhile
+            // would be lost with it.
+            let input = {
+                let read = self.editor.read(PROMPT, Purpose::Message);
+                tokio::pin!(read);
+                loop {
+                    tokio::select! {
+                        input = &mut read => break input?,
+                        signal = self.signals.next() => match signal {
+                            ChatSignal::Stop => return Ok(()),
+                            // While the editor reads, Ctrl-C is a key, not a signal; a SIGINT
+                            // here was pressed just as an interrupted turn ended: the second
+                            // Ctrl-C of a pair, which leaves.
+                            ChatSignal::CtrlC
+                                if self
+                                    .last_interrupt
+                                    .is_some_and(|at| at.elapsed() < DOUBLE_CTRL_C) =>
+                            {
+                                return Ok(());
+                            }
+                            ChatSignal::CtrlC => {}
+                        },
+                    }
+                }
             };
             let line = match input {
                 // Ctrl-C reaches here only at an empty line (it clears a typed one).
@@ -281,6 +305,7 @@ impl Chat {
                     self.output.warning("interrupting the turn (Ctrl-C again to leave)");
                     thread.submit(Op::Interrupt).await?;
                     interrupted_at = Some(Instant::now());
+                    self.last_interrupt = interrupted_at;
                     continue;
                 }
                 () = grace => {
@@ -701,14 +726,6 @@ impl ChatSignals {
             _ = self.ctrl_c.recv() => ChatSignal::CtrlC,
             _ = self.terminate.recv() => ChatSignal::Stop,
             _ = self.hangup.recv() => ChatSignal::Stop,
-        }
-    }
-
-    /// SIGTERM or SIGHUP: leave.
-    async fn stop(&mut self) {
-        tokio::select! {
-            _ = self.terminate.recv() => {}
-            _ = self.hangup.recv() => {}
         }
     }
 
