@@ -52,7 +52,7 @@ impl Style {
     pub fn yellow(&self, text: &str) -> String {
         self.paint("33", text)
     }
-    fn magenta(&self, text: &str) -> String {
+    pub fn magenta(&self, text: &str) -> String {
         self.paint("35", text)
     }
 }
@@ -482,7 +482,7 @@ pub fn patch_preview(style: &Style, changes: &FileChanges, cwd: &Path) -> Vec<St
 }
 
 /// The first `max` lines, plus a note of how many were left out.
-fn truncate_lines(text: &str, max: usize) -> String {
+pub fn truncate_lines(text: &str, max: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     if lines.len() <= max {
         return lines.join("\n");

@@ -300,6 +300,9 @@ async fn resume_continues_an_earlier_thread_with_its_history() {
         term.expect(PROMPT);
         // The newest thread here is this session's own; --last means the one before it.
         term.line("/resume --last");
+        // Where the thread left off is shown again.
+        term.expect("remember the word pelican");
+        term.expect("Noted: pelican.");
         term.expect(&format!("resumed thread {first_id}"));
         term.expect(PROMPT);
         term.line(&format!("/resume {first_id}"));

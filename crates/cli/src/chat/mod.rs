@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::Context;
 use futures::FutureExt;
 use interpreter_core::config::{Config, ConfigOverrides, load_config};
-use interpreter_core::rollout::ThreadIndex;
+use interpreter_core::rollout::{RolloutItem, ThreadIndex};
 use interpreter_core::{CoreError, NewThread, Thread, ThreadManager};
 use interpreter_protocol::{
     AskForApproval, EventMsg, Op, ReviewDecision, SandboxMode, SessionConfiguredEvent,
@@ -44,6 +44,9 @@ const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// How long a thread may take to flush its rollout when it is left or restarted.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const SPINNER_INTERVAL: Duration = Duration::from_millis(120);
+/// Messages of a resumed thread shown again, and lines shown of each.
+const RECAP_MESSAGES: usize = 6;
+const RECAP_LINES: usize = 12;
 /// Threads listed by `/resume` without an argument.
 const RESUME_LIST_LEN: usize = 10;
 /// Index rows scanned for this directory's threads.
@@ -550,10 +553,52 @@ impl Chat {
         let resumed = self.manager.resume_thread(self.config.clone(), id).await?;
         self.usage = None;
         self.switch_to(resumed).await;
+        self.recap();
         self.say(&format!(
             "resumed thread {id}; the model sees its earlier history"
         ));
         Ok(())
+    }
+
+    /// The end of the current thread's conversation, read back from its rollout, so the
+    /// user sees where a resumed thread left off.
+    fn recap(&mut self) {
+        let Some(path) = self.configured.rollout_path.clone() else {
+            return;
+        };
+        let items = match interpreter_core::rollout::read_rollout(&path) {
+            Ok(items) => items,
+            Err(err) => {
+                self.output
+                    .warning(&format!("cannot show the earlier conversation: {err}"));
+                return;
+            }
+        };
+        let messages: Vec<(bool, String)> = items
+            .into_iter()
+            .filter_map(|item| match item {
+                RolloutItem::EventMsg(EventMsg::UserMessage(m)) => Some((true, m.message)),
+                RolloutItem::EventMsg(EventMsg::AgentMessage(m)) => Some((false, m.message)),
+                _ => None,
+            })
+            .collect();
+        let skipped = messages.len().saturating_sub(RECAP_MESSAGES);
+        if skipped > 0 {
+            let note = self
+                .output
+                .style()
+                .dim(&format!("… {skipped} earlier messages"));
+            self.say(&note);
+        }
+        for (from_user, text) in messages.into_iter().skip(skipped) {
+            let label = if from_user {
+                self.output.style().bold("user")
+            } else {
+                self.output.style().magenta("interpreter")
+            };
+            self.say(&label);
+            self.say(&crate::render::truncate_lines(&text, RECAP_LINES));
+        }
     }
 
     /// Make `new` the current thread and let the old one go (its rollout stays).
