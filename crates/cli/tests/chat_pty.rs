@@ -179,6 +179,10 @@ async fn a_command_runs_after_the_user_approves_it() {
         term.expect("succeeded");
         term.expect("Created the file.");
         term.expect(PROMPT);
+        // Tab completes a slash command.
+        term.line("/stat\t");
+        term.expect("tokens used:");
+        term.expect(PROMPT);
         term.key(ControlCode::EndOfTransmission);
         assert_eq!(term.wait_exit(), Some(0));
     });

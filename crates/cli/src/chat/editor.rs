@@ -10,11 +10,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
+use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
+use rustyline::validate::Validator;
 use rustyline::{
-    Cmd, ConditionalEventHandler, Config, Editor, Event, EventContext, EventHandler, KeyEvent,
-    Movement, RepeatCount,
+    Cmd, ConditionalEventHandler, Config, Editor, Event, EventContext, EventHandler, Helper,
+    KeyEvent, Movement, RepeatCount,
 };
 use tokio::sync::oneshot;
 
@@ -104,7 +108,7 @@ impl LineEditor {
 fn new_editor(
     strict: Arc<AtomicBool>,
     history: Option<&PathBuf>,
-) -> anyhow::Result<Editor<(), FileHistory>> {
+) -> anyhow::Result<Editor<SlashCompleter, FileHistory>> {
     let config = Config::builder()
         .max_history_size(HISTORY_SIZE)
         .context("invalid history size")?
@@ -113,8 +117,9 @@ fn new_editor(
         .history_ignore_space(true)
         .auto_add_history(false)
         .build();
-    let mut editor: Editor<(), FileHistory> =
+    let mut editor: Editor<SlashCompleter, FileHistory> =
         Editor::with_config(config).context("cannot open the terminal for line editing")?;
+    editor.set_helper(Some(SlashCompleter));
     editor.bind_sequence(
         KeyEvent::ctrl('C'),
         EventHandler::Conditional(Box::new(CtrlC { strict })),
@@ -134,7 +139,7 @@ fn new_editor(
 }
 
 fn read_one(
-    editor: &mut Editor<(), FileHistory>,
+    editor: &mut Editor<SlashCompleter, FileHistory>,
     request: &Request,
     history: Option<&PathBuf>,
 ) -> anyhow::Result<Input> {
@@ -156,7 +161,11 @@ fn read_one(
 }
 
 /// Add a line to the history, and to the file at once so that a crash loses nothing.
-fn remember(editor: &mut Editor<(), FileHistory>, line: &str, history: Option<&PathBuf>) {
+fn remember(
+    editor: &mut Editor<SlashCompleter, FileHistory>,
+    line: &str,
+    history: Option<&PathBuf>,
+) {
     match editor.add_history_entry(line) {
         Ok(true) => {}
         // A duplicate or space-prefixed line: not kept.
@@ -172,6 +181,38 @@ fn remember(editor: &mut Editor<(), FileHistory>, line: &str, history: Option<&P
         tracing::warn!("cannot write history {}: {err}", path.display());
     }
 }
+
+/// Tab completes a slash command's name at the start of the line.
+pub struct SlashCompleter;
+
+impl Completer for SlashCompleter {
+    type Candidate = &'static str;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<&'static str>)> {
+        let typed = line.get(..pos).unwrap_or(line);
+        if !typed.starts_with('/') || typed.contains(char::is_whitespace) {
+            return Ok((0, Vec::new()));
+        }
+        let matches = super::slash::NAMES
+            .iter()
+            .copied()
+            .filter(|name| name.starts_with(typed))
+            .collect();
+        Ok((0, matches))
+    }
+}
+
+impl Hinter for SlashCompleter {
+    type Hint = String;
+}
+impl Highlighter for SlashCompleter {}
+impl Validator for SlashCompleter {}
+impl Helper for SlashCompleter {}
 
 /// Ctrl-C at the prompt: clears a line being typed (as shells do), and interrupts, which
 /// exits, only at an empty line. At an approval question it always interrupts, so that

@@ -26,6 +26,19 @@ pub const HELP: &[(&str, &str)] = &[
     ("/exit", "leave (also /quit, Ctrl-D at an empty prompt)"),
 ];
 
+/// The command names, for completion.
+pub const NAMES: &[&str] = &[
+    "/new",
+    "/resume",
+    "/model",
+    "/approval",
+    "/sandbox",
+    "/status",
+    "/help",
+    "/exit",
+    "/quit",
+];
+
 /// A parsed slash command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Slash {
@@ -131,6 +144,17 @@ mod tests {
             Ok(Slash::Sandbox(Some(SandboxMode::WorkspaceWrite)))
         );
         assert_eq!(parse("/quit"), Ok(Slash::Exit));
+    }
+
+    #[test]
+    fn every_completion_parses() {
+        for name in NAMES {
+            let line = match *name {
+                "/model" => "/model m".to_string(),
+                other => other.to_string(),
+            };
+            assert!(parse(&line).is_ok(), "{line}");
+        }
     }
 
     #[test]
