@@ -259,7 +259,8 @@ async fn ctrl_c_interrupts_a_long_command_and_the_prompt_comes_back() {
             std::thread::sleep(Duration::from_millis(20));
         }
         // The thread goes on after the interrupt.
-        term.line("are you there?");
+        // Alt-Enter (ESC CR) continues the message on a new line.
+        term.session.send("are you\x1b\rthere?\r").expect("type");
         term.expect("Still here.");
         term.expect(PROMPT);
         term.line("/exit");
@@ -270,7 +271,9 @@ async fn ctrl_c_interrupts_a_long_command_and_the_prompt_comes_back() {
     assert!(
         requests[1]["messages"]
             .to_string()
-            .contains("are you there?")
+            .contains("are you\\nthere?"),
+        "{}",
+        requests[1]["messages"]
     );
     env.server.assert_invariants();
 }
@@ -311,6 +314,10 @@ async fn resume_continues_an_earlier_thread_with_its_history() {
         term.expect(PROMPT);
         term.line(&format!("/resume {first_id}"));
         term.expect("already on that thread");
+        term.expect(PROMPT);
+        // Usage so far is known before the next turn.
+        term.line("/status");
+        term.expect("tokens used:  12");
         term.expect(PROMPT);
         term.line("/model other-model");
         term.expect("model: other-model");

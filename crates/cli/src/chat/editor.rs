@@ -18,7 +18,7 @@ use rustyline::history::FileHistory;
 use rustyline::validate::Validator;
 use rustyline::{
     Cmd, ConditionalEventHandler, Config, Editor, Event, EventContext, EventHandler, Helper,
-    KeyEvent, Movement, RepeatCount,
+    KeyCode, KeyEvent, Modifiers, Movement, RepeatCount,
 };
 use tokio::sync::oneshot;
 
@@ -120,6 +120,11 @@ fn new_editor(
     let mut editor: Editor<SlashCompleter, FileHistory> =
         Editor::with_config(config).context("cannot open the terminal for line editing")?;
     editor.set_helper(Some(SlashCompleter));
+    // Enter sends; Alt-Enter starts a new line of the same message.
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Enter, Modifiers::ALT),
+        EventHandler::Simple(Cmd::Newline),
+    );
     editor.bind_sequence(
         KeyEvent::ctrl('C'),
         EventHandler::Conditional(Box::new(CtrlC { strict })),

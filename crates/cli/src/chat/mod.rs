@@ -561,7 +561,7 @@ impl Chat {
     }
 
     /// The end of the current thread's conversation, read back from its rollout, so the
-    /// user sees where a resumed thread left off.
+    /// user sees where a resumed thread left off; also its token usage so far.
     fn recap(&mut self) {
         let Some(path) = self.configured.rollout_path.clone() else {
             return;
@@ -574,14 +574,20 @@ impl Chat {
                 return;
             }
         };
-        let messages: Vec<(bool, String)> = items
-            .into_iter()
-            .filter_map(|item| match item {
-                RolloutItem::EventMsg(EventMsg::UserMessage(m)) => Some((true, m.message)),
-                RolloutItem::EventMsg(EventMsg::AgentMessage(m)) => Some((false, m.message)),
-                _ => None,
-            })
-            .collect();
+        let mut messages: Vec<(bool, String)> = Vec::new();
+        for item in items {
+            match item {
+                RolloutItem::EventMsg(EventMsg::UserMessage(m)) => messages.push((true, m.message)),
+                RolloutItem::EventMsg(EventMsg::AgentMessage(m)) => {
+                    messages.push((false, m.message))
+                }
+                // `/status` shows the thread's usage so far before its next turn.
+                RolloutItem::EventMsg(EventMsg::TokenCount(count)) if count.info.is_some() => {
+                    self.usage = count.info;
+                }
+                _ => {}
+            }
+        }
         let skipped = messages.len().saturating_sub(RECAP_MESSAGES);
         if skipped > 0 {
             let note = self
