@@ -136,7 +136,7 @@ impl HumanOutput {
     }
 
     /// One line of output.
-    pub fn err(&mut self, text: &str) {
+    pub fn line(&mut self, text: &str) {
         self.clear_line();
         let mut sink = self.sink();
         let _ = writeln!(sink, "{text}");
@@ -162,7 +162,7 @@ impl HumanOutput {
     fn agent_delta(&mut self, delta: &str) {
         if !self.streaming {
             let label = self.style.magenta("interpreter");
-            self.err(&label);
+            self.line(&label);
         } else if self.spinner_visible {
             self.clear_line();
         }
@@ -176,8 +176,8 @@ impl HumanOutput {
     pub fn header(&mut self, configured: &SessionConfiguredEvent, prompt: &str) {
         self.session_header(configured);
         let label = self.style.bold("user");
-        self.err(&label);
-        self.err(prompt);
+        self.line(&label);
+        self.line(prompt);
     }
 
     /// The settings a thread runs with, between two rules.
@@ -221,15 +221,15 @@ impl HumanOutput {
         ));
         lines.push("--------".to_string());
         for line in lines {
-            self.err(&line);
+            self.line(&line);
         }
     }
 
     fn flush_pending_agent_message(&mut self) {
         if let Some(message) = self.pending_agent_message.take() {
             let label = self.style.magenta("interpreter");
-            self.err(&label);
-            self.err(&message);
+            self.line(&label);
+            self.line(&message);
         }
     }
 
@@ -245,8 +245,8 @@ impl HumanOutput {
                     self.clear_line();
                 } else {
                     let label = self.style.magenta("interpreter");
-                    self.err(&label);
-                    self.err(&message.message);
+                    self.line(&label);
+                    self.line(&message.message);
                 }
                 return;
             }
@@ -285,20 +285,20 @@ impl HumanOutput {
             }
             EventMsg::AgentReasoning(reasoning) if !reasoning.text.trim().is_empty() => {
                 let label = self.style.dim("thinking");
-                self.err(&label);
+                self.line(&label);
                 let text = self.style.dim(&reasoning.text);
-                self.err(&text);
+                self.line(&text);
             }
             EventMsg::ExecCommandBegin(begin) => {
                 let label = self.style.magenta("exec");
-                self.err(&label);
+                self.line(&label);
                 let line = format!(
                     "{} in {}",
                     self.style
                         .bold(&interpreter_tools::display_command(&begin.command)),
                     begin.cwd.display()
                 );
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::ExecCommandEnd(end) => {
                 let summary = match (end.status, end.exit_code) {
@@ -313,34 +313,34 @@ impl HumanOutput {
                         .style
                         .red(&format!(" killed after {}ms:", end.duration_ms)),
                 };
-                self.err(&summary);
+                self.line(&summary);
                 let shown = truncate_lines(&end.aggregated_output, MAX_OUTPUT_LINES);
                 if !shown.is_empty() {
                     let shown = self.style.dim(&shown);
-                    self.err(&shown);
+                    self.line(&shown);
                 }
             }
             EventMsg::PatchApplyBegin(begin) => {
                 let label = self.style.magenta("apply patch");
-                self.err(&label);
+                self.line(&label);
                 for (path, change) in &begin.changes {
                     let marker = match change.kind() {
                         "add" => "A",
                         "delete" => "D",
                         _ => "M",
                     };
-                    self.err(&format!("  {marker} {}", path.display()));
+                    self.line(&format!("  {marker} {}", path.display()));
                 }
             }
             EventMsg::PatchApplyEnd(end) => {
                 if end.success {
                     let line = self.style.green("patch: completed");
-                    self.err(&line);
+                    self.line(&line);
                 } else {
                     let line = self.style.red("patch: failed");
-                    self.err(&line);
+                    self.line(&line);
                     if !end.stderr.trim().is_empty() {
-                        self.err(end.stderr.trim_end());
+                        self.line(end.stderr.trim_end());
                     }
                 }
             }
@@ -351,7 +351,7 @@ impl HumanOutput {
                     begin.invocation.server,
                     begin.invocation.tool
                 );
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::McpToolCallEnd(end) => {
                 let status = match &end.result {
@@ -364,14 +364,14 @@ impl HumanOutput {
                     end.invocation.server,
                     end.invocation.tool
                 );
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::PlanUpdate(plan) => {
                 let label = self.style.magenta("update plan");
-                self.err(&label);
+                self.line(&label);
                 if let Some(explanation) = &plan.explanation {
                     let text = self.style.dim(explanation);
-                    self.err(&text);
+                    self.line(&text);
                 }
                 for step in &plan.plan {
                     let line = match step.status {
@@ -383,7 +383,7 @@ impl HumanOutput {
                         }
                         StepStatus::Pending => format!("  • {}", step.step),
                     };
-                    self.err(&line);
+                    self.line(&line);
                 }
             }
             EventMsg::Warning(warning) => self.warning(&warning.message),
@@ -393,19 +393,19 @@ impl HumanOutput {
             )),
             EventMsg::Error(error) => {
                 let line = self.style.red(&format!("ERROR: {}", error.message));
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::StreamError(error) => {
                 let line = self.style.yellow(&format!(
                     "stream error: {}; retrying ({}/{})",
                     error.message, error.attempt, error.max_attempts
                 ));
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::TurnAborted(_) => {
                 self.turn_running = false;
                 let line = self.style.red("turn interrupted");
-                self.err(&line);
+                self.line(&line);
             }
             _ => {}
         }
@@ -413,7 +413,7 @@ impl HumanOutput {
 
     pub fn warning(&mut self, message: &str) {
         let line = self.style.yellow(&format!("warning: {message}"));
-        self.err(&line);
+        self.line(&line);
     }
 
     fn token_total(&mut self) {
@@ -423,8 +423,8 @@ impl HumanOutput {
                 .saturating_sub(total.cached_input_tokens)
                 .saturating_add(total.output_tokens);
             let label = self.style.dim("tokens used");
-            self.err(&label);
-            self.err(&blended.to_string());
+            self.line(&label);
+            self.line(&blended.to_string());
         }
     }
 

@@ -140,7 +140,7 @@ async fn chat(
         .start_thread(config.clone(), SessionSource::Cli)
         .await?;
     output.session_header(&session_configured);
-    output.err(
+    output.line(
         &output
             .style()
             .dim("Type a message, /help for commands, Ctrl-D to leave."),
@@ -384,10 +384,10 @@ impl Chat {
     /// terminal that went away deny: nothing runs without a yes.
     async fn ask(&mut self, details: &[String], question: &str) -> anyhow::Result<ReviewDecision> {
         for line in details {
-            self.output.err(line);
+            self.output.line(line);
         }
         let question = self.output.style().bold(question);
-        self.output.err(&question);
+        self.output.line(&question);
         loop {
             let answer = match self.editor.read(ANSWER_PROMPT, Purpose::Answer).await {
                 Ok(Input::Line(line)) => line,
@@ -468,7 +468,7 @@ impl Chat {
     }
 
     fn say(&mut self, text: &str) {
-        self.output.err(text);
+        self.output.line(text);
     }
 
     /// Apply new settings from the next turn on: rebuild the config and restart the
