@@ -6,7 +6,7 @@
 
 mod exec_support;
 
-use std::io::Stderr;
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -24,10 +24,25 @@ const DEADLINE: Duration = Duration::from_secs(60);
 const PROMPT: &str = "› ";
 const ANSWER_PROMPT: &str = "[y/n/a] › ";
 
+/// The test's stderr through `eprint!`, which the test harness captures (a plain
+/// `std::io::stderr()` would bypass it under `cargo test`).
+struct TestStderr;
+
+impl Write for TestStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        eprint!("{}", String::from_utf8_lossy(buf));
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The binary on a pseudo-terminal. What it prints is copied to the test's stderr, which
 /// the runner shows when a test fails.
 struct Terminal {
-    session: Session<UnixProcess, LogStream<PtyStream, Stderr>>,
+    session: Session<UnixProcess, LogStream<PtyStream, TestStderr>>,
 }
 
 impl Terminal {
@@ -48,7 +63,7 @@ impl Terminal {
             .get_process_mut()
             .set_window_size(200, 50)
             .expect("window size");
-        let mut session = expectrl::session::log(session, std::io::stderr()).expect("log");
+        let mut session = expectrl::session::log(session, TestStderr).expect("log");
         session.set_expect_timeout(Some(DEADLINE));
         Self { session }
     }
