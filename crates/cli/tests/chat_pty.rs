@@ -422,6 +422,59 @@ async fn bare_interpreter_sends_its_prompt_and_asks_before_a_patch() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_changes_carry_over_to_a_new_thread() {
+    let env = TestEnv::new().await;
+    env.server.push(answer("First answer."));
+    env.server.push(shell_call("call_touch", "touch x.txt"));
+    env.server.push(answer("Fine, no file."));
+    let (first_id, second_id) = tokio::task::block_in_place(|| {
+        let mut term = Terminal::spawn(&env, &["chat", "-a", "never", "-s", "danger-full-access"]);
+        let first_id = term.session_id();
+        term.expect(PROMPT);
+        term.line("first message");
+        term.expect("First answer.");
+        term.expect(PROMPT);
+        term.line("/approval untrusted");
+        term.expect("approval: untrusted");
+        term.expect(PROMPT);
+        term.line("/new");
+        let second_id = term.session_id();
+        term.expect(PROMPT);
+        // The stricter policy holds in the new thread: the command is asked about.
+        term.line("make x");
+        term.expect("Run `bash -lc 'touch x.txt'`?");
+        term.expect(ANSWER_PROMPT);
+        term.line("n");
+        term.expect("Fine, no file.");
+        term.expect(PROMPT);
+        term.line("/sandbox read-only");
+        term.expect("sandbox: read-only");
+        term.expect(PROMPT);
+        term.line("/status");
+        term.expect(&format!("thread:       {second_id}"));
+        term.expect("approval:     untrusted");
+        term.expect("sandbox:      read-only");
+        term.expect(PROMPT);
+        term.line("/sandbox wide-open");
+        term.expect("unknown sandbox mode");
+        term.expect(PROMPT);
+        term.key(ControlCode::EndOfTransmission);
+        assert_eq!(term.wait_exit(), Some(0));
+        (first_id, second_id)
+    });
+    assert_ne!(first_id, second_id);
+    assert!(!env.work_path().join("x.txt").exists());
+    let requests = env.server.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        !requests[1]["messages"]
+            .to_string()
+            .contains("first message")
+    );
+    env.server.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_at_the_prompt_leaves_cleanly() {
     let env = TestEnv::new().await;
     tokio::task::block_in_place(|| {
