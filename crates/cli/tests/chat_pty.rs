@@ -494,6 +494,36 @@ async fn sigterm_at_the_prompt_leaves_cleanly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_at_an_approval_question_denies_and_leaves() {
+    let env = TestEnv::new().await;
+    env.server
+        .push(shell_call("call_touch", "touch created.txt"));
+    // The turn may or may not reach the model again before the interrupt lands.
+    env.server.push(answer("Not creating it."));
+    tokio::task::block_in_place(|| {
+        let mut term = Terminal::spawn(
+            &env,
+            &["chat", "-a", "untrusted", "-s", "danger-full-access"],
+        );
+        let id = term.session_id();
+        term.expect(PROMPT);
+        term.line("please create the file");
+        term.expect(ANSWER_PROMPT);
+        let pid = term.session.get_process().pid().as_raw();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        term.expect("no answer: denied");
+        term.expect(&format!("/resume {id}"));
+        assert_eq!(term.wait_exit(), Some(0));
+    });
+    assert!(!env.work_path().join("created.txt").exists());
+    env.server.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_terminal_bare_interpreter_prints_help_and_exits_2() {
     let env = TestEnv::new().await;
     let out = env.run(&[]).await;

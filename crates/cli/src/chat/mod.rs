@@ -90,6 +90,8 @@ struct Chat {
     signals: ChatSignals,
     /// When Ctrl-C last interrupted a turn, to recognise a second Ctrl-C.
     last_interrupt: Option<Instant>,
+    /// A stop signal arrived while an approval question was up.
+    leave_requested: bool,
 }
 
 pub async fn run_chat(
@@ -161,6 +163,7 @@ async fn chat(
         usage: None,
         signals,
         last_interrupt: None,
+        leave_requested: false,
     };
 
     let outcome = chat.converse(options.prompt).await;
@@ -346,6 +349,11 @@ impl Chat {
                             decision,
                         })
                         .await?;
+                    if std::mem::take(&mut self.leave_requested) {
+                        thread.submit(Op::Interrupt).await?;
+                        interrupted_at.get_or_insert_with(Instant::now);
+                        exit_after_turn = true;
+                    }
                 }
                 EventMsg::ApplyPatchApprovalRequest(request) => {
                     let mut details =
@@ -367,6 +375,11 @@ impl Chat {
                             decision,
                         })
                         .await?;
+                    if std::mem::take(&mut self.leave_requested) {
+                        thread.submit(Op::Interrupt).await?;
+                        interrupted_at.get_or_insert_with(Instant::now);
+                        exit_after_turn = true;
+                    }
                 }
                 EventMsg::TaskComplete(_) | EventMsg::TurnAborted(_) => {
                     return Ok(if exit_after_turn {
@@ -380,8 +393,8 @@ impl Chat {
         }
     }
 
-    /// Ask an approval question until the answer is y, n or a. Ctrl-C, Ctrl-D or a
-    /// terminal that went away deny: nothing runs without a yes.
+    /// Ask an approval question until the answer is y, n or a. Ctrl-C, Ctrl-D, a
+    /// terminal that went away or a stop signal deny: nothing runs without a yes.
     async fn ask(&mut self, details: &[String], question: &str) -> anyhow::Result<ReviewDecision> {
         for line in details {
             self.output.line(line);
@@ -389,7 +402,21 @@ impl Chat {
         let question = self.output.style().bold(question);
         self.output.line(&question);
         loop {
-            let answer = match self.editor.read(ANSWER_PROMPT, Purpose::Answer).await {
+            let read = self.editor.read(ANSWER_PROMPT, Purpose::Answer);
+            let answer = tokio::select! {
+                answer = read => answer,
+                signal = self.signals.next() => {
+                    // Leaving (or a Ctrl-C that slipped in as a signal) denies.
+                    if signal == ChatSignal::Stop {
+                        self.leave_requested = true;
+                    }
+                    // The question's prompt line is still open.
+                    self.output.line("");
+                    self.output.warning("no answer: denied");
+                    return Ok(ReviewDecision::Denied);
+                }
+            };
+            let answer = match answer {
                 Ok(Input::Line(line)) => line,
                 Ok(Input::Interrupted | Input::Eof) => {
                     self.output.warning("no answer: denied");
