@@ -10,7 +10,13 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 const ROOT_AFTER_HELP: &str = "\
+Without a subcommand, when stdin and stdout are terminals, `interpreter` opens the
+interactive mode (the same as `interpreter chat`; type /help there). Otherwise it
+prints this help and exits 2: scripts use `interpreter exec`.
+
 Examples:
+  interpreter
+  interpreter -m qwen3-coder --full-auto \"fix the failing test\"
   interpreter exec \"explain this repository\"
   git diff | interpreter exec \"review this diff\"
   interpreter exec --json -s workspace-write \"add a unit test for parse()\"
@@ -36,6 +42,16 @@ Examples:
 
 Exit codes: 0 turn completed, 1 failure or interruption, 2 bad arguments.";
 
+const CHAT_AFTER_HELP: &str = "\
+Examples:
+  interpreter chat
+  interpreter chat -a untrusted \"what does this repository do?\"
+  interpreter chat --full-auto -m qwen3-coder
+
+At the prompt: Enter sends, /help lists the slash commands, Ctrl-C interrupts a turn
+(twice quickly, or at an empty prompt, exits), Ctrl-D at an empty prompt exits.
+See docs/interactive.md.";
+
 const MCP_AFTER_HELP: &str = "\
 Examples:
   interpreter mcp list
@@ -59,15 +75,21 @@ load is refused and leaves the file unchanged.";
     version = env!("INTERPRETER_VERSION"),
     about = "A coding agent for open models behind OpenAI-compatible endpoints (Chat Completions or Responses).",
     after_help = ROOT_AFTER_HELP,
-    subcommand_required = true,
-    arg_required_else_help = true
+    // Without a subcommand: the interactive mode on a terminal, help otherwise (`main`).
+    subcommand_required = false,
+    arg_required_else_help = false
 )]
 pub struct Cli {
     #[command(flatten)]
     pub config: ConfigArgs,
 
+    /// The interactive mode's flags, for `interpreter [FLAGS] [PROMPT]` without a
+    /// subcommand.
+    #[command(flatten)]
+    pub chat: ChatOptions,
+
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// Config selection flags accepted at the root and again after a subcommand; the later
@@ -113,6 +135,10 @@ impl ConfigArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Talk to the agent at a prompt: streamed answers, approvals asked inline, slash
+    /// commands (/help). Needs a terminal. What `interpreter` alone opens on a terminal.
+    #[command(after_help = CHAT_AFTER_HELP)]
+    Chat(ChatArgs),
     /// Run one turn non-interactively and print the result.
     #[command(visible_alias = "e", after_help = EXEC_AFTER_HELP)]
     Exec(Box<ExecArgs>),
@@ -300,6 +326,106 @@ impl SandboxModeArg {
             Self::ReadOnly => interpreter_protocol::SandboxMode::ReadOnly,
             Self::WorkspaceWrite => interpreter_protocol::SandboxMode::WorkspaceWrite,
             Self::DangerFullAccess => interpreter_protocol::SandboxMode::DangerFullAccess,
+        }
+    }
+}
+
+/// `interpreter chat`: the interactive mode's flags plus the config flags.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub options: ChatOptions,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+/// The interactive mode's flags. Names follow `exec` where both have the setting; the
+/// ids differ because `exec`'s flags are global, and clap copies a global flag's value to
+/// every command with the same id, the root included.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ChatOptions {
+    /// Model to use (overrides `model` in config; `/model` changes it later).
+    #[arg(id = "chat_model", short = 'm', long = "model", value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// Sandbox for the commands the agent runs (`/sandbox` changes it later).
+    #[arg(
+        id = "chat_sandbox",
+        short = 's',
+        long = "sandbox",
+        value_enum,
+        value_name = "MODE"
+    )]
+    pub sandbox: Option<SandboxModeArg>,
+
+    /// When to ask before running a command or applying a patch (`/approval` changes it
+    /// later).
+    #[arg(
+        id = "chat_approval",
+        short = 'a',
+        long = "ask-for-approval",
+        value_enum,
+        value_name = "POLICY"
+    )]
+    pub approval: Option<ApprovalArg>,
+
+    /// workspace-write sandbox and on-request approvals: the agent works in the
+    /// directory without asking, and asks to go beyond it.
+    #[arg(
+        id = "chat_full_auto",
+        long = "full-auto",
+        conflicts_with_all = ["chat_sandbox", "chat_approval"]
+    )]
+    pub full_auto: bool,
+
+    /// Working directory of the agent.
+    #[arg(id = "chat_cwd", short = 'C', long = "cd", value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// Extra writable directory for workspace-write (repeatable).
+    #[arg(id = "chat_add_dirs", long = "add-dir", value_name = "DIR")]
+    pub add_dirs: Vec<PathBuf>,
+
+    /// Sent as the first message.
+    #[arg(id = "chat_prompt", value_name = "PROMPT")]
+    pub prompt: Option<String>,
+}
+
+impl ChatOptions {
+    /// Whether any flag was given (they mean nothing before another subcommand).
+    pub fn is_set(&self) -> bool {
+        self.model.is_some()
+            || self.sandbox.is_some()
+            || self.approval.is_some()
+            || self.full_auto
+            || self.cwd.is_some()
+            || !self.add_dirs.is_empty()
+            || self.prompt.is_some()
+    }
+}
+
+/// `--ask-for-approval` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApprovalArg {
+    /// Ask for everything but known-safe read-only commands.
+    Untrusted,
+    /// Ask only to retry a command that failed in the sandbox without it.
+    OnFailure,
+    /// Ask when the model requests to go beyond the sandbox.
+    OnRequest,
+    /// Never ask; what would need approval is refused.
+    Never,
+}
+
+impl ApprovalArg {
+    pub fn to_policy(self) -> interpreter_protocol::AskForApproval {
+        use interpreter_protocol::AskForApproval;
+        match self {
+            Self::Untrusted => AskForApproval::Untrusted,
+            Self::OnFailure => AskForApproval::OnFailure,
+            Self::OnRequest => AskForApproval::OnRequest,
+            Self::Never => AskForApproval::Never,
         }
     }
 }
@@ -538,7 +664,7 @@ mod tests {
             "--image",
             "b.png",
         ]);
-        let Command::Exec(exec) = cli.command else {
+        let Some(Command::Exec(exec)) = cli.command else {
             panic!("not exec")
         };
         assert!(exec.json && exec.skip_git_repo_check);
@@ -557,7 +683,7 @@ mod tests {
     #[test]
     fn prompt_alias_and_resume_last() {
         let cli = parse(&["-c", "x=1", "e", "-c", "y=2", "hello there"]);
-        let Command::Exec(exec) = cli.command else {
+        let Some(Command::Exec(exec)) = cli.command else {
             panic!("not exec")
         };
         assert_eq!(exec.prompt.as_deref(), Some("hello there"));
@@ -566,7 +692,7 @@ mod tests {
             vec!["x=1".to_string(), "y=2".to_string()]
         );
         let cli = parse(&["exec", "resume", "--last", "go on", "--json"]);
-        let Command::Exec(exec) = cli.command else {
+        let Some(Command::Exec(exec)) = cli.command else {
             panic!("not exec")
         };
         assert!(exec.json);
@@ -579,12 +705,12 @@ mod tests {
     #[test]
     fn sandbox_forms_parse() {
         let cli = parse(&["sandbox", "-s", "workspace-write", "--", "ls", "-la"]);
-        let Command::Sandbox(sandbox) = cli.command else {
+        let Some(Command::Sandbox(sandbox)) = cli.command else {
             panic!("not sandbox")
         };
         assert_eq!(sandbox.command_argv, vec!["ls", "-la"]);
         let cli = parse(&["sandbox", "check", "--json"]);
-        let Command::Sandbox(sandbox) = cli.command else {
+        let Some(Command::Sandbox(sandbox)) = cli.command else {
             panic!("not sandbox")
         };
         assert!(matches!(
@@ -604,7 +730,7 @@ mod tests {
             "-c",
             "a=1",
         ]);
-        let Command::Doctor(doctor) = cli.command else {
+        let Some(Command::Doctor(doctor)) = cli.command else {
             panic!("not doctor")
         };
         assert!(doctor.json);
@@ -619,16 +745,16 @@ mod tests {
         let cli = parse(&[
             "mcp", "add", "files", "--env", "A=b=c", "--", "npx", "-y", "pkg",
         ]);
-        let Command::Mcp(McpArgs {
+        let Some(Command::Mcp(McpArgs {
             command: McpCommand::Add(add),
-        }) = cli.command
+        })) = cli.command
         else {
             panic!("not mcp add")
         };
         assert_eq!(add.command, vec!["npx", "-y", "pkg"]);
         assert_eq!(add.env, vec![("A".to_string(), "b=c".to_string())]);
         let cli = parse(&["mcp", "add", "web", "--url", "http://x/mcp"]);
-        assert!(matches!(cli.command, Command::Mcp(_)));
+        assert!(matches!(cli.command, Some(Command::Mcp(_))));
         // Exactly one transport; HTTP-only and stdio-only flags do not mix.
         for bad in [
             &["mcp", "add", "x"][..],
@@ -654,8 +780,44 @@ mod tests {
     }
 
     #[test]
-    fn unknown_subcommand_is_an_error() {
-        assert!(Cli::try_parse_from(["interpreter", "frobnicate"]).is_err());
+    fn unknown_flags_are_errors() {
+        assert!(Cli::try_parse_from(["interpreter", "--frobnicate"]).is_err());
         assert!(Cli::try_parse_from(["interpreter", "exec", "--bogus"]).is_err());
+    }
+
+    #[test]
+    fn interactive_forms_parse() {
+        let cli = parse(&[]);
+        assert!(cli.command.is_none() && !cli.chat.is_set());
+        // A word that is not a subcommand is the first message.
+        let cli = parse(&["-m", "m", "--full-auto", "-C", "/tmp", "fix the test"]);
+        assert!(cli.command.is_none());
+        assert_eq!(cli.chat.model.as_deref(), Some("m"));
+        assert!(cli.chat.full_auto);
+        assert_eq!(cli.chat.prompt.as_deref(), Some("fix the test"));
+        let cli = parse(&[
+            "-c",
+            "a=1",
+            "chat",
+            "-a",
+            "untrusted",
+            "-s",
+            "read-only",
+            "hi",
+        ]);
+        let Some(Command::Chat(chat)) = cli.command else {
+            panic!("not chat")
+        };
+        assert_eq!(chat.options.approval, Some(ApprovalArg::Untrusted));
+        assert_eq!(chat.options.sandbox, Some(SandboxModeArg::ReadOnly));
+        assert_eq!(chat.options.prompt.as_deref(), Some("hi"));
+        // Subcommands still win over the prompt position, and exec's (global) flags stay
+        // exec's.
+        let cli = parse(&["exec", "-s", "read-only", "-m", "m", "-C", "/tmp", "hello"]);
+        assert!(matches!(cli.command, Some(Command::Exec(_))));
+        assert!(!cli.chat.is_set());
+        assert!(
+            Cli::try_parse_from(["interpreter", "chat", "--full-auto", "-s", "read-only"]).is_err()
+        );
     }
 }

@@ -5,12 +5,14 @@
 //! threaded process), parsing arguments, reading the process environment once, logging
 //! to stderr, and turning results into exit codes (0 ok, 1 failure, 2 usage).
 
+mod chat;
 mod cli;
 mod config_inputs;
 mod doctor;
 mod exec;
 mod login;
 mod mcp_cmd;
+mod render;
 mod sandbox_cmd;
 mod signals;
 
@@ -44,6 +46,35 @@ fn main() -> ExitCode {
         }
     };
 
+    match &cli.command {
+        // `interpreter` alone is the interactive mode only on a terminal; scripts that
+        // run it bare keep getting help and a usage exit code.
+        None if !chat::on_terminal() => {
+            if cli.chat.is_set() {
+                eprintln!(
+                    "Error: the interactive mode needs a terminal (stdin and stdout); use `interpreter exec` in scripts"
+                );
+            } else {
+                use clap::CommandFactory;
+                eprint!("{}", Cli::command().render_help());
+            }
+            return ExitCode::from(2);
+        }
+        Some(_) if cli.chat.is_set() => {
+            eprintln!(
+                "Error: -m, -s, -a, --full-auto, -C, --add-dir and a prompt before a subcommand belong to the interactive mode; put them after the subcommand"
+            );
+            return ExitCode::from(2);
+        }
+        Some(Command::Chat(_)) if !chat::on_terminal() => {
+            eprintln!(
+                "Error: `interpreter chat` needs a terminal (stdin and stdout); use `interpreter exec` in scripts"
+            );
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+
     init_logging();
     let env: HashMap<String, String> = std::env::vars().collect();
 
@@ -71,11 +102,16 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Exec(args) => {
+        None => chat::run_chat(cli.chat, cli.config, env).await,
+        Some(Command::Chat(args)) => {
+            let config_args = cli.config.merged(&args.config);
+            chat::run_chat(args.options, config_args, env).await
+        }
+        Some(Command::Exec(args)) => {
             let config_args = cli.config.merged(&args.config);
             exec::run_exec(*args, config_args, env).await
         }
-        Command::McpServer(args) => {
+        Some(Command::McpServer(args)) => {
             let config_args = cli
                 .config
                 .merged(&args.config)
@@ -101,20 +137,20 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             .await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Sandbox(args) => {
+        Some(Command::Sandbox(args)) => {
             let config_args = cli.config.merged(&args.config);
             sandbox_cmd::run(args, config_args, env).await
         }
-        Command::Doctor(args) => {
+        Some(Command::Doctor(args)) => {
             let config_args = cli
                 .config
                 .merged(&args.config)
                 .with_model(args.model.as_deref());
             doctor::run(args, config_args, env).await
         }
-        Command::Mcp(args) => mcp_cmd::run(args, &cli.config, &env).await,
-        Command::Login(args) => login::login(&args.provider, &env),
-        Command::Logout(args) => login::logout(&args.provider, &env),
+        Some(Command::Mcp(args)) => mcp_cmd::run(args, &cli.config, &env).await,
+        Some(Command::Login(args)) => login::login(&args.provider, &env),
+        Some(Command::Logout(args)) => login::logout(&args.provider, &env),
     }
 }
 

@@ -21,6 +21,10 @@ pub enum CoreError {
     ThreadAlreadyLive(ThreadId),
     #[error("thread {0} has shut down")]
     ThreadClosed(ThreadId),
+    #[error("thread {0} is running a turn")]
+    ThreadBusy(ThreadId),
+    #[error("thread {0} is ephemeral (not persisted), so it cannot be restarted")]
+    ThreadNotPersisted(ThreadId),
     #[error("{0}")]
     Internal(String),
 }

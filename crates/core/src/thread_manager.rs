@@ -208,6 +208,39 @@ impl ThreadManager {
         }
     }
 
+    /// Change the settings of a live, idle thread between turns: the thread is shut down
+    /// (its rollout complete on disk) and resumed from that rollout with `config`. The
+    /// history carries over; approvals granted "for this session" do not, since the new
+    /// settings may be stricter. `grace` bounds the wait for the shutdown.
+    ///
+    /// Settings such as the model, the approval policy or the sandbox are fixed for a
+    /// session's lifetime (the model client is built from them), so a restart is how they
+    /// change. Errors with [`CoreError::ThreadBusy`] while a turn runs and
+    /// [`CoreError::ThreadNotPersisted`] for an ephemeral thread, which has nothing to
+    /// resume from; the thread is left running in both cases.
+    pub async fn reconfigure_thread(
+        &self,
+        thread_id: ThreadId,
+        config: Config,
+        grace: std::time::Duration,
+    ) -> Result<NewThread, CoreError> {
+        let thread = self
+            .get_thread(thread_id)
+            .await
+            .ok_or(CoreError::ThreadNotFound(thread_id))?;
+        if thread.rollout_path().is_none() {
+            return Err(CoreError::ThreadNotPersisted(thread_id));
+        }
+        // Held through the restart so no other front end starts a turn meanwhile.
+        let Ok(_slot) = thread.turn_slot.clone().try_lock_owned() else {
+            return Err(CoreError::ThreadBusy(thread_id));
+        };
+        self.remove_thread(thread_id).await;
+        self.forget_recent(thread_id);
+        shut_down(&thread, grace).await;
+        self.spawn(SessionInit::Resume { config, thread_id }).await
+    }
+
     /// Interrupt every running turn and wait (bounded) for the sessions to record it,
     /// then stop the MCP servers.
     pub async fn shutdown_all(&self, grace: std::time::Duration) {
@@ -261,5 +294,28 @@ impl ThreadManager {
             thread,
             session_configured: started.session_configured,
         })
+    }
+}
+
+/// Ask a thread to stop and wait, within `grace`, until it confirms: its rollout is then
+/// complete on disk.
+async fn shut_down(thread: &Thread, grace: std::time::Duration) {
+    if thread.submit(Op::Shutdown).await.is_err() {
+        return;
+    }
+    let confirmed = async {
+        loop {
+            match thread.next_event().await {
+                Ok(Event {
+                    msg: interpreter_protocol::EventMsg::ShutdownComplete,
+                    ..
+                })
+                | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    };
+    if tokio::time::timeout(grace, confirmed).await.is_err() {
+        tracing::warn!(thread_id = %thread.id(), "thread did not confirm shutdown in time");
     }
 }

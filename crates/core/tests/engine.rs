@@ -704,3 +704,73 @@ async fn resume_under_new_settings_tells_the_model() {
     );
     mock.assert_invariants();
 }
+
+#[tokio::test]
+async fn reconfigure_changes_the_model_between_turns_and_keeps_the_history() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    mock.push(chat_answer("first answer"));
+    mock.push(chat_answer("second answer"));
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            SessionSource::Cli,
+        )
+        .await
+        .unwrap();
+    submit_text(&new.thread, "remember the word pelican").await;
+    events_until(&new.thread, is_turn_end).await;
+
+    let mut changed = config(home.path(), work.path(), &mock, AskForApproval::OnRequest);
+    changed.model = "other-model".to_string();
+    let restarted = manager
+        .reconfigure_thread(new.thread_id, changed, DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(restarted.thread_id, new.thread_id);
+    assert_eq!(restarted.session_configured.model, "other-model");
+    assert_eq!(
+        restarted.session_configured.approval_policy,
+        AskForApproval::OnRequest
+    );
+    // The old handle is closed; the manager knows only the new one.
+    assert!(new.thread.submit(Op::Interrupt).await.is_err());
+    let live = manager.get_thread(new.thread_id).await.unwrap();
+    assert!(Arc::ptr_eq(&live, &restarted.thread));
+
+    submit_text(&restarted.thread, "which word?").await;
+    events_until(&restarted.thread, is_turn_end).await;
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1]["model"], "other-model");
+    let history = requests[1]["messages"].to_string();
+    assert!(history.contains("pelican") && history.contains("first answer"));
+    mock.assert_invariants();
+}
+
+#[tokio::test]
+async fn reconfigure_refuses_an_ephemeral_thread_and_leaves_it_running() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    let mut ephemeral = config(home.path(), work.path(), &mock, AskForApproval::Never);
+    ephemeral.ephemeral = true;
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(ephemeral.clone(), SessionSource::Cli)
+        .await
+        .unwrap();
+    let err = manager
+        .reconfigure_thread(new.thread_id, ephemeral, DEADLINE)
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(
+        err,
+        interpreter_core::CoreError::ThreadNotPersisted(_)
+    ));
+    assert!(manager.get_thread(new.thread_id).await.is_some());
+    new.thread.submit(Op::Interrupt).await.unwrap();
+}

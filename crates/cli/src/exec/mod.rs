@@ -5,7 +5,6 @@
 //! exec's forced settings (approval policy `never`), starting or resuming the thread,
 //! pumping its events into the JSONL or human renderer, Ctrl-C, and the exit code.
 
-mod human;
 pub mod jsonl;
 mod prompt;
 
@@ -26,7 +25,7 @@ use interpreter_protocol::{
 
 use crate::cli::{ConfigArgs, ExecArgs, ExecCommand};
 use crate::config_inputs;
-use human::HumanOutput;
+use crate::render::HumanOutput;
 use jsonl::{JsonlTranslator, ThreadEvent};
 
 const NOT_IN_GIT_REPO: &str =
@@ -387,7 +386,7 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
 }
 
 /// Ask the thread to stop and wait (bounded) so its rollout is complete on disk.
-async fn shutdown(thread: &Arc<Thread>) {
+pub(crate) async fn shutdown(thread: &Arc<Thread>) {
     if thread.submit(Op::Shutdown).await.is_err() {
         return;
     }

@@ -1,15 +1,22 @@
-//! Human-readable exec output.
+//! Human-readable rendering of a thread's events, shared by `exec` and the interactive
+//! mode (`chat`).
 //!
-//! Everything but the final answer goes to stderr (header, commands and their output,
-//! patches, plan updates, warnings, errors, token total), so that `interpreter exec … >
-//! answer.txt` captures just the answer. The final agent message is held back until the
-//! turn ends and then printed to stdout; earlier agent messages go to stderr as they
-//! arrive. A spinner runs only when stderr is a terminal.
+//! For exec, everything but the final answer goes to stderr (header, commands and their
+//! output, patches, plan updates, warnings, errors, token total), so that `interpreter
+//! exec … > answer.txt` captures just the answer. The final agent message is held back
+//! until the turn ends and then printed to stdout; earlier agent messages go to stderr as
+//! they arrive.
+//!
+//! In the interactive mode stdout is the conversation: everything goes there, and agent
+//! messages stream as their deltas arrive. A spinner runs only when its stream is a
+//! terminal, and never while a streamed line is open (it would erase it).
 
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 
 use interpreter_protocol::{
-    EventMsg, ExecCommandStatus, McpStartupStatus, SessionConfiguredEvent, StepStatus, TokenUsage,
+    EventMsg, ExecCommandStatus, FileChange, FileChanges, McpStartupStatus, SessionConfiguredEvent,
+    StepStatus, TokenUsage,
 };
 
 use crate::cli::ColorArg;
@@ -18,7 +25,7 @@ use crate::cli::ColorArg;
 const MAX_OUTPUT_LINES: usize = 20;
 const SPINNER_FRAMES: [&str; 4] = ["-", "\\", "|", "/"];
 
-struct Style {
+pub struct Style {
     enabled: bool,
 }
 
@@ -30,28 +37,32 @@ impl Style {
             text.to_string()
         }
     }
-    fn bold(&self, text: &str) -> String {
+    pub fn bold(&self, text: &str) -> String {
         self.paint("1", text)
     }
-    fn dim(&self, text: &str) -> String {
+    pub fn dim(&self, text: &str) -> String {
         self.paint("2", text)
     }
-    fn red(&self, text: &str) -> String {
+    pub fn red(&self, text: &str) -> String {
         self.paint("31", text)
     }
-    fn green(&self, text: &str) -> String {
+    pub fn green(&self, text: &str) -> String {
         self.paint("32", text)
     }
-    fn yellow(&self, text: &str) -> String {
+    pub fn yellow(&self, text: &str) -> String {
         self.paint("33", text)
     }
-    fn magenta(&self, text: &str) -> String {
+    pub fn magenta(&self, text: &str) -> String {
         self.paint("35", text)
     }
 }
 
 pub struct HumanOutput {
     style: Style,
+    /// Interactive mode: stdout is the conversation and agent messages stream.
+    interactive: bool,
+    /// A streamed agent message whose line is not finished yet.
+    streaming: bool,
     spinner: bool,
     spinner_frame: usize,
     spinner_visible: bool,
@@ -63,16 +74,32 @@ pub struct HumanOutput {
 }
 
 impl HumanOutput {
+    /// exec's renderer: the answer on stdout, the rest on stderr.
     pub fn new(color: ColorArg) -> Self {
-        let stderr_is_terminal = std::io::stderr().is_terminal();
+        Self::with_target(color, false)
+    }
+
+    /// The interactive mode's renderer: everything on stdout, agent messages streamed.
+    pub fn interactive(color: ColorArg) -> Self {
+        Self::with_target(color, true)
+    }
+
+    fn with_target(color: ColorArg, interactive: bool) -> Self {
+        let is_terminal = if interactive {
+            std::io::stdout().is_terminal()
+        } else {
+            std::io::stderr().is_terminal()
+        };
         let enabled = match color {
             ColorArg::Always => true,
             ColorArg::Never => false,
-            ColorArg::Auto => stderr_is_terminal,
+            ColorArg::Auto => is_terminal,
         };
         Self {
             style: Style { enabled },
-            spinner: stderr_is_terminal,
+            interactive,
+            streaming: false,
+            spinner: is_terminal,
             spinner_frame: 0,
             spinner_visible: false,
             turn_running: false,
@@ -81,29 +108,80 @@ impl HumanOutput {
         }
     }
 
-    fn err(&mut self, text: &str) {
-        let mut stderr = std::io::stderr().lock();
-        if self.spinner_visible {
-            let _ = write!(stderr, "\r\x1b[K");
-            self.spinner_visible = false;
+    pub fn style(&self) -> &Style {
+        &self.style
+    }
+
+    /// Where everything but exec's final answer goes.
+    fn sink(&self) -> Box<dyn Write + '_> {
+        if self.interactive {
+            Box::new(std::io::stdout().lock())
+        } else {
+            Box::new(std::io::stderr().lock())
         }
-        let _ = writeln!(stderr, "{text}");
+    }
+
+    /// Finish a streamed line and erase the spinner, so the next text starts a fresh line.
+    fn clear_line(&mut self) {
+        let streaming = std::mem::take(&mut self.streaming);
+        let spinner_visible = std::mem::take(&mut self.spinner_visible);
+        let mut sink = self.sink();
+        if streaming {
+            let _ = writeln!(sink);
+        }
+        if spinner_visible {
+            let _ = write!(sink, "\r\x1b[K");
+        }
+        let _ = sink.flush();
+    }
+
+    /// One line of output.
+    pub fn line(&mut self, text: &str) {
+        self.clear_line();
+        let mut sink = self.sink();
+        let _ = writeln!(sink, "{text}");
+        let _ = sink.flush();
     }
 
     pub fn spinner_enabled(&self) -> bool {
-        self.spinner && self.turn_running
+        self.spinner && self.turn_running && !self.streaming
     }
 
     pub fn spin(&mut self) {
         let frame = SPINNER_FRAMES[self.spinner_frame % SPINNER_FRAMES.len()];
         self.spinner_frame += 1;
-        let mut stderr = std::io::stderr().lock();
-        let _ = write!(stderr, "\r{} working", self.style.dim(frame));
-        let _ = stderr.flush();
+        let text = format!("\r{} working", self.style.dim(frame));
+        let mut sink = self.sink();
+        let _ = write!(sink, "{text}");
+        let _ = sink.flush();
+        drop(sink);
         self.spinner_visible = true;
     }
 
+    /// Stream a fragment of the agent's message (interactive mode).
+    fn agent_delta(&mut self, delta: &str) {
+        if !self.streaming {
+            let label = self.style.magenta("interpreter");
+            self.line(&label);
+        } else if self.spinner_visible {
+            self.clear_line();
+        }
+        let mut sink = self.sink();
+        let _ = write!(sink, "{delta}");
+        let _ = sink.flush();
+        drop(sink);
+        self.streaming = true;
+    }
+
     pub fn header(&mut self, configured: &SessionConfiguredEvent, prompt: &str) {
+        self.session_header(configured);
+        let label = self.style.bold("user");
+        self.line(&label);
+        self.line(prompt);
+    }
+
+    /// The settings a thread runs with, between two rules.
+    pub fn session_header(&mut self, configured: &SessionConfiguredEvent) {
         let mut lines = vec![
             format!("interpreter v{}", env!("CARGO_PKG_VERSION")),
             "--------".to_string(),
@@ -142,23 +220,36 @@ impl HumanOutput {
             configured.thread_id
         ));
         lines.push("--------".to_string());
-        lines.push(self.style.bold("user"));
-        lines.push(prompt.to_string());
         for line in lines {
-            self.err(&line);
+            self.line(&line);
         }
     }
 
     fn flush_pending_agent_message(&mut self) {
         if let Some(message) = self.pending_agent_message.take() {
             let label = self.style.magenta("interpreter");
-            self.err(&label);
-            self.err(&message);
+            self.line(&label);
+            self.line(&message);
         }
     }
 
     pub fn event(&mut self, msg: &EventMsg) {
         match msg {
+            EventMsg::AgentMessageDelta(delta) if self.interactive => {
+                self.agent_delta(&delta.delta);
+                return;
+            }
+            EventMsg::AgentMessage(message) if self.interactive => {
+                if self.streaming {
+                    // Already on screen, delta by delta: just end its line.
+                    self.clear_line();
+                } else {
+                    let label = self.style.magenta("interpreter");
+                    self.line(&label);
+                    self.line(&message.message);
+                }
+                return;
+            }
             EventMsg::AgentMessageDelta(_)
             | EventMsg::AgentReasoningDelta(_)
             | EventMsg::ExecCommandOutputDelta(_)
@@ -176,7 +267,12 @@ impl HumanOutput {
                 if done.error.is_some() {
                     self.flush_pending_agent_message();
                 }
-                self.token_total();
+                if self.interactive {
+                    // The conversation goes on; the total is in `/status`.
+                    self.clear_line();
+                } else {
+                    self.token_total();
+                }
                 return;
             }
             _ => {}
@@ -189,20 +285,20 @@ impl HumanOutput {
             }
             EventMsg::AgentReasoning(reasoning) if !reasoning.text.trim().is_empty() => {
                 let label = self.style.dim("thinking");
-                self.err(&label);
+                self.line(&label);
                 let text = self.style.dim(&reasoning.text);
-                self.err(&text);
+                self.line(&text);
             }
             EventMsg::ExecCommandBegin(begin) => {
                 let label = self.style.magenta("exec");
-                self.err(&label);
+                self.line(&label);
                 let line = format!(
                     "{} in {}",
                     self.style
                         .bold(&interpreter_tools::display_command(&begin.command)),
                     begin.cwd.display()
                 );
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::ExecCommandEnd(end) => {
                 let summary = match (end.status, end.exit_code) {
@@ -217,34 +313,34 @@ impl HumanOutput {
                         .style
                         .red(&format!(" killed after {}ms:", end.duration_ms)),
                 };
-                self.err(&summary);
+                self.line(&summary);
                 let shown = truncate_lines(&end.aggregated_output, MAX_OUTPUT_LINES);
                 if !shown.is_empty() {
                     let shown = self.style.dim(&shown);
-                    self.err(&shown);
+                    self.line(&shown);
                 }
             }
             EventMsg::PatchApplyBegin(begin) => {
                 let label = self.style.magenta("apply patch");
-                self.err(&label);
+                self.line(&label);
                 for (path, change) in &begin.changes {
                     let marker = match change.kind() {
                         "add" => "A",
                         "delete" => "D",
                         _ => "M",
                     };
-                    self.err(&format!("  {marker} {}", path.display()));
+                    self.line(&format!("  {marker} {}", path.display()));
                 }
             }
             EventMsg::PatchApplyEnd(end) => {
                 if end.success {
                     let line = self.style.green("patch: completed");
-                    self.err(&line);
+                    self.line(&line);
                 } else {
                     let line = self.style.red("patch: failed");
-                    self.err(&line);
+                    self.line(&line);
                     if !end.stderr.trim().is_empty() {
-                        self.err(end.stderr.trim_end());
+                        self.line(end.stderr.trim_end());
                     }
                 }
             }
@@ -255,7 +351,7 @@ impl HumanOutput {
                     begin.invocation.server,
                     begin.invocation.tool
                 );
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::McpToolCallEnd(end) => {
                 let status = match &end.result {
@@ -268,7 +364,7 @@ impl HumanOutput {
                     end.invocation.server,
                     end.invocation.tool
                 );
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::McpStartupUpdate(update) => {
                 let status = match &update.status {
@@ -285,14 +381,14 @@ impl HumanOutput {
                     self.style.magenta("mcp:"),
                     update.server
                 );
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::PlanUpdate(plan) => {
                 let label = self.style.magenta("update plan");
-                self.err(&label);
+                self.line(&label);
                 if let Some(explanation) = &plan.explanation {
                     let text = self.style.dim(explanation);
-                    self.err(&text);
+                    self.line(&text);
                 }
                 for step in &plan.plan {
                     let line = match step.status {
@@ -304,7 +400,7 @@ impl HumanOutput {
                         }
                         StepStatus::Pending => format!("  • {}", step.step),
                     };
-                    self.err(&line);
+                    self.line(&line);
                 }
             }
             EventMsg::Warning(warning) => self.warning(&warning.message),
@@ -314,19 +410,19 @@ impl HumanOutput {
             )),
             EventMsg::Error(error) => {
                 let line = self.style.red(&format!("ERROR: {}", error.message));
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::StreamError(error) => {
                 let line = self.style.yellow(&format!(
                     "stream error: {}; retrying ({}/{})",
                     error.message, error.attempt, error.max_attempts
                 ));
-                self.err(&line);
+                self.line(&line);
             }
             EventMsg::TurnAborted(_) => {
                 self.turn_running = false;
                 let line = self.style.red("turn interrupted");
-                self.err(&line);
+                self.line(&line);
             }
             _ => {}
         }
@@ -334,7 +430,7 @@ impl HumanOutput {
 
     pub fn warning(&mut self, message: &str) {
         let line = self.style.yellow(&format!("warning: {message}"));
-        self.err(&line);
+        self.line(&line);
     }
 
     fn token_total(&mut self) {
@@ -344,8 +440,8 @@ impl HumanOutput {
                 .saturating_sub(total.cached_input_tokens)
                 .saturating_add(total.output_tokens);
             let label = self.style.dim("tokens used");
-            self.err(&label);
-            self.err(&blended.to_string());
+            self.line(&label);
+            self.line(&blended.to_string());
         }
     }
 
@@ -360,8 +456,50 @@ impl HumanOutput {
     }
 }
 
+/// A patch as the user reviews it before approving: each file (relative to `cwd` when
+/// inside it) with its diff (added and deleted files in full), `+`/`-` lines colored.
+pub fn patch_preview(style: &Style, changes: &FileChanges, cwd: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (path, change) in changes {
+        let path = path.strip_prefix(cwd).unwrap_or(path);
+        match change {
+            FileChange::Add { content } => {
+                lines.push(style.bold(&format!("A {}", path.display())));
+                lines.extend(content.lines().map(|line| style.green(&format!("+{line}"))));
+            }
+            FileChange::Delete { content } => {
+                lines.push(style.bold(&format!("D {}", path.display())));
+                lines.extend(content.lines().map(|line| style.red(&format!("-{line}"))));
+            }
+            FileChange::Update {
+                unified_diff,
+                move_path,
+            } => {
+                let header = match move_path {
+                    Some(to) => format!("M {} → {}", path.display(), to.display()),
+                    None => format!("M {}", path.display()),
+                };
+                lines.push(style.bold(&header));
+                for line in unified_diff.lines() {
+                    let painted = if line.starts_with("+++") || line.starts_with("---") {
+                        style.dim(line)
+                    } else if line.starts_with('+') {
+                        style.green(line)
+                    } else if line.starts_with('-') {
+                        style.red(line)
+                    } else {
+                        line.to_string()
+                    };
+                    lines.push(painted);
+                }
+            }
+        }
+    }
+    lines
+}
+
 /// The first `max` lines, plus a note of how many were left out.
-fn truncate_lines(text: &str, max: usize) -> String {
+pub fn truncate_lines(text: &str, max: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     if lines.len() <= max {
         return lines.join("\n");

@@ -1,0 +1,829 @@
+//! The interactive mode: `interpreter` on a terminal, or `interpreter chat`.
+//!
+//! A line-editing prompt in front of one thread at a time. Each message is a turn whose
+//! events are rendered as they arrive by the same renderer as `exec` (agent messages
+//! streamed); approval requests are asked inline and answered with the user's decision;
+//! Ctrl-C interrupts the running turn. Slash commands switch threads and change settings
+//! between turns; the thread's lifecycle (start, resume, restart with new settings)
+//! stays in core's `ThreadManager`.
+
+mod editor;
+mod slash;
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use futures::FutureExt;
+use interpreter_core::config::{Config, ConfigOverrides, load_config};
+use interpreter_core::rollout::{RolloutItem, ThreadIndex};
+use interpreter_core::{CoreError, NewThread, Thread, ThreadManager};
+use interpreter_protocol::{
+    AskForApproval, EventMsg, Op, ReviewDecision, SandboxMode, SessionConfiguredEvent,
+    SessionSource, ThreadId, TokenUsageInfo, UserInput,
+};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::time::Instant;
+
+use crate::cli::{ChatOptions, ColorArg, ConfigArgs};
+use crate::config_inputs;
+use crate::render::{HumanOutput, patch_preview};
+use editor::{Input, LineEditor, Purpose};
+use slash::{ResumeWhich, Slash};
+
+const PROMPT: &str = "› ";
+const ANSWER_PROMPT: &str = "[y/n/a] › ";
+/// A second Ctrl-C this soon after the one that interrupted a turn exits.
+const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
+/// How long an interrupted turn may take to record its abort before the prompt returns.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
+/// How long a thread may take to flush its rollout when it is left or restarted.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+const SPINNER_INTERVAL: Duration = Duration::from_millis(120);
+/// Messages of a resumed thread shown again, and lines shown of each.
+const RECAP_MESSAGES: usize = 6;
+const RECAP_LINES: usize = 12;
+/// Threads listed by `/resume` without an argument.
+const RESUME_LIST_LEN: usize = 10;
+/// Index rows scanned for this directory's threads.
+const RESUME_SCAN: usize = 500;
+
+/// Whether stdin and stdout are both terminals: the interactive mode needs both.
+pub fn on_terminal() -> bool {
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+/// Settings the user chose for this process: flags first, slash commands later. `None`
+/// leaves the config file's value.
+#[derive(Debug, Clone, Default)]
+struct Settings {
+    model: Option<String>,
+    approval: Option<AskForApproval>,
+    sandbox: Option<SandboxMode>,
+}
+
+/// How a turn ended, for the loop around it.
+enum TurnEnd {
+    /// The prompt comes back.
+    Done,
+    /// The user asked to leave (a second Ctrl-C, or SIGTERM/SIGHUP).
+    Exit,
+}
+
+struct Chat {
+    manager: ThreadManager,
+    config_args: ConfigArgs,
+    env: HashMap<String, String>,
+    cwd: PathBuf,
+    add_dirs: Vec<PathBuf>,
+    settings: Settings,
+    config: Config,
+    thread: Arc<Thread>,
+    configured: SessionConfiguredEvent,
+    output: HumanOutput,
+    editor: LineEditor,
+    usage: Option<TokenUsageInfo>,
+    signals: ChatSignals,
+    /// When Ctrl-C last interrupted a turn, to recognise a second Ctrl-C.
+    last_interrupt: Option<Instant>,
+    /// A stop signal arrived while an approval question was up.
+    leave_requested: bool,
+}
+
+pub async fn run_chat(
+    options: ChatOptions,
+    config_args: ConfigArgs,
+    env: HashMap<String, String>,
+) -> anyhow::Result<ExitCode> {
+    // The line editor restores the terminal when a read ends; leaving while a read is
+    // still blocked (SIGTERM at the prompt, an error) would leave it in raw mode.
+    let terminal = TerminalGuard::save();
+    let result = chat(options, config_args, env).await;
+    drop(terminal);
+    result
+}
+
+async fn chat(
+    options: ChatOptions,
+    config_args: ConfigArgs,
+    env: HashMap<String, String>,
+) -> anyhow::Result<ExitCode> {
+    let cwd = crate::exec::resolve_cwd(options.cwd.as_deref())?;
+    let settings = if options.full_auto {
+        Settings {
+            model: options.model.clone(),
+            approval: Some(AskForApproval::OnRequest),
+            sandbox: Some(SandboxMode::WorkspaceWrite),
+        }
+    } else {
+        Settings {
+            model: options.model.clone(),
+            approval: options.approval.map(|arg| arg.to_policy()),
+            sandbox: options.sandbox.map(|arg| arg.to_mode()),
+        }
+    };
+    let config = build_config(&config_args, &env, &cwd, &options.add_dirs, &settings)?;
+    let history = (!config.ephemeral).then(|| config.home.join("history.txt"));
+    let signals = ChatSignals::install().context("cannot install the Ctrl-C handler")?;
+    let editor = LineEditor::start(history)?;
+    let mut output = HumanOutput::interactive(ColorArg::Auto);
+
+    heal_index(&config, &mut output);
+    let manager = ThreadManager::new();
+    let NewThread {
+        thread,
+        session_configured,
+        ..
+    } = manager
+        .start_thread(config.clone(), SessionSource::Cli)
+        .await?;
+    output.session_header(&session_configured);
+    output.line(
+        &output
+            .style()
+            .dim("Type a message, /help for commands, Ctrl-D to leave."),
+    );
+
+    let mut chat = Chat {
+        manager,
+        config_args,
+        env,
+        cwd,
+        add_dirs: options.add_dirs,
+        settings,
+        config,
+        thread,
+        configured: session_configured,
+        output,
+        editor,
+        usage: None,
+        signals,
+        last_interrupt: None,
+        leave_requested: false,
+    };
+
+    let outcome = chat.converse(options.prompt).await;
+    // Also after an error, so the rollout is complete on disk.
+    chat.leave().await;
+    outcome.map(|()| ExitCode::SUCCESS)
+}
+
+fn build_config(
+    config_args: &ConfigArgs,
+    env: &HashMap<String, String>,
+    cwd: &Path,
+    add_dirs: &[PathBuf],
+    settings: &Settings,
+) -> anyhow::Result<Config> {
+    let overrides = ConfigOverrides {
+        model: settings.model.clone(),
+        cwd: Some(cwd.to_path_buf()),
+        approval_policy: settings.approval,
+        sandbox_mode: settings.sandbox,
+        add_dirs: add_dirs.to_vec(),
+        ..Default::default()
+    };
+    let inputs = config_inputs::build(config_args, env.clone(), cwd.to_path_buf(), overrides)?;
+    Ok(load_config(inputs)?)
+}
+
+/// Repair the thread index before threads register in it, telling the user what was
+/// repaired; a broken index is not fatal (rollouts are found without it).
+fn heal_index(config: &Config, output: &mut HumanOutput) {
+    if config.ephemeral {
+        return;
+    }
+    match ThreadIndex::open_with_repairs(&config.home) {
+        Ok((_, repairs)) => {
+            for repair in repairs {
+                output.warning(&repair.to_string());
+            }
+        }
+        Err(err) => output.warning(&format!("thread index unavailable: {err}")),
+    }
+}
+
+impl Chat {
+    /// The first message, if any, then the prompt until the user leaves.
+    async fn converse(&mut self, first: Option<String>) -> anyhow::Result<()> {
+        if let Some(prompt) = first.filter(|prompt| !prompt.trim().is_empty()) {
+            let label = self.output.style().bold("user");
+            self.say(&label);
+            self.say(&prompt);
+            if let TurnEnd::Exit = self.turn(prompt).await? {
+                return Ok(());
+            }
+        }
+        self.prompt_loop().await
+    }
+
+    async fn prompt_loop(&mut self) -> anyhow::Result<()> {
+        loop {
+            // The read is not dropped for a signal it outlives: a line typed meanwhile
+            // would be lost with it.
+            let input = {
+                let read = self.editor.read(PROMPT, Purpose::Message);
+                tokio::pin!(read);
+                loop {
+                    tokio::select! {
+                        input = &mut read => break input?,
+                        signal = self.signals.next() => match signal {
+                            ChatSignal::Stop => return Ok(()),
+                            // While the editor reads, Ctrl-C is a key, not a signal; a SIGINT
+                            // here was pressed just as an interrupted turn ended: the second
+                            // Ctrl-C of a pair, which leaves.
+                            ChatSignal::CtrlC
+                                if self
+                                    .last_interrupt
+                                    .is_some_and(|at| at.elapsed() < DOUBLE_CTRL_C) =>
+                            {
+                                return Ok(());
+                            }
+                            ChatSignal::CtrlC => {}
+                        },
+                    }
+                }
+            };
+            let line = match input {
+                // Ctrl-C reaches here only at an empty line (it clears a typed one).
+                Input::Interrupted | Input::Eof => return Ok(()),
+                Input::Line(line) => line,
+            };
+            let text = line.trim();
+            if text.is_empty() {
+                continue;
+            }
+            if text.starts_with('/') {
+                match slash::parse(text) {
+                    Ok(Slash::Exit) => return Ok(()),
+                    Ok(command) => self.slash(command).await,
+                    Err(message) => self.output.warning(&message),
+                }
+                continue;
+            }
+            if let TurnEnd::Exit = self.turn(line).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Run one turn: submit the message and render events until the turn ends, asking
+    /// approvals and handling Ctrl-C on the way.
+    async fn turn(&mut self, text: String) -> anyhow::Result<TurnEnd> {
+        // A Ctrl-C from before this turn (e.g. sent while the prompt was up) must not
+        // interrupt it.
+        self.signals.forget_pending();
+        self.thread
+            .submit(Op::UserInput {
+                items: vec![UserInput::Text { text }],
+            })
+            .await?;
+
+        let thread = self.thread.clone();
+        let mut interrupted_at: Option<Instant> = None;
+        let mut exit_after_turn = false;
+        let mut spinner = tokio::time::interval(SPINNER_INTERVAL);
+        spinner.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            let grace = async {
+                match interrupted_at {
+                    Some(at) => tokio::time::sleep_until(at + INTERRUPT_GRACE).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let event = tokio::select! {
+                event = thread.next_event() => event,
+                signal = self.signals.next() => {
+                    if signal == ChatSignal::Stop {
+                        self.output.warning("interrupting the turn and leaving (stop signal)");
+                        thread.submit(Op::Interrupt).await?;
+                        interrupted_at.get_or_insert_with(Instant::now);
+                        exit_after_turn = true;
+                        continue;
+                    }
+                    if interrupted_at.is_some_and(|at| at.elapsed() < DOUBLE_CTRL_C) {
+                        return Ok(TurnEnd::Exit);
+                    }
+                    self.output.warning("interrupting the turn (Ctrl-C again to leave)");
+                    thread.submit(Op::Interrupt).await?;
+                    interrupted_at = Some(Instant::now());
+                    self.last_interrupt = interrupted_at;
+                    continue;
+                }
+                () = grace => {
+                    self.output.warning("the turn did not confirm the interrupt in time");
+                    return Ok(if exit_after_turn { TurnEnd::Exit } else { TurnEnd::Done });
+                }
+                _ = spinner.tick(), if self.output.spinner_enabled() => {
+                    self.output.spin();
+                    continue;
+                }
+            };
+            let event = match event {
+                Ok(event) => event,
+                Err(err) => anyhow::bail!("the thread stopped: {err}"),
+            };
+            self.output.event(&event.msg);
+            match event.msg {
+                EventMsg::TokenCount(count) => {
+                    if let Some(info) = count.info {
+                        self.usage = Some(info);
+                    }
+                }
+                EventMsg::ExecApprovalRequest(request) => {
+                    let command = interpreter_tools::display_command(&request.command);
+                    let mut details = vec![format!("in {}", request.cwd.display())];
+                    if let Some(reason) = &request.reason {
+                        details.push(format!("reason: {reason}"));
+                    }
+                    let question =
+                        format!("Run `{command}`? [y]es / [n]o / [a]lways for this session");
+                    let decision = self.ask(&details, &question).await?;
+                    thread
+                        .submit(Op::ExecApproval {
+                            id: request.call_id,
+                            decision,
+                        })
+                        .await?;
+                    if std::mem::take(&mut self.leave_requested) {
+                        thread.submit(Op::Interrupt).await?;
+                        interrupted_at.get_or_insert_with(Instant::now);
+                        exit_after_turn = true;
+                    }
+                }
+                EventMsg::ApplyPatchApprovalRequest(request) => {
+                    let mut details =
+                        patch_preview(self.output.style(), &request.changes, &self.configured.cwd);
+                    if let Some(reason) = &request.reason {
+                        details.push(format!("reason: {reason}"));
+                    }
+                    if let Some(root) = &request.grant_root {
+                        details.push(format!(
+                            "\"always\" also allows writing under {} for this session",
+                            root.display()
+                        ));
+                    }
+                    let question = "Apply these changes? [y]es / [n]o / [a]lways for this session";
+                    let decision = self.ask(&details, question).await?;
+                    thread
+                        .submit(Op::PatchApproval {
+                            id: request.call_id,
+                            decision,
+                        })
+                        .await?;
+                    if std::mem::take(&mut self.leave_requested) {
+                        thread.submit(Op::Interrupt).await?;
+                        interrupted_at.get_or_insert_with(Instant::now);
+                        exit_after_turn = true;
+                    }
+                }
+                EventMsg::TaskComplete(_) | EventMsg::TurnAborted(_) => {
+                    return Ok(if exit_after_turn {
+                        TurnEnd::Exit
+                    } else {
+                        TurnEnd::Done
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Ask an approval question until the answer is y, n or a. Ctrl-C, Ctrl-D, a
+    /// terminal that went away or a stop signal deny: nothing runs without a yes.
+    async fn ask(&mut self, details: &[String], question: &str) -> anyhow::Result<ReviewDecision> {
+        for line in details {
+            self.output.line(line);
+        }
+        let question = self.output.style().bold(question);
+        self.output.line(&question);
+        loop {
+            let read = self.editor.read(ANSWER_PROMPT, Purpose::Answer);
+            let answer = tokio::select! {
+                answer = read => answer,
+                signal = self.signals.next() => {
+                    // Leaving (or a Ctrl-C that slipped in as a signal) denies.
+                    if signal == ChatSignal::Stop {
+                        self.leave_requested = true;
+                    }
+                    // The question's prompt line is still open.
+                    self.output.line("");
+                    self.output.warning("no answer: denied");
+                    return Ok(ReviewDecision::Denied);
+                }
+            };
+            let answer = match answer {
+                Ok(Input::Line(line)) => line,
+                Ok(Input::Interrupted | Input::Eof) => {
+                    self.output.warning("no answer: denied");
+                    return Ok(ReviewDecision::Denied);
+                }
+                Err(err) => {
+                    self.output.warning(&format!("{err}: denied"));
+                    return Ok(ReviewDecision::Denied);
+                }
+            };
+            match parse_answer(&answer) {
+                Some(decision) => return Ok(decision),
+                None => self
+                    .output
+                    .warning("please answer y (yes), n (no) or a (always for this session)"),
+            }
+        }
+    }
+
+    async fn slash(&mut self, command: Slash) {
+        let result = match command {
+            Slash::New => self.new_thread().await,
+            Slash::Resume(None) => self.list_threads(),
+            Slash::Resume(Some(which)) => self.resume(which).await,
+            Slash::Model(None) => {
+                self.say(&format!("model: {}", self.configured.model));
+                Ok(())
+            }
+            Slash::Model(Some(model)) => {
+                let mut settings = self.settings.clone();
+                settings.model = Some(model);
+                self.change_settings(settings).await
+            }
+            Slash::Approval(None) => {
+                self.say(&format!(
+                    "approval: {} (choices: untrusted, on-failure, on-request, never)",
+                    self.configured.approval_policy.as_str()
+                ));
+                Ok(())
+            }
+            Slash::Approval(Some(policy)) => {
+                let mut settings = self.settings.clone();
+                settings.approval = Some(policy);
+                self.change_settings(settings).await
+            }
+            Slash::Sandbox(None) => {
+                self.say(&format!(
+                    "sandbox: {} (choices: read-only, workspace-write, danger-full-access)",
+                    self.configured.sandbox_policy.mode().as_str()
+                ));
+                Ok(())
+            }
+            Slash::Sandbox(Some(mode)) => {
+                let mut settings = self.settings.clone();
+                settings.sandbox = Some(mode);
+                self.change_settings(settings).await
+            }
+            Slash::Status => {
+                self.status();
+                Ok(())
+            }
+            Slash::Help => {
+                for (usage, what) in slash::HELP {
+                    let usage = self.output.style().bold(usage);
+                    self.say(&format!("{usage:<28} {what}"));
+                }
+                self.say("Ctrl-C interrupts a turn; twice quickly, or at an empty prompt, leaves.");
+                Ok(())
+            }
+            // Handled by the prompt loop.
+            Slash::Exit => Ok(()),
+        };
+        if let Err(err) = result {
+            self.output.warning(&crate::one_line(&err));
+        }
+    }
+
+    fn say(&mut self, text: &str) {
+        self.output.line(text);
+    }
+
+    /// Apply new settings from the next turn on: rebuild the config and restart the
+    /// thread with it (same id, same history).
+    async fn change_settings(&mut self, settings: Settings) -> anyhow::Result<()> {
+        let config = build_config(
+            &self.config_args,
+            &self.env,
+            &self.cwd,
+            &self.add_dirs,
+            &settings,
+        )?;
+        match self
+            .manager
+            .reconfigure_thread(self.thread.id(), config.clone(), SHUTDOWN_GRACE)
+            .await
+        {
+            Ok(restarted) => self.adopt(restarted),
+            Err(CoreError::ThreadNotPersisted(_)) => {
+                self.settings = settings;
+                self.config = config;
+                self.output.warning(
+                    "this thread is ephemeral and keeps its settings; the new ones apply from /new on",
+                );
+                return Ok(());
+            }
+            Err(err) => return Err(err.into()),
+        }
+        self.settings = settings;
+        self.config = config;
+        self.say(&format!(
+            "model: {}, approval: {}, sandbox: {} (from the next turn)",
+            self.config.model,
+            self.config.approval_policy.as_str(),
+            self.config.sandbox_policy.mode().as_str()
+        ));
+        Ok(())
+    }
+
+    fn adopt(&mut self, new: NewThread) {
+        self.thread = new.thread;
+        self.configured = new.session_configured;
+    }
+
+    async fn new_thread(&mut self) -> anyhow::Result<()> {
+        let new = self
+            .manager
+            .start_thread(self.config.clone(), SessionSource::Cli)
+            .await?;
+        self.switch_to(new).await;
+        Ok(())
+    }
+
+    async fn resume(&mut self, which: ResumeWhich) -> anyhow::Result<()> {
+        let id = match which {
+            ResumeWhich::Id(raw) => raw.parse::<ThreadId>().map_err(|_| {
+                anyhow::anyhow!("`{raw}` is not a thread id (a UUID, as /resume lists them)")
+            })?,
+            ResumeWhich::Last => {
+                let (latest, repairs) =
+                    interpreter_core::rollout::find_latest(&self.config.home, Some(&self.cwd))?;
+                for repair in repairs {
+                    self.output.warning(&repair.to_string());
+                }
+                // The current thread is the newest one here as soon as it has a message.
+                let latest = match latest {
+                    Some(record) if record.id != self.thread.id() => Some(record.id),
+                    _ => self
+                        .recent_threads()?
+                        .into_iter()
+                        .map(|record| record.id)
+                        .find(|id| *id != self.thread.id()),
+                };
+                latest
+                    .ok_or_else(|| anyhow::anyhow!("no earlier thread in {}", self.cwd.display()))?
+            }
+        };
+        if id == self.thread.id() {
+            self.say("already on that thread");
+            return Ok(());
+        }
+        let resumed = self.manager.resume_thread(self.config.clone(), id).await?;
+        self.usage = None;
+        self.switch_to(resumed).await;
+        self.recap();
+        self.say(&format!(
+            "resumed thread {id}; the model sees its earlier history"
+        ));
+        Ok(())
+    }
+
+    /// The end of the current thread's conversation, read back from its rollout, so the
+    /// user sees where a resumed thread left off; also its token usage so far.
+    fn recap(&mut self) {
+        let Some(path) = self.configured.rollout_path.clone() else {
+            return;
+        };
+        let items = match interpreter_core::rollout::read_rollout(&path) {
+            Ok(items) => items,
+            Err(err) => {
+                self.output
+                    .warning(&format!("cannot show the earlier conversation: {err}"));
+                return;
+            }
+        };
+        let mut messages: Vec<(bool, String)> = Vec::new();
+        for item in items {
+            match item {
+                RolloutItem::EventMsg(EventMsg::UserMessage(m)) => messages.push((true, m.message)),
+                RolloutItem::EventMsg(EventMsg::AgentMessage(m)) => {
+                    messages.push((false, m.message))
+                }
+                // `/status` shows the thread's usage so far before its next turn.
+                RolloutItem::EventMsg(EventMsg::TokenCount(count)) if count.info.is_some() => {
+                    self.usage = count.info;
+                }
+                _ => {}
+            }
+        }
+        let skipped = messages.len().saturating_sub(RECAP_MESSAGES);
+        if skipped > 0 {
+            let note = self
+                .output
+                .style()
+                .dim(&format!("… {skipped} earlier messages"));
+            self.say(&note);
+        }
+        for (from_user, text) in messages.into_iter().skip(skipped) {
+            let label = if from_user {
+                self.output.style().bold("user")
+            } else {
+                self.output.style().magenta("interpreter")
+            };
+            self.say(&label);
+            self.say(&crate::render::truncate_lines(&text, RECAP_LINES));
+        }
+    }
+
+    /// Make `new` the current thread and let the old one go (its rollout stays).
+    async fn switch_to(&mut self, new: NewThread) {
+        let old = std::mem::replace(&mut self.thread, new.thread);
+        self.configured = new.session_configured;
+        self.usage = None;
+        self.manager.remove_thread(old.id()).await;
+        crate::exec::shutdown(&old).await;
+        self.output.session_header(&self.configured);
+    }
+
+    /// This directory's threads, most recently updated first.
+    fn recent_threads(&self) -> anyhow::Result<Vec<interpreter_core::rollout::ThreadRecord>> {
+        let index = ThreadIndex::open(&self.config.home)?;
+        Ok(index
+            .list(RESUME_SCAN, None)?
+            .into_iter()
+            .filter(|record| record.cwd == self.cwd)
+            .collect())
+    }
+
+    fn list_threads(&mut self) -> anyhow::Result<()> {
+        let current = self.thread.id();
+        let records: Vec<_> = self
+            .recent_threads()?
+            .into_iter()
+            .filter(|record| record.id != current)
+            .take(RESUME_LIST_LEN)
+            .collect();
+        if records.is_empty() {
+            self.say(&format!("no earlier thread in {}", self.cwd.display()));
+            return Ok(());
+        }
+        self.say(&format!("recent threads in {}:", self.cwd.display()));
+        for record in records {
+            let preview = record
+                .preview
+                .as_deref()
+                .map(|text| text.split_whitespace().collect::<Vec<_>>().join(" "))
+                .unwrap_or_default();
+            let preview: String = preview.chars().take(60).collect();
+            let when = record.updated_at.format("%Y-%m-%d %H:%M");
+            self.say(&format!("  {}  {when}  {preview}", record.id));
+        }
+        self.say("resume one with /resume ID, or the newest with /resume --last");
+        Ok(())
+    }
+
+    fn status(&mut self) {
+        let configured = self.configured.clone();
+        let mut lines = vec![
+            format!("model:        {}", configured.model),
+            format!("provider:     {}", configured.model_provider_id),
+            format!("thread:       {}", configured.thread_id),
+            format!("workdir:      {}", configured.cwd.display()),
+            format!("approval:     {}", configured.approval_policy.as_str()),
+            format!(
+                "sandbox:      {}",
+                configured.sandbox_policy.mode().as_str()
+            ),
+        ];
+        match &self.usage {
+            Some(info) => {
+                let total = info.total_token_usage;
+                lines.push(format!(
+                    "tokens used:  {} (input {}, output {})",
+                    total.input_tokens.saturating_add(total.output_tokens),
+                    total.input_tokens,
+                    total.output_tokens
+                ));
+                let window = info
+                    .model_context_window
+                    .or(self.config.model_context_window);
+                if let Some(window) = window.filter(|window| *window > 0) {
+                    let last = info.last_token_usage;
+                    let in_context = last.input_tokens.saturating_add(last.output_tokens);
+                    let left = window.saturating_sub(in_context);
+                    lines.push(format!(
+                        "context left: {left} of {window} tokens ({}%)",
+                        left.saturating_mul(100) / window
+                    ));
+                }
+            }
+            None => lines.push("tokens used:  none yet in this session".to_string()),
+        }
+        for line in lines {
+            self.say(&line);
+        }
+    }
+
+    /// Stop the thread (bounded) so its rollout is complete, and say how to come back.
+    async fn leave(&mut self) {
+        let id = self.thread.id();
+        self.manager.remove_thread(id).await;
+        crate::exec::shutdown(&self.thread).await;
+        if !self.config.ephemeral {
+            let hint = format!(
+                "to continue this thread: /resume {id} (or `interpreter exec resume {id} PROMPT`)"
+            );
+            let hint = self.output.style().dim(&hint);
+            self.say(&hint);
+        }
+    }
+}
+
+/// The terminal settings of stdin at start, put back when dropped.
+struct TerminalGuard {
+    saved: Option<rustix::termios::Termios>,
+}
+
+impl TerminalGuard {
+    fn save() -> Self {
+        Self {
+            saved: rustix::termios::tcgetattr(std::io::stdin()).ok(),
+        }
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            // Drain, not flush: keys typed ahead stay for whatever reads the terminal next.
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Drain,
+                saved,
+            );
+        }
+    }
+}
+
+/// y / n / a, as words or letters, any case.
+fn parse_answer(answer: &str) -> Option<ReviewDecision> {
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(ReviewDecision::Approved),
+        "n" | "no" => Some(ReviewDecision::Denied),
+        "a" | "always" => Some(ReviewDecision::ApprovedForSession),
+        _ => None,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChatSignal {
+    CtrlC,
+    /// SIGTERM or SIGHUP.
+    Stop,
+}
+
+/// The signals the interactive mode reacts to. While the line editor reads, the terminal
+/// is in raw mode and Ctrl-C arrives as a key; during a turn it arrives as SIGINT.
+struct ChatSignals {
+    ctrl_c: Signal,
+    terminate: Signal,
+    hangup: Signal,
+}
+
+impl ChatSignals {
+    fn install() -> std::io::Result<Self> {
+        Ok(Self {
+            ctrl_c: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next Ctrl-C (SIGINT) or stop signal.
+    async fn next(&mut self) -> ChatSignal {
+        tokio::select! {
+            _ = self.ctrl_c.recv() => ChatSignal::CtrlC,
+            _ = self.terminate.recv() => ChatSignal::Stop,
+            _ = self.hangup.recv() => ChatSignal::Stop,
+        }
+    }
+
+    /// Drop a SIGINT delivered while nothing was listening.
+    fn forget_pending(&mut self) {
+        while let Some(Some(())) = self.ctrl_c.recv().now_or_never() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers() {
+        assert_eq!(parse_answer("y"), Some(ReviewDecision::Approved));
+        assert_eq!(parse_answer(" Yes "), Some(ReviewDecision::Approved));
+        assert_eq!(parse_answer("n"), Some(ReviewDecision::Denied));
+        assert_eq!(parse_answer("A"), Some(ReviewDecision::ApprovedForSession));
+        assert_eq!(parse_answer(""), None);
+        assert_eq!(parse_answer("sure"), None);
+    }
+}
