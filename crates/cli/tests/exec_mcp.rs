@@ -12,21 +12,11 @@ use interpreter_test_support::mock_model::chunk;
 
 /// The `mock-mcp-server` binary of the test-support package, built next to `interpreter`.
 fn mock_mcp_server() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_interpreter")).with_file_name("mock-mcp-server");
-    if !path.exists() {
-        let status = std::process::Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "interpreter-test-support",
-                "--bin",
-                "mock-mcp-server",
-            ])
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building mock-mcp-server failed");
-    }
-    path
+    interpreter_test_support::bins::mock_mcp_server(
+        std::path::Path::new(env!("CARGO_BIN_EXE_interpreter")),
+        env!("CARGO"),
+    )
+    .expect("mock-mcp-server")
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use interpreter_protocol::approval_answer::{approval_form_schema, decode_approval_answer};
+use interpreter_protocol::approval_answer::approval_form_schema;
 use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, ExecApprovalRequestEvent, ReviewDecision, ThreadId,
 };
@@ -25,6 +25,8 @@ use rmcp::{Peer, RoleServer};
 use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+use crate::turns::Answer;
 
 /// `elicitation/create` params for an exec approval. The `codex_*` fields are the
 /// reference's correlation fields, kept for clients that read them.
@@ -135,8 +137,12 @@ pub fn patch_params(
 }
 
 /// The spec-only subset of our params (`message`, `requestedSchema`), as a 2026-07-28
-/// `ElicitRequest` carries them inside `inputRequests`.
-pub fn spec_elicitation_params(params: &Value) -> Value {
+/// `ElicitRequest` carries them inside `inputRequests`. A downstream server's own question
+/// (`is_question`) is passed as it came.
+pub fn spec_elicitation_params(params: &Value, is_question: bool) -> Value {
+    if is_question {
+        return params.clone();
+    }
     serde_json::json!({
         "mode": "form",
         "message": params.get("message").cloned().unwrap_or_default(),
@@ -145,21 +151,22 @@ pub fn spec_elicitation_params(params: &Value) -> Value {
 }
 
 /// How an elicitation ended, for the result note.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ElicitOutcome {
-    Answered(ReviewDecision),
+    /// The client's result, exactly as sent; the asker decodes it.
+    Answered(Value),
     ClientError,
     TimedOut,
     Cancelled,
 }
 
 impl ElicitOutcome {
-    pub fn decision(self) -> ReviewDecision {
+    pub fn answer(self) -> Answer {
         match self {
-            Self::Answered(d) => d,
-            Self::ClientError => ReviewDecision::Denied,
-            Self::TimedOut => ReviewDecision::TimedOut,
-            Self::Cancelled => ReviewDecision::Abort,
+            Self::Answered(value) => Answer::Client(value),
+            Self::ClientError => Answer::Decided(ReviewDecision::Denied),
+            Self::TimedOut => Answer::Decided(ReviewDecision::TimedOut),
+            Self::Cancelled => Answer::Decided(ReviewDecision::Abort),
         }
     }
 }
@@ -191,7 +198,7 @@ pub async fn elicit(
     let outcome = tokio::select! {
         answer = handle.await_response() => match answer {
             Ok(result) => match serde_json::to_value(&result) {
-                Ok(value) => ElicitOutcome::Answered(decode_approval_answer(&value)),
+                Ok(value) => ElicitOutcome::Answered(value),
                 Err(_) => ElicitOutcome::ClientError,
             },
             Err(e) => {
@@ -204,7 +211,7 @@ pub async fn elicit(
     };
     if matches!(outcome, ElicitOutcome::TimedOut | ElicitOutcome::Cancelled) {
         // Tell the client to close its dialog; a late answer is then ignored.
-        let reason = if outcome == ElicitOutcome::TimedOut {
+        let reason = if matches!(outcome, ElicitOutcome::TimedOut) {
             "approval timed out"
         } else {
             "tool call cancelled"

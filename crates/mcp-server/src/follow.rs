@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{self, ElicitOutcome, spec_elicitation_params};
 use crate::mrtr::{APPROVAL_INPUT_KEY, RequestStates, SuspendedApproval};
-use crate::turns::{PendingApproval, RunState, TurnRun};
+use crate::turns::{Answer, PendingApproval, RunState, TurnRun};
 
 /// How this caller answers the approvals a turn raises.
 #[derive(Clone)]
@@ -231,7 +231,7 @@ impl Follower {
                         )),
                         ElicitOutcome::Answered(_) | ElicitOutcome::Cancelled => {}
                     }
-                    approval.resolve(outcome.decision());
+                    approval.resolve(outcome.answer());
                 });
                 None
             }
@@ -249,19 +249,19 @@ impl Follower {
                             "the request to {} was denied: the approval could not be sent",
                             approval.what
                         ));
-                        approval.resolve(ReviewDecision::Denied);
+                        approval.resolve(Answer::Decided(ReviewDecision::Denied));
                         return None;
                     }
                 };
                 let request = json!({
                     "method": "elicitation/create",
-                    "params": spec_elicitation_params(&approval.params),
+                    "params": spec_elicitation_params(&approval.params, approval.is_question),
                 });
                 let request: InputRequest = match serde_json::from_value(request) {
                     Ok(request) => request,
                     Err(e) => {
                         tracing::warn!("could not build an elicitation request: {e}");
-                        approval.resolve(ReviewDecision::Denied);
+                        approval.resolve(Answer::Decided(ReviewDecision::Denied));
                         return None;
                     }
                 };
@@ -272,6 +272,15 @@ impl Follower {
                     Some(requests),
                     Some(sealed),
                 )))
+            }
+            // A downstream server's question is never answered for the user: declined.
+            Asker::Fallback(_) if approval.is_question => {
+                run.note(format!(
+                    "the request to {} was declined: this client does not support elicitation",
+                    approval.what
+                ));
+                approval.resolve(Answer::Decided(ReviewDecision::Denied));
+                None
             }
             Asker::Fallback(fallback) => {
                 let (decision, verb, key) = match fallback {
@@ -284,7 +293,7 @@ impl Follower {
                     "the request to {} was {verb} automatically: this client does not support elicitation (mcp_server.elicitation_fallback = \"{key}\")",
                     approval.what
                 ));
-                approval.resolve(decision);
+                approval.resolve(Answer::Decided(decision));
                 None
             }
         }

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use interpreter_core::CoreError;
 use interpreter_core::config::McpServerSettings;
-use interpreter_protocol::approval_answer::decode_approval_answer;
 use interpreter_protocol::{EventMsg, ReviewDecision, SessionSource, ThreadId};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ErrorData,
@@ -34,7 +33,7 @@ use crate::tools::{
     CODEX_REPLY_TOOL, CODEX_STATUS_TOOL, CODEX_TOOL, CODEX_WAIT_TOOL, CodexArgs, CodexReplyArgs,
     CodexStatusArgs, CodexWaitArgs, build_session_config, parse_thread_id, tool_definitions,
 };
-use crate::turns::{Registry, RunState, TurnRun};
+use crate::turns::{Answer, Registry, RunState, TurnRun};
 
 /// Name our server reports in `serverInfo`.
 pub const SERVER_NAME: &str = "interpreter";
@@ -433,8 +432,10 @@ impl AgentServer {
             .input_responses
             .as_ref()
             .and_then(|responses| responses.get(APPROVAL_INPUT_KEY));
-        let decision = answer.map_or(ReviewDecision::Denied, decode_approval_answer);
-        approval.resolve(decision);
+        approval.resolve(match answer {
+            Some(value) => Answer::Client(value.clone()),
+            None => Answer::Decided(ReviewDecision::Denied),
+        });
         let follower = self.follower(ctx, tool, &run.settings);
         if tool == CODEX_WAIT_TOOL {
             let timeout = params

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use interpreter_core::rollout::{RolloutItem, find_rollout, read_rollout};
-use interpreter_protocol::approval_answer::decode_approval_answer;
 use interpreter_protocol::{EventMsg, ThreadId};
 use rmcp::model::{
     CallToolResult, CreateTaskResult, DetailedTask, ErrorData, GetTaskResult, InputRequest,
@@ -23,7 +22,7 @@ use serde_json::json;
 
 use crate::approval::spec_elicitation_params;
 use crate::result::{self, TurnStatus};
-use crate::turns::{Registry, RunState, TurnRun};
+use crate::turns::{Answer, Registry, RunState, TurnRun};
 
 /// How often we suggest clients poll.
 const POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -108,7 +107,7 @@ fn live(run: &Arc<TurnRun>, task_id: &str) -> DetailedTask {
             for approval in run.offered_approvals() {
                 let request = json!({
                     "method": "elicitation/create",
-                    "params": spec_elicitation_params(&approval.params),
+                    "params": spec_elicitation_params(&approval.params, approval.is_question),
                 });
                 if let Ok(request) = serde_json::from_value::<InputRequest>(request) {
                     requests.insert(format!("{APPROVAL_KEY_PREFIX}{}", approval.id), request);
@@ -236,7 +235,7 @@ pub fn update(
         };
         // Eventually consistent: an answer for an approval that already ended is ignored.
         if let Some(approval) = run.redeem(id) {
-            approval.resolve(decode_approval_answer(answer));
+            approval.resolve(Answer::Client(answer.clone()));
         }
     }
     Ok(())

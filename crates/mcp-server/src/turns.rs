@@ -17,7 +17,11 @@ use std::time::Duration;
 
 use interpreter_core::config::{ConfigInputs, McpServerSettings};
 use interpreter_core::{CoreError, Thread, ThreadManager};
-use interpreter_protocol::{Event, EventMsg, Op, ReviewDecision, ThreadId, UserInput};
+use interpreter_protocol::approval_answer::decode_approval_answer;
+use interpreter_protocol::{
+    ElicitationAction, ElicitationResponse, Event, EventMsg, Op, ReviewDecision, ThreadId,
+    UserInput,
+};
 use interpreter_tools::display_command;
 use rmcp::model::CallToolResult;
 use serde_json::Value;
@@ -39,22 +43,37 @@ const EVENT_BUFFER: usize = 1024;
 /// How long an interrupted turn may take to report its end before the run gives up on it.
 const INTERRUPT_DRAIN: Duration = Duration::from_secs(5);
 
-/// An approval the turn waits for.
+/// How a question the turn asked was answered.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// What the client sent (an `ElicitResult`, or a legacy approval answer), decoded by
+    /// whoever asked: the shared approval decoder, or the elicitation shape.
+    Client(Value),
+    /// Decided without the client (fallback, deadline, error, shutdown).
+    Decided(ReviewDecision),
+}
+
+/// A question the turn waits for: a command or patch approval, or a downstream MCP
+/// server's elicitation passed up to our client.
 pub struct PendingApproval {
     /// One-time id within this process (the MRTR `requestState` names it).
     pub id: u64,
-    /// The elicitation params (ours, with the reference's `codex_*` fields).
+    /// The elicitation params to send (for approvals: ours, with the reference's `codex_*`
+    /// fields; for a downstream question: the server's own).
     pub params: Value,
     /// "run `make test`", for notes.
     pub what: String,
-    reply: std::sync::Mutex<Option<oneshot::Sender<ReviewDecision>>>,
+    /// A downstream server's question, not an approval: never answered by the approval
+    /// fallback, only declined.
+    pub is_question: bool,
+    reply: std::sync::Mutex<Option<oneshot::Sender<Answer>>>,
 }
 
 impl PendingApproval {
     /// Answer the turn. Only the first answer counts; later ones return `false`.
-    pub fn resolve(&self, decision: ReviewDecision) -> bool {
+    pub fn resolve(&self, answer: Answer) -> bool {
         let sender = self.reply.lock().ok().and_then(|mut s| s.take());
-        sender.is_some_and(|s| s.send(decision).is_ok())
+        sender.is_some_and(|s| s.send(answer).is_ok())
     }
 }
 
@@ -347,7 +366,7 @@ impl Registry {
     }
 }
 
-/// Park an approval on the run and answer the engine when a follower resolves it, or deny
+/// Park a question on the run and answer the engine when a follower resolves it, or deny
 /// at the deadline.
 fn park_approval(
     registry: &Registry,
@@ -355,13 +374,15 @@ fn park_approval(
     thread: &Arc<Thread>,
     params: Value,
     what: String,
-    answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
+    is_question: bool,
+    answer: impl FnOnce(Answer) -> Op + Send + 'static,
 ) {
     let (reply, decision) = oneshot::channel();
     let approval = Arc::new(PendingApproval {
         id: registry.next_approval_id(),
         params,
         what: what.clone(),
+        is_question,
         reply: std::sync::Mutex::new(Some(reply)),
     });
     if let Ok(mut pending) = run.pending.lock() {
@@ -381,15 +402,15 @@ fn park_approval(
     let thread = thread.clone();
     tokio::spawn(async move {
         let decision = tokio::select! {
-            decision = decision => decision.unwrap_or(ReviewDecision::Denied),
+            decision = decision => decision.unwrap_or(Answer::Decided(ReviewDecision::Denied)),
             () = tokio::time::sleep(deadline) => {
                 run.note(format!(
                     "the request to {what} was denied: no answer within {}s (mcp_server.approval_timeout_sec)",
                     deadline.as_secs()
                 ));
-                ReviewDecision::TimedOut
+                Answer::Decided(ReviewDecision::TimedOut)
             }
-            () = run.interrupt.cancelled() => ReviewDecision::Abort,
+            () = run.interrupt.cancelled() => Answer::Decided(ReviewDecision::Abort),
         };
         // Whatever answered, the approval is no longer takeable or redeemable.
         if let Ok(mut pending) = run.pending.lock() {
@@ -411,6 +432,44 @@ fn park_approval(
             tracing::debug!("submitting an approval decision failed: {e}");
         }
     });
+}
+
+/// An approval decision from an answer: the client's through the shared fail-closed
+/// decoder, or the one decided without the client.
+fn decision_of(answer: &Answer) -> ReviewDecision {
+    match answer {
+        Answer::Client(value) => decode_approval_answer(value),
+        Answer::Decided(decision) => *decision,
+    }
+}
+
+/// A downstream server's answer from ours: the client's `ElicitResult` passed through when
+/// well formed; anything else, and anything decided without the client, declines.
+fn elicitation_response_of(answer: &Answer) -> ElicitationResponse {
+    let decline = ElicitationResponse {
+        action: ElicitationAction::Decline,
+        content: None,
+    };
+    let Answer::Client(value) = answer else {
+        return decline;
+    };
+    let Some(object) = value.as_object() else {
+        return decline;
+    };
+    if object
+        .keys()
+        .any(|k| !matches!(k.as_str(), "action" | "content" | "_meta"))
+    {
+        return decline;
+    }
+    match serde_json::from_value::<ElicitationResponse>(value.clone()) {
+        Ok(response)
+            if response.action == ElicitationAction::Accept || response.content.is_none() =>
+        {
+            response
+        }
+        _ => decline,
+    }
 }
 
 fn turn_id_of(msg: &EventMsg) -> Option<&str> {
@@ -491,9 +550,10 @@ async fn drive(
                     &thread,
                     params,
                     format!("run `{}`", display_command(&request.command)),
-                    move |decision| Op::ExecApproval {
+                    false,
+                    move |answer| Op::ExecApproval {
                         id: call_id,
-                        decision,
+                        decision: decision_of(&answer),
                     },
                 );
             }
@@ -507,9 +567,25 @@ async fn drive(
                     &thread,
                     params,
                     format!("change {} file(s)", request.changes.len()),
-                    move |decision| Op::PatchApproval {
+                    false,
+                    move |answer| Op::PatchApproval {
                         id: call_id,
-                        decision,
+                        decision: decision_of(&answer),
+                    },
+                );
+            }
+            EventMsg::ElicitationRequest(request) => {
+                let id = request.id.clone();
+                park_approval(
+                    registry,
+                    run,
+                    &thread,
+                    request.request.clone(),
+                    format!("answer a question from MCP server `{}`", request.server),
+                    true,
+                    move |answer| Op::ResolveElicitation {
+                        id,
+                        response: elicitation_response_of(&answer),
                     },
                 );
             }

@@ -5,6 +5,7 @@
 //! * [`fixtures`]: recorded and documented server answers replayed by fast tests.
 //! * [`process`]: a child process spoken to in JSON lines, every read with a deadline.
 
+pub mod bins;
 pub mod fixtures;
 pub mod mock_model;
 pub mod process;
