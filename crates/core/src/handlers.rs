@@ -693,6 +693,15 @@ async fn handle_patch(
     ToolOutcome::Output(if success { stdout } else { stderr })
 }
 
+/// What the model is told about a call the interrupt cut short: it did run, for how long,
+/// and its result is gone.
+fn stopped_while_running(what: &str, started: Instant) -> ToolOutcome {
+    ToolOutcome::Stop(format!(
+        "interrupted: the turn was stopped while this {what} ran (after {} ms); its result, if any, was discarded",
+        started.elapsed().as_millis()
+    ))
+}
+
 /// Why the patch may not write where it wants, in the words the model and the user see;
 /// `None` when every path is writable in the sandbox.
 fn unwritable_reason(sess: &Session, cwd: &Path, paths: &[PathBuf]) -> Option<String> {
@@ -878,10 +887,7 @@ async fn handle_mcp(
     )
     .await;
     if cancel.is_cancelled() {
-        return ToolOutcome::Stop(format!(
-            "interrupted: the turn was stopped while this MCP tool call ran (after {} ms); its result, if any, was discarded",
-            started.elapsed().as_millis()
-        ));
+        return stopped_while_running("MCP tool call", started);
     }
     if let Ok(value) = &result {
         attach_images(sess, &format!("MCP tool {}", tool.qualified_name), value).await;
@@ -1012,10 +1018,7 @@ async fn handle_resources(
     )
     .await;
     if cancel.is_cancelled() {
-        return ToolOutcome::Stop(format!(
-            "interrupted: the turn was stopped while this resource read ran (after {} ms); its result, if any, was discarded",
-            started.elapsed().as_millis()
-        ));
+        return stopped_while_running("resource read", started);
     }
     if let Ok(value) = &result {
         attach_images(sess, &format!("MCP resource read ({name})"), value).await;

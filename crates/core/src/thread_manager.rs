@@ -251,16 +251,7 @@ impl ThreadManager {
         }
         let wait_all = async {
             for thread in &threads {
-                loop {
-                    match thread.next_event().await {
-                        Ok(Event {
-                            msg: interpreter_protocol::EventMsg::ShutdownComplete,
-                            ..
-                        })
-                        | Err(_) => break,
-                        Ok(_) => {}
-                    }
-                }
+                until_shut_down(thread).await;
             }
         };
         let _ = tokio::time::timeout(grace, wait_all).await;
@@ -303,19 +294,25 @@ async fn shut_down(thread: &Thread, grace: std::time::Duration) {
     if thread.submit(Op::Shutdown).await.is_err() {
         return;
     }
-    let confirmed = async {
-        loop {
-            match thread.next_event().await {
-                Ok(Event {
-                    msg: interpreter_protocol::EventMsg::ShutdownComplete,
-                    ..
-                })
-                | Err(_) => break,
-                Ok(_) => {}
-            }
-        }
-    };
-    if tokio::time::timeout(grace, confirmed).await.is_err() {
+    if tokio::time::timeout(grace, until_shut_down(thread))
+        .await
+        .is_err()
+    {
         tracing::warn!(thread_id = %thread.id(), "thread did not confirm shutdown in time");
+    }
+}
+
+/// Read (and drop) the thread's events until its session reports the shutdown done, or
+/// its queue ends.
+async fn until_shut_down(thread: &Thread) {
+    loop {
+        match thread.next_event().await {
+            Ok(Event {
+                msg: interpreter_protocol::EventMsg::ShutdownComplete,
+                ..
+            })
+            | Err(_) => return,
+            Ok(_) => {}
+        }
     }
 }

@@ -52,6 +52,20 @@ fn build(thread_id: Option<ThreadId>, text: &str, status: Option<TurnStatus>) ->
     result
 }
 
+/// The text and status of a finished turn: its last message, and the failure (if any)
+/// after it. One rule for a turn that ends live and one read back from its rollout.
+pub fn turn_outcome(last_message: Option<&str>, failure: Option<&str>) -> (String, TurnStatus) {
+    let text = last_message.unwrap_or_default();
+    match failure {
+        None => (text.to_string(), TurnStatus::Completed),
+        Some(failure) if text.is_empty() => (failure.to_string(), TurnStatus::Failed),
+        Some(failure) => (
+            format!("{text}\n\nThe turn failed: {failure}"),
+            TurnStatus::Failed,
+        ),
+    }
+}
+
 /// A turn's outcome, or a thread's state, with its status.
 pub fn with_status(thread_id: ThreadId, text: &str, status: TurnStatus) -> CallToolResult {
     build(Some(thread_id), text, Some(status))

@@ -164,19 +164,8 @@ async fn from_rollout(
             EventMsg::Error(e) if started => last_error = Some(e.message.clone()),
             EventMsg::TaskComplete(e) if e.turn_id == turn_id => {
                 let failure = e.error.clone().or(last_error);
-                let mut text = e.last_agent_message.clone().unwrap_or_default();
-                if let Some(failure) = &failure {
-                    text = if text.is_empty() {
-                        failure.clone()
-                    } else {
-                        format!("{text}\n\nThe turn failed: {failure}")
-                    };
-                }
-                let status = if failure.is_some() {
-                    TurnStatus::Failed
-                } else {
-                    TurnStatus::Completed
-                };
+                let (text, status) =
+                    result::turn_outcome(e.last_agent_message.as_deref(), failure.as_deref());
                 let task = base_task(task_id, Utc::now());
                 return Ok(completed(
                     task,

@@ -591,20 +591,9 @@ async fn drive(
             }
             EventMsg::Error(error) if ours => last_error = Some(error.message.clone()),
             EventMsg::TaskComplete(done) if ours => {
-                let mut text = done.last_agent_message.clone().unwrap_or_default();
                 let failure = done.error.clone().or_else(|| last_error.take());
-                if let Some(failure) = &failure {
-                    text = if text.is_empty() {
-                        failure.clone()
-                    } else {
-                        format!("{text}\n\nThe turn failed: {failure}")
-                    };
-                }
-                let status = if failure.is_some() {
-                    TurnStatus::Failed
-                } else {
-                    TurnStatus::Completed
-                };
+                let (text, status) =
+                    result::turn_outcome(done.last_agent_message.as_deref(), failure.as_deref());
                 run.finish(text, status);
                 return;
             }
