@@ -68,16 +68,21 @@ fn env_value(env: &HashMap<String, String>, name: &str) -> Option<String> {
         .filter(|value| !value.is_empty())
 }
 
-/// The provider's credential: the `env_key` variable, else `experimental_bearer_token`.
+/// The provider's credential: the `env_key` variable, else the stored key (the
+/// environment takes precedence so a one-off `KEY=… interpreter` run overrides a saved
+/// login), else `experimental_bearer_token` for providers without `env_key`.
 fn api_key(provider: &ModelProviderInfo, env: &HashMap<String, String>) -> Option<String> {
-    match &provider.env_key {
-        Some(variable) => env_value(env, variable),
-        None => provider
-            .experimental_bearer_token
-            .as_deref()
-            .map(str::trim)
+    let non_blank = |text: Option<&str>| {
+        text.map(str::trim)
             .filter(|token| !token.is_empty())
-            .map(str::to_string),
+            .map(str::to_string)
+    };
+    match &provider.env_key {
+        Some(variable) => {
+            env_value(env, variable).or_else(|| non_blank(provider.stored_api_key.as_deref()))
+        }
+        None => non_blank(provider.stored_api_key.as_deref())
+            .or_else(|| non_blank(provider.experimental_bearer_token.as_deref())),
     }
 }
 

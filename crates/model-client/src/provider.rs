@@ -49,6 +49,11 @@ pub struct ModelProviderInfo {
     pub stream_max_retries: Option<u64>,
     #[serde(default)]
     pub stream_idle_timeout_ms: Option<u64>,
+    /// The key saved by `account/login/start` (or a login command) in the agent home's
+    /// credential store. Never read from or written to config.toml: the config loader
+    /// fills it in. The `env_key` variable, when set, wins over it.
+    #[serde(skip)]
+    pub stored_api_key: Option<String>,
 }
 
 pub const DEFAULT_REQUEST_MAX_RETRIES: u64 = 4;

@@ -142,13 +142,15 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         openai.base_url = Some(url);
     }
     providers.extend(toml.model_providers);
-    let model_provider =
+    let mut model_provider =
         providers
             .remove(&model_provider_id)
             .ok_or_else(|| ConfigError::UnknownModelProvider {
                 id: model_provider_id.clone(),
                 config_path: config_path.clone(),
             })?;
+    model_provider.stored_api_key =
+        super::credentials::stored_api_key(&inputs.home, &model_provider_id);
 
     let sandbox_mode = sandbox_mode.or(toml.sandbox_mode).unwrap_or_default();
     let sandbox_policy = match sandbox_mode {

@@ -4,6 +4,8 @@
 //! selected profile, `-c` overrides and per-call [`ConfigOverrides`], checks for unknown
 //! keys, and validates the result.
 
+pub mod credentials;
+pub mod edit;
 mod error;
 mod load;
 mod toml_file;

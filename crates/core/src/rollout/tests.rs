@@ -22,6 +22,7 @@ fn meta(cwd: &Path) -> SessionMeta {
         model_provider: Some("ollama".into()),
         model: Some("qwen".into()),
         base_instructions: None,
+        forked_from_id: None,
     }
 }
 
