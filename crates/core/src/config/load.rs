@@ -233,6 +233,7 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         ephemeral,
         mcp_servers: toml.mcp_servers,
         mcp_server: toml.mcp_server.unwrap_or_default(),
+        app_server: toml.app_server.unwrap_or_default(),
         env: inputs.env,
         sandbox_exe: inputs.sandbox_exe,
     })
