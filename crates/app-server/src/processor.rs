@@ -189,6 +189,19 @@ impl MessageProcessor {
         Arc::new(Connection::new(id, sink))
     }
 
+    /// A connection whose handshake happened elsewhere (the MCP connection's own
+    /// `initialize`): it may call every method at once. `legacy_approvals` picks the v1
+    /// approval requests.
+    pub fn connect_initialized(
+        &self,
+        sink: Arc<dyn MessageSink>,
+        legacy_approvals: bool,
+    ) -> Arc<Connection> {
+        let connection = self.connect(sink);
+        connection.mark_initialized(legacy_approvals, Vec::new());
+        connection
+    }
+
     /// The client went away: its pending server requests end (their approvals fall back
     /// to the deadline's denial at once) and it stops following threads.
     pub fn disconnect(&self, connection: &Arc<Connection>) {

@@ -83,13 +83,14 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             let listen = mcp_server_listen(&args, &inputs)?;
             let stop = tokio_util::sync::CancellationToken::new();
             spawn_stop_on_signal(stop.clone());
-            interpreter_mcp_server::run(
+            // Boxed: the server's future is large, and main's stays small.
+            Box::pin(interpreter_mcp_server::run(
                 interpreter_mcp_server::McpServerOptions {
                     config_inputs: inputs,
                     listen,
                 },
                 stop,
-            )
+            ))
             .await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -118,14 +119,14 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             }
             let stop = tokio_util::sync::CancellationToken::new();
             spawn_stop_on_signal(stop.clone());
-            interpreter_app_server::run(
+            Box::pin(interpreter_app_server::run(
                 interpreter_app_server::AppServerOptions {
                     config_inputs: inputs,
                     listen,
                     ws_token_file: args.ws_token_file,
                 },
                 stop,
-            )
+            ))
             .await?;
             Ok(ExitCode::SUCCESS)
         }
