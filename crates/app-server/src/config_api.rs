@@ -173,18 +173,42 @@ async fn write(
             },
         })
         .collect();
+    // A `-c` flag of this server on a written key: the write is saved, but this server
+    // keeps seeing the flag's value (the reference's `okOverridden`).
+    let overriding: Option<(String, Value)> = edits.iter().find_map(|e| {
+        state
+            .inputs
+            .cli_overrides
+            .iter()
+            .find(|(key, _)| key == &e.key_path)
+            .map(|(key, value)| {
+                (
+                    key.clone(),
+                    serde_json::to_value(value).unwrap_or(Value::Null),
+                )
+            })
+    });
     let inputs = state.inputs.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         edit::apply_edits(&inputs, &edits, expected_version.as_deref())
     })
     .await
     .map_err(|e| AppServerError::Internal(e.to_string()))??;
-    // A `-c` flag of this server overriding a written key: the write is saved, but the
-    // server keeps seeing the flag's value.
+    let (status, overridden_metadata) = match overriding {
+        Some((key, value)) => (
+            v2::WriteStatus::OkOverridden,
+            Some(json!({
+                "message": format!("`{key}` is overridden by a -c flag of this server"),
+                "overridingLayer": {"name": {"type": "sessionFlags"}, "version": ""},
+                "effectiveValue": value,
+            })),
+        ),
+        None => (v2::WriteStatus::Ok, None),
+    };
     Reply::new(&v2::ConfigWriteResponse {
-        status: v2::WriteStatus::Ok,
+        status,
         version: outcome.version,
         file_path: outcome.path.to_string_lossy().into_owned(),
-        overridden_metadata: None,
+        overridden_metadata,
     })
 }
