@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -27,6 +27,10 @@ impl MessageSink for tokio::sync::mpsc::UnboundedSender<Value> {
     }
 }
 
+/// Requests one client may have in progress at once, as the reference's bounded queue;
+/// past it a request is refused with `-32001` ("Server overloaded; retry later.").
+pub const MAX_IN_FLIGHT: usize = 128;
+
 /// A client's answer to a server request.
 pub type ClientAnswer = Result<Value, JsonRpcError>;
 
@@ -40,6 +44,8 @@ pub struct Connection {
     opt_out: std::sync::Mutex<HashSet<String>>,
     pending: std::sync::Mutex<HashMap<RequestId, oneshot::Sender<ClientAnswer>>>,
     next_request_id: AtomicI64,
+    /// Requests of this client being handled right now (see [`MAX_IN_FLIGHT`]).
+    in_flight: AtomicUsize,
     /// Fires when the transport closes: waits on this client's behalf end.
     pub closed: CancellationToken,
 }
@@ -54,8 +60,19 @@ impl Connection {
             opt_out: std::sync::Mutex::default(),
             pending: std::sync::Mutex::default(),
             next_request_id: AtomicI64::new(0),
+            in_flight: AtomicUsize::new(0),
             closed: CancellationToken::new(),
         }
+    }
+
+    /// Count a request in; `None` when the client already has [`MAX_IN_FLIGHT`] running.
+    pub(crate) fn admit(self: &Arc<Self>) -> Option<InFlight> {
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        if before >= MAX_IN_FLIGHT {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(InFlight(self.clone()))
     }
 
     pub fn is_initialized(&self) -> bool {
@@ -156,5 +173,14 @@ impl Connection {
         if let Ok(mut pending) = self.pending.lock() {
             pending.clear();
         }
+    }
+}
+
+/// One admitted request; counts out when dropped, however the request ends.
+pub(crate) struct InFlight(Arc<Connection>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }

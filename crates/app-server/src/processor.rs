@@ -227,9 +227,20 @@ impl MessageProcessor {
                 }
             }
             Ok(JsonRpcMessage::Request(request)) => {
+                let Some(admitted) = connection.admit() else {
+                    connection.respond_error(
+                        Some(request.id),
+                        JsonRpcError::new(
+                            crate::protocol::SERVER_OVERLOADED,
+                            "Server overloaded; retry later.",
+                        ),
+                    );
+                    return;
+                };
                 let this = self.clone();
                 let connection = connection.clone();
                 tokio::spawn(async move {
+                    let _admitted = admitted;
                     let id = request.id.clone();
                     match this
                         .dispatch(&connection, &request.method, request.params)

@@ -351,3 +351,52 @@ pub fn load_or_create_token(path: &Path) -> Result<String, TransportError> {
         Err(err) => Err(fail(err.to_string())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_urls() {
+        let home = Path::new("/h");
+        let cwd = Path::new("/w");
+        assert_eq!(
+            Listen::parse("stdio://", home, cwd).ok(),
+            Some(Listen::Stdio)
+        );
+        assert_eq!(
+            Listen::parse("ws://127.0.0.1:4500", home, cwd).ok(),
+            Some(Listen::WebSocket(([127, 0, 0, 1], 4500).into()))
+        );
+        assert_eq!(
+            Listen::parse("unix://", home, cwd).ok(),
+            Some(Listen::Unix(default_socket_path(home)))
+        );
+        assert_eq!(
+            Listen::parse("unix://s.sock", home, cwd).ok(),
+            Some(Listen::Unix(PathBuf::from("/w/s.sock")))
+        );
+        assert!(Listen::parse("ws://localhost", home, cwd).is_err());
+        assert!(Listen::parse("http://127.0.0.1:1", home, cwd).is_err());
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_token("abcdef", "abcdef"));
+        assert!(!same_token("abcdeg", "abcdef"));
+        assert!(!same_token("abc", "abcdef"));
+        assert!(!same_token("", "abcdef"));
+    }
+
+    #[test]
+    fn token_files_are_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("t");
+        let token = load_or_create_token(&path).expect("create");
+        assert_eq!(token.len(), 64);
+        assert_eq!(load_or_create_token(&path).expect("read"), token);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(load_or_create_token(&path).is_err());
+    }
+}

@@ -152,3 +152,36 @@ impl JsonRpcMessage {
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn messages_are_told_apart_with_or_without_the_jsonrpc_member() {
+        let request = JsonRpcMessage::from_value(json!({"id": 1, "method": "thread/list"}));
+        assert!(matches!(request, Ok(JsonRpcMessage::Request(r)) if r.id == RequestId::Integer(1)));
+        let request = JsonRpcMessage::from_value(
+            json!({"jsonrpc": "2.0", "id": "a", "method": "x", "params": {}}),
+        );
+        assert!(matches!(request, Ok(JsonRpcMessage::Request(_))));
+        let note = JsonRpcMessage::from_value(json!({"method": "initialized"}));
+        assert!(matches!(note, Ok(JsonRpcMessage::Notification(_))));
+        let response = JsonRpcMessage::from_value(json!({"id": "srv-0", "result": {}}));
+        assert!(matches!(response, Ok(JsonRpcMessage::Response(_))));
+        let error = JsonRpcMessage::from_value(
+            json!({"id": "srv-1", "error": {"code": -32601, "message": "no"}}),
+        );
+        assert!(matches!(error, Ok(JsonRpcMessage::Error(e)) if e.error.code == METHOD_NOT_FOUND));
+        for bad in [
+            json!([]),
+            json!({"jsonrpc": "1.0", "id": 1, "method": "x"}),
+            json!({"id": 1.5, "method": "x"}),
+            json!({"id": 1}),
+        ] {
+            assert!(JsonRpcMessage::from_value(bad.clone()).is_err(), "{bad}");
+        }
+    }
+}
