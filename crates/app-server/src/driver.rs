@@ -106,10 +106,7 @@ pub(crate) async fn drive(
                 return;
             }
         };
-        let Event {
-            id: event_turn,
-            msg,
-        } = event;
+        let Event { msg, .. } = event;
         match msg {
             EventMsg::TaskStarted(started) => {
                 // A follow-up turn (input that arrived as the previous turn ended) is
@@ -229,7 +226,7 @@ pub(crate) async fn drive(
                     None,
                 );
                 start_once(loaded, &mut items, &request.call_id, item);
-                ask_exec_approval(state, loaded, &items, &event_turn, request, &turn_over);
+                ask_exec_approval(loaded, &items, request, &turn_over);
             }
             EventMsg::ExecCommandBegin(begin) => {
                 let item = mapping::command_item(
@@ -288,7 +285,7 @@ pub(crate) async fn drive(
                     status: PatchApplyStatus::InProgress,
                 };
                 start_once(loaded, &mut items, &request.call_id, item);
-                ask_patch_approval(state, loaded, &items, &event_turn, request, &turn_over);
+                ask_patch_approval(loaded, &items, request, &turn_over);
             }
             EventMsg::PatchApplyBegin(begin) => {
                 let item = ThreadItem::FileChange {
@@ -432,7 +429,7 @@ pub(crate) async fn drive(
                     message: warning.message,
                 },
             ),
-            EventMsg::TaskComplete(done) if done.turn_id == items.turn_id => {
+            EventMsg::TaskComplete(done) => {
                 let error = done.error.map(|message| {
                     last_error
                         .take()
@@ -443,21 +440,27 @@ pub(crate) async fn drive(
                 } else {
                     TurnStatus::Completed
                 };
+                items.turn_id = done.turn_id;
                 finish(loaded, &mut items, status, error);
-                return;
+                // A follow-up turn left over from before ours (input that arrived as an
+                // earlier turn ended) was announced and finished; ours goes on.
+                if items.turn_id == turn_id {
+                    return;
+                }
             }
-            EventMsg::TurnAborted(aborted) if aborted.turn_id == items.turn_id => {
+            EventMsg::TurnAborted(aborted) => {
+                items.turn_id = aborted.turn_id;
                 finish(loaded, &mut items, TurnStatus::Interrupted, None);
-                return;
+                if items.turn_id == turn_id {
+                    return;
+                }
             }
             EventMsg::ShutdownComplete => {
                 let error = mapping::turn_error("the thread shut down".into(), None);
                 finish(loaded, &mut items, TurnStatus::Failed, Some(error));
                 return;
             }
-            EventMsg::SessionConfigured(_)
-            | EventMsg::TaskComplete(_)
-            | EventMsg::TurnAborted(_) => {}
+            EventMsg::SessionConfigured(_) => {}
         }
     }
 }
@@ -593,15 +596,13 @@ fn approver(loaded: &LoadedThread) -> Option<Arc<Connection>> {
 }
 
 fn ask_exec_approval(
-    state: &Arc<ServerState>,
     loaded: &Arc<LoadedThread>,
     items: &TurnItems,
-    _event_turn: &str,
     request: ExecApprovalRequestEvent,
     turn_over: &CancellationToken,
 ) {
     let Some(connection) = approver(loaded) else {
-        answer_later(loaded, None, None, ReviewDecision::Denied, move |d| {
+        answer_later(loaded, None, ReviewDecision::Denied, move |d| {
             Op::ExecApproval {
                 id: request.call_id,
                 decision: d,
@@ -644,30 +645,22 @@ fn ask_exec_approval(
     };
     let params = params.unwrap_or_default();
     let call_id = request.call_id;
-    spawn_approval(
-        state,
-        loaded,
-        connection,
-        method,
-        params,
-        turn_over,
-        move |d| Op::ExecApproval {
+    spawn_approval(loaded, connection, method, params, turn_over, move |d| {
+        Op::ExecApproval {
             id: call_id,
             decision: d,
-        },
-    );
+        }
+    });
 }
 
 fn ask_patch_approval(
-    state: &Arc<ServerState>,
     loaded: &Arc<LoadedThread>,
     items: &TurnItems,
-    _event_turn: &str,
     request: ApplyPatchApprovalRequestEvent,
     turn_over: &CancellationToken,
 ) {
     let Some(connection) = approver(loaded) else {
-        answer_later(loaded, None, None, ReviewDecision::Denied, move |d| {
+        answer_later(loaded, None, ReviewDecision::Denied, move |d| {
             Op::PatchApproval {
                 id: request.call_id,
                 decision: d,
@@ -713,25 +706,18 @@ fn ask_patch_approval(
     };
     let params = params.unwrap_or_default();
     let call_id = request.call_id;
-    spawn_approval(
-        state,
-        loaded,
-        connection,
-        method,
-        params,
-        turn_over,
-        move |d| Op::PatchApproval {
+    spawn_approval(loaded, connection, method, params, turn_over, move |d| {
+        Op::PatchApproval {
             id: call_id,
             decision: d,
-        },
-    );
+        }
+    });
 }
 
 /// Ask `connection`, wait (bounded by `approval_timeout_sec`, the turn's end and the
 /// connection's life), decode with the shared fail-closed decoder, answer the engine,
 /// and tell followers the request is resolved.
 fn spawn_approval(
-    _state: &Arc<ServerState>,
     loaded: &Arc<LoadedThread>,
     connection: Arc<Connection>,
     method: &'static str,
@@ -763,13 +749,7 @@ fn spawn_approval(
             () = connection.closed.cancelled() => ReviewDecision::Denied,
         };
         connection.forget_request(&request_id);
-        answer_later(
-            &loaded,
-            Some(&connection),
-            Some(request_id),
-            decision,
-            answer,
-        );
+        answer_later(&loaded, Some(request_id), decision, answer);
     });
 }
 
@@ -785,7 +765,6 @@ fn decide(answer: ClientAnswer, fallback: ReviewDecision) -> ReviewDecision {
 
 fn answer_later(
     loaded: &Arc<LoadedThread>,
-    _asked: Option<&Arc<Connection>>,
     request_id: Option<RequestId>,
     decision: ReviewDecision,
     answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
