@@ -58,7 +58,9 @@ async fn handshake_errors_and_unknown_methods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
     let env = AppEnv::new().await;
-    env.script_command_then_text("call_cmd", "echo hello", "said hello");
+    env.script_command("call_cmd", "echo hello");
+    env.script_patch("call_patch", "notes.txt");
+    env.script_text("said hello and wrote notes");
     let mut client = env.spawn();
     client.initialize().await;
     let thread_id = client.start_thread(params(NO_APPROVALS)).await;
@@ -81,6 +83,8 @@ async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
             "item/started:commandExecution",
             "item/commandExecution/outputDelta",
             "item/completed:commandExecution",
+            "item/started:fileChange",
+            "item/completed:fileChange",
             "item/started:agentMessage",
             "item/agentMessage/delta",
             "item/completed:agentMessage",
@@ -97,6 +101,12 @@ async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
             assert_eq!(params["threadId"], thread_id.as_str(), "{message}");
             assert_eq!(params["turnId"], turn_id.as_str(), "{message}");
         }
+        if message["method"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("Delta"))
+        {
+            assert!(params["itemId"].is_string(), "{message}");
+        }
     }
     let command = messages
         .iter()
@@ -107,22 +117,6 @@ async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
     assert_eq!(command["params"]["item"]["status"], "completed");
     assert_eq!(command["params"]["item"]["exitCode"], 0);
     assert_eq!(command["params"]["item"]["aggregatedOutput"], "hello\n");
-    let done = messages.last().expect("turn/completed");
-    assert_eq!(done["params"]["turn"]["status"], "completed");
-    assert_eq!(done["params"]["turn"]["id"], turn_id.as_str());
-
-    // A second turn with a patch.
-    env.script_patch("call_patch", "notes.txt");
-    env.script_text("patched");
-    let turn2 = client.start_turn(&thread_id, "write notes").await;
-    assert_ne!(turn2, turn_id);
-    let messages = client.until_turn_completed().await;
-    let order = trace(&messages);
-    let file_change: Vec<&String> = order.iter().filter(|m| m.contains("fileChange")).collect();
-    assert_eq!(
-        file_change,
-        vec!["item/started:fileChange", "item/completed:fileChange"]
-    );
     let patch = messages
         .iter()
         .find(|m| m["method"] == "item/completed" && m["params"]["item"]["type"] == "fileChange")
@@ -130,8 +124,15 @@ async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
     assert_eq!(patch["params"]["item"]["status"], "completed");
     assert_eq!(patch["params"]["item"]["changes"][0]["kind"]["type"], "add");
     assert!(env.work_path().join("notes.txt").is_file());
+    let done = messages.last().expect("turn/completed");
+    assert_eq!(done["params"]["turn"]["status"], "completed");
+    assert_eq!(done["params"]["turn"]["id"], turn_id.as_str());
 
-    // The stored thread replays both turns with their items.
+    // A second turn gets its own id; the stored thread replays both with their items.
+    env.script_text("again");
+    let turn2 = client.start_turn(&thread_id, "once more").await;
+    assert_ne!(turn2, turn_id);
+    client.until_turn_completed().await;
     let read = client
         .ok(
             "thread/read",
@@ -148,10 +149,44 @@ async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
         .collect();
     assert_eq!(
         kinds,
-        vec!["userMessage", "commandExecution", "agentMessage"]
+        vec![
+            "userMessage",
+            "commandExecution",
+            "fileChange",
+            "agentMessage"
+        ]
     );
-    assert_eq!(turns[1]["items"][1]["type"], "fileChange");
     assert_eq!(read["thread"]["preview"], "say hello");
+}
+
+/// No answer within approval_timeout_sec: denied, resolved, and the turn goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_approval_is_denied_at_the_deadline() {
+    let env = AppEnv::with_config("approval_timeout_sec = 1").await;
+    env.script_command_then_text("call_1", "touch late.txt", "gave up");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(json!({"approvalPolicy": "untrusted", "sandbox": "danger-full-access"}))
+        .await;
+    client.start_turn(&thread_id, "touch").await;
+    let request = client
+        .server_request("item/commandExecution/requestApproval")
+        .await;
+    let messages = client.until_turn_completed().await;
+    let resolved = messages
+        .iter()
+        .find(|m| m["method"] == "serverRequest/resolved")
+        .expect("resolved");
+    assert_eq!(resolved["params"]["requestId"], request["id"]);
+    let item = messages
+        .iter()
+        .find(|m| {
+            m["method"] == "item/completed" && m["params"]["item"]["type"] == "commandExecution"
+        })
+        .expect("command item");
+    assert_eq!(item["params"]["item"]["status"], "declined");
+    assert!(!env.work_path().join("late.txt").exists());
 }
 
 /// Approval v2: item/started → request → serverRequest/resolved → item/completed.

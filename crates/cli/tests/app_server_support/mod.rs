@@ -93,6 +93,16 @@ impl AppEnv {
         self.script_text(final_text);
     }
 
+    /// Script: run `command` through the shell tool (no answer after it).
+    pub fn script_command(&self, call_id: &str, command: &str) {
+        let arguments = json!({"command": command}).to_string();
+        self.model.push(MockResponse::sse(vec![
+            chunk::tool_call(0, call_id, "shell", &arguments),
+            chunk::finish("tool_calls"),
+            chunk::usage(10, 5),
+        ]));
+    }
+
     /// Script: add `file` with one line through apply_patch.
     pub fn script_patch(&self, call_id: &str, file: &str) {
         let arguments = json!({
