@@ -590,7 +590,7 @@ impl MessageProcessor {
         Reply::new(&v2::ThreadListResponse {
             data,
             next_cursor: page.next_cursor,
-            backwards_cursor: None,
+            backwards_cursor: page.backwards_cursor,
         })
     }
 

@@ -17,6 +17,8 @@ Examples:
   interpreter exec resume --last \"now run the tests\"
   interpreter -c model=\"qwen3-coder\" exec \"hello\"
   interpreter mcp-server
+  interpreter app-server --listen ws://127.0.0.1:4500
+  interpreter threads list
   interpreter mcp add files -- npx -y @modelcontextprotocol/server-filesystem ~/notes
   interpreter sandbox check
   interpreter doctor

@@ -102,6 +102,29 @@ async fn thread_list_pages_through_a_thousand_threads_and_filters() {
     let newest_first: Vec<String> = written.iter().rev().map(ToString::to_string).collect();
     assert_eq!(seen, newest_first);
 
+    // The backwards cursor of a page, with the direction reversed, lists what precedes it.
+    let second = client
+        .ok(
+            "thread/list",
+            json!({"limit": 3, "cwd": work.to_string_lossy(), "cursor": null}),
+        )
+        .await;
+    let next = client
+        .ok(
+            "thread/list",
+            json!({"limit": 3, "cwd": work.to_string_lossy(), "cursor": second["nextCursor"]}),
+        )
+        .await;
+    let back = client
+        .ok(
+            "thread/list",
+            json!({"limit": 3, "cwd": work.to_string_lossy(), "cursor": next["backwardsCursor"], "sortDirection": "asc"}),
+        )
+        .await;
+    let mut back_ids = ids(&back);
+    back_ids.reverse();
+    assert_eq!(back_ids, ids(&second));
+
     // Default limit 25; ascending; filters by source and cwd.
     let page = client.ok("thread/list", json!({})).await;
     assert_eq!(page["data"].as_array().map(Vec::len), Some(25));

@@ -619,6 +619,8 @@ pub struct ThreadListResponse {
     pub data: Vec<Thread>,
     /// `null` on the last page.
     pub next_cursor: Option<String>,
+    /// Pass as `cursor` with the opposite `sortDirection` to list what precedes this page;
+    /// `null` for an empty page.
     pub backwards_cursor: Option<String>,
 }
 

@@ -662,18 +662,20 @@ impl ThreadIndex {
             .into_iter()
             .map(|raw| self.parse(raw))
             .collect::<Result<Vec<_>, _>>()?;
+        let cursor_of = |record: &ThreadRecord| {
+            let at = match query.sort_key {
+                ListSortKey::CreatedAt => &record.created_at,
+                ListSortKey::UpdatedAt => &record.updated_at,
+            };
+            format!("{}|{}", format_timestamp(at), record.id)
+        };
         let next_cursor = if more {
-            records.last().map(|last| {
-                let at = match query.sort_key {
-                    ListSortKey::CreatedAt => &last.created_at,
-                    ListSortKey::UpdatedAt => &last.updated_at,
-                };
-                format!("{}|{}", format_timestamp(at), last.id)
-            })
+            records.last().map(cursor_of)
         } else {
             None
         };
         Ok(ListPage {
+            backwards_cursor: records.first().map(cursor_of),
             records,
             next_cursor,
         })
@@ -755,6 +757,9 @@ pub struct ListQuery {
 pub struct ListPage {
     pub records: Vec<ThreadRecord>,
     pub next_cursor: Option<String>,
+    /// Anchored at the page's first record: with the opposite direction it lists what
+    /// comes before this page. `None` for an empty page.
+    pub backwards_cursor: Option<String>,
 }
 
 struct RawRow {
