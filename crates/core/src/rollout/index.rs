@@ -24,6 +24,9 @@ use super::item::format_timestamp;
 use super::reader::{RolloutSummary, read_summary};
 
 pub const STATE_DB_FILE: &str = "state.sqlite";
+/// Beside the index: every archive/unarchive decision, one JSON line each, so that the
+/// decisions survive a rebuild of the index from the rollouts.
+pub const ARCHIVE_LOG_FILE: &str = "archived_threads.jsonl";
 /// Directory under the home that holds the rollouts.
 pub const SESSIONS_DIR: &str = "sessions";
 /// Longest preview kept, in characters.
@@ -270,6 +273,7 @@ impl ThreadIndex {
             let files = list_rollout_files(&home.join(SESSIONS_DIR))?;
             let must_report = matches!(cause, RebuildCause::Unreadable { .. }) || !files.is_empty();
             let (indexed, skipped) = index.index_files(&files)?;
+            index.apply_archive_log()?;
             if must_report {
                 repairs.push(IndexRepair::Rebuilt {
                     db: index.path.clone(),
@@ -562,7 +566,8 @@ impl ThreadIndex {
     }
 
     /// Marks a thread archived (hidden from default listings) or not. Returns whether the
-    /// index knows the thread.
+    /// index knows the thread. The index is a cache, so the decision is also appended to
+    /// `<home>/archived_threads.jsonl`, from which a rebuilt index takes it back.
     pub fn set_archived(&self, id: ThreadId, archived: bool) -> Result<bool, RolloutError> {
         let changed = self
             .conn
@@ -571,7 +576,59 @@ impl ThreadIndex {
                 params![id.to_string(), archived],
             )
             .map_err(|e| self.db_err(e))?;
+        if changed > 0 {
+            let log = self.archive_log_path();
+            let line = serde_json::json!({
+                "id": id.to_string(),
+                "archived": archived,
+                "at": format_timestamp(&Utc::now()),
+            })
+            .to_string()
+                + "\n";
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()))
+                .map_err(|source| RolloutError::io("append to", &log, source))?;
+        }
         Ok(changed > 0)
+    }
+
+    fn archive_log_path(&self) -> PathBuf {
+        self.path.with_file_name(ARCHIVE_LOG_FILE)
+    }
+
+    /// Re-applies the archive decisions of `archived_threads.jsonl` (the last line per
+    /// thread wins) to a freshly built index. Unreadable lines are skipped.
+    fn apply_archive_log(&self) -> Result<(), RolloutError> {
+        let log = self.archive_log_path();
+        let text = match std::fs::read_to_string(&log) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(RolloutError::io("read", &log, source)),
+        };
+        let mut latest: HashMap<String, bool> = HashMap::new();
+        for line in text.lines() {
+            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let (Some(id), Some(archived)) = (
+                entry.get("id").and_then(serde_json::Value::as_str),
+                entry.get("archived").and_then(serde_json::Value::as_bool),
+            ) {
+                latest.insert(id.to_string(), archived);
+            }
+        }
+        for (id, archived) in latest {
+            self.conn
+                .execute(
+                    "UPDATE threads SET archived = ?2 WHERE id = ?1",
+                    params![id, archived],
+                )
+                .map_err(|e| self.db_err(e))?;
+        }
+        Ok(())
     }
 
     /// Whether a thread is archived (`None` when the index does not know it).
