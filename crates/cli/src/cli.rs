@@ -23,6 +23,8 @@ Examples:
   interpreter exec resume --last \"now run the tests\"
   interpreter -c model=\"qwen3-coder\" exec \"hello\"
   interpreter mcp-server
+  interpreter app-server --listen ws://127.0.0.1:4500
+  interpreter threads list
   interpreter mcp add files -- npx -y @modelcontextprotocol/server-filesystem ~/notes
   interpreter sandbox check
   interpreter doctor
@@ -67,6 +69,19 @@ These commands read and edit the [mcp_servers.NAME] tables of $INTERPRETER_HOME/
 only: --profile and -c do not apply to them, and profile files are never edited. Comments
 and other settings in config.toml are kept; an edit that would make the config fail to
 load is refused and leaves the file unchanged.";
+
+const APP_SERVER_AFTER_HELP: &str = "\
+Examples:
+  interpreter app-server
+  interpreter app-server --listen ws://127.0.0.1:4500
+  interpreter app-server --listen ws://0.0.0.0:4500 --ws-token-file ~/.interpreter/ws.token
+  interpreter app-server --listen unix://
+  interpreter app-server generate-json-schema ./schema
+
+stdio: one JSON-RPC message per line on stdin/stdout; logs on stderr. WebSocket: one message
+per text frame; clients send `Authorization: Bearer <token>` when a token file is set (required
+for non-loopback addresses). unix:// serves WebSocket over the socket
+$INTERPRETER_HOME/app-server-control/app-server-control.sock (mode 0600). See docs/app-server.md.";
 
 /// A coding agent for open models.
 #[derive(Debug, Parser)]
@@ -144,6 +159,12 @@ pub enum Command {
     Exec(Box<ExecArgs>),
     /// Serve the agent as MCP tools (`codex`, `codex-reply`) over stdio.
     McpServer(McpServerArgs),
+    /// Serve the v2 thread/turn protocol (JSON-RPC) for IDEs and orchestrators over stdio,
+    /// WebSocket or a Unix socket.
+    #[command(after_help = APP_SERVER_AFTER_HELP)]
+    AppServer(AppServerArgs),
+    /// Past threads, whichever front end ran them: list them, or show one readably.
+    Threads(ThreadsArgs),
     /// Run a command under the sandbox, or check what the sandbox supports here.
     Sandbox(SandboxArgs),
     /// Check that this installation works: home, config, API key, endpoint, sandbox,
@@ -268,6 +289,74 @@ fn parse_env_entry(raw: &str) -> Result<(String, String), String> {
             "environment entries must be in KEY=VALUE form, got '{raw}'"
         )),
     }
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AppServerArgs {
+    #[command(subcommand)]
+    pub command: Option<AppServerCommand>,
+
+    /// Where to serve: `stdio://` (default), `ws://IP:PORT`, `unix://` (the default socket
+    /// under the home) or `unix://PATH`.
+    #[arg(long, value_name = "URL", default_value = "stdio://")]
+    pub listen: String,
+
+    /// WebSocket only: the file holding the capability token clients must send as
+    /// `Authorization: Bearer <token>`. Created with mode 0600 and a fresh token if missing.
+    /// Required for a non-loopback address.
+    #[arg(long, value_name = "PATH")]
+    pub ws_token_file: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AppServerCommand {
+    /// Write the protocol's JSON Schema (one file per type under v2/ and v1/) to OUT_DIR.
+    GenerateJsonSchema {
+        /// Output directory.
+        #[arg(value_name = "OUT_DIR", required_unless_present = "out")]
+        out_dir: Option<PathBuf>,
+        /// Output directory (the reference's spelling).
+        #[arg(long = "out", value_name = "DIR", conflicts_with = "out_dir")]
+        out: Option<PathBuf>,
+        /// Accepted for compatibility: the schema has no experimental part.
+        #[arg(long)]
+        experimental: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ThreadsArgs {
+    #[command(subcommand)]
+    pub command: ThreadsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ThreadsCommand {
+    /// List threads, newest first: id, last update, source, directory, first message.
+    List {
+        /// Print a JSON array, one object per thread.
+        #[arg(long = "json")]
+        json: bool,
+        /// Only threads started in this directory.
+        #[arg(long = "cwd", value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// At most this many threads.
+        #[arg(long = "limit", value_name = "N")]
+        limit: Option<usize>,
+        /// Archived threads instead.
+        #[arg(long = "archived")]
+        archived: bool,
+    },
+    /// Show one thread: its turns, messages, commands (with output) and file changes.
+    Show {
+        /// Thread id.
+        #[arg(value_name = "ID")]
+        id: String,
+    },
 }
 
 #[derive(Debug, Args)]

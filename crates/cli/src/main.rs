@@ -15,6 +15,7 @@ mod mcp_cmd;
 mod render;
 mod sandbox_cmd;
 mod signals;
+mod threads_cmd;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -137,6 +138,43 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             .await?;
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::AppServer(args)) => {
+            if let Some(cli::AppServerCommand::GenerateJsonSchema { out_dir, out, .. }) =
+                args.command
+            {
+                let dir = out_dir
+                    .or(out)
+                    .ok_or_else(|| anyhow::anyhow!("an output directory is required"))?;
+                let written = interpreter_app_server::schema::write_schema(&dir)?;
+                eprintln!("wrote {written} schema files to {}", dir.display());
+                return Ok(ExitCode::SUCCESS);
+            }
+            let config_args = cli.config.merged(&args.config);
+            let cwd = exec::resolve_cwd(None)?;
+            let inputs = config_inputs::build(
+                &config_args,
+                env,
+                cwd.clone(),
+                interpreter_core::config::ConfigOverrides::default(),
+            )?;
+            let listen = interpreter_app_server::Listen::parse(&args.listen, &inputs.home, &cwd)?;
+            if listen == interpreter_app_server::Listen::Stdio && args.ws_token_file.is_some() {
+                anyhow::bail!("--ws-token-file applies only to --listen ws://…");
+            }
+            let stop = tokio_util::sync::CancellationToken::new();
+            signals::cancel_on_stop_signal(stop.clone());
+            Box::pin(interpreter_app_server::run(
+                interpreter_app_server::AppServerOptions {
+                    config_inputs: inputs,
+                    listen,
+                    ws_token_file: args.ws_token_file,
+                },
+                stop,
+            ))
+            .await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Threads(args)) => threads_cmd::run(args, &cli.config, env).await,
         Some(Command::Sandbox(args)) => {
             let config_args = cli.config.merged(&args.config);
             sandbox_cmd::run(args, config_args, env).await

@@ -961,52 +961,15 @@ fn validate_edit(
     }
 }
 
-/// Temp file in the same directory, flushed to disk, then renamed over `path`, so readers
-/// see the old file or the new one and never a partial write. The original's permissions
-/// are kept (config.toml may hold secrets and be private).
+/// The engine's atomic, permission-keeping config writer (shared with the app-server's
+/// `config/*` writes).
 fn write_atomically(path: &Path, text: &str) -> Result<(), McpCommandError> {
-    let write_error = |source: std::io::Error| McpCommandError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(".config.toml.")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(write_error)?;
-    temp.write_all(text.as_bytes()).map_err(write_error)?;
-    match std::fs::metadata(path) {
-        Ok(meta) => temp
-            .as_file()
-            .set_permissions(meta.permissions())
-            .map_err(write_error)?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => set_new_file_mode(&temp)?,
-        Err(err) => return Err(write_error(err)),
-    }
-    temp.as_file().sync_all().map_err(write_error)?;
-    temp.persist(path).map_err(|err| write_error(err.error))?;
-    Ok(())
-}
-
-/// A new config.toml gets the usual mode of a user file rather than the temp file's 0600.
-#[cfg(unix)]
-fn set_new_file_mode(temp: &tempfile::NamedTempFile) -> Result<(), McpCommandError> {
-    use std::os::unix::fs::PermissionsExt as _;
-    temp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))
-        .map_err(|source| McpCommandError::Write {
-            path: temp.path().to_path_buf(),
+    interpreter_core::config::edit::write_atomically(path, text).map_err(|source| {
+        McpCommandError::Write {
+            path: path.to_path_buf(),
             source,
-        })
-}
-
-#[cfg(not(unix))]
-fn set_new_file_mode(_temp: &tempfile::NamedTempFile) -> Result<(), McpCommandError> {
-    Ok(())
+        }
+    })
 }
 
 #[cfg(test)]

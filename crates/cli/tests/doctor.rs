@@ -323,6 +323,7 @@ fn write_thread(home: &Path, n: i64) -> std::path::PathBuf {
         model_provider: None,
         model: None,
         base_instructions: None,
+        forked_from_id: None,
     };
     write_rollout(home, &meta, &[]).expect("write rollout")
 }

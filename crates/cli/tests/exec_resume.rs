@@ -200,6 +200,7 @@ fn write_thread(home: &Path, cwd: &Path, seq: u64, question: &str) -> (ThreadId,
         model_provider: Some("mock".into()),
         model: Some("mock-model".into()),
         base_instructions: None,
+        forked_from_id: None,
     };
     let items = [
         RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {

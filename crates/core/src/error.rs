@@ -17,6 +17,11 @@ pub enum CoreError {
     Mcp(#[from] interpreter_mcp_client::McpClientError),
     #[error("no thread with id {0} (no rollout found under the sessions directory)")]
     ThreadNotFound(ThreadId),
+    #[error("thread {thread_id} has no ended turn `{turn_id}`")]
+    TurnNotFound {
+        thread_id: ThreadId,
+        turn_id: String,
+    },
     #[error("thread {0} is already running in this process")]
     ThreadAlreadyLive(ThreadId),
     #[error("thread {0} has shut down")]

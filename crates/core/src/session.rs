@@ -251,6 +251,7 @@ pub(crate) async fn start(
                                 model_provider: Some(config.model_provider_id.clone()),
                                 model: Some(config.model.clone()),
                                 base_instructions: config.base_instructions.clone(),
+                                forked_from_id: None,
                             },
                         )
                         .await?,

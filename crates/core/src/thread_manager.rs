@@ -21,6 +21,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard, RwLock, mpsc};
 
 use crate::config::Config;
 use crate::error::CoreError;
+use crate::rollout::{self, RolloutItem, SessionMeta, ThreadIndex};
 use crate::session::{self, SessionInit};
 
 /// Capacity of a thread's submission queue. Ops are small and rare; a full queue means the
@@ -155,6 +156,66 @@ impl ThreadManager {
             return Err(CoreError::ThreadAlreadyLive(thread.id()));
         }
         self.spawn(SessionInit::Resume { config, thread_id }).await
+    }
+
+    /// Copy thread `source` into a new thread (through turn `last_turn_id` when given, else
+    /// everything recorded so far) and make the copy live. The copy records where it came
+    /// from (`forked_from_id`); the source is untouched. A turn the source is still running
+    /// is not copied past what its rollout holds.
+    pub async fn fork_thread(
+        &self,
+        config: Config,
+        source: ThreadId,
+        last_turn_id: Option<String>,
+        session_source: SessionSource,
+    ) -> Result<NewThread, CoreError> {
+        let home = config.home.clone();
+        let cwd = config.cwd.clone();
+        let provider = config.model_provider_id.clone();
+        let model = config.model.clone();
+        let new_id = tokio::task::spawn_blocking(move || -> Result<ThreadId, CoreError> {
+            let path =
+                rollout::find_rollout(&home, source)?.ok_or(CoreError::ThreadNotFound(source))?;
+            let items = rollout::read_rollout(&path)?;
+            let Some((RolloutItem::SessionMeta(old_meta), rest)) = items.split_first() else {
+                return Err(CoreError::ThreadNotFound(source));
+            };
+            let copied = match &last_turn_id {
+                Some(turn_id) => rollout::items_through_turn(rest, turn_id).ok_or_else(|| {
+                    CoreError::TurnNotFound {
+                        thread_id: source,
+                        turn_id: turn_id.clone(),
+                    }
+                })?,
+                None => rest.to_vec(),
+            };
+            let meta = SessionMeta {
+                id: ThreadId::new(),
+                timestamp: chrono::Utc::now(),
+                cwd,
+                originator: old_meta.originator.clone(),
+                cli_version: env!("CARGO_PKG_VERSION").to_string(),
+                source: session_source,
+                model_provider: Some(provider),
+                model: Some(model),
+                base_instructions: old_meta.base_instructions.clone(),
+                forked_from_id: Some(source),
+            };
+            let new_path = rollout::write_rollout(&home, &meta, &copied)?;
+            // Register it now, so `thread/list` and `resume` find it without a rescan.
+            match ThreadIndex::open(&home) {
+                Ok(index) => index.index_file(&new_path)?,
+                Err(err) => tracing::warn!("forked thread {} not indexed: {err}", meta.id),
+            }
+            Ok(meta.id)
+        })
+        .await
+        .map_err(|e| CoreError::Internal(format!("forking stopped unexpectedly: {e}")))??;
+        self.spawn(SessionInit::Resume {
+            config,
+            thread_id: new_id,
+        })
+        .await
     }
 
     /// A live thread by id.

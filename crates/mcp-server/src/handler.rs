@@ -25,6 +25,7 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use crate::app::AppBridge;
 use crate::follow::{Asker, FollowEnd, Follower};
 use crate::mrtr::{APPROVAL_INPUT_KEY, RequestStates};
 use crate::result::{self, TurnStatus};
@@ -76,15 +77,18 @@ pub struct AgentServer {
     registry: Arc<Registry>,
     states: Arc<RequestStates>,
     connection: Arc<Connection>,
+    app: Arc<AppBridge>,
 }
 
 impl AgentServer {
     /// A handler for a new connection.
     pub fn new(registry: Arc<Registry>, states: Arc<RequestStates>) -> Self {
+        let app = Arc::new(AppBridge::new(registry.app.clone()));
         Self {
             registry,
             states,
             connection: Arc::default(),
+            app,
         }
     }
 }
@@ -479,6 +483,26 @@ fn status_result(run: &TurnRun) -> CallToolResult {
 }
 
 impl ServerHandler for AgentServer {
+    /// The app-server's v2 methods (`thread/start`, `turn/start`, …); see [`crate::app`].
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        if !AppBridge::handles(&request.method) {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: {}", request.method),
+                None,
+            ));
+        }
+        let modern = is_modern(&ctx);
+        self.app
+            .request(request, &ctx.peer, modern)
+            .await
+            .map(rmcp::model::CustomResult)
+    }
+
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()

@@ -17,6 +17,7 @@
 //!   `InputRequiredResult` with a sealed `requestState` (2026-07-28);
 //! * [`tasks`]: the 2026-07-28 Tasks extension, backed by the thread store;
 //! * [`http`]: the listener, its bearer token and Origin/Host checks;
+//! * [`app`]: the app-server's v2 methods on the same connection, as custom requests;
 //! * [`tools`], [`result`]: tool definitions, arguments and results. The nesting
 //!   marker sessions carry is the MCP client's (`interpreter_mcp_client::nesting`).
 //!
@@ -25,6 +26,7 @@
 //! over 16 MiB is dropped, and well-formed JSON that is not a JSON-RPC message gets
 //! `-32600`.
 
+pub mod app;
 pub mod approval;
 pub mod follow;
 pub mod handler;

@@ -249,6 +249,8 @@ pub fn step_of(msg: &EventMsg) -> Option<String> {
 pub struct Registry {
     pub thread_manager: Arc<ThreadManager>,
     pub inputs: ConfigInputs,
+    /// The app-server's v2 methods over the same threads (see [`crate::app`]).
+    pub app: interpreter_app_server::MessageProcessor,
     runs: std::sync::Mutex<HashMap<ThreadId, Arc<TurnRun>>>,
     next_approval_id: AtomicU64,
     /// Fires on server shutdown: every run is interrupted.
@@ -257,9 +259,17 @@ pub struct Registry {
 
 impl Registry {
     pub fn new(thread_manager: Arc<ThreadManager>, inputs: ConfigInputs) -> Self {
+        let app = interpreter_app_server::MessageProcessor::new(
+            interpreter_app_server::ProcessorOptions {
+                config_inputs: inputs.clone(),
+                session_source: interpreter_protocol::SessionSource::Mcp,
+            },
+            thread_manager.clone(),
+        );
         Self {
             thread_manager,
             inputs,
+            app,
             runs: std::sync::Mutex::default(),
             next_approval_id: AtomicU64::new(1),
             shutdown: CancellationToken::new(),

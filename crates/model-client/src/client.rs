@@ -69,22 +69,26 @@ fn env_value(env: &HashMap<String, String>, name: &str) -> Option<String> {
         .filter(|value| !value.is_empty())
 }
 
-/// The provider's credential: the `env_key` variable, else the key `interpreter login`
-/// stored, else `experimental_bearer_token`. The one place a credential is chosen.
-fn api_key(provider: &ModelProviderInfo, env: &HashMap<String, String>) -> Option<String> {
+/// The provider's credential: the `env_key` variable, else the key stored by
+/// `interpreter login` or `account/login/start` (the environment wins, so a one-off
+/// `KEY=… interpreter` run overrides a saved login), else `experimental_bearer_token` for
+/// providers without `env_key`. The one place a credential is chosen.
+pub fn api_key(provider: &ModelProviderInfo, env: &HashMap<String, String>) -> Option<String> {
+    let stored = provider
+        .stored_api_key
+        .as_ref()
+        .map(|key| key.expose().trim().to_string())
+        .filter(|key| !key.is_empty());
     match &provider.env_key {
-        Some(variable) => env_value(env, variable).or_else(|| {
+        Some(variable) => env_value(env, variable).or(stored),
+        None => stored.or_else(|| {
             provider
-                .stored_api_key
-                .as_ref()
-                .map(|key| key.expose().to_string())
+                .experimental_bearer_token
+                .as_deref()
+                .map(str::trim)
+                .filter(|token| !token.is_empty())
+                .map(str::to_string)
         }),
-        None => provider
-            .experimental_bearer_token
-            .as_deref()
-            .map(str::trim)
-            .filter(|token| !token.is_empty())
-            .map(str::to_string),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The one decoder of approval answers, shared by every front end that asks a client
-//! (MCP `elicitation/create`, MCP MRTR `inputResponses`, app-server approval requests).
+//! (MCP `elicitation/create`, MCP MRTR `inputResponses`, app-server v1 and v2 approval
+//! requests).
 //!
 //! It fails closed: only a well-formed answer that names an approving decision approves.
 //! Anything else — an unknown shape, unknown fields, an `accept` without the decision the
@@ -42,7 +43,10 @@ pub fn approval_form_schema() -> Value {
 /// * the spec `ElicitResult`: `{"action": "accept", "content": {"decision": D}}` (plus an
 ///   optional `_meta` object), `{"action": "decline"}`, `{"action": "cancel"}`;
 /// * the reference's legacy answer `{"decision": D}`, where `D` is one of the form's
-///   decisions or `{"approved_execpolicy_amendment": {...}}` (approve once).
+///   decisions or `{"approved_execpolicy_amendment": {...}}` (approve once);
+/// * the app-server v2 answer `{"decision": D}`, where `D` is `accept`,
+///   `acceptForSession`, `decline`, `cancel` (refuse and stop the turn) or
+///   `{"acceptWithExecpolicyAmendment": {...}}` (approve once).
 pub fn decode_approval_answer(answer: &Value) -> ReviewDecision {
     let Some(object) = answer.as_object() else {
         return ReviewDecision::Denied;
@@ -80,9 +84,18 @@ fn decode_legacy(object: &Map<String, Value>) -> ReviewDecision {
         return ReviewDecision::Denied;
     }
     match object.get(APPROVAL_FORM_FIELD) {
-        Some(Value::String(s)) => form_decision(s),
+        Some(Value::String(s)) => match s.as_str() {
+            "accept" => ReviewDecision::Approved,
+            "acceptForSession" => ReviewDecision::ApprovedForSession,
+            "cancel" => ReviewDecision::Abort,
+            other => form_decision(other),
+        },
         Some(Value::Object(map))
-            if map.len() == 1 && map.contains_key("approved_execpolicy_amendment") =>
+            if map.len() == 1
+                && (map.contains_key("approved_execpolicy_amendment")
+                    || map
+                        .get("acceptWithExecpolicyAmendment")
+                        .is_some_and(Value::is_object)) =>
         {
             ReviewDecision::Approved
         }
@@ -156,6 +169,13 @@ mod tests {
             json!({"decision": {"approved_execpolicy_amendment": {}, "extra": 1}}),
             json!({"decision": "denied"}),
             json!({"result": {"action": "accept", "content": {"decision": "approved"}}}),
+            json!({"decision": "decline"}),
+            json!({"decision": "Accept"}),
+            json!({"decision": "accept", "extra": 1}),
+            json!({"decision": {"acceptWithExecpolicyAmendment": "ls"}}),
+            json!({"decision": {"acceptWithExecpolicyAmendment": {}, "accept": {}}}),
+            json!({"decision": {"applyNetworkPolicyAmendment": {}}}),
+            json!({"action": "accept", "content": {"decision": "accept"}}),
             json!({"whatever": 1}),
         ];
         assert!(denials.len() >= 30);
@@ -191,6 +211,16 @@ mod tests {
             (json!({"decision": "abort"}), ReviewDecision::Abort),
             (
                 json!({"decision": {"approved_execpolicy_amendment": {"command": ["ls"]}}}),
+                ReviewDecision::Approved,
+            ),
+            (json!({"decision": "accept"}), ReviewDecision::Approved),
+            (
+                json!({"decision": "acceptForSession"}),
+                ReviewDecision::ApprovedForSession,
+            ),
+            (json!({"decision": "cancel"}), ReviewDecision::Abort),
+            (
+                json!({"decision": {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["ls"]}}}),
                 ReviewDecision::Approved,
             ),
         ];

@@ -156,10 +156,8 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
                 id: model_provider_id.clone(),
                 config_path: config_path.clone(),
             })?;
-    if model_provider.env_key.is_some() {
-        model_provider.stored_api_key =
-            interpreter_model_client::credentials::stored_api_key(&inputs.home, &model_provider_id);
-    }
+    model_provider.stored_api_key =
+        interpreter_model_client::credentials::stored_api_key(&inputs.home, &model_provider_id);
 
     let sandbox_mode = sandbox_mode.or(toml.sandbox_mode).unwrap_or_default();
     let sandbox_policy = match sandbox_mode {
@@ -256,6 +254,7 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         ephemeral,
         mcp_servers: toml.mcp_servers,
         mcp_server: toml.mcp_server.unwrap_or_default(),
+        app_server: toml.app_server.unwrap_or_default(),
         env: inputs.env,
         sandbox_exe: inputs.sandbox_exe,
     })

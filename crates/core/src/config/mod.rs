@@ -4,6 +4,10 @@
 //! selected profile, `-c` overrides and per-call [`ConfigOverrides`], checks for unknown
 //! keys, and validates the result.
 
+/// The credential store has one owner, the model client, which reads it; re-exported for
+/// the front ends that write it (`account/login/start`).
+pub use interpreter_model_client::credentials;
+pub mod edit;
 mod error;
 mod load;
 mod toml_file;

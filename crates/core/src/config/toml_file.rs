@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use toml::{Table, Value};
 
 use super::error::{ConfigError, ConfigSource};
-use super::types::{McpServerConfig, McpServerSettings};
+use super::types::{AppServerSettings, McpServerConfig, McpServerSettings};
 
 /// The config file schema. Every field is optional; defaults are applied when the
 /// resolved [`super::Config`] is built, so "unset" stays distinguishable from "default".
@@ -48,6 +48,7 @@ pub(crate) struct ConfigToml {
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     pub mcp_server: Option<McpServerSettings>,
+    pub app_server: Option<AppServerSettings>,
     pub approval_timeout_sec: Option<u64>,
     pub shell_timeout_ms: Option<u64>,
     pub tool_output_max_bytes: Option<usize>,
@@ -269,6 +270,7 @@ fn config_toml_shape() -> Shape {
             "model_providers" => Shape::MapOf(Box::new(struct_shape::<ModelProviderInfo>())),
             "mcp_servers" => Shape::MapOf(Box::new(struct_shape::<McpServerConfig>())),
             "mcp_server" => struct_shape::<McpServerSettings>(),
+            "app_server" => struct_shape::<AppServerSettings>(),
             "shell_environment_policy" => struct_shape::<ShellEnvironmentPolicy>(),
             "sandbox_workspace_write" => struct_shape::<SandboxWorkspaceWriteToml>(),
             _ => Shape::Opaque,

@@ -54,6 +54,8 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// `[mcp_server]`: how `interpreter mcp-server` behaves towards its client.
     pub mcp_server: McpServerSettings,
+    /// `[app_server]`: how `interpreter app-server` behaves towards its clients.
+    pub app_server: AppServerSettings,
     /// The process environment, captured once in `main` and injected (tests pass their own).
     pub env: HashMap<String, String>,
     /// Path of the `interpreter` executable, used to re-exec the sandbox helper.
@@ -103,4 +105,15 @@ impl Default for McpServerSettings {
             progress_interval_sec: 5,
         }
     }
+}
+
+/// `[app_server]` table. The deadline of an approval request is the top-level
+/// `approval_timeout_sec`, shared with the engine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AppServerSettings {
+    /// What an approval becomes when the client answers the request with "method not
+    /// found" (-32601), i.e. it does not implement approvals: `deny` (default) or
+    /// `approve`. Not used for a client that declines or does not answer in time.
+    pub approval_fallback: ElicitationFallback,
 }

@@ -24,6 +24,9 @@ pub enum RolloutError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A listing cursor that no listing produced.
+    #[error("invalid cursor: `{0}`")]
+    InvalidCursor(String),
     #[error("invalid value in thread index {}: {message}", path.display())]
     IndexValue { path: PathBuf, message: String },
     /// A rollout that exists but holds no thread (0 bytes, or no readable metadata).

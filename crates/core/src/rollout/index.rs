@@ -24,6 +24,9 @@ use super::item::format_timestamp;
 use super::reader::{RolloutSummary, read_summary};
 
 pub const STATE_DB_FILE: &str = "state.sqlite";
+/// Beside the index: every archive/unarchive decision, one JSON line each, so that the
+/// decisions survive a rebuild of the index from the rollouts.
+pub const ARCHIVE_LOG_FILE: &str = "archived_threads.jsonl";
 /// Directory under the home that holds the rollouts.
 pub const SESSIONS_DIR: &str = "sessions";
 /// Longest preview kept, in characters.
@@ -270,6 +273,7 @@ impl ThreadIndex {
             let files = list_rollout_files(&home.join(SESSIONS_DIR))?;
             let must_report = matches!(cause, RebuildCause::Unreadable { .. }) || !files.is_empty();
             let (indexed, skipped) = index.index_files(&files)?;
+            index.apply_archive_log()?;
             if must_report {
                 repairs.push(IndexRepair::Rebuilt {
                     db: index.path.clone(),
@@ -321,6 +325,11 @@ impl ThreadIndex {
         }
         tx.commit().map_err(|e| self.db_err(e))?;
         Ok((records.len(), skipped))
+    }
+
+    /// Indexes one rollout file (e.g. one just written by a fork or an import).
+    pub fn index_file(&self, path: &Path) -> Result<(), RolloutError> {
+        self.upsert(&ThreadRecord::from_file(path)?)
     }
 
     /// Indexes rollouts in `sessions/` that the index does not know (or knows under
@@ -556,6 +565,179 @@ impl ThreadIndex {
         rows.into_iter().map(|raw| self.parse(raw)).collect()
     }
 
+    /// Marks a thread archived (hidden from default listings) or not. Returns whether the
+    /// index knows the thread. The index is a cache, so the decision is also appended to
+    /// `<home>/archived_threads.jsonl`, from which a rebuilt index takes it back.
+    pub fn set_archived(&self, id: ThreadId, archived: bool) -> Result<bool, RolloutError> {
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE threads SET archived = ?2 WHERE id = ?1",
+                params![id.to_string(), archived],
+            )
+            .map_err(|e| self.db_err(e))?;
+        if changed > 0 {
+            let log = self.archive_log_path();
+            let line = serde_json::json!({
+                "id": id.to_string(),
+                "archived": archived,
+                "at": format_timestamp(&Utc::now()),
+            })
+            .to_string()
+                + "\n";
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()))
+                .map_err(|source| RolloutError::io("append to", &log, source))?;
+        }
+        Ok(changed > 0)
+    }
+
+    fn archive_log_path(&self) -> PathBuf {
+        self.path.with_file_name(ARCHIVE_LOG_FILE)
+    }
+
+    /// Re-applies the archive decisions of `archived_threads.jsonl` (the last line per
+    /// thread wins) to a freshly built index. Unreadable lines are skipped.
+    fn apply_archive_log(&self) -> Result<(), RolloutError> {
+        let log = self.archive_log_path();
+        let text = match std::fs::read_to_string(&log) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(RolloutError::io("read", &log, source)),
+        };
+        let mut latest: HashMap<String, bool> = HashMap::new();
+        for line in text.lines() {
+            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let (Some(id), Some(archived)) = (
+                entry.get("id").and_then(serde_json::Value::as_str),
+                entry.get("archived").and_then(serde_json::Value::as_bool),
+            ) {
+                latest.insert(id.to_string(), archived);
+            }
+        }
+        for (id, archived) in latest {
+            self.conn
+                .execute(
+                    "UPDATE threads SET archived = ?2 WHERE id = ?1",
+                    params![id, archived],
+                )
+                .map_err(|e| self.db_err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Whether a thread is archived (`None` when the index does not know it).
+    pub fn is_archived(&self, id: ThreadId) -> Result<Option<bool>, RolloutError> {
+        self.conn
+            .query_row(
+                "SELECT archived FROM threads WHERE id = ?1",
+                params![id.to_string()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|e| self.db_err(e))
+    }
+
+    /// One page of threads matching `query`, and the cursor of the next page (`None` on
+    /// the last one). Keyset pagination on `(timestamp, id)`: threads added while a client
+    /// pages do not shift the pages it has not read yet.
+    pub fn list_page(&self, query: &ListQuery) -> Result<ListPage, RolloutError> {
+        let column = match query.sort_key {
+            ListSortKey::CreatedAt => "created_at",
+            ListSortKey::UpdatedAt => "updated_at",
+        };
+        let (order, compare) = match query.direction {
+            ListDirection::Desc => ("DESC", "<"),
+            ListDirection::Asc => ("ASC", ">"),
+        };
+        let mut conditions = vec!["archived = ?".to_string()];
+        let mut values: Vec<rusqlite::types::Value> =
+            vec![rusqlite::types::Value::Integer(i64::from(query.archived))];
+        if query.require_preview {
+            conditions.push("preview IS NOT NULL AND preview <> ''".to_string());
+        }
+        if let Some(cursor) = &query.cursor {
+            let (anchor, id) = cursor
+                .split_once('|')
+                .filter(|(anchor, id)| {
+                    DateTime::parse_from_rfc3339(anchor).is_ok() && ThreadId::from_str(id).is_ok()
+                })
+                .ok_or_else(|| RolloutError::InvalidCursor(cursor.clone()))?;
+            conditions.push(format!("({column}, id) {compare} (?, ?)"));
+            values.push(rusqlite::types::Value::Text(anchor.to_string()));
+            values.push(rusqlite::types::Value::Text(id.to_string()));
+        }
+        let mut any_of = |column: &str, texts: &[String]| {
+            if texts.is_empty() {
+                return;
+            }
+            let marks = vec!["?"; texts.len()].join(", ");
+            conditions.push(format!("{column} IN ({marks})"));
+            values.extend(
+                texts
+                    .iter()
+                    .map(|t| rusqlite::types::Value::Text(t.clone())),
+            );
+        };
+        let cwds: Vec<String> = query
+            .cwds
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        any_of("cwd", &cwds);
+        let sources: Vec<String> = query.sources.iter().map(|s| source_to_text(*s)).collect();
+        any_of("source", &sources);
+        any_of("model_provider", &query.model_providers);
+        if let Some(term) = query.search_term.as_deref().filter(|t| !t.is_empty()) {
+            conditions.push("instr(preview, ?) > 0".to_string());
+            values.push(rusqlite::types::Value::Text(term.to_string()));
+        }
+        let limit = query.limit.max(1);
+        values.push(rusqlite::types::Value::Integer(
+            i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1),
+        ));
+        let sql = format!(
+            "SELECT {SELECT_COLUMNS} FROM threads WHERE {} ORDER BY {column} {order}, id {order} LIMIT ?",
+            conditions.join(" AND ")
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
+        let mapped = stmt
+            .query_map(rusqlite::params_from_iter(values), raw_row)
+            .map_err(|e| self.db_err(e))?;
+        let mut raws = Vec::new();
+        for row in mapped {
+            raws.push(row.map_err(|e| self.db_err(e))?);
+        }
+        let more = raws.len() > limit;
+        raws.truncate(limit);
+        let records = raws
+            .into_iter()
+            .map(|raw| self.parse(raw))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cursor_of = |record: &ThreadRecord| {
+            let at = match query.sort_key {
+                ListSortKey::CreatedAt => &record.created_at,
+                ListSortKey::UpdatedAt => &record.updated_at,
+            };
+            format!("{}|{}", format_timestamp(at), record.id)
+        };
+        let next_cursor = if more {
+            records.last().map(cursor_of)
+        } else {
+            None
+        };
+        Ok(ListPage {
+            backwards_cursor: records.first().map(cursor_of),
+            records,
+            next_cursor,
+        })
+    }
+
     fn query_one(
         &self,
         sql: &str,
@@ -591,6 +773,50 @@ impl ThreadIndex {
             preview: raw.preview,
         })
     }
+}
+
+/// Which timestamp [`ThreadIndex::list_page`] sorts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListSortKey {
+    #[default]
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListDirection {
+    #[default]
+    Desc,
+    Asc,
+}
+
+/// What [`ThreadIndex::list_page`] selects. Empty filter lists mean "any".
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub limit: usize,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    pub sort_key: ListSortKey,
+    pub direction: ListDirection,
+    /// Archived threads only (`true`) or unarchived only (`false`).
+    pub archived: bool,
+    pub cwds: Vec<PathBuf>,
+    pub sources: Vec<SessionSource>,
+    pub model_providers: Vec<String>,
+    /// Case-sensitive substring of the preview.
+    pub search_term: Option<String>,
+    /// Skip threads with no user message yet.
+    pub require_preview: bool,
+}
+
+/// One page of [`ThreadIndex::list_page`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListPage {
+    pub records: Vec<ThreadRecord>,
+    pub next_cursor: Option<String>,
+    /// Anchored at the page's first record: with the opposite direction it lists what
+    /// comes before this page. `None` for an empty page.
+    pub backwards_cursor: Option<String>,
 }
 
 struct RawRow {
@@ -782,7 +1008,29 @@ fn connect(path: &Path) -> Result<(Connection, bool), ConnectFailure> {
              ON threads (cwd, updated_at DESC, id DESC);",
     )
     .map_err(classify)?;
+    migrate(&conn).map_err(ConnectFailure::Other)?;
     Ok((conn, !existed))
+}
+
+/// Columns added after the first release, each with a default, so an index written by an
+/// older version gains them in place (no rebuild) and older versions can still read it
+/// (they select their own columns only).
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_archived: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('threads') WHERE name = 'archived')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_archived {
+        conn.execute_batch("ALTER TABLE threads ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;")?;
+    }
+    // Paged listings filter on `archived` and sort by a timestamp; these serve both sorts.
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS threads_archived_created
+             ON threads (archived, created_at DESC, id DESC);
+         CREATE INDEX IF NOT EXISTS threads_archived_updated
+             ON threads (archived, updated_at DESC, id DESC);",
+    )
 }
 
 /// Renames an unusable `state.sqlite` (and its WAL files, which belong to it) to

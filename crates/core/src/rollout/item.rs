@@ -47,6 +47,9 @@ pub struct SessionMeta {
     #[serde(default)]
     pub model: Option<String>,
     pub base_instructions: Option<String>,
+    /// The thread this one was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from_id: Option<ThreadId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,12 +16,13 @@ mod reader;
 mod recorder;
 #[cfg(test)]
 mod tests;
+mod turns;
 
 pub use error::RolloutError;
 pub use index::{
-    IndexHealth, IndexRepair, PREVIEW_MAX_CHARS, RebuildCause, SESSIONS_DIR, STATE_DB_FILE,
-    ThreadIndex, ThreadRecord, find_latest, find_rollout, find_rollout_with_repairs,
-    list_rollout_files,
+    ARCHIVE_LOG_FILE, IndexHealth, IndexRepair, ListDirection, ListPage, ListQuery, ListSortKey,
+    PREVIEW_MAX_CHARS, RebuildCause, SESSIONS_DIR, STATE_DB_FILE, ThreadIndex, ThreadRecord,
+    find_latest, find_rollout, find_rollout_with_repairs, list_rollout_files,
 };
 pub use item::{
     CompactedItem, RolloutItem, SessionMeta, TurnContextItem, history_from_rollout,
@@ -29,3 +30,4 @@ pub use item::{
 };
 pub use reader::{read_resumable, read_rollout};
 pub use recorder::{RolloutRecorder, write_rollout};
+pub use turns::{TurnEntry, TurnOutcome, TurnRecord, items_through_turn, turns_from_rollout};

@@ -22,6 +22,7 @@ fn meta(cwd: &Path) -> SessionMeta {
         model_provider: Some("ollama".into()),
         model: Some("qwen".into()),
         base_instructions: None,
+        forked_from_id: None,
     }
 }
 
@@ -645,4 +646,53 @@ fn repair_messages_are_one_line_and_name_the_files() {
         "{caught_up}"
     );
     assert!(!caught_up.contains('\n') && !only_unreadable.contains('\n'));
+}
+
+#[tokio::test]
+async fn archive_flags_survive_a_rebuilt_index_and_old_indexes_gain_the_column() {
+    let home = tempfile::tempdir().unwrap();
+    let (a, _) = recorded_thread(home.path(), "first").await;
+    let (b, _) = recorded_thread(home.path(), "second").await;
+    let index = ThreadIndex::open(home.path()).unwrap();
+    assert!(index.set_archived(a, true).unwrap());
+    assert!(index.set_archived(b, true).unwrap());
+    assert!(index.set_archived(b, false).unwrap());
+    assert!(!index.set_archived(ThreadId::new(), true).unwrap());
+    drop(index);
+    remove_index(home.path());
+    let index = ThreadIndex::open(home.path()).unwrap();
+    assert_eq!(index.is_archived(a).unwrap(), Some(true));
+    assert_eq!(index.is_archived(b).unwrap(), Some(false));
+    let listed = |archived: bool| {
+        index
+            .list_page(&ListQuery {
+                limit: 10,
+                archived,
+                ..ListQuery::default()
+            })
+            .unwrap()
+            .records
+            .into_iter()
+            .map(|r| r.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed(true), vec![a]);
+    assert_eq!(listed(false), vec![b]);
+    drop(index);
+
+    // An index written before the column existed gains it in place, nothing archived.
+    remove_index(home.path());
+    std::fs::remove_file(home.path().join(ARCHIVE_LOG_FILE)).unwrap();
+    {
+        let conn = rusqlite::Connection::open(home.path().join(STATE_DB_FILE)).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE threads (id TEXT PRIMARY KEY NOT NULL, rollout_path TEXT NOT NULL,
+                 created_at TEXT NOT NULL, updated_at TEXT NOT NULL, cwd TEXT NOT NULL,
+                 model_provider TEXT, model TEXT, source TEXT NOT NULL, preview TEXT);",
+        )
+        .unwrap();
+    }
+    let index = ThreadIndex::open(home.path()).unwrap();
+    index.catch_up(home.path()).unwrap();
+    assert_eq!(index.is_archived(a).unwrap(), Some(false));
 }

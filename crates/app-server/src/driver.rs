@@ -1,0 +1,808 @@
+//! A turn, driven: the thread's events become notifications for every connection that
+//! follows the thread, and approval requests become server→client requests.
+//!
+//! Order on the wire for one turn (see docs/app-server.md):
+//! `turn/started` → per item `item/started` → its deltas → `item/completed` →
+//! `turn/completed`. A command or patch that needs approval is `item/started`, then the
+//! approval request, then `serverRequest/resolved`, then (when it runs) output deltas,
+//! then `item/completed`. `error` precedes the `turn/completed` of a failed turn.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use interpreter_core::config::ElicitationFallback;
+use interpreter_protocol::approval_answer::decode_approval_answer;
+use interpreter_protocol::{
+    ApplyPatchApprovalRequestEvent, Event, EventMsg, ExecApprovalRequestEvent, Op, ReviewDecision,
+};
+use tokio::sync::OwnedMutexGuard;
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::{ClientAnswer, Connection};
+use crate::mapping;
+use crate::processor::{LoadedThread, ServerState};
+use crate::protocol::v1;
+use crate::protocol::v2::{
+    self, CommandExecutionStatus, ItemsView, McpToolCallStatus, PatchApplyStatus, ThreadItem,
+    ThreadStatus, Turn, TurnStatus,
+};
+use crate::protocol::{METHOD_NOT_FOUND, RequestId, now_ms};
+
+/// How long an interrupted turn may take to confirm before the driver stops waiting.
+const INTERRUPT_DRAIN: Duration = Duration::from_secs(10);
+
+/// Per-turn mapping state: which items are open.
+struct TurnItems {
+    thread_id: String,
+    turn_id: String,
+    next: u64,
+    agent_message: Option<(String, String)>,
+    reasoning: Option<(String, String)>,
+    /// Commands and patches started (by approval request or begin event), by call id.
+    started: HashMap<String, ThreadItem>,
+    completed: HashSet<String>,
+    started_at: i64,
+    client_user_message_id: Option<String>,
+}
+
+impl TurnItems {
+    fn next_id(&mut self, kind: &str) -> String {
+        self.next += 1;
+        format!("{}-{kind}-{}", self.turn_id, self.next)
+    }
+}
+
+/// Read the thread's events until this turn ends. The turn slot is held throughout, so
+/// no other front end reads this thread's events meanwhile.
+pub(crate) async fn drive(
+    state: &Arc<ServerState>,
+    loaded: &Arc<LoadedThread>,
+    turn_id: &str,
+    client_user_message_id: Option<String>,
+    _slot: OwnedMutexGuard<()>,
+) {
+    let thread_id = loaded.id().to_string();
+    let mut items = TurnItems {
+        thread_id: thread_id.clone(),
+        turn_id: turn_id.to_string(),
+        next: 0,
+        agent_message: None,
+        reasoning: None,
+        started: HashMap::new(),
+        completed: HashSet::new(),
+        started_at: now_ms(),
+        client_user_message_id,
+    };
+    // Ends the approval waits of this turn when it ends.
+    let turn_over = CancellationToken::new();
+    let _end_waits = turn_over.clone().drop_guard();
+    let mut last_error: Option<v2::TurnError> = None;
+    let mut interrupted_at: Option<tokio::time::Instant> = None;
+    loop {
+        let drain_deadline = interrupted_at.map(|at| at + INTERRUPT_DRAIN);
+        let event = tokio::select! {
+            biased;
+            () = state.shutdown.cancelled(), if interrupted_at.is_none() => {
+                interrupted_at = Some(tokio::time::Instant::now());
+                if let Err(e) = loaded.thread.submit(Op::Interrupt).await {
+                    tracing::warn!("interrupting thread {thread_id} failed: {e}");
+                }
+                continue;
+            }
+            () = sleep_until_opt(drain_deadline) => {
+                tracing::warn!("thread {thread_id} did not confirm the interrupt in time");
+                finish(loaded, &mut items, TurnStatus::Interrupted, None);
+                return;
+            }
+            event = loaded.thread.next_event() => event,
+        };
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                let error = mapping::turn_error(format!("the thread stopped: {e}"), None);
+                emit_error(loaded, &items, error.clone(), false);
+                finish(loaded, &mut items, TurnStatus::Failed, Some(error));
+                return;
+            }
+        };
+        let Event { msg, .. } = event;
+        match msg {
+            EventMsg::TaskStarted(started) => {
+                // A follow-up turn (input that arrived as the previous turn ended) is
+                // announced under its own id.
+                items.turn_id = started.turn_id.clone();
+                items.started_at = now_ms();
+                loaded.broadcast(
+                    "thread/status/changed",
+                    &v2::ThreadStatusChangedNotification {
+                        thread_id: thread_id.clone(),
+                        status: ThreadStatus::Active {
+                            active_flags: Vec::new(),
+                        },
+                    },
+                );
+                loaded.broadcast(
+                    "turn/started",
+                    &v2::TurnStartedNotification {
+                        thread_id: thread_id.clone(),
+                        turn: turn_object(&items.turn_id, TurnStatus::InProgress, None, None),
+                    },
+                );
+            }
+            EventMsg::UserMessage(message) => {
+                let id = items.next_id("user");
+                let item = mapping::user_message_item(
+                    id,
+                    &message.message,
+                    items.client_user_message_id.take(),
+                );
+                item_started(loaded, &items, &item);
+                item_completed(loaded, &items, &item);
+            }
+            EventMsg::AgentMessageDelta(delta) => {
+                let item_id = match &items.agent_message {
+                    Some((id, _)) => id.clone(),
+                    None => {
+                        let id = items.next_id("msg");
+                        item_started(loaded, &items, &mapping::agent_message_item(id.clone(), ""));
+                        items.agent_message = Some((id.clone(), String::new()));
+                        id
+                    }
+                };
+                if let Some((_, text)) = &mut items.agent_message {
+                    text.push_str(&delta.delta);
+                }
+                loaded.broadcast(
+                    "item/agentMessage/delta",
+                    &v2::ItemDeltaNotification {
+                        thread_id: thread_id.clone(),
+                        turn_id: items.turn_id.clone(),
+                        item_id,
+                        delta: delta.delta,
+                    },
+                );
+            }
+            EventMsg::AgentMessage(message) => {
+                let id = match items.agent_message.take() {
+                    Some((id, _)) => id,
+                    None => {
+                        let id = items.next_id("msg");
+                        item_started(loaded, &items, &mapping::agent_message_item(id.clone(), ""));
+                        id
+                    }
+                };
+                item_completed(
+                    loaded,
+                    &items,
+                    &mapping::agent_message_item(id, &message.message),
+                );
+            }
+            EventMsg::AgentReasoningDelta(delta) => {
+                let item_id = match &items.reasoning {
+                    Some((id, _)) => id.clone(),
+                    None => {
+                        let id = items.next_id("reasoning");
+                        item_started(loaded, &items, &mapping::reasoning_item(id.clone(), ""));
+                        items.reasoning = Some((id.clone(), String::new()));
+                        id
+                    }
+                };
+                loaded.broadcast(
+                    "item/reasoning/textDelta",
+                    &v2::ReasoningTextDeltaNotification {
+                        thread_id: thread_id.clone(),
+                        turn_id: items.turn_id.clone(),
+                        item_id,
+                        delta: delta.delta,
+                        content_index: 0,
+                    },
+                );
+            }
+            EventMsg::AgentReasoning(reasoning) => {
+                let id = match items.reasoning.take() {
+                    Some((id, _)) => id,
+                    None => {
+                        let id = items.next_id("reasoning");
+                        item_started(loaded, &items, &mapping::reasoning_item(id.clone(), ""));
+                        id
+                    }
+                };
+                item_completed(
+                    loaded,
+                    &items,
+                    &mapping::reasoning_item(id, &reasoning.text),
+                );
+            }
+            EventMsg::ExecApprovalRequest(request) => {
+                let item = mapping::command_item(
+                    &request.call_id,
+                    &request.command,
+                    &request.cwd,
+                    &request.parsed_cmd,
+                    CommandExecutionStatus::InProgress,
+                    None,
+                    None,
+                    None,
+                );
+                start_once(loaded, &mut items, &request.call_id, item);
+                ask_exec_approval(loaded, &items, request, &turn_over);
+            }
+            EventMsg::ExecCommandBegin(begin) => {
+                let item = mapping::command_item(
+                    &begin.call_id,
+                    &begin.command,
+                    &begin.cwd,
+                    &begin.parsed_cmd,
+                    CommandExecutionStatus::InProgress,
+                    None,
+                    None,
+                    None,
+                );
+                start_once(loaded, &mut items, &begin.call_id, item);
+            }
+            EventMsg::ExecCommandOutputDelta(delta) => {
+                loaded.broadcast(
+                    "item/commandExecution/outputDelta",
+                    &v2::ItemDeltaNotification {
+                        thread_id: thread_id.clone(),
+                        turn_id: items.turn_id.clone(),
+                        item_id: delta.call_id,
+                        delta: delta.chunk,
+                    },
+                );
+            }
+            EventMsg::ExecCommandEnd(end) => {
+                let parsed = match items.started.get(&end.call_id) {
+                    Some(ThreadItem::CommandExecution {
+                        command_actions, ..
+                    }) => command_actions.clone(),
+                    _ => Vec::new(),
+                };
+                let mut item = mapping::command_item(
+                    &end.call_id,
+                    &end.command,
+                    &end.cwd,
+                    &[],
+                    mapping::command_status(end.status),
+                    Some(&end.aggregated_output),
+                    end.exit_code,
+                    Some(end.duration_ms),
+                );
+                if let ThreadItem::CommandExecution {
+                    command_actions, ..
+                } = &mut item
+                {
+                    *command_actions = parsed;
+                }
+                start_once(loaded, &mut items, &end.call_id, item.clone());
+                complete_once(loaded, &mut items, &end.call_id, item);
+            }
+            EventMsg::ApplyPatchApprovalRequest(request) => {
+                let item = ThreadItem::FileChange {
+                    id: request.call_id.clone(),
+                    changes: mapping::file_changes(&request.changes),
+                    status: PatchApplyStatus::InProgress,
+                };
+                start_once(loaded, &mut items, &request.call_id, item);
+                ask_patch_approval(loaded, &items, request, &turn_over);
+            }
+            EventMsg::PatchApplyBegin(begin) => {
+                let item = ThreadItem::FileChange {
+                    id: begin.call_id.clone(),
+                    changes: mapping::file_changes(&begin.changes),
+                    status: PatchApplyStatus::InProgress,
+                };
+                start_once(loaded, &mut items, &begin.call_id, item);
+            }
+            EventMsg::PatchApplyEnd(end) => {
+                let item = ThreadItem::FileChange {
+                    id: end.call_id.clone(),
+                    changes: mapping::file_changes(&end.changes),
+                    status: if end.success {
+                        PatchApplyStatus::Completed
+                    } else {
+                        PatchApplyStatus::Failed
+                    },
+                };
+                start_once(loaded, &mut items, &end.call_id, item.clone());
+                complete_once(loaded, &mut items, &end.call_id, item);
+            }
+            EventMsg::McpToolCallBegin(begin) => {
+                let item = ThreadItem::McpToolCall {
+                    id: begin.call_id.clone(),
+                    server: begin.invocation.server,
+                    tool: begin.invocation.tool,
+                    status: McpToolCallStatus::InProgress,
+                    arguments: begin.invocation.arguments.unwrap_or_default(),
+                    result: None,
+                    error: None,
+                    duration_ms: None,
+                };
+                start_once(loaded, &mut items, &begin.call_id, item);
+            }
+            EventMsg::McpToolCallEnd(end) => {
+                let (status, result, error) = match end.result {
+                    Ok(value) => (
+                        McpToolCallStatus::Completed,
+                        Some(v2::McpToolCallResult {
+                            content: value
+                                .get("content")
+                                .and_then(|c| c.as_array().cloned())
+                                .unwrap_or_default(),
+                            structured_content: value.get("structuredContent").cloned(),
+                            meta: value.get("_meta").cloned(),
+                        }),
+                        None,
+                    ),
+                    Err(message) => (
+                        McpToolCallStatus::Failed,
+                        None,
+                        Some(v2::McpToolCallError { message }),
+                    ),
+                };
+                let item = ThreadItem::McpToolCall {
+                    id: end.call_id.clone(),
+                    server: end.invocation.server,
+                    tool: end.invocation.tool,
+                    status,
+                    arguments: end.invocation.arguments.unwrap_or_default(),
+                    result,
+                    error,
+                    duration_ms: i64::try_from(end.duration_ms).ok(),
+                };
+                start_once(loaded, &mut items, &end.call_id, item.clone());
+                complete_once(loaded, &mut items, &end.call_id, item);
+            }
+            EventMsg::PlanUpdate(plan) => loaded.broadcast(
+                "turn/plan/updated",
+                &v2::TurnPlanUpdatedNotification {
+                    thread_id: thread_id.clone(),
+                    turn_id: items.turn_id.clone(),
+                    explanation: plan.explanation,
+                    plan: plan
+                        .plan
+                        .into_iter()
+                        .map(|item| v2::PlanStep {
+                            step: item.step,
+                            status: match item.status {
+                                interpreter_protocol::StepStatus::Pending => "pending",
+                                interpreter_protocol::StepStatus::InProgress => "inProgress",
+                                interpreter_protocol::StepStatus::Completed => "completed",
+                            }
+                            .to_string(),
+                        })
+                        .collect(),
+                },
+            ),
+            EventMsg::TokenCount(count) => {
+                if let Some(info) = count.info {
+                    let breakdown =
+                        |u: &interpreter_protocol::TokenUsage| v2::TokenUsageBreakdown {
+                            total_tokens: clamp(u.total_tokens),
+                            input_tokens: clamp(u.input_tokens),
+                            cached_input_tokens: clamp(u.cached_input_tokens),
+                            cache_write_input_tokens: 0,
+                            output_tokens: clamp(u.output_tokens),
+                            reasoning_output_tokens: clamp(u.reasoning_output_tokens),
+                        };
+                    loaded.broadcast(
+                        "thread/tokenUsage/updated",
+                        &v2::ThreadTokenUsageUpdatedNotification {
+                            thread_id: thread_id.clone(),
+                            turn_id: items.turn_id.clone(),
+                            token_usage: v2::ThreadTokenUsage {
+                                total: breakdown(&info.total_token_usage),
+                                last: breakdown(&info.last_token_usage),
+                                model_context_window: info.model_context_window.map(clamp),
+                            },
+                        },
+                    );
+                }
+            }
+            EventMsg::ContextCompacted(_) => {
+                let item = ThreadItem::ContextCompaction {
+                    id: items.next_id("compaction"),
+                };
+                item_started(loaded, &items, &item);
+                item_completed(loaded, &items, &item);
+            }
+            EventMsg::Error(error) => {
+                let error = mapping::turn_error(error.message, error.kind);
+                emit_error(loaded, &items, error.clone(), false);
+                last_error = Some(error);
+            }
+            EventMsg::StreamError(error) => {
+                let error = mapping::turn_error(
+                    format!(
+                        "{} (retry {}/{})",
+                        error.message, error.attempt, error.max_attempts
+                    ),
+                    None,
+                );
+                emit_error(loaded, &items, error, true);
+            }
+            EventMsg::Warning(warning) => loaded.broadcast(
+                "warning",
+                &v2::WarningNotification {
+                    thread_id: Some(thread_id.clone()),
+                    message: warning.message,
+                },
+            ),
+            EventMsg::TaskComplete(done) => {
+                let error = done.error.map(|message| {
+                    last_error
+                        .take()
+                        .unwrap_or_else(|| mapping::turn_error(message, None))
+                });
+                let status = if error.is_some() {
+                    TurnStatus::Failed
+                } else {
+                    TurnStatus::Completed
+                };
+                items.turn_id = done.turn_id;
+                finish(loaded, &mut items, status, error);
+                // A follow-up turn left over from before ours (input that arrived as an
+                // earlier turn ended) was announced and finished; ours goes on.
+                if items.turn_id == turn_id {
+                    return;
+                }
+            }
+            EventMsg::TurnAborted(aborted) => {
+                items.turn_id = aborted.turn_id;
+                finish(loaded, &mut items, TurnStatus::Interrupted, None);
+                if items.turn_id == turn_id {
+                    return;
+                }
+            }
+            EventMsg::ShutdownComplete => {
+                let error = mapping::turn_error("the thread shut down".into(), None);
+                finish(loaded, &mut items, TurnStatus::Failed, Some(error));
+                return;
+            }
+            EventMsg::SessionConfigured(_) | EventMsg::McpStartupUpdate(_) => {}
+            // Questions from the agent's MCP servers are not forwarded to app-server
+            // clients yet: declined at once rather than left to time out.
+            EventMsg::ElicitationRequest(request) => {
+                let answer = Op::ResolveElicitation {
+                    id: request.id,
+                    response: interpreter_protocol::ElicitationResponse {
+                        action: interpreter_protocol::ElicitationAction::Decline,
+                        content: None,
+                    },
+                };
+                if let Err(e) = loaded.thread.submit(answer).await {
+                    tracing::debug!("declining an MCP server's question failed: {e}");
+                }
+            }
+        }
+    }
+}
+
+fn clamp(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn turn_object(
+    id: &str,
+    status: TurnStatus,
+    error: Option<v2::TurnError>,
+    started_at_ms: Option<i64>,
+) -> Turn {
+    let now = now_ms();
+    let done = status != TurnStatus::InProgress;
+    Turn {
+        id: id.to_string(),
+        items: Vec::new(),
+        items_view: ItemsView::NotLoaded,
+        status,
+        error,
+        started_at: started_at_ms.map(|ms| ms / 1000),
+        completed_at: done.then_some(now / 1000),
+        duration_ms: started_at_ms.filter(|_| done).map(|ms| now - ms),
+    }
+}
+
+fn item_started(loaded: &LoadedThread, items: &TurnItems, item: &ThreadItem) {
+    loaded.broadcast(
+        "item/started",
+        &v2::ItemStartedNotification {
+            item: item.clone(),
+            thread_id: items.thread_id.clone(),
+            turn_id: items.turn_id.clone(),
+            started_at_ms: now_ms(),
+        },
+    );
+}
+
+fn item_completed(loaded: &LoadedThread, items: &TurnItems, item: &ThreadItem) {
+    loaded.broadcast(
+        "item/completed",
+        &v2::ItemCompletedNotification {
+            item: item.clone(),
+            thread_id: items.thread_id.clone(),
+            turn_id: items.turn_id.clone(),
+            completed_at_ms: now_ms(),
+        },
+    );
+}
+
+fn start_once(loaded: &LoadedThread, items: &mut TurnItems, call_id: &str, item: ThreadItem) {
+    if items.started.contains_key(call_id) {
+        return;
+    }
+    item_started(loaded, items, &item);
+    items.started.insert(call_id.to_string(), item);
+}
+
+fn complete_once(loaded: &LoadedThread, items: &mut TurnItems, call_id: &str, item: ThreadItem) {
+    if items.completed.insert(call_id.to_string()) {
+        item_completed(loaded, items, &item);
+    }
+}
+
+fn emit_error(loaded: &LoadedThread, items: &TurnItems, error: v2::TurnError, will_retry: bool) {
+    loaded.broadcast(
+        "error",
+        &v2::ErrorNotification {
+            error,
+            will_retry,
+            thread_id: items.thread_id.clone(),
+            turn_id: items.turn_id.clone(),
+        },
+    );
+}
+
+/// Close what is still open (a declined patch never reports an end; an interrupted
+/// command may not), then `turn/completed`.
+fn finish(
+    loaded: &LoadedThread,
+    items: &mut TurnItems,
+    status: TurnStatus,
+    error: Option<v2::TurnError>,
+) {
+    if let Some((id, text)) = items.agent_message.take() {
+        item_completed(loaded, items, &mapping::agent_message_item(id, &text));
+    }
+    if let Some((id, text)) = items.reasoning.take() {
+        item_completed(loaded, items, &mapping::reasoning_item(id, &text));
+    }
+    let open: Vec<(String, ThreadItem)> = items
+        .started
+        .iter()
+        .filter(|(id, _)| !items.completed.contains(*id))
+        .map(|(id, item)| (id.clone(), item.clone()))
+        .collect();
+    for (call_id, mut item) in open {
+        match &mut item {
+            ThreadItem::CommandExecution { status: s, .. } => {
+                *s = CommandExecutionStatus::Declined;
+            }
+            ThreadItem::FileChange { status: s, .. } => *s = PatchApplyStatus::Declined,
+            ThreadItem::McpToolCall { status: s, .. } => *s = McpToolCallStatus::Failed,
+            _ => {}
+        }
+        complete_once(loaded, items, &call_id, item);
+    }
+    loaded.broadcast(
+        "turn/completed",
+        &v2::TurnCompletedNotification {
+            thread_id: items.thread_id.clone(),
+            turn: turn_object(&items.turn_id, status, error, Some(items.started_at)),
+        },
+    );
+    loaded.broadcast(
+        "thread/status/changed",
+        &v2::ThreadStatusChangedNotification {
+            thread_id: items.thread_id.clone(),
+            status: ThreadStatus::Idle,
+        },
+    );
+}
+
+/// Who is asked: the connection that started the turn, else any live follower.
+fn approver(loaded: &LoadedThread) -> Option<Arc<Connection>> {
+    let owner = loaded
+        .active_turn()
+        .map(|turn| turn.owner)
+        .filter(|c| !c.is_closed());
+    owner.or_else(|| loaded.subscribers().into_iter().next())
+}
+
+fn ask_exec_approval(
+    loaded: &Arc<LoadedThread>,
+    items: &TurnItems,
+    request: ExecApprovalRequestEvent,
+    turn_over: &CancellationToken,
+) {
+    let Some(connection) = approver(loaded) else {
+        answer_later(loaded, None, ReviewDecision::Denied, move |d| {
+            Op::ExecApproval {
+                id: request.call_id,
+                decision: d,
+            }
+        });
+        return;
+    };
+    let (method, params) = if connection.legacy_approvals() {
+        (
+            "execCommandApproval",
+            serde_json::to_value(v1::ExecCommandApprovalParams {
+                conversation_id: items.thread_id.clone(),
+                call_id: request.call_id.clone(),
+                approval_id: None,
+                command: request.command.clone(),
+                cwd: request.cwd.to_string_lossy().into_owned(),
+                reason: request.reason.clone(),
+                parsed_cmd: request
+                    .parsed_cmd
+                    .iter()
+                    .filter_map(|p| serde_json::to_value(p).ok())
+                    .collect(),
+            }),
+        )
+    } else {
+        (
+            "item/commandExecution/requestApproval",
+            serde_json::to_value(v2::CommandExecutionRequestApprovalParams {
+                thread_id: items.thread_id.clone(),
+                turn_id: items.turn_id.clone(),
+                item_id: request.call_id.clone(),
+                started_at_ms: now_ms(),
+                environment_id: None,
+                reason: request.reason.clone(),
+                command: Some(interpreter_tools::display_command(&request.command)),
+                cwd: Some(request.cwd.to_string_lossy().into_owned()),
+                command_actions: Some(mapping::command_actions(&request.parsed_cmd)),
+            }),
+        )
+    };
+    let params = params.unwrap_or_default();
+    let call_id = request.call_id;
+    spawn_approval(loaded, connection, method, params, turn_over, move |d| {
+        Op::ExecApproval {
+            id: call_id,
+            decision: d,
+        }
+    });
+}
+
+fn ask_patch_approval(
+    loaded: &Arc<LoadedThread>,
+    items: &TurnItems,
+    request: ApplyPatchApprovalRequestEvent,
+    turn_over: &CancellationToken,
+) {
+    let Some(connection) = approver(loaded) else {
+        answer_later(loaded, None, ReviewDecision::Denied, move |d| {
+            Op::PatchApproval {
+                id: request.call_id,
+                decision: d,
+            }
+        });
+        return;
+    };
+    let grant_root = request
+        .grant_root
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
+    let (method, params) = if connection.legacy_approvals() {
+        (
+            "applyPatchApproval",
+            serde_json::to_value(v1::ApplyPatchApprovalParams {
+                conversation_id: items.thread_id.clone(),
+                call_id: request.call_id.clone(),
+                file_changes: request
+                    .changes
+                    .iter()
+                    .filter_map(|(path, change)| {
+                        serde_json::to_value(change)
+                            .ok()
+                            .map(|v| (path.to_string_lossy().into_owned(), v))
+                    })
+                    .collect(),
+                reason: request.reason.clone(),
+                grant_root,
+            }),
+        )
+    } else {
+        (
+            "item/fileChange/requestApproval",
+            serde_json::to_value(v2::FileChangeRequestApprovalParams {
+                thread_id: items.thread_id.clone(),
+                turn_id: items.turn_id.clone(),
+                item_id: request.call_id.clone(),
+                started_at_ms: now_ms(),
+                reason: request.reason.clone(),
+                grant_root,
+            }),
+        )
+    };
+    let params = params.unwrap_or_default();
+    let call_id = request.call_id;
+    spawn_approval(loaded, connection, method, params, turn_over, move |d| {
+        Op::PatchApproval {
+            id: call_id,
+            decision: d,
+        }
+    });
+}
+
+/// Ask `connection`, wait (bounded by `approval_timeout_sec`, the turn's end and the
+/// connection's life), decode with the shared fail-closed decoder, answer the engine,
+/// and tell followers the request is resolved.
+fn spawn_approval(
+    loaded: &Arc<LoadedThread>,
+    connection: Arc<Connection>,
+    method: &'static str,
+    params: serde_json::Value,
+    turn_over: &CancellationToken,
+    answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
+) {
+    let config = loaded.thread.config();
+    let deadline = config.approval_timeout;
+    let fallback = match config.app_server.approval_fallback {
+        ElicitationFallback::Deny => ReviewDecision::Denied,
+        ElicitationFallback::Approve => ReviewDecision::Approved,
+    };
+    let (request_id, reply) = connection.request(method, &params);
+    let turn_over = turn_over.clone();
+    let loaded = loaded.clone();
+    tokio::spawn(async move {
+        let decision = tokio::select! {
+            answer = reply => match answer {
+                Ok(answer) => decide(answer, fallback),
+                // The connection closed under us.
+                Err(_) => ReviewDecision::Denied,
+            },
+            () = tokio::time::sleep(deadline) => {
+                tracing::info!("approval request {request_id} got no answer within {}s (approval_timeout_sec); denied", deadline.as_secs());
+                ReviewDecision::TimedOut
+            }
+            () = turn_over.cancelled() => ReviewDecision::Abort,
+            () = connection.closed.cancelled() => ReviewDecision::Denied,
+        };
+        connection.forget_request(&request_id);
+        answer_later(&loaded, Some(request_id), decision, answer);
+    });
+}
+
+fn decide(answer: ClientAnswer, fallback: ReviewDecision) -> ReviewDecision {
+    match answer {
+        Ok(value) => decode_approval_answer(&value),
+        // The client does not implement approvals: the configured fallback, which is
+        // not the user declining.
+        Err(error) if error.code == METHOD_NOT_FOUND => fallback,
+        Err(_) => ReviewDecision::Denied,
+    }
+}
+
+fn answer_later(
+    loaded: &Arc<LoadedThread>,
+    request_id: Option<RequestId>,
+    decision: ReviewDecision,
+    answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
+) {
+    let loaded = loaded.clone();
+    tokio::spawn(async move {
+        if let Some(request_id) = request_id {
+            loaded.broadcast(
+                "serverRequest/resolved",
+                &v2::ServerRequestResolvedNotification {
+                    thread_id: loaded.id().to_string(),
+                    request_id,
+                },
+            );
+        }
+        if let Err(e) = loaded.thread.submit(answer(decision)).await {
+            tracing::debug!("submitting an approval decision failed: {e}");
+        }
+    });
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,99 @@
+//! Errors of the app-server, each with its JSON-RPC code.
+
+use interpreter_core::CoreError;
+use interpreter_core::config::ConfigError;
+use interpreter_core::config::edit::ConfigEditError;
+use interpreter_core::rollout::RolloutError;
+use serde_json::json;
+
+use crate::protocol::v2::ConfigWriteErrorCode;
+use crate::protocol::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, JsonRpcError, METHOD_NOT_FOUND,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppServerError {
+    #[error("Not initialized")]
+    NotInitialized,
+    #[error("Already initialized")]
+    AlreadyInitialized,
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    #[error("Invalid params: {0}")]
+    InvalidParams(String),
+    #[error(
+        "Input exceeds the maximum length of {} characters.",
+        crate::processor::MAX_INPUT_CHARS
+    )]
+    InputTooLarge { actual: usize },
+    /// A precondition of the request does not hold (`-32600`, like the reference).
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("thread not found: {0}")]
+    ThreadNotFound(String),
+    #[error("failed to load configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    ConfigWrite(#[from] ConfigEditError),
+    #[error(transparent)]
+    Rollout(#[from] RolloutError),
+    #[error(transparent)]
+    Core(CoreError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<CoreError> for AppServerError {
+    fn from(err: CoreError) -> Self {
+        match err {
+            CoreError::ThreadNotFound(id) => Self::ThreadNotFound(id.to_string()),
+            CoreError::Config(e) => Self::Config(e),
+            CoreError::TurnNotFound { .. } => Self::InvalidRequest(err.to_string()),
+            other => Self::Core(other),
+        }
+    }
+}
+
+impl AppServerError {
+    pub fn to_rpc(&self) -> JsonRpcError {
+        let message = self.to_string();
+        match self {
+            Self::NotInitialized | Self::AlreadyInitialized | Self::InvalidRequest(_) => {
+                JsonRpcError::new(INVALID_REQUEST, message)
+            }
+            Self::ThreadNotFound(_) => JsonRpcError::new(INVALID_REQUEST, message),
+            Self::MethodNotFound(_) => JsonRpcError::new(METHOD_NOT_FOUND, message),
+            Self::InvalidParams(_) => JsonRpcError::new(INVALID_PARAMS, message),
+            Self::InputTooLarge { actual } => {
+                JsonRpcError::new(INVALID_PARAMS, message).with_data(json!({
+                    "input_error_code": "input_too_large",
+                    "max_chars": crate::processor::MAX_INPUT_CHARS,
+                    "actual_chars": actual,
+                }))
+            }
+            Self::Rollout(RolloutError::InvalidCursor(_)) => {
+                JsonRpcError::new(INVALID_REQUEST, message)
+            }
+            Self::Config(_) => JsonRpcError::new(INVALID_REQUEST, message),
+            Self::ConfigWrite(err) => {
+                let code = match err {
+                    ConfigEditError::VersionConflict { .. } => {
+                        ConfigWriteErrorCode::ConfigVersionConflict
+                    }
+                    ConfigEditError::InvalidKeyPath(_) | ConfigEditError::NotATable { .. } => {
+                        ConfigWriteErrorCode::ConfigPathNotFound
+                    }
+                    ConfigEditError::Validation(_) | ConfigEditError::Parse { .. } => {
+                        ConfigWriteErrorCode::ConfigValidationError
+                    }
+                    ConfigEditError::Io { .. } => ConfigWriteErrorCode::ConfigLayerReadonly,
+                };
+                JsonRpcError::new(INVALID_REQUEST, message)
+                    .with_data(json!({ "config_write_error_code": code }))
+            }
+            Self::Rollout(_) | Self::Core(_) | Self::Internal(_) => {
+                JsonRpcError::new(INTERNAL_ERROR, message)
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! `interpreter app-server`: the v2 thread/turn control plane for IDEs and orchestrators.
+//!
+//! # Design
+//!
+//! * [`protocol`]: the wire types (serde + schemars), the one source of the JSON Schema.
+//! * [`processor`]: the transport-agnostic [`MessageProcessor`]. Requests go in; responses,
+//!   notifications and server→client requests go out through each connection's
+//!   [`MessageSink`]. The same processor serves stdio, WebSocket, the Unix socket, and can
+//!   be mounted on another connection (the MCP server's) through
+//!   [`MessageProcessor::handle_request`].
+//! * [`driver`]: a turn driven by its own task, turning the thread's events into
+//!   notifications and approval requests (v2 `item/*/requestApproval`, or v1
+//!   `execCommandApproval` / `applyPatchApproval` for connections that ask for them),
+//!   answered through the engine's one fail-closed decoder.
+//! * [`transport`]: the listeners.
+//!
+//! Engine rules (one turn per thread, thread settings, idle retirement, rollouts and the
+//! thread index) are the core's; this crate translates.
+
+pub mod accounts;
+pub mod config_api;
+pub mod connection;
+mod driver;
+pub mod error;
+pub mod mapping;
+pub mod models;
+pub mod processor;
+pub mod protocol;
+pub mod schema;
+pub mod transport;
+pub mod v1_api;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use interpreter_core::ThreadManager;
+use interpreter_core::config::{ConfigError, ConfigInputs, load_config};
+use interpreter_protocol::SessionSource;
+use tokio_util::sync::CancellationToken;
+
+pub use connection::{Connection, MessageSink};
+pub use error::AppServerError;
+pub use processor::{MessageProcessor, ProcessorOptions};
+pub use transport::{Listen, TransportError};
+
+/// How long running turns get to record their interruption when the server stops.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
+
+/// What the CLI passes to [`run`].
+#[derive(Debug, Clone)]
+pub struct AppServerOptions {
+    pub config_inputs: ConfigInputs,
+    pub listen: Listen,
+    /// `--ws-token-file`: required for a non-loopback WebSocket address.
+    pub ws_token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("error loading config: {0}")]
+    Config(#[from] ConfigError),
+    #[error("configuration loader stopped unexpectedly: {0}")]
+    Join(String),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// Serve until the client goes away (stdio), or `stop` fires (a signal).
+pub async fn run(opts: AppServerOptions, stop: CancellationToken) -> Result<(), RunError> {
+    // Fail fast on a broken config instead of failing every thread/start later.
+    let inputs = opts.config_inputs.clone();
+    tokio::task::spawn_blocking(move || load_config(inputs).map(drop))
+        .await
+        .map_err(|e| RunError::Join(e.to_string()))??;
+    let processor = MessageProcessor::new(
+        ProcessorOptions {
+            config_inputs: opts.config_inputs.clone(),
+            session_source: SessionSource::AppServer,
+        },
+        Arc::new(ThreadManager::new()),
+    );
+    let served = match opts.listen {
+        Listen::Stdio => {
+            transport::serve_stdio(&processor, stop.clone()).await;
+            Ok(())
+        }
+        Listen::WebSocket(addr) => {
+            let token = match &opts.ws_token_file {
+                Some(path) => Some(transport::load_or_create_token(path)?),
+                None => None,
+            };
+            if let Some(path) = &opts.ws_token_file {
+                eprintln!("capability token file: {}", path.display());
+            }
+            transport::serve_ws(processor.clone(), addr, token, stop.clone(), |local| {
+                eprintln!("listening on ws://{local}");
+            })
+            .await
+        }
+        Listen::Unix(path) => {
+            transport::serve_unix(processor.clone(), path, stop.clone(), |path| {
+                eprintln!("listening on unix://{}", path.display());
+            })
+            .await
+        }
+    };
+    // However serving ended: interrupt running turns and let them record it.
+    processor.shutdown(SHUTDOWN_GRACE).await;
+    served.map_err(RunError::from)
+}

@@ -1,0 +1,328 @@
+//! Engine values → wire values: threads from the index, turns and items from rollouts and
+//! events, policies, command actions and file changes.
+
+use std::path::Path;
+
+use interpreter_core::rollout::{ThreadRecord, TurnEntry, TurnOutcome, TurnRecord};
+use interpreter_protocol as core;
+use interpreter_protocol::{ExecCommandStatus, FileChange, FileChanges, ParsedCommand};
+use interpreter_tools::display_command;
+
+use crate::protocol::v2::{
+    self, CommandAction, CommandExecutionSource, CommandExecutionStatus, FileUpdateChange,
+    ItemsView, PatchApplyStatus, PatchChangeKind, SessionSource, SessionSourceValue, Thread,
+    ThreadItem, ThreadStatus, Turn, TurnError, TurnStatus, UserInput,
+};
+
+pub fn session_source(source: core::SessionSource) -> SessionSource {
+    SessionSource::Known(match source {
+        core::SessionSource::Cli => SessionSourceValue::Cli,
+        core::SessionSource::Exec => SessionSourceValue::Exec,
+        core::SessionSource::AppServer => SessionSourceValue::AppServer,
+        core::SessionSource::Unknown => SessionSourceValue::Unknown,
+        core::SessionSource::Mcp => {
+            return SessionSource::Custom {
+                custom: "mcp".to_string(),
+            };
+        }
+    })
+}
+
+/// Core form (`mcp`, `app_server`, …), for v1 payloads.
+pub fn core_source_name(source: core::SessionSource) -> String {
+    serde_json::to_value(source)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+pub fn source_kind(kind: v2::ThreadSourceKind) -> core::SessionSource {
+    match kind {
+        v2::ThreadSourceKind::Cli | v2::ThreadSourceKind::Vscode => core::SessionSource::Cli,
+        v2::ThreadSourceKind::Exec => core::SessionSource::Exec,
+        v2::ThreadSourceKind::AppServer => core::SessionSource::AppServer,
+        v2::ThreadSourceKind::Mcp => core::SessionSource::Mcp,
+        v2::ThreadSourceKind::Unknown => core::SessionSource::Unknown,
+    }
+}
+
+pub fn approval_policy(policy: core::AskForApproval) -> v2::AskForApproval {
+    match policy {
+        core::AskForApproval::Untrusted => v2::AskForApproval::Untrusted,
+        // v2 has no on-failure; it is on-request's config alias there.
+        core::AskForApproval::OnFailure | core::AskForApproval::OnRequest => {
+            v2::AskForApproval::OnRequest
+        }
+        core::AskForApproval::Never => v2::AskForApproval::Never,
+    }
+}
+
+pub fn approval_policy_in(policy: v2::AskForApproval) -> core::AskForApproval {
+    match policy {
+        v2::AskForApproval::Untrusted => core::AskForApproval::Untrusted,
+        v2::AskForApproval::OnRequest => core::AskForApproval::OnRequest,
+        v2::AskForApproval::Never => core::AskForApproval::Never,
+    }
+}
+
+pub fn sandbox_mode_in(mode: v2::SandboxMode) -> core::SandboxMode {
+    match mode {
+        v2::SandboxMode::ReadOnly => core::SandboxMode::ReadOnly,
+        v2::SandboxMode::WorkspaceWrite => core::SandboxMode::WorkspaceWrite,
+        v2::SandboxMode::DangerFullAccess => core::SandboxMode::DangerFullAccess,
+    }
+}
+
+pub fn sandbox_policy(policy: &core::SandboxPolicy) -> v2::SandboxPolicy {
+    match policy {
+        core::SandboxPolicy::DangerFullAccess => v2::SandboxPolicy::DangerFullAccess,
+        core::SandboxPolicy::ReadOnly { network_access } => v2::SandboxPolicy::ReadOnly {
+            network_access: *network_access,
+        },
+        core::SandboxPolicy::WorkspaceWrite {
+            writable_roots,
+            network_access,
+            exclude_tmpdir_env_var,
+            exclude_slash_tmp,
+        } => v2::SandboxPolicy::WorkspaceWrite {
+            writable_roots: writable_roots
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+            network_access: *network_access,
+            exclude_tmpdir_env_var: *exclude_tmpdir_env_var,
+            exclude_slash_tmp: *exclude_slash_tmp,
+        },
+    }
+}
+
+/// A stored thread, as `thread/list` and `thread/read` show it.
+pub fn thread_from_record(record: &ThreadRecord, status: ThreadStatus) -> Thread {
+    Thread {
+        id: record.id.to_string(),
+        session_id: record.id.to_string(),
+        forked_from_id: None,
+        parent_thread_id: None,
+        preview: record.preview.clone().unwrap_or_default(),
+        ephemeral: false,
+        model_provider: record.model_provider.clone().unwrap_or_default(),
+        created_at: record.created_at.timestamp(),
+        updated_at: record.updated_at.timestamp(),
+        recency_at: None,
+        status,
+        path: Some(record.rollout_path.to_string_lossy().into_owned()),
+        cwd: record.cwd.to_string_lossy().into_owned(),
+        cli_version: env!("CARGO_PKG_VERSION").to_string(),
+        source: session_source(record.source),
+        thread_source: None,
+        agent_nickname: None,
+        agent_role: None,
+        git_info: None,
+        name: None,
+        turns: Vec::new(),
+    }
+}
+
+pub fn command_actions(parsed: &[ParsedCommand]) -> Vec<CommandAction> {
+    parsed
+        .iter()
+        .map(|p| match p {
+            ParsedCommand::Read { cmd, name, path } => CommandAction::Read {
+                command: cmd.clone(),
+                name: name.clone(),
+                path: path.to_string_lossy().into_owned(),
+            },
+            ParsedCommand::ListFiles { cmd, path } => CommandAction::ListFiles {
+                command: cmd.clone(),
+                path: path.clone(),
+            },
+            ParsedCommand::Search { cmd, query, path } => CommandAction::Search {
+                command: cmd.clone(),
+                query: query.clone(),
+                path: path.clone(),
+            },
+            ParsedCommand::Unknown { cmd } => CommandAction::Unknown {
+                command: cmd.clone(),
+            },
+        })
+        .collect()
+}
+
+pub fn file_changes(changes: &FileChanges) -> Vec<FileUpdateChange> {
+    changes
+        .iter()
+        .map(|(path, change)| {
+            let (kind, diff) = match change {
+                FileChange::Add { content } => (PatchChangeKind::Add, content.clone()),
+                FileChange::Delete { content } => (PatchChangeKind::Delete, content.clone()),
+                FileChange::Update {
+                    unified_diff,
+                    move_path,
+                } => (
+                    PatchChangeKind::Update {
+                        move_path: move_path.as_ref().map(|p| p.to_string_lossy().into_owned()),
+                    },
+                    unified_diff.clone(),
+                ),
+            };
+            FileUpdateChange {
+                path: path.to_string_lossy().into_owned(),
+                kind,
+                diff,
+            }
+        })
+        .collect()
+}
+
+pub fn command_status(status: ExecCommandStatus) -> CommandExecutionStatus {
+    match status {
+        ExecCommandStatus::Completed => CommandExecutionStatus::Completed,
+        ExecCommandStatus::Failed => CommandExecutionStatus::Failed,
+        ExecCommandStatus::Declined => CommandExecutionStatus::Declined,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn command_item(
+    id: &str,
+    command: &[String],
+    cwd: &Path,
+    parsed: &[ParsedCommand],
+    status: CommandExecutionStatus,
+    output: Option<&str>,
+    exit_code: Option<i32>,
+    duration_ms: Option<u64>,
+) -> ThreadItem {
+    ThreadItem::CommandExecution {
+        id: id.to_string(),
+        plugin_id: None,
+        script_path: None,
+        command: display_command(command),
+        cwd: cwd.to_string_lossy().into_owned(),
+        process_id: None,
+        source: CommandExecutionSource::Agent,
+        status,
+        command_actions: command_actions(parsed),
+        aggregated_output: output.filter(|o| !o.is_empty()).map(str::to_string),
+        exit_code,
+        duration_ms: duration_ms.and_then(|d| i64::try_from(d).ok()),
+    }
+}
+
+pub fn user_message_item(id: String, text: &str, client_id: Option<String>) -> ThreadItem {
+    ThreadItem::UserMessage {
+        id,
+        client_id,
+        content: vec![UserInput::Text {
+            text: text.to_string(),
+            text_elements: Vec::new(),
+        }],
+    }
+}
+
+pub fn agent_message_item(id: String, text: &str) -> ThreadItem {
+    ThreadItem::AgentMessage {
+        id,
+        text: text.to_string(),
+        phase: None,
+        memory_citation: None,
+    }
+}
+
+pub fn reasoning_item(id: String, text: &str) -> ThreadItem {
+    ThreadItem::Reasoning {
+        id,
+        summary: Vec::new(),
+        content: if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![text.to_string()]
+        },
+    }
+}
+
+pub fn turn_error(message: String, kind: Option<core::ErrorKind>) -> TurnError {
+    let info = kind.map(|kind| match kind {
+        core::ErrorKind::ContextWindowExceeded => v2::CodexErrorInfo::ContextWindowExceeded,
+        core::ErrorKind::Unauthorized => v2::CodexErrorInfo::Unauthorized,
+        core::ErrorKind::BadRequest => v2::CodexErrorInfo::BadRequest,
+        core::ErrorKind::ServerOverloaded => v2::CodexErrorInfo::ServerOverloaded,
+        core::ErrorKind::Connection | core::ErrorKind::StreamIdle => {
+            v2::CodexErrorInfo::ResponseStreamDisconnected {
+                http_status_code: None,
+            }
+        }
+        core::ErrorKind::Internal => v2::CodexErrorInfo::InternalServerError,
+    });
+    TurnError {
+        message,
+        codex_error_info: info,
+        additional_details: None,
+    }
+}
+
+/// A recorded turn with its items (`thread/read includeTurns`, `thread/resume`).
+pub fn turn_from_record(record: &TurnRecord) -> Turn {
+    let mut items = Vec::new();
+    for (n, entry) in record.entries.iter().enumerate() {
+        let id = format!("{}-{n}", record.id);
+        let item = match entry {
+            TurnEntry::UserMessage { text } => user_message_item(id, text, None),
+            TurnEntry::AgentMessage { text } => agent_message_item(id, text),
+            TurnEntry::Reasoning { text } => reasoning_item(id, text),
+            TurnEntry::Command {
+                call_id,
+                command,
+                cwd,
+                exit_code,
+                output,
+                duration_ms,
+                status,
+            } => command_item(
+                call_id,
+                command,
+                cwd,
+                &[],
+                command_status(*status),
+                Some(output),
+                *exit_code,
+                Some(*duration_ms),
+            ),
+            TurnEntry::FileChange {
+                call_id,
+                changes,
+                success,
+            } => ThreadItem::FileChange {
+                id: call_id.clone(),
+                changes: file_changes(changes),
+                status: if *success {
+                    PatchApplyStatus::Completed
+                } else {
+                    PatchApplyStatus::Failed
+                },
+            },
+            // Errors are not items; they live in the turn's `error`.
+            TurnEntry::Error { .. } => continue,
+        };
+        items.push(item);
+    }
+    let status = match record.outcome {
+        TurnOutcome::InProgress => TurnStatus::InProgress,
+        TurnOutcome::Completed => TurnStatus::Completed,
+        TurnOutcome::Interrupted => TurnStatus::Interrupted,
+        TurnOutcome::Failed => TurnStatus::Failed,
+    };
+    Turn {
+        id: record.id.clone(),
+        items,
+        items_view: ItemsView::Full,
+        status,
+        error: record
+            .error
+            .clone()
+            .map(|message| turn_error(message, None)),
+        started_at: None,
+        completed_at: None,
+        duration_ms: None,
+    }
+}

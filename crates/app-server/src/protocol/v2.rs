@@ -1,0 +1,1206 @@
+//! v2 methods, notifications and approval requests.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+// ---------------------------------------------------------------------------------------
+// initialize
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientInfo {
+    pub name: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeCapabilities {
+    #[serde(default)]
+    pub experimental_api: bool,
+    /// Notification methods this connection does not want (exact names).
+    #[serde(default)]
+    pub opt_out_notification_methods: Option<Vec<String>>,
+    /// Ours: approvals arrive as the v1 `execCommandApproval` / `applyPatchApproval`
+    /// requests instead of the v2 `item/*/requestApproval` ones.
+    #[serde(default)]
+    pub legacy_approvals: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    pub client_info: ClientInfo,
+    #[serde(default)]
+    pub capabilities: Option<InitializeCapabilities>,
+    /// Ours: `1` asks for v1 approval requests (same as `capabilities.legacyApprovals`).
+    #[serde(default)]
+    pub protocol_version: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResponse {
+    pub server_info: ServerInfo,
+    pub user_agent: String,
+    /// Absolute path of the agent home.
+    pub codex_home: String,
+    pub platform_family: String,
+    pub platform_os: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+}
+
+// ---------------------------------------------------------------------------------------
+// shared values
+
+/// `AskForApproval` (kebab-case on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AskForApproval {
+    Untrusted,
+    OnRequest,
+    Never,
+}
+
+/// `SandboxMode` (kebab-case on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+/// `SandboxPolicy` (tag `type`, camelCase).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum SandboxPolicy {
+    DangerFullAccess,
+    #[serde(rename_all = "camelCase")]
+    ReadOnly {
+        #[serde(default)]
+        network_access: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    WorkspaceWrite {
+        #[serde(default)]
+        writable_roots: Vec<String>,
+        #[serde(default)]
+        network_access: bool,
+        #[serde(default)]
+        exclude_tmpdir_env_var: bool,
+        #[serde(default)]
+        exclude_slash_tmp: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ThreadStatus {
+    NotLoaded,
+    Idle,
+    SystemError,
+    #[serde(rename_all = "camelCase")]
+    Active {
+        active_flags: Vec<ThreadActiveFlag>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ThreadActiveFlag {
+    WaitingOnApproval,
+    WaitingOnUserInput,
+}
+
+/// Where a thread was started (v2 form): a known value, or `{"custom": NAME}` (threads
+/// started by `interpreter mcp-server` are `{"custom": "mcp"}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SessionSource {
+    Known(SessionSourceValue),
+    Custom { custom: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SessionSourceValue {
+    Cli,
+    Vscode,
+    Exec,
+    AppServer,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitInfo {
+    pub sha: Option<String>,
+    pub branch: Option<String>,
+    pub origin_url: Option<String>,
+}
+
+/// A user input item. Multi-word fields inside variants are snake_case, as the reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum UserInput {
+    Text {
+        text: String,
+        #[serde(default)]
+        text_elements: Vec<Value>,
+    },
+    Image {
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    LocalImage {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    Skill {
+        name: String,
+        path: String,
+    },
+    Mention {
+        name: String,
+        path: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CodexErrorInfo {
+    ContextWindowExceeded,
+    ServerOverloaded,
+    InternalServerError,
+    Unauthorized,
+    BadRequest,
+    Other,
+    #[serde(rename_all = "camelCase")]
+    HttpConnectionFailed {
+        http_status_code: Option<u16>,
+    },
+    #[serde(rename_all = "camelCase")]
+    ResponseStreamDisconnected {
+        http_status_code: Option<u16>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnError {
+    pub message: String,
+    pub codex_error_info: Option<CodexErrorInfo>,
+    pub additional_details: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum TurnStatus {
+    InProgress,
+    Completed,
+    Interrupted,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ItemsView {
+    NotLoaded,
+    Summary,
+    Full,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Turn {
+    pub id: String,
+    pub items: Vec<ThreadItem>,
+    pub items_view: ItemsView,
+    pub status: TurnStatus,
+    pub error: Option<TurnError>,
+    pub started_at: Option<i64>,
+    pub completed_at: Option<i64>,
+    pub duration_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Thread {
+    pub id: String,
+    pub session_id: String,
+    pub forked_from_id: Option<String>,
+    pub parent_thread_id: Option<String>,
+    /// Usually the first user message.
+    pub preview: String,
+    pub ephemeral: bool,
+    pub model_provider: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub recency_at: Option<i64>,
+    pub status: ThreadStatus,
+    /// The rollout file (unstable).
+    pub path: Option<String>,
+    pub cwd: String,
+    pub cli_version: String,
+    pub source: SessionSource,
+    pub thread_source: Option<String>,
+    pub agent_nickname: Option<String>,
+    pub agent_role: Option<String>,
+    pub git_info: Option<GitInfo>,
+    pub name: Option<String>,
+    /// Filled by `thread/resume`, `thread/fork` and `thread/read` with `includeTurns`.
+    pub turns: Vec<Turn>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CommandExecutionStatus {
+    InProgress,
+    Completed,
+    Failed,
+    Declined,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PatchApplyStatus {
+    InProgress,
+    Completed,
+    Failed,
+    Declined,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum McpToolCallStatus {
+    InProgress,
+    Completed,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CommandExecutionSource {
+    Agent,
+    UserShell,
+}
+
+/// What a command does, for display.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum CommandAction {
+    Read {
+        command: String,
+        name: String,
+        path: String,
+    },
+    ListFiles {
+        command: String,
+        path: Option<String>,
+    },
+    Search {
+        command: String,
+        query: Option<String>,
+        path: Option<String>,
+    },
+    Unknown {
+        command: String,
+    },
+}
+
+/// The kind of one file's change (`move_path` is snake_case on the wire).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum PatchChangeKind {
+    Add,
+    Delete,
+    Update { move_path: Option<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileUpdateChange {
+    pub path: String,
+    pub kind: PatchChangeKind,
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolCallResult {
+    pub content: Vec<Value>,
+    pub structured_content: Option<Value>,
+    #[serde(rename = "_meta")]
+    pub meta: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolCallError {
+    pub message: String,
+}
+
+/// One item of a turn (tag `type`; every variant has `id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ThreadItem {
+    #[serde(rename_all = "camelCase")]
+    UserMessage {
+        id: String,
+        client_id: Option<String>,
+        content: Vec<UserInput>,
+    },
+    #[serde(rename_all = "camelCase")]
+    AgentMessage {
+        id: String,
+        text: String,
+        phase: Option<String>,
+        memory_citation: Option<Value>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Reasoning {
+        id: String,
+        summary: Vec<String>,
+        content: Vec<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    CommandExecution {
+        id: String,
+        plugin_id: Option<String>,
+        script_path: Option<String>,
+        command: String,
+        cwd: String,
+        process_id: Option<String>,
+        source: CommandExecutionSource,
+        status: CommandExecutionStatus,
+        command_actions: Vec<CommandAction>,
+        aggregated_output: Option<String>,
+        exit_code: Option<i32>,
+        duration_ms: Option<i64>,
+    },
+    #[serde(rename_all = "camelCase")]
+    FileChange {
+        id: String,
+        changes: Vec<FileUpdateChange>,
+        status: PatchApplyStatus,
+    },
+    #[serde(rename_all = "camelCase")]
+    McpToolCall {
+        id: String,
+        server: String,
+        tool: String,
+        status: McpToolCallStatus,
+        arguments: Value,
+        result: Option<McpToolCallResult>,
+        error: Option<McpToolCallError>,
+        duration_ms: Option<i64>,
+    },
+    #[serde(rename_all = "camelCase")]
+    ContextCompaction { id: String },
+}
+
+impl ThreadItem {
+    pub fn id(&self) -> &str {
+        match self {
+            Self::UserMessage { id, .. }
+            | Self::AgentMessage { id, .. }
+            | Self::Reasoning { id, .. }
+            | Self::CommandExecution { id, .. }
+            | Self::FileChange { id, .. }
+            | Self::McpToolCall { id, .. }
+            | Self::ContextCompaction { id } => id,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// thread/*
+
+/// Settings a thread can be started (or resumed, forked) with.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadSettingsParams {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub model_provider: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub approval_policy: Option<AskForApproval>,
+    #[serde(default)]
+    pub sandbox: Option<SandboxMode>,
+    /// Dotted-key config overrides, applied like `-c key=value`.
+    #[serde(default)]
+    pub config: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    pub base_instructions: Option<String>,
+    #[serde(default)]
+    pub developer_instructions: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadStartParams {
+    #[serde(flatten)]
+    pub settings: ThreadSettingsParams,
+    #[serde(default)]
+    pub ephemeral: Option<bool>,
+    /// Accepted for compatibility; not used.
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// Accepted for compatibility; not used.
+    #[serde(default)]
+    pub personality: Option<String>,
+    /// Accepted for compatibility; not used.
+    #[serde(default)]
+    pub service_tier: Option<Value>,
+    #[serde(default)]
+    pub approvals_reviewer: Option<String>,
+    #[serde(default)]
+    pub thread_source: Option<String>,
+    #[serde(default)]
+    pub session_start_source: Option<String>,
+    #[serde(default)]
+    pub experimental_raw_events: Option<bool>,
+}
+
+/// The result of `thread/start`, `thread/resume` and `thread/fork`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadStartResponse {
+    pub thread: Thread,
+    pub model: String,
+    pub model_provider: String,
+    pub service_tier: Option<String>,
+    pub cwd: String,
+    /// AGENTS.md-style files loaded into the context.
+    pub instruction_sources: Vec<String>,
+    pub approval_policy: AskForApproval,
+    pub approvals_reviewer: String,
+    pub sandbox: SandboxPolicy,
+    pub reasoning_effort: Option<String>,
+}
+
+pub type ThreadResumeResponse = ThreadStartResponse;
+pub type ThreadForkResponse = ThreadStartResponse;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadResumeParams {
+    pub thread_id: String,
+    #[serde(flatten)]
+    pub settings: ThreadSettingsParams,
+    #[serde(default)]
+    pub personality: Option<String>,
+    #[serde(default)]
+    pub service_tier: Option<Value>,
+    #[serde(default)]
+    pub approvals_reviewer: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadForkParams {
+    pub thread_id: String,
+    /// Fork through this turn (inclusive).
+    #[serde(default)]
+    pub last_turn_id: Option<String>,
+    #[serde(flatten)]
+    pub settings: ThreadSettingsParams,
+    #[serde(default)]
+    pub ephemeral: Option<bool>,
+    #[serde(default)]
+    pub service_tier: Option<Value>,
+    #[serde(default)]
+    pub approvals_reviewer: Option<String>,
+    #[serde(default)]
+    pub thread_source: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadReadParams {
+    pub thread_id: String,
+    #[serde(default)]
+    pub include_turns: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadReadResponse {
+    pub thread: Thread,
+}
+
+/// `thread/list` sort keys are snake_case on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadSortKey {
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SortDirection {
+    Asc,
+    Desc,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ThreadSourceKind {
+    Cli,
+    Vscode,
+    Exec,
+    AppServer,
+    Mcp,
+    Unknown,
+}
+
+/// One directory or several.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum CwdFilter {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadListParams {
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Default 25, clamped to 1..=100.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    #[serde(default)]
+    pub sort_key: Option<ThreadSortKey>,
+    #[serde(default)]
+    pub sort_direction: Option<SortDirection>,
+    #[serde(default)]
+    pub model_providers: Option<Vec<String>>,
+    /// Omitted or empty: every source (unlike the reference, exec and MCP threads are
+    /// listed too: people want to see what any front end did).
+    #[serde(default)]
+    pub source_kinds: Option<Vec<ThreadSourceKind>>,
+    /// `true`: archived only; otherwise unarchived only.
+    #[serde(default)]
+    pub archived: Option<bool>,
+    #[serde(default)]
+    pub cwd: Option<CwdFilter>,
+    /// Case-sensitive substring of the preview.
+    #[serde(default)]
+    pub search_term: Option<String>,
+    /// Accepted; the index is always the answer.
+    #[serde(default)]
+    pub use_state_db_only: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadListResponse {
+    pub data: Vec<Thread>,
+    /// `null` on the last page.
+    pub next_cursor: Option<String>,
+    /// Pass as `cursor` with the opposite `sortDirection` to list what precedes this page;
+    /// `null` for an empty page.
+    pub backwards_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadIdParams {
+    pub thread_id: String,
+}
+
+pub type ThreadArchiveParams = ThreadIdParams;
+pub type ThreadUnarchiveParams = ThreadIdParams;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EmptyResponse {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadUnarchiveResponse {
+    pub thread: Thread,
+}
+
+// ---------------------------------------------------------------------------------------
+// turn/*
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStartParams {
+    pub thread_id: String,
+    pub input: Vec<UserInput>,
+    #[serde(default)]
+    pub client_user_message_id: Option<String>,
+    /// Accepted; settings changes apply from the thread's next load.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub approval_policy: Option<AskForApproval>,
+    #[serde(default)]
+    pub sandbox_policy: Option<SandboxPolicy>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub effort: Option<String>,
+    #[serde(default)]
+    pub summary: Option<String>,
+    #[serde(default)]
+    pub personality: Option<String>,
+    #[serde(default)]
+    pub service_tier: Option<Value>,
+    #[serde(default)]
+    pub approvals_reviewer: Option<String>,
+    #[serde(default)]
+    pub output_schema: Option<Value>,
+    #[serde(default)]
+    pub collaboration_mode: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStartResponse {
+    pub turn: Turn,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnSteerParams {
+    pub thread_id: String,
+    pub input: Vec<UserInput>,
+    pub expected_turn_id: String,
+    #[serde(default)]
+    pub client_user_message_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnSteerResponse {
+    pub turn_id: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnInterruptParams {
+    pub thread_id: String,
+    pub turn_id: String,
+}
+
+// ---------------------------------------------------------------------------------------
+// account/*
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountReadParams {
+    #[serde(default)]
+    pub refresh_token: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Account {
+    ApiKey,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountReadResponse {
+    pub account: Option<Account>,
+    /// Always false: open-model providers never need an OpenAI login.
+    pub requires_openai_auth: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum LoginAccountParams {
+    #[serde(rename_all = "camelCase")]
+    ApiKey { api_key: String },
+    /// Not available for open-model providers: answered with `-32600`.
+    Chatgpt,
+    /// Not available for open-model providers: answered with `-32600`.
+    ChatgptDeviceCode,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum LoginAccountResponse {
+    ApiKey,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelLoginAccountParams {
+    pub login_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CancelLoginAccountStatus {
+    Canceled,
+    NotFound,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelLoginAccountResponse {
+    pub status: CancelLoginAccountStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimitWindow {
+    pub used_percent: f64,
+    pub window_duration_mins: Option<i64>,
+    pub resets_at: Option<i64>,
+}
+
+/// Open-model providers report no limits: every field is null.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimitSnapshot {
+    pub limit_id: Option<String>,
+    pub limit_name: Option<String>,
+    pub primary: Option<RateLimitWindow>,
+    pub secondary: Option<RateLimitWindow>,
+    pub credits: Option<Value>,
+    pub individual_limit: Option<Value>,
+    pub spend_control_reached: Option<bool>,
+    pub plan_type: Option<String>,
+    pub rate_limit_reached_type: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetAccountRateLimitsResponse {
+    pub rate_limits: RateLimitSnapshot,
+    pub rate_limits_by_limit_id: Option<BTreeMap<String, RateLimitSnapshot>>,
+    pub rate_limit_reset_credits: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountUpdatedNotification {
+    pub auth_mode: Option<String>,
+    pub plan_type: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountLoginCompletedNotification {
+    pub login_id: Option<String>,
+    pub success: bool,
+    pub error: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// config/*
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigReadParams {
+    #[serde(default)]
+    pub include_layers: bool,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ConfigLayerSource {
+    #[serde(rename_all = "camelCase")]
+    User {
+        file: String,
+        profile: Option<String>,
+    },
+    SessionFlags,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigLayerMetadata {
+    pub name: ConfigLayerSource,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigLayer {
+    pub name: ConfigLayerSource,
+    pub version: String,
+    pub config: Value,
+    pub disabled_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigReadResponse {
+    /// The effective configuration, snake_case keys as in TOML.
+    pub config: Value,
+    /// Dotted key → the layer that set it.
+    pub origins: BTreeMap<String, ConfigLayerMetadata>,
+    pub layers: Option<Vec<ConfigLayer>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum MergeStrategy {
+    #[default]
+    Replace,
+    Upsert,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigValueWriteParams {
+    pub key_path: String,
+    /// `null` removes the key.
+    pub value: Value,
+    #[serde(default)]
+    pub merge_strategy: MergeStrategy,
+    #[serde(default)]
+    pub file_path: Option<String>,
+    #[serde(default)]
+    pub expected_version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigEdit {
+    pub key_path: String,
+    pub value: Value,
+    #[serde(default)]
+    pub merge_strategy: MergeStrategy,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigBatchWriteParams {
+    pub edits: Vec<ConfigEdit>,
+    #[serde(default)]
+    pub file_path: Option<String>,
+    #[serde(default)]
+    pub expected_version: Option<String>,
+    #[serde(default)]
+    pub reload_user_config: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum WriteStatus {
+    Ok,
+    OkOverridden,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigWriteResponse {
+    pub status: WriteStatus,
+    pub version: String,
+    pub file_path: String,
+    pub overridden_metadata: Option<Value>,
+}
+
+/// `data.config_write_error_code` of a config write error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ConfigWriteErrorCode {
+    ConfigLayerReadonly,
+    ConfigVersionConflict,
+    ConfigValidationError,
+    ConfigPathNotFound,
+    ConfigSchemaUnknownKey,
+    UserLayerNotFound,
+}
+
+// ---------------------------------------------------------------------------------------
+// model/list, collaborationMode/list
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelListParams {
+    /// Decimal offset.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Default: all.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    #[serde(default)]
+    pub include_hidden: Option<bool>,
+    #[serde(default)]
+    pub model_provider: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningEffortOption {
+    pub reasoning_effort: String,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Model {
+    pub id: String,
+    pub model: String,
+    pub upgrade: Option<String>,
+    pub upgrade_info: Option<Value>,
+    pub availability_nux: Option<Value>,
+    pub display_name: String,
+    pub description: String,
+    pub model_specialty: Option<String>,
+    pub hidden: bool,
+    pub supported_reasoning_efforts: Vec<ReasoningEffortOption>,
+    pub default_reasoning_effort: String,
+    pub input_modalities: Vec<String>,
+    pub supports_personality: bool,
+    pub multi_agent_version: Option<String>,
+    pub additional_speed_tiers: Vec<String>,
+    pub service_tiers: Vec<Value>,
+    pub default_service_tier: Option<String>,
+    pub is_default: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelListResponse {
+    pub data: Vec<Model>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CollaborationModeListParams {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ModeKind {
+    Plan,
+    Default,
+}
+
+/// A preset; `null` fields leave the thread's own setting alone (`model`, `mode`,
+/// `reasoning_effort` are tri-state: value, null = keep, absent never happens on output).
+/// `reasoning_effort` is snake_case on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CollaborationModeMask {
+    pub name: String,
+    pub mode: Option<ModeKind>,
+    pub model: Option<String>,
+    pub reasoning_effort: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CollaborationModeListResponse {
+    pub data: Vec<CollaborationModeMask>,
+}
+
+// ---------------------------------------------------------------------------------------
+// notifications
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadStartedNotification {
+    pub thread: Thread,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadIdNotification {
+    pub thread_id: String,
+}
+
+pub type ThreadArchivedNotification = ThreadIdNotification;
+pub type ThreadUnarchivedNotification = ThreadIdNotification;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadStatusChangedNotification {
+    pub thread_id: String,
+    pub status: ThreadStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStartedNotification {
+    pub thread_id: String,
+    pub turn: Turn,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnCompletedNotification {
+    pub thread_id: String,
+    pub turn: Turn,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemStartedNotification {
+    pub item: ThreadItem,
+    pub thread_id: String,
+    pub turn_id: String,
+    pub started_at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemCompletedNotification {
+    pub item: ThreadItem,
+    pub thread_id: String,
+    pub turn_id: String,
+    pub completed_at_ms: i64,
+}
+
+/// `item/agentMessage/delta` and `item/commandExecution/outputDelta`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemDeltaNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item_id: String,
+    pub delta: String,
+}
+
+pub type AgentMessageDeltaNotification = ItemDeltaNotification;
+pub type CommandExecutionOutputDeltaNotification = ItemDeltaNotification;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningTextDeltaNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item_id: String,
+    pub delta: String,
+    pub content_index: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStep {
+    pub step: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnPlanUpdatedNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub explanation: Option<String>,
+    pub plan: Vec<PlanStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsageBreakdown {
+    pub total_tokens: i64,
+    pub input_tokens: i64,
+    pub cached_input_tokens: i64,
+    pub cache_write_input_tokens: i64,
+    pub output_tokens: i64,
+    pub reasoning_output_tokens: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadTokenUsage {
+    pub total: TokenUsageBreakdown,
+    pub last: TokenUsageBreakdown,
+    pub model_context_window: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadTokenUsageUpdatedNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub token_usage: ThreadTokenUsage,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorNotification {
+    pub error: TurnError,
+    pub will_retry: bool,
+    pub thread_id: String,
+    pub turn_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WarningNotification {
+    pub thread_id: Option<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerRequestResolvedNotification {
+    pub thread_id: String,
+    pub request_id: super::RequestId,
+}
+
+// ---------------------------------------------------------------------------------------
+// server → client approval requests (v2)
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandExecutionRequestApprovalParams {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item_id: String,
+    pub started_at_ms: i64,
+    pub environment_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_actions: Option<Vec<CommandAction>>,
+}
+
+/// `accept`, `acceptForSession`, `decline` (do not run, the turn goes on), `cancel` (do
+/// not run, stop the turn), or `{"acceptWithExecpolicyAmendment": {...}}` (accept once).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandExecutionRequestApprovalResponse {
+    pub decision: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileChangeRequestApprovalParams {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item_id: String,
+    pub started_at_ms: i64,
+    pub reason: Option<String>,
+    pub grant_root: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileChangeRequestApprovalResponse {
+    pub decision: Value,
+}

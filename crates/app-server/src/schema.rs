@@ -1,0 +1,213 @@
+//! The protocol's JSON Schema, derived from the wire types: one file per type under
+//! `v2/` and `v1/` (the layout SDKs read, e.g. `v2/TurnStartParams.json`), plus
+//! `methods.json` naming each method's params and result types and each notification's
+//! params type.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::protocol::{v1, v2};
+
+/// Every file of the schema: relative path → JSON text.
+pub fn schema_files() -> BTreeMap<String, String> {
+    let mut files = BTreeMap::new();
+    let mut add = |dir: &str, name: &str, schema: Value| {
+        let text = serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n";
+        files.insert(format!("{dir}/{name}.json"), text);
+    };
+    macro_rules! v2 {
+        ($($t:ident),* $(,)?) => {$(
+            add("v2", stringify!($t), serde_json::to_value(schemars::schema_for!(v2::$t)).unwrap_or(Value::Null));
+        )*};
+    }
+    macro_rules! v1 {
+        ($($t:ident),* $(,)?) => {$(
+            add("v1", stringify!($t), serde_json::to_value(schemars::schema_for!(v1::$t)).unwrap_or(Value::Null));
+        )*};
+    }
+    v2!(
+        InitializeParams,
+        InitializeResponse,
+        ThreadStartParams,
+        ThreadStartResponse,
+        ThreadResumeParams,
+        ThreadForkParams,
+        ThreadReadParams,
+        ThreadReadResponse,
+        ThreadListParams,
+        ThreadListResponse,
+        ThreadIdParams,
+        ThreadUnarchiveResponse,
+        EmptyResponse,
+        TurnStartParams,
+        TurnStartResponse,
+        TurnSteerParams,
+        TurnSteerResponse,
+        TurnInterruptParams,
+        AccountReadParams,
+        AccountReadResponse,
+        LoginAccountParams,
+        LoginAccountResponse,
+        CancelLoginAccountParams,
+        CancelLoginAccountResponse,
+        GetAccountRateLimitsResponse,
+        ConfigReadParams,
+        ConfigReadResponse,
+        ConfigValueWriteParams,
+        ConfigBatchWriteParams,
+        ConfigWriteResponse,
+        ConfigWriteErrorCode,
+        ModelListParams,
+        ModelListResponse,
+        CollaborationModeListParams,
+        CollaborationModeListResponse,
+        Thread,
+        Turn,
+        ThreadItem,
+        UserInput,
+        ThreadStartedNotification,
+        ThreadIdNotification,
+        ThreadStatusChangedNotification,
+        TurnStartedNotification,
+        TurnCompletedNotification,
+        ItemStartedNotification,
+        ItemCompletedNotification,
+        ItemDeltaNotification,
+        ReasoningTextDeltaNotification,
+        TurnPlanUpdatedNotification,
+        ThreadTokenUsageUpdatedNotification,
+        ErrorNotification,
+        WarningNotification,
+        ServerRequestResolvedNotification,
+        AccountUpdatedNotification,
+        AccountLoginCompletedNotification,
+        CommandExecutionRequestApprovalParams,
+        CommandExecutionRequestApprovalResponse,
+        FileChangeRequestApprovalParams,
+        FileChangeRequestApprovalResponse,
+    );
+    v1!(
+        GetConversationSummaryParams,
+        GetConversationSummaryResponse,
+        GetAuthStatusParams,
+        GetAuthStatusResponse,
+        GitDiffToRemoteParams,
+        GitDiffToRemoteResponse,
+        FuzzyFileSearchParams,
+        FuzzyFileSearchResponse,
+        FuzzyFileSearchSessionStartParams,
+        FuzzyFileSearchSessionUpdateParams,
+        FuzzyFileSearchSessionStopParams,
+        FuzzyFileSearchSessionUpdatedNotification,
+        FuzzyFileSearchSessionCompletedNotification,
+        ExecCommandApprovalParams,
+        ApplyPatchApprovalParams,
+        ReviewDecisionResponse,
+    );
+    let text = serde_json::to_string_pretty(&methods()).unwrap_or_default() + "\n";
+    files.insert("methods.json".to_string(), text);
+    files
+}
+
+/// Method → its params and result types (paths into this schema).
+fn methods() -> Value {
+    json!({
+        "clientRequests": {
+            "initialize": ["v2/InitializeParams", "v2/InitializeResponse"],
+            "thread/start": ["v2/ThreadStartParams", "v2/ThreadStartResponse"],
+            "thread/resume": ["v2/ThreadResumeParams", "v2/ThreadStartResponse"],
+            "thread/fork": ["v2/ThreadForkParams", "v2/ThreadStartResponse"],
+            "thread/read": ["v2/ThreadReadParams", "v2/ThreadReadResponse"],
+            "thread/list": ["v2/ThreadListParams", "v2/ThreadListResponse"],
+            "thread/archive": ["v2/ThreadIdParams", "v2/EmptyResponse"],
+            "thread/unarchive": ["v2/ThreadIdParams", "v2/ThreadUnarchiveResponse"],
+            "turn/start": ["v2/TurnStartParams", "v2/TurnStartResponse"],
+            "turn/steer": ["v2/TurnSteerParams", "v2/TurnSteerResponse"],
+            "turn/interrupt": ["v2/TurnInterruptParams", "v2/EmptyResponse"],
+            "account/read": ["v2/AccountReadParams", "v2/AccountReadResponse"],
+            "account/login/start": ["v2/LoginAccountParams", "v2/LoginAccountResponse"],
+            "account/login/cancel": ["v2/CancelLoginAccountParams", "v2/CancelLoginAccountResponse"],
+            "account/logout": [null, "v2/EmptyResponse"],
+            "account/rateLimits/read": [null, "v2/GetAccountRateLimitsResponse"],
+            "config/read": ["v2/ConfigReadParams", "v2/ConfigReadResponse"],
+            "config/value/write": ["v2/ConfigValueWriteParams", "v2/ConfigWriteResponse"],
+            "config/batchWrite": ["v2/ConfigBatchWriteParams", "v2/ConfigWriteResponse"],
+            "model/list": ["v2/ModelListParams", "v2/ModelListResponse"],
+            "collaborationMode/list": ["v2/CollaborationModeListParams", "v2/CollaborationModeListResponse"],
+            "getConversationSummary": ["v1/GetConversationSummaryParams", "v1/GetConversationSummaryResponse"],
+            "getAuthStatus": ["v1/GetAuthStatusParams", "v1/GetAuthStatusResponse"],
+            "gitDiffToRemote": ["v1/GitDiffToRemoteParams", "v1/GitDiffToRemoteResponse"],
+            "fuzzyFileSearch": ["v1/FuzzyFileSearchParams", "v1/FuzzyFileSearchResponse"],
+            "fuzzyFileSearch/sessionStart": ["v1/FuzzyFileSearchSessionStartParams", "v2/EmptyResponse"],
+            "fuzzyFileSearch/sessionUpdate": ["v1/FuzzyFileSearchSessionUpdateParams", "v2/EmptyResponse"],
+            "fuzzyFileSearch/sessionStop": ["v1/FuzzyFileSearchSessionStopParams", "v2/EmptyResponse"]
+        },
+        "serverNotifications": {
+            "thread/started": "v2/ThreadStartedNotification",
+            "thread/archived": "v2/ThreadIdNotification",
+            "thread/unarchived": "v2/ThreadIdNotification",
+            "thread/status/changed": "v2/ThreadStatusChangedNotification",
+            "thread/tokenUsage/updated": "v2/ThreadTokenUsageUpdatedNotification",
+            "turn/started": "v2/TurnStartedNotification",
+            "turn/completed": "v2/TurnCompletedNotification",
+            "turn/plan/updated": "v2/TurnPlanUpdatedNotification",
+            "item/started": "v2/ItemStartedNotification",
+            "item/completed": "v2/ItemCompletedNotification",
+            "item/agentMessage/delta": "v2/ItemDeltaNotification",
+            "item/reasoning/textDelta": "v2/ReasoningTextDeltaNotification",
+            "item/commandExecution/outputDelta": "v2/ItemDeltaNotification",
+            "serverRequest/resolved": "v2/ServerRequestResolvedNotification",
+            "error": "v2/ErrorNotification",
+            "warning": "v2/WarningNotification",
+            "account/updated": "v2/AccountUpdatedNotification",
+            "account/login/completed": "v2/AccountLoginCompletedNotification",
+            "fuzzyFileSearch/sessionUpdated": "v1/FuzzyFileSearchSessionUpdatedNotification",
+            "fuzzyFileSearch/sessionCompleted": "v1/FuzzyFileSearchSessionCompletedNotification"
+        },
+        "serverRequests": {
+            "item/commandExecution/requestApproval": ["v2/CommandExecutionRequestApprovalParams", "v2/CommandExecutionRequestApprovalResponse"],
+            "item/fileChange/requestApproval": ["v2/FileChangeRequestApprovalParams", "v2/FileChangeRequestApprovalResponse"],
+            "execCommandApproval": ["v1/ExecCommandApprovalParams", "v1/ReviewDecisionResponse"],
+            "applyPatchApproval": ["v1/ApplyPatchApprovalParams", "v1/ReviewDecisionResponse"]
+        }
+    })
+}
+
+/// Write the schema under `out_dir` (created if needed).
+pub fn write_schema(out_dir: &Path) -> std::io::Result<usize> {
+    let files = schema_files();
+    for (relative, text) in &files {
+        let path = out_dir.join(relative);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, text)?;
+    }
+    Ok(files.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checked-in copy under `crates/app-server/schema/` is what clients read; it must
+    /// match the types. Regenerate with
+    /// `interpreter app-server generate-json-schema crates/app-server/schema`.
+    #[test]
+    fn checked_in_schema_is_current() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema");
+        let mut stale = Vec::new();
+        for (relative, text) in schema_files() {
+            let on_disk = std::fs::read_to_string(dir.join(&relative)).unwrap_or_default();
+            if on_disk != text {
+                stale.push(relative);
+            }
+        }
+        assert!(
+            stale.is_empty(),
+            "schema files out of date (run `interpreter app-server generate-json-schema crates/app-server/schema`): {stale:?}"
+        );
+    }
+}

@@ -1,0 +1,306 @@
+//! `interpreter threads list|show`: past threads from the engine's thread store (the
+//! SQLite index and the JSONL rollouts), whichever front end made them, readable without
+//! opening JSONL by hand.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use interpreter_core::config::ConfigOverrides;
+use interpreter_core::rollout::{
+    self, ListDirection, ListQuery, ListSortKey, RolloutItem, ThreadIndex, ThreadRecord, TurnEntry,
+    TurnOutcome,
+};
+use interpreter_protocol::{ExecCommandStatus, FileChange, ThreadId};
+use serde_json::json;
+
+use crate::cli::{ConfigArgs, ThreadsArgs, ThreadsCommand};
+use crate::config_inputs;
+
+/// Output lines of one command shown before the rest is summarised.
+const OUTPUT_LINES_SHOWN: usize = 20;
+/// Page size when reading the whole index.
+const PAGE: usize = 500;
+
+pub async fn run(
+    args: ThreadsArgs,
+    config: &ConfigArgs,
+    env: HashMap<String, String>,
+) -> anyhow::Result<ExitCode> {
+    let cwd = crate::exec::resolve_cwd(None)?;
+    let inputs = config_inputs::build(config, env, cwd.clone(), ConfigOverrides::default())?;
+    let home = inputs.home.clone();
+    let text = tokio::task::spawn_blocking(move || -> anyhow::Result<Result<String, String>> {
+        match args.command {
+            ThreadsCommand::List {
+                json,
+                cwd: dir,
+                limit,
+                archived,
+            } => {
+                let dir = dir.map(|d| {
+                    let d = cwd.join(d);
+                    std::fs::canonicalize(&d).unwrap_or(d)
+                });
+                let records = list(&home, dir.as_deref(), limit, archived)?;
+                Ok(Ok(if json {
+                    render_json(&records)?
+                } else {
+                    render_list(&records)
+                }))
+            }
+            ThreadsCommand::Show { id } => show(&home, &id),
+        }
+    })
+    .await??;
+    match text {
+        Ok(text) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(message) => {
+            eprintln!("Error: {message}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// Every matching thread, most recently updated first.
+fn list(
+    home: &Path,
+    cwd: Option<&Path>,
+    limit: Option<usize>,
+    archived: bool,
+) -> anyhow::Result<Vec<ThreadRecord>> {
+    let index = ThreadIndex::open(home)?;
+    // Threads written while the index was unusable, or by another version.
+    if let Some(repair) = index.catch_up(home)? {
+        eprintln!("note: {repair}");
+    }
+    let mut records = Vec::new();
+    let mut cursor = None;
+    loop {
+        let want = limit.map_or(PAGE, |l| l.saturating_sub(records.len()).min(PAGE));
+        if want == 0 {
+            break;
+        }
+        let page = index.list_page(&ListQuery {
+            limit: want,
+            cursor,
+            sort_key: ListSortKey::UpdatedAt,
+            direction: ListDirection::Desc,
+            archived,
+            cwds: cwd.map(Path::to_path_buf).into_iter().collect(),
+            ..ListQuery::default()
+        })?;
+        records.extend(page.records);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    Ok(records)
+}
+
+fn source_name(record: &ThreadRecord) -> String {
+    serde_json::to_value(record.source)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn render_json(records: &[ThreadRecord]) -> anyhow::Result<String> {
+    let rows: Vec<_> = records
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id.to_string(),
+                "createdAt": r.created_at.to_rfc3339(),
+                "updatedAt": r.updated_at.to_rfc3339(),
+                "cwd": r.cwd,
+                "source": source_name(r),
+                "modelProvider": r.model_provider,
+                "model": r.model,
+                "preview": r.preview,
+                "path": r.rollout_path,
+            })
+        })
+        .collect();
+    Ok(serde_json::to_string_pretty(&rows)? + "\n")
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
+}
+
+fn render_list(records: &[ThreadRecord]) -> String {
+    if records.is_empty() {
+        return "No threads.\n".to_string();
+    }
+    let mut out = String::new();
+    for r in records {
+        let _ = writeln!(
+            out,
+            "{}  {}  {:<9} {}",
+            r.id,
+            r.updated_at.format("%Y-%m-%d %H:%M"),
+            source_name(r),
+            r.cwd.display()
+        );
+        let preview = r.preview.as_deref().map(|p| one_line(p, 100));
+        let _ = writeln!(
+            out,
+            "    {}",
+            preview.as_deref().unwrap_or("(no message yet)")
+        );
+    }
+    out
+}
+
+/// The thread as text, or the user-facing reason it cannot be shown.
+fn show(home: &Path, id: &str) -> anyhow::Result<Result<String, String>> {
+    let Ok(thread_id) = ThreadId::from_str(id) else {
+        return Ok(Err(format!("`{id}` is not a thread id")));
+    };
+    let Some(path) = rollout::find_rollout(home, thread_id)? else {
+        return Ok(Err(format!(
+            "no thread {thread_id} under {}",
+            home.join(rollout::SESSIONS_DIR).display()
+        )));
+    };
+    let items = rollout::read_rollout(&path)?;
+    let mut out = String::new();
+    if let Some(RolloutItem::SessionMeta(meta)) = items.first() {
+        let source = serde_json::to_value(meta.source)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = writeln!(out, "Thread {}", meta.id);
+        let _ = writeln!(
+            out,
+            "  started {} in {} ({source}, model {} from {})",
+            meta.timestamp.format("%Y-%m-%d %H:%M:%S UTC"),
+            meta.cwd.display(),
+            meta.model.as_deref().unwrap_or("?"),
+            meta.model_provider.as_deref().unwrap_or("?"),
+        );
+        if let Some(parent) = meta.forked_from_id {
+            let _ = writeln!(out, "  forked from {parent}");
+        }
+        let _ = writeln!(out, "  rollout {}", path.display());
+    }
+    let turns = rollout::turns_from_rollout(&items);
+    if turns.is_empty() {
+        let _ = writeln!(out, "\n(no turns yet)");
+    }
+    for (n, turn) in turns.iter().enumerate() {
+        let outcome = match turn.outcome {
+            TurnOutcome::InProgress => "in progress or cut short",
+            TurnOutcome::Completed => "completed",
+            TurnOutcome::Interrupted => "interrupted",
+            TurnOutcome::Failed => "failed",
+        };
+        let _ = writeln!(out, "\n── Turn {} ({outcome}) ──", n + 1);
+        for entry in &turn.entries {
+            render_entry(&mut out, entry);
+        }
+        if let Some(error) = &turn.error {
+            let _ = writeln!(out, "! turn failed: {error}");
+        }
+    }
+    Ok(Ok(out))
+}
+
+fn indented(out: &mut String, prefix: &str, text: &str) {
+    for line in text.lines() {
+        let _ = writeln!(out, "{prefix}{line}");
+    }
+}
+
+fn render_entry(out: &mut String, entry: &TurnEntry) {
+    match entry {
+        TurnEntry::UserMessage { text } => {
+            out.push('\n');
+            indented(out, "> ", text);
+        }
+        TurnEntry::AgentMessage { text } => {
+            out.push('\n');
+            indented(out, "", text);
+        }
+        TurnEntry::Reasoning { text } => indented(out, "  (thinking) ", text),
+        TurnEntry::Command {
+            command,
+            cwd,
+            exit_code,
+            output,
+            duration_ms,
+            status,
+            ..
+        } => {
+            let how = match (status, exit_code) {
+                (ExecCommandStatus::Declined, _) => "declined".to_string(),
+                (_, Some(code)) => format!("exit {code}, {duration_ms} ms"),
+                (_, None) => format!("no exit code, {duration_ms} ms"),
+            };
+            let _ = writeln!(
+                out,
+                "\n$ {}    [{how}; in {}]",
+                interpreter_tools::display_command(command),
+                cwd.display()
+            );
+            let lines: Vec<&str> = output.lines().collect();
+            for line in lines.iter().take(OUTPUT_LINES_SHOWN) {
+                let _ = writeln!(out, "  │ {line}");
+            }
+            if lines.len() > OUTPUT_LINES_SHOWN {
+                let _ = writeln!(out, "  │ … {} more lines", lines.len() - OUTPUT_LINES_SHOWN);
+            }
+        }
+        TurnEntry::FileChange {
+            changes, success, ..
+        } => {
+            let _ = writeln!(
+                out,
+                "\n~ patch {}",
+                if *success { "applied" } else { "failed" }
+            );
+            for (path, change) in changes {
+                match change {
+                    FileChange::Add { content } => {
+                        let _ = writeln!(out, "  A {}", path.display());
+                        indented(out, "    + ", content);
+                    }
+                    FileChange::Delete { .. } => {
+                        let _ = writeln!(out, "  D {}", path.display());
+                    }
+                    FileChange::Update {
+                        unified_diff,
+                        move_path,
+                    } => {
+                        match move_path {
+                            Some(to) => {
+                                let _ = writeln!(out, "  M {} → {}", path.display(), to.display());
+                            }
+                            None => {
+                                let _ = writeln!(out, "  M {}", path.display());
+                            }
+                        }
+                        indented(out, "    ", unified_diff);
+                    }
+                }
+            }
+        }
+        TurnEntry::Error { message } => {
+            let _ = writeln!(out, "! {message}");
+        }
+    }
+}

@@ -1,0 +1,520 @@
+//! `interpreter app-server` over stdio: the handshake, a turn's notification order with a
+//! command and a patch, approvals in both protocol versions, interrupt, steer, fork and
+//! resume after a restart.
+
+// Test code: a failed expectation should panic with its message.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod app_server_support;
+
+use app_server_support::{AppEnv, trace};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+const NO_APPROVALS: &str = r#"{"approvalPolicy": "never", "sandbox": "danger-full-access"}"#;
+
+fn params(text: &str) -> Value {
+    serde_json::from_str(text).expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshake_errors_and_unknown_methods() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    let early = client.call("thread/list", json!({})).await;
+    assert_eq!(early["error"]["code"], -32600);
+    assert_eq!(early["error"]["message"], "Not initialized");
+    let init = client.initialize().await;
+    assert!(
+        init["userAgent"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("interpreter/"))
+    );
+    assert_eq!(
+        init["codexHome"].as_str(),
+        env.home
+            .path()
+            .canonicalize()
+            .ok()
+            .as_deref()
+            .and_then(|p| p.to_str())
+    );
+    let again = client
+        .call(
+            "initialize",
+            json!({"clientInfo": {"name": "x", "version": "1"}}),
+        )
+        .await;
+    assert_eq!(again["error"]["code"], -32600);
+    assert_eq!(again["error"]["message"], "Already initialized");
+    let unknown = client.call("thread/frobnicate", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32601);
+    let bad = client.call("thread/read", json!({"nope": 1})).await;
+    assert_eq!(bad["error"]["code"], -32602);
+    // No "jsonrpc" member on output, as the reference.
+    assert!(early.get("jsonrpc").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
+    let env = AppEnv::new().await;
+    env.script_command("call_cmd", "echo hello");
+    env.script_patch("call_patch", "notes.txt");
+    env.script_text("said hello and wrote notes");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(params(NO_APPROVALS)).await;
+    let started = client.notification("thread/started").await;
+    assert_eq!(started["params"]["thread"]["id"], thread_id.as_str());
+
+    let turn_id = client.start_turn(&thread_id, "say hello").await;
+    let messages = client.until_turn_completed().await;
+    let order = trace(&messages);
+    assert_eq!(
+        order
+            .iter()
+            .filter(|m| !m.starts_with("thread/"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec![
+            "turn/started",
+            "item/started:userMessage",
+            "item/completed:userMessage",
+            "item/started:commandExecution",
+            "item/commandExecution/outputDelta",
+            "item/completed:commandExecution",
+            "item/started:fileChange",
+            "item/completed:fileChange",
+            "item/started:agentMessage",
+            "item/agentMessage/delta",
+            "item/completed:agentMessage",
+            "turn/completed",
+        ],
+        "{messages:#?}"
+    );
+    for message in &messages {
+        let params = &message["params"];
+        if message["method"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("item/"))
+        {
+            assert_eq!(params["threadId"], thread_id.as_str(), "{message}");
+            assert_eq!(params["turnId"], turn_id.as_str(), "{message}");
+        }
+        if message["method"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("Delta"))
+        {
+            assert!(params["itemId"].is_string(), "{message}");
+        }
+    }
+    let command = messages
+        .iter()
+        .find(|m| {
+            m["method"] == "item/completed" && m["params"]["item"]["type"] == "commandExecution"
+        })
+        .expect("command item");
+    assert_eq!(command["params"]["item"]["status"], "completed");
+    assert_eq!(command["params"]["item"]["exitCode"], 0);
+    assert_eq!(command["params"]["item"]["aggregatedOutput"], "hello\n");
+    let patch = messages
+        .iter()
+        .find(|m| m["method"] == "item/completed" && m["params"]["item"]["type"] == "fileChange")
+        .expect("patch item");
+    assert_eq!(patch["params"]["item"]["status"], "completed");
+    assert_eq!(patch["params"]["item"]["changes"][0]["kind"]["type"], "add");
+    assert!(env.work_path().join("notes.txt").is_file());
+    let done = messages.last().expect("turn/completed");
+    assert_eq!(done["params"]["turn"]["status"], "completed");
+    assert_eq!(done["params"]["turn"]["id"], turn_id.as_str());
+
+    // A second turn gets its own id; the stored thread replays both with their items.
+    env.script_text("again");
+    let turn2 = client.start_turn(&thread_id, "once more").await;
+    assert_ne!(turn2, turn_id);
+    client.until_turn_completed().await;
+    let read = client
+        .ok(
+            "thread/read",
+            json!({"threadId": thread_id, "includeTurns": true}),
+        )
+        .await;
+    let turns = read["thread"]["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), 2);
+    let kinds: Vec<&str> = turns[0]["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["type"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "userMessage",
+            "commandExecution",
+            "fileChange",
+            "agentMessage"
+        ]
+    );
+    assert_eq!(read["thread"]["preview"], "say hello");
+}
+
+/// No answer within approval_timeout_sec: denied, resolved, and the turn goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_approval_is_denied_at_the_deadline() {
+    let env = AppEnv::with_config("approval_timeout_sec = 1").await;
+    env.script_command_then_text("call_1", "touch late.txt", "gave up");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(json!({"approvalPolicy": "untrusted", "sandbox": "danger-full-access"}))
+        .await;
+    client.start_turn(&thread_id, "touch").await;
+    let request = client
+        .server_request("item/commandExecution/requestApproval")
+        .await;
+    let messages = client.until_turn_completed().await;
+    let resolved = messages
+        .iter()
+        .find(|m| m["method"] == "serverRequest/resolved")
+        .expect("resolved");
+    assert_eq!(resolved["params"]["requestId"], request["id"]);
+    let item = messages
+        .iter()
+        .find(|m| {
+            m["method"] == "item/completed" && m["params"]["item"]["type"] == "commandExecution"
+        })
+        .expect("command item");
+    assert_eq!(item["params"]["item"]["status"], "declined");
+    assert!(!env.work_path().join("late.txt").exists());
+}
+
+/// Approval v2: item/started → request → serverRequest/resolved → item/completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_command_approval_accept_and_decline() {
+    let env = AppEnv::new().await;
+    env.script_command_then_text("call_1", "touch approved.txt", "first done");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(json!({"approvalPolicy": "untrusted", "sandbox": "danger-full-access"}))
+        .await;
+    client.start_turn(&thread_id, "touch it").await;
+    let request = client
+        .server_request("item/commandExecution/requestApproval")
+        .await;
+    assert_eq!(request["params"]["threadId"], thread_id.as_str());
+    assert_eq!(request["params"]["itemId"], "call_1");
+    assert!(
+        request["params"]["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("touch approved.txt")),
+        "{request}"
+    );
+    let request_id = request["id"].clone();
+    client
+        .respond(&request_id, json!({"decision": "accept"}))
+        .await;
+    let messages = client.until_turn_completed().await;
+    let order = trace(&messages);
+    let resolved = order
+        .iter()
+        .position(|m| m == "serverRequest/resolved")
+        .expect("resolved");
+    let completed = order
+        .iter()
+        .position(|m| m == "item/completed:commandExecution")
+        .expect("completed");
+    assert!(resolved < completed, "{order:?}");
+    let resolved_msg = messages
+        .iter()
+        .find(|m| m["method"] == "serverRequest/resolved")
+        .expect("resolved");
+    assert_eq!(resolved_msg["params"]["requestId"], request_id);
+    assert!(env.work_path().join("approved.txt").is_file());
+
+    // Declined: the command does not run, the item completes as declined.
+    env.script_command_then_text("call_2", "touch declined.txt", "second done");
+    client.start_turn(&thread_id, "touch another").await;
+    let request = client
+        .server_request("item/commandExecution/requestApproval")
+        .await;
+    client
+        .respond(&request["id"], json!({"decision": "decline"}))
+        .await;
+    let messages = client.until_turn_completed().await;
+    let item = messages
+        .iter()
+        .find(|m| {
+            m["method"] == "item/completed" && m["params"]["item"]["type"] == "commandExecution"
+        })
+        .expect("command item");
+    assert_eq!(item["params"]["item"]["status"], "declined");
+    assert!(!env.work_path().join("declined.txt").exists());
+}
+
+/// A client that does not implement approvals answers -32601: the configured fallback
+/// applies (here approve), and a malformed answer is a denial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn method_not_found_gets_the_fallback_and_garbage_denies() {
+    let env = AppEnv::with_config("[app_server]\napproval_fallback = \"approve\"").await;
+    env.script_command_then_text("call_1", "touch fallback.txt", "done");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(json!({"approvalPolicy": "untrusted", "sandbox": "danger-full-access"}))
+        .await;
+    client.start_turn(&thread_id, "touch").await;
+    let request = client
+        .server_request("item/commandExecution/requestApproval")
+        .await;
+    client
+        .respond_error(&request["id"], -32601, "method not found")
+        .await;
+    client.until_turn_completed().await;
+    assert!(env.work_path().join("fallback.txt").is_file());
+
+    env.script_command_then_text("call_2", "touch garbage.txt", "done");
+    client.start_turn(&thread_id, "touch again").await;
+    let request = client
+        .server_request("item/commandExecution/requestApproval")
+        .await;
+    client
+        .respond(&request["id"], json!({"decision": "yes please"}))
+        .await;
+    client.until_turn_completed().await;
+    assert!(!env.work_path().join("garbage.txt").exists());
+}
+
+/// v1 clients get execCommandApproval / applyPatchApproval and answer with ReviewDecision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v1_approvals_for_legacy_clients() {
+    let env = AppEnv::new().await;
+    env.script_command_then_text("call_1", "touch v1.txt", "unused");
+    let mut client = env.spawn();
+    client
+        .initialize_with(json!({"legacyApprovals": true}))
+        .await;
+    let thread_id = client
+        .start_thread(json!({"approvalPolicy": "untrusted", "sandbox": "danger-full-access"}))
+        .await;
+    client.start_turn(&thread_id, "go").await;
+    let request = client.server_request("execCommandApproval").await;
+    assert_eq!(request["params"]["conversationId"], thread_id.as_str());
+    assert_eq!(request["params"]["callId"], "call_1");
+    let argv = request["params"]["command"].as_array().expect("argv");
+    assert_eq!(argv.last(), Some(&json!("touch v1.txt")));
+    client
+        .respond(&request["id"], json!({"decision": "approved"}))
+        .await;
+    client.until_turn_completed().await;
+    assert!(env.work_path().join("v1.txt").is_file());
+
+    env.script_patch("call_p", "v1-notes.txt");
+    env.script_text("patched");
+    client.start_turn(&thread_id, "patch").await;
+    let request = client.server_request("applyPatchApproval").await;
+    assert_eq!(request["params"]["callId"], "call_p");
+    let changes = request["params"]["fileChanges"]
+        .as_object()
+        .expect("fileChanges");
+    assert_eq!(changes.len(), 1);
+    client
+        .respond(
+            &request["id"],
+            json!({"decision": {"denied": {"rejection": "no"}}}),
+        )
+        .await;
+    let messages = client.until_turn_completed().await;
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["method"] == "serverRequest/resolved")
+    );
+    assert!(
+        !env.work_path().join("v1-notes.txt").exists(),
+        "{messages:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_patch_approval_accept() {
+    let env = AppEnv::new().await;
+    env.script_patch("call_p", "approved-notes.txt");
+    env.script_text("patched");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(json!({"approvalPolicy": "untrusted", "sandbox": "workspace-write"}))
+        .await;
+    client.start_turn(&thread_id, "patch").await;
+    let request = client
+        .server_request("item/fileChange/requestApproval")
+        .await;
+    assert_eq!(request["params"]["itemId"], "call_p");
+    client
+        .respond(&request["id"], json!({"decision": "accept"}))
+        .await;
+    let messages = client.until_turn_completed().await;
+    let order = trace(&messages);
+    assert!(
+        order.iter().position(|m| m == "serverRequest/resolved")
+            < order.iter().position(|m| m == "item/completed:fileChange"),
+        "{order:?}"
+    );
+    assert!(env.work_path().join("approved-notes.txt").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupt_ends_the_turn_as_interrupted() {
+    let env = AppEnv::new().await;
+    env.script_command_then_text("call_sleep", "sleep 60", "never");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(params(NO_APPROVALS)).await;
+    let turn_id = client.start_turn(&thread_id, "wait").await;
+    client
+        .read_until(|m| {
+            m["method"] == "item/started" && m["params"]["item"]["type"] == "commandExecution"
+        })
+        .await;
+    let wrong = client
+        .call(
+            "turn/interrupt",
+            json!({"threadId": thread_id, "turnId": "nope"}),
+        )
+        .await;
+    assert_eq!(wrong["error"]["code"], -32600);
+    client
+        .ok(
+            "turn/interrupt",
+            json!({"threadId": thread_id, "turnId": turn_id}),
+        )
+        .await;
+    let done = client.notification("turn/completed").await;
+    assert_eq!(done["params"]["turn"]["status"], "interrupted");
+    let none = client
+        .call(
+            "turn/interrupt",
+            json!({"threadId": thread_id, "turnId": turn_id}),
+        )
+        .await;
+    assert_eq!(none["error"]["message"], "no active turn to interrupt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steer_adds_input_to_the_running_turn() {
+    let env = AppEnv::new().await;
+    env.script_command_then_text("call_sleep", "sleep 3", "steered answer");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(params(NO_APPROVALS)).await;
+    let turn_id = client.start_turn(&thread_id, "start").await;
+    client
+        .read_until(|m| {
+            m["method"] == "item/started" && m["params"]["item"]["type"] == "commandExecution"
+        })
+        .await;
+    let wrong = client
+        .call(
+            "turn/steer",
+            json!({"threadId": thread_id, "expectedTurnId": "other", "input": [{"type": "text", "text": "x"}]}),
+        )
+        .await;
+    assert_eq!(
+        wrong["error"]["message"],
+        format!("expected active turn id `other` but found `{turn_id}`")
+    );
+    let steered = client
+        .ok(
+            "turn/steer",
+            json!({"threadId": thread_id, "expectedTurnId": turn_id, "input": [{"type": "text", "text": "also say steered"}]}),
+        )
+        .await;
+    assert_eq!(steered["turnId"], turn_id.as_str());
+    let messages = client.until_turn_completed().await;
+    let steer_item = messages.iter().find(|m| {
+        m["method"] == "item/completed"
+            && m["params"]["item"]["type"] == "userMessage"
+            && m["params"]["item"]["content"][0]["text"] == "also say steered"
+    });
+    assert!(steer_item.is_some(), "{messages:#?}");
+    assert_eq!(
+        messages.last().map(|m| m["params"]["turn"]["id"].clone()),
+        Some(json!(turn_id))
+    );
+    // The model saw the steer in the same turn's next request.
+    let record = env.model.record();
+    let last = record.requests.last().expect("requests").to_string();
+    assert!(last.contains("also say steered"), "{last}");
+    let none = client
+        .call(
+            "turn/steer",
+            json!({"threadId": thread_id, "expectedTurnId": turn_id, "input": [{"type": "text", "text": "late"}]}),
+        )
+        .await;
+    assert_eq!(none["error"]["message"], "no active turn to steer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_copies_history_and_resume_survives_a_restart() {
+    let env = AppEnv::new().await;
+    env.script_text("first answer");
+    env.script_text("second answer");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(params(NO_APPROVALS)).await;
+    let first = client.start_turn(&thread_id, "first question").await;
+    client.until_turn_completed().await;
+    client.start_turn(&thread_id, "second question").await;
+    client.until_turn_completed().await;
+
+    // Fork through the first turn only.
+    let fork = client
+        .ok(
+            "thread/fork",
+            json!({"threadId": thread_id, "lastTurnId": first}),
+        )
+        .await;
+    let fork_id = fork["thread"]["id"].as_str().expect("fork id").to_string();
+    assert_ne!(fork_id, thread_id);
+    assert_eq!(fork["thread"]["forkedFromId"], thread_id.as_str());
+    assert_eq!(fork["thread"]["turns"].as_array().map(Vec::len), Some(1));
+    client.notification("thread/started").await;
+    env.script_text("fork answer");
+    client.start_turn(&fork_id, "fork question").await;
+    client.until_turn_completed().await;
+    // The fork's model request carries the first turn, not the second.
+    let record = env.model.record();
+    let last = record.requests.last().expect("request").to_string();
+    assert!(
+        last.contains("first question") && !last.contains("second question"),
+        "{last}"
+    );
+    drop(client);
+
+    // A new server process resumes the original thread from disk.
+    let mut client = env.spawn();
+    client.initialize().await;
+    let resumed = client
+        .ok("thread/resume", json!({"threadId": thread_id}))
+        .await;
+    assert_eq!(resumed["thread"]["id"], thread_id.as_str());
+    assert_eq!(resumed["thread"]["turns"].as_array().map(Vec::len), Some(2));
+    env.script_text("third answer");
+    client.start_turn(&thread_id, "third question").await;
+    let messages = client.until_turn_completed().await;
+    assert_eq!(
+        messages
+            .last()
+            .map(|m| m["params"]["turn"]["status"].clone()),
+        Some(json!("completed"))
+    );
+    let record = env.model.record();
+    let last = record.requests.last().expect("request").to_string();
+    assert!(
+        last.contains("second answer") && last.contains("third question"),
+        "{last}"
+    );
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+}

@@ -1,0 +1,83 @@
+"""The Codex Python SDK (openai-codex, pinned) drives `interpreter app-server` over stdio
+against the mock model: it launches our binary through CodexConfig.codex_bin, starts a
+thread, runs two turns on it, then lists and reads the thread. Exits non-zero on failure."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from openai_codex import ApprovalMode, Codex, CodexConfig
+
+BIN_DIR = Path(os.environ.get("INTERPRETER_BIN_DIR", Path(__file__).parent / "../../target/debug")).resolve()
+
+
+def chunk(delta, finish=None):
+    return {"id": "c", "object": "chat.completion.chunk", "model": "mock-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def text_step(text):
+    return {"chunks": [chunk({"content": text}), chunk({}, "stop")]}
+
+
+def command_step(call_id, command):
+    call = {"index": 0, "id": call_id, "type": "function",
+            "function": {"name": "shell", "arguments": json.dumps({"command": command})}}
+    return {"chunks": [chunk({"tool_calls": [call]}), chunk({}, "tool_calls")]}
+
+
+def main():
+    with tempfile.TemporaryDirectory() as home_dir, tempfile.TemporaryDirectory() as work_dir:
+        home = Path(home_dir)
+        script = home / "script.json"
+        script.write_text(json.dumps([
+            text_step("first answer"),
+            command_step("call_1", "echo from-sdk"),
+            text_step("second answer"),
+        ]))
+        mock = subprocess.Popen([str(BIN_DIR / "mock-model"), "--script", str(script)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            base_url = json.loads(mock.stdout.readline())["base_url"]
+            (home / "config.toml").write_text(
+                'model = "mock-model"\nmodel_provider = "mock"\n\n[model_providers.mock]\nname = "mock"\n'
+                f'base_url = "{base_url}"\nenv_key = "MOCK_API_KEY"\nwire_api = "chat"\nrequest_max_retries = 0\n')
+            config = CodexConfig(
+                codex_bin=str(BIN_DIR / "interpreter"),
+                cwd=work_dir,
+                env={"INTERPRETER_HOME": str(home), "MOCK_API_KEY": "test-key", "RUST_LOG": "warn"},
+            )
+            with Codex(config) as codex:
+                assert codex.metadata.serverInfo.name == "interpreter", codex.metadata
+                thread = codex.thread_start(approval_mode=ApprovalMode.deny_all, sandbox=None)
+                first = thread.run("hello")
+                assert first.final_response == "first answer", first
+                assert first.status.value == "completed", first
+                second = thread.run("run a command")
+                assert second.final_response == "second answer", second
+                kinds = [item.root.type for item in second.items]
+                assert "commandExecution" in kinds, kinds
+                command = next(i.root for i in second.items if i.root.type == "commandExecution")
+                assert command.aggregated_output.endswith("from-sdk\n"), command
+                listed = codex.thread_list()
+                assert [t.id for t in listed.data] == [thread.id], listed
+                read = thread.read(include_turns=True)
+                assert len(read.thread.turns) == 2, read
+                models = codex.models()
+                assert models.data[0].id == "mock-model", models
+        finally:
+            mock.kill()
+            mock.wait(timeout=10)
+    print("app-server SDK test: 1 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as exc:  # noqa: BLE001 - report any failure as a test failure
+        print(f"app-server SDK test failed: {exc!r}", file=sys.stderr)
+        print("app-server SDK test: 0 passed, 1 failed")
+        sys.exit(1)
