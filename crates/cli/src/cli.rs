@@ -612,6 +612,16 @@ pub struct ExecArgs {
     )]
     pub dangerously_bypass_approvals_and_sandbox: bool,
 
+    /// Shorthand for `-s workspace-write`: the agent edits the working directory without
+    /// asking. (exec never asks, so going beyond the workspace is refused, as on-request
+    /// would with nobody to answer.)
+    #[arg(
+        long = "full-auto",
+        global = true,
+        conflicts_with_all = ["sandbox", "dangerously_bypass_approvals_and_sandbox"]
+    )]
+    pub full_auto: bool,
+
     /// The prompt. Omitted or `-`: read it from stdin. With a prompt, piped stdin is
     /// appended inside <stdin> tags.
     #[arg(value_name = "PROMPT")]

@@ -184,3 +184,39 @@ async fn a_refused_patch_shows_its_real_reason() {
         human.stderr
     );
 }
+
+/// `--full-auto` is the workspace-write sandbox: the same patch that a read-only run
+/// refuses is applied.
+#[tokio::test]
+async fn full_auto_lets_the_agent_edit_the_workspace() {
+    let env = TestEnv::new().await;
+    let patch_args = json!({
+        "input": "*** Begin Patch\n*** Add File: notes.txt\n+hi\n*** End Patch\n"
+    })
+    .to_string();
+    env.server.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_patch", "apply_patch", &patch_args),
+        chunk::finish("tool_calls"),
+    ]));
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("Wrote it."),
+        chunk::finish("stop"),
+    ]));
+    let out = env
+        .run(&[
+            "exec",
+            "--skip-git-repo-check",
+            "--full-auto",
+            "write notes",
+        ])
+        .await;
+    out.assert_success();
+    assert_eq!(
+        std::fs::read_to_string(env.work_path().join("notes.txt")).unwrap_or_default(),
+        "hi\n"
+    );
+    let conflict = env
+        .run(&["exec", "--full-auto", "-s", "read-only", "x"])
+        .await;
+    assert_eq!(conflict.code, Some(2), "{}", conflict.stderr);
+}

@@ -105,10 +105,12 @@ pub async fn run_exec(
     } else {
         // Nobody can answer an approval in exec, so requests are never made: what would
         // need one is refused and the model is told.
-        (
-            args.sandbox.map(|mode| mode.to_mode()),
-            AskForApproval::Never,
-        )
+        let sandbox = if args.full_auto {
+            Some(SandboxMode::WorkspaceWrite)
+        } else {
+            args.sandbox.map(|mode| mode.to_mode())
+        };
+        (sandbox, AskForApproval::Never)
     };
 
     let overrides = ConfigOverrides {
