@@ -96,6 +96,30 @@ pub fn sandbox_policy(policy: &core::SandboxPolicy) -> v2::SandboxPolicy {
     }
 }
 
+/// The engine's sandbox policy from the wire's (the inverse of [`sandbox_policy`]).
+pub fn sandbox_policy_in(policy: &v2::SandboxPolicy) -> core::SandboxPolicy {
+    match policy {
+        v2::SandboxPolicy::DangerFullAccess => core::SandboxPolicy::DangerFullAccess,
+        v2::SandboxPolicy::ReadOnly { network_access } => core::SandboxPolicy::ReadOnly {
+            network_access: *network_access,
+        },
+        v2::SandboxPolicy::WorkspaceWrite {
+            writable_roots,
+            network_access,
+            exclude_tmpdir_env_var,
+            exclude_slash_tmp,
+        } => core::SandboxPolicy::WorkspaceWrite {
+            writable_roots: writable_roots
+                .iter()
+                .map(std::path::PathBuf::from)
+                .collect(),
+            network_access: *network_access,
+            exclude_tmpdir_env_var: *exclude_tmpdir_env_var,
+            exclude_slash_tmp: *exclude_slash_tmp,
+        },
+    }
+}
+
 /// A stored thread, as `thread/list` and `thread/read` show it.
 pub fn thread_from_record(record: &ThreadRecord, status: ThreadStatus) -> Thread {
     Thread {

@@ -639,8 +639,11 @@ impl MessageProcessor {
     ) -> Result<Reply, AppServerError> {
         let thread_id = parse_thread_id(&params.thread_id)?;
         let items = user_inputs(&params.input)?;
-        let loaded = self.state.load_for_turn(thread_id).await?;
+        let mut loaded = self.state.load_for_turn(thread_id).await?;
         loaded.subscribe(connection);
+        if loaded.active_turn().is_none() {
+            loaded = self.state.apply_turn_settings(loaded, &params).await?;
+        }
         // A turn is running: the input joins it (as the reference's start_or_steer).
         if let Some(active) = loaded.active_turn() {
             loaded.thread.submit(Op::UserInput { items }).await?;
@@ -780,6 +783,77 @@ impl ServerState {
             map.insert(loaded.id(), loaded.clone());
         }
         loaded
+    }
+
+    /// Apply `turn/start`'s settings (model, cwd, approval policy, sandbox policy,
+    /// effort) to an idle thread. They stick for later turns, as in the reference. The
+    /// engine fixes a session's settings for its lifetime, so changed settings restart the
+    /// thread from its rollout (core's `reconfigure_thread`); its subscribers carry over.
+    async fn apply_turn_settings(
+        &self,
+        loaded: Arc<LoadedThread>,
+        params: &v2::TurnStartParams,
+    ) -> Result<Arc<LoadedThread>, AppServerError> {
+        let mut config = loaded.thread.config().clone();
+        let before = (
+            config.model.clone(),
+            config.cwd.clone(),
+            config.approval_policy,
+            config.sandbox_policy.clone(),
+            config.model_reasoning_effort,
+        );
+        if let Some(model) = &params.model {
+            config.model = model.clone();
+        }
+        if let Some(cwd) = &params.cwd {
+            let cwd = self.inputs.cwd.join(cwd);
+            if !cwd.is_dir() {
+                return Err(AppServerError::InvalidParams(format!(
+                    "cwd {} is not a directory",
+                    cwd.display()
+                )));
+            }
+            config.cwd = cwd;
+        }
+        if let Some(policy) = params.approval_policy {
+            config.approval_policy = mapping::approval_policy_in(policy);
+        }
+        if let Some(policy) = &params.sandbox_policy {
+            config.sandbox_policy = mapping::sandbox_policy_in(policy);
+        }
+        if let Some(effort) = &params.effort {
+            config.model_reasoning_effort = Some(
+                serde_json::from_value(serde_json::Value::String(effort.clone())).map_err(
+                    |_| AppServerError::InvalidParams(format!("unknown effort `{effort}`")),
+                )?,
+            );
+        }
+        let after = (
+            config.model.clone(),
+            config.cwd.clone(),
+            config.approval_policy,
+            config.sandbox_policy.clone(),
+            config.model_reasoning_effort,
+        );
+        if before == after {
+            return Ok(loaded);
+        }
+        let restarted = self
+            .thread_manager
+            .reconfigure_thread(loaded.id(), config, std::time::Duration::from_secs(5))
+            .await?;
+        let replacement = Arc::new(LoadedThread::new(
+            restarted.thread,
+            loaded.ephemeral,
+            loaded.forked_from,
+        ));
+        for subscriber in loaded.subscribers() {
+            replacement.subscribe(&subscriber);
+        }
+        if let Ok(mut map) = self.loaded.lock() {
+            map.insert(replacement.id(), replacement.clone());
+        }
+        Ok(replacement)
     }
 
     /// A loaded thread, or the saved one loaded from disk (a client may start a turn on a

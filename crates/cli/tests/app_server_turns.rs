@@ -518,3 +518,40 @@ async fn fork_copies_history_and_resume_survives_a_restart() {
     );
     assert!(record.violations.is_empty(), "{:?}", record.violations);
 }
+
+/// `turn/start` settings apply to that turn and stick for the next (as in the reference):
+/// here the model and the approval policy change between two turns of one thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turn_start_settings_apply_and_stick() {
+    let env = AppEnv::new().await;
+    env.script_text("first");
+    env.script_text("second");
+    env.script_text("third");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(params(NO_APPROVALS)).await;
+    client.start_turn(&thread_id, "one").await;
+    client.until_turn_completed().await;
+    client
+        .ok(
+            "turn/start",
+            json!({"threadId": thread_id, "model": "other-model", "approvalPolicy": "untrusted",
+                   "input": [{"type": "text", "text": "two"}]}),
+        )
+        .await;
+    client.until_turn_completed().await;
+    client.start_turn(&thread_id, "three").await;
+    client.until_turn_completed().await;
+    let requests = env.model.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0]["model"], "mock-model");
+    for request in &requests[1..] {
+        assert_eq!(request["model"], "other-model", "{request}");
+        let body = request.to_string();
+        assert!(
+            body.contains("<approval_policy>untrusted</approval_policy>"),
+            "the model is told the new policy: {body}"
+        );
+        assert!(body.contains("first"), "the history carries over: {body}");
+    }
+}

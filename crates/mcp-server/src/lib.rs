@@ -111,7 +111,7 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     ));
     let states = Arc::new(RequestStates::new()?);
     let served = match opts.listen {
-        Listen::Stdio => serve_stdio(registry.clone(), states, stop).await,
+        Listen::Stdio => Box::pin(serve_stdio(registry.clone(), states, stop)).await,
         Listen::Http {
             listen,
             token_file,
