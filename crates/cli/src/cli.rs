@@ -174,6 +174,16 @@ pub enum Command {
     /// config.toml).
     #[command(after_help = MCP_AFTER_HELP)]
     Mcp(McpArgs),
+    /// Print a shell completion script, e.g.
+    /// `interpreter completion bash > ~/.local/share/bash-completion/completions/interpreter`.
+    Completion {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `interpreter man > ~/.local/share/man/man1/interpreter.1`
+    /// or `interpreter man | man -l -`.
+    Man,
     /// Store a provider's API key in the agent home (read from stdin, one line; file mode
     /// 0600). The provider's environment variable still wins when it is set.
     Login(LoginArgs),

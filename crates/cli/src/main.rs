@@ -189,6 +189,16 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
         Some(Command::Mcp(args)) => mcp_cmd::run(args, &cli.config, &env).await,
         Some(Command::Login(args)) => login::login(&args.provider, &env),
         Some(Command::Logout(args)) => login::logout(&args.provider, &env),
+        Some(Command::Completion { shell }) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "interpreter", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Man) => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

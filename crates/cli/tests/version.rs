@@ -27,3 +27,31 @@ fn version_names_the_release_and_the_commit() {
         );
     }
 }
+
+#[test]
+fn completions_and_man_page_are_generated_from_the_command_line_definition() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_interpreter"))
+            .args(["completion", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("mcp-server") && text.contains("exec"),
+            "{shell}: {text}"
+        );
+    }
+    let man = std::process::Command::new(env!("CARGO_BIN_EXE_interpreter"))
+        .arg("man")
+        .output()
+        .unwrap();
+    assert!(man.status.success());
+    let text = String::from_utf8_lossy(&man.stdout);
+    assert!(text.contains(".TH interpreter 1"), "{text}");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_interpreter"))
+        .args(["completion", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
