@@ -689,21 +689,8 @@ impl MessageProcessor {
     async fn turn_steer(&self, params: v2::TurnSteerParams) -> Result<Reply, AppServerError> {
         let thread_id = parse_thread_id(&params.thread_id)?;
         let items = user_inputs(&params.input)?;
-        let active = self
-            .state
-            .loaded(thread_id)
-            .and_then(|l| l.active_turn().map(|a| (l, a)));
-        let Some((loaded, active)) = active else {
-            return Err(AppServerError::InvalidRequest(
-                "no active turn to steer".into(),
-            ));
-        };
-        if active.turn_id != params.expected_turn_id {
-            return Err(AppServerError::InvalidRequest(format!(
-                "expected active turn id `{}` but found `{}`",
-                params.expected_turn_id, active.turn_id
-            )));
-        }
+        let (loaded, active) =
+            self.expected_active_turn(thread_id, &params.expected_turn_id, "steer")?;
         loaded.thread.submit(Op::UserInput { items }).await?;
         Reply::new(&v2::TurnSteerResponse {
             turn_id: active.turn_id,
@@ -715,23 +702,35 @@ impl MessageProcessor {
         params: v2::TurnInterruptParams,
     ) -> Result<Reply, AppServerError> {
         let thread_id = parse_thread_id(&params.thread_id)?;
+        let (loaded, _) = self.expected_active_turn(thread_id, &params.turn_id, "interrupt")?;
+        loaded.thread.submit(Op::Interrupt).await?;
+        Reply::new(&v2::EmptyResponse {})
+    }
+
+    /// The running turn of a thread, which must be the one the client names (`turn/steer`,
+    /// `turn/interrupt`); `verb` words the error when none runs.
+    fn expected_active_turn(
+        &self,
+        thread_id: ThreadId,
+        expected: &str,
+        verb: &str,
+    ) -> Result<(Arc<LoadedThread>, ActiveTurn), AppServerError> {
         let active = self
             .state
             .loaded(thread_id)
             .and_then(|l| l.active_turn().map(|a| (l, a)));
         let Some((loaded, active)) = active else {
-            return Err(AppServerError::InvalidRequest(
-                "no active turn to interrupt".into(),
-            ));
-        };
-        if active.turn_id != params.turn_id {
             return Err(AppServerError::InvalidRequest(format!(
-                "expected active turn id `{}` but found `{}`",
-                params.turn_id, active.turn_id
+                "no active turn to {verb}"
+            )));
+        };
+        if active.turn_id != expected {
+            return Err(AppServerError::InvalidRequest(format!(
+                "expected active turn id `{expected}` but found `{}`",
+                active.turn_id
             )));
         }
-        loaded.thread.submit(Op::Interrupt).await?;
-        Reply::new(&v2::EmptyResponse {})
+        Ok((loaded, active))
     }
 }
 

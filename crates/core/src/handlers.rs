@@ -693,6 +693,47 @@ async fn handle_patch(
     ToolOutcome::Output(if success { stdout } else { stderr })
 }
 
+/// The end of a call to an MCP server (a tool, or a resource list/read): one rule for the
+/// end event, an interrupted call, and images the result carries.
+struct McpCallEnd<'a> {
+    call_id: &'a str,
+    invocation: McpInvocation,
+    started: Instant,
+    /// "MCP tool call", "resource read": how an interrupted call is described.
+    what: &'a str,
+    /// Where images in the result came from, for the message that shows them.
+    images_from: &'a str,
+}
+
+impl McpCallEnd<'_> {
+    /// Emit the end event; then the result, or the outcome that stops the turn.
+    async fn report(
+        self,
+        sess: &Arc<Session>,
+        sub_id: &str,
+        result: Result<serde_json::Value, String>,
+        cancel: &CancellationToken,
+    ) -> Result<Result<serde_json::Value, String>, ToolOutcome> {
+        sess.emit(
+            sub_id,
+            EventMsg::McpToolCallEnd(McpToolCallEndEvent {
+                call_id: self.call_id.to_string(),
+                invocation: self.invocation,
+                duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                result: result.clone(),
+            }),
+        )
+        .await;
+        if cancel.is_cancelled() {
+            return Err(stopped_while_running(self.what, self.started));
+        }
+        if let Ok(value) = &result {
+            attach_images(sess, self.images_from, value).await;
+        }
+        Ok(result)
+    }
+}
+
 /// What the model is told about a call the interrupt cut short: it did run, for how long,
 /// and its result is gone.
 fn stopped_while_running(what: &str, started: Instant) -> ToolOutcome {
@@ -876,22 +917,18 @@ async fn handle_mcp(
         .call_tool(&tool.qualified_name, arguments, cancel)
         .await
         .map_err(|err| err.to_string());
-    sess.emit(
-        sub_id,
-        EventMsg::McpToolCallEnd(McpToolCallEndEvent {
-            call_id: call_id.to_string(),
-            invocation,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            result: result.clone(),
-        }),
-    )
-    .await;
-    if cancel.is_cancelled() {
-        return stopped_while_running("MCP tool call", started);
-    }
-    if let Ok(value) = &result {
-        attach_images(sess, &format!("MCP tool {}", tool.qualified_name), value).await;
-    }
+    let label = format!("MCP tool {}", tool.qualified_name);
+    let ended = McpCallEnd {
+        call_id,
+        invocation,
+        started,
+        what: "MCP tool call",
+        images_from: &label,
+    };
+    let result = match ended.report(sess, sub_id, result, cancel).await {
+        Ok(result) => result,
+        Err(stop) => return stop,
+    };
     ToolOutcome::Output(match result {
         Ok(value) => mcp_result_text(&value),
         Err(message) => format!("MCP tool call failed: {message}"),
@@ -1007,22 +1044,18 @@ async fn handle_resources(
         Err(read) => mcp.read_resource(&read.server, &read.uri, cancel).await,
     }
     .map_err(|err| err.to_string());
-    sess.emit(
-        sub_id,
-        EventMsg::McpToolCallEnd(McpToolCallEndEvent {
-            call_id: call_id.to_string(),
-            invocation,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            result: result.clone(),
-        }),
-    )
-    .await;
-    if cancel.is_cancelled() {
-        return stopped_while_running("resource read", started);
-    }
-    if let Ok(value) = &result {
-        attach_images(sess, &format!("MCP resource read ({name})"), value).await;
-    }
+    let label = format!("MCP resource read ({name})");
+    let ended = McpCallEnd {
+        call_id,
+        invocation,
+        started,
+        what: "resource read",
+        images_from: &label,
+    };
+    let result = match ended.report(sess, sub_id, result, cancel).await {
+        Ok(result) => result,
+        Err(stop) => return stop,
+    };
     ToolOutcome::Output(match result {
         Ok(value) if name == LIST_RESOURCES_TOOL => value.to_string(),
         Ok(value) => resource_contents_text(&value),
