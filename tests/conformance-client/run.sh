@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The MCP conformance suite's client auth scenarios against `interpreter mcp login`
 # (see client.sh). Installs the pinned suite into this directory and builds the
-# `interpreter` binary unless INTERPRETER_BIN_DIR is set.
+# `interpreter` and `mock-model` binaries unless INTERPRETER_BIN_DIR is set.
 set -euo pipefail
 cd "$(dirname "$0")"
 if [[ -z "${INTERPRETER_BIN_DIR:-}" ]]; then
-  (cd ../.. && cargo build -p interpreter-cli --bins)
+  (cd ../.. && cargo build -p interpreter-cli -p interpreter-test-support --bins)
 fi
 npm ci --no-audit --no-fund
 conformance() {

@@ -245,9 +245,36 @@ async fn login(
             eprintln!("(Browser launch failed; please copy the URL above manually.)");
         }
     };
-    oauth::login(name, server, env, home, &options, &show_url)
-        .await
-        .map_err(McpCommandError::Login)?;
+    // A verification refused for lack of scope is recorded as a step-up (by the
+    // connection), and the login runs again asking for the wider scope.
+    let url = server.url.clone().unwrap_or_default();
+    let mut step_ups = 0;
+    loop {
+        oauth::login(name, server, env, home, &options, &show_url)
+            .await
+            .map_err(McpCommandError::Login)?;
+        match verify_login(name, server, env, home).await {
+            Err(err)
+                if step_ups < MAX_LOGIN_STEP_UPS && oauth::step_up_pending(home, name, &url) =>
+            {
+                step_ups += 1;
+                eprintln!("{err}\nAuthorizing `{name}` again with the scope the server asked for.");
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+/// How many times one `mcp login` re-authorizes because the server wants more scope.
+const MAX_LOGIN_STEP_UPS: usize = 2;
+
+/// Connects with the stored tokens and lists the server's tools; how many it offers.
+async fn verify_login(
+    name: &str,
+    server: &McpServerConfig,
+    env: &HashMap<String, String>,
+    home: &Path,
+) -> Result<usize, McpCommandError> {
     let pool = McpPool::default();
     let servers = BTreeMap::from([(name.to_string(), server.clone())]);
     let connected =

@@ -104,6 +104,11 @@ pub struct McpOAuthConfig {
     /// Scopes to request (default: what the server asks for).
     #[serde(default)]
     pub scopes: Option<Vec<String>>,
+    /// HTTPS URL of a client ID metadata document describing this client; used as the
+    /// client id when the authorization server advertises
+    /// `client_id_metadata_document_supported` (instead of registering dynamically).
+    #[serde(default)]
+    pub client_metadata_url: Option<String>,
 }
 
 fn default_true() -> bool {

@@ -10,14 +10,20 @@
 //! Tokens live in `$INTERPRETER_HOME/mcp-credentials.json` (mode 0600, replaced
 //! atomically), one entry per server name, bound to the server's URL: an entry whose URL
 //! no longer matches the configuration is ignored.
+//!
+//! Step-up: a request the server refuses with `403 insufficient_scope` cannot be
+//! re-authorized in the middle of a turn (that needs a browser), so the connection
+//! records the scope the server asked for in the server's entry and the call fails with
+//! a message naming `interpreter mcp login NAME`; the next login asks for the union of
+//! the scopes granted before, the ones discovery selects and the recorded ones.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession, CredentialStore,
-    StoredCredentials,
+    AuthError, AuthorizationManager, AuthorizationMetadata, AuthorizationRequest,
+    AuthorizationSession, CredentialStore, StoredCredentials,
 };
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -46,6 +52,15 @@ pub enum OAuthError {
     InvalidEntry(String),
     #[error("OAuth discovery failed for {url}: {source}")]
     Discovery { url: String, source: Box<AuthError> },
+    #[error(
+        "the authorization server metadata of {url} names issuer {received}, not {expected}: {reason}"
+    )]
+    IssuerMismatch {
+        url: String,
+        expected: String,
+        received: String,
+        reason: String,
+    },
     #[error("{url} does not support OAuth (no authorization server metadata)")]
     NoAuthorizationSupport { url: String },
     #[error("client registration failed: {0}")]
@@ -105,14 +120,13 @@ pub async fn login(
     let mut manager = step(AuthorizationManager::new(url.as_str()))
         .await?
         .map_err(discovery_error)?;
-    manager.set_credential_store(store);
+    manager.set_credential_store(store.clone());
     // The challenge of an unauthenticated request names the resource metadata (RFC 9728)
     // and possibly the scopes wanted; without one, discovery falls back to well-known URLs.
     let challenge = crate::sdk::auth_challenge(&url).await;
-    let resolution = step(manager.resolve_metadata_from_challenge(challenge.as_deref()))
-        .await?
-        .map_err(discovery_error)?;
-    manager.set_metadata(resolution.metadata);
+    let metadata = step(discover(&manager, &url, challenge.as_deref())).await??;
+    manager.set_metadata(metadata);
+    let earlier = store.entry().await;
 
     let listener = TcpListener::bind(("127.0.0.1", 0))
         .await
@@ -124,6 +138,11 @@ pub async fn login(
         .with_client_name("interpreter")
         .with_initial_scope_selection();
     let oauth = config.oauth.clone().unwrap_or_default();
+    // The SDK uses the document's URL as client id only when the authorization server
+    // advertises `client_id_metadata_document_supported`, and registers otherwise.
+    if let Some(document) = &oauth.client_metadata_url {
+        request = request.with_client_metadata_url(document.clone());
+    }
     if let Some(client_id) = &oauth.client_id {
         request = request.with_preregistered_client(client_id.clone());
         if let Some(var) = &oauth.client_secret_env_var {
@@ -138,11 +157,23 @@ pub async fn login(
             request = request.with_client_secret(secret.clone());
         }
     }
-    let scopes = if options.scopes.is_empty() {
+    let mut scopes = if options.scopes.is_empty() {
         oauth.scopes.clone().unwrap_or_default()
     } else {
         options.scopes.clone()
     };
+    if let Some(earlier) = earlier.filter(|e| !e.step_up_scopes.is_empty()) {
+        // Step-up (SEP-2350): what was granted before, what discovery selects (or was
+        // asked for), and what the server said was missing.
+        if scopes.is_empty() {
+            scopes = manager.select_initial_scopes(&[]).await;
+        }
+        let granted = earlier
+            .credentials
+            .map(|c| c.granted_scopes)
+            .unwrap_or_default();
+        scopes = union(granted, union(scopes, earlier.step_up_scopes));
+    }
     if !scopes.is_empty() {
         request = request.with_scopes(scopes);
     }
@@ -169,7 +200,116 @@ pub async fn login(
     step(session.handle_callback_url(&callback))
         .await?
         .map_err(|error| OAuthError::Exchange(Box::new(error)))?;
+    store.set_step_up(Vec::new()).await?;
     Ok(())
+}
+
+/// Whether a request of server `name` at `url` was refused for lack of scope since the
+/// last login (see the module comment).
+pub fn step_up_pending(home: &Path, name: &str, url: &str) -> bool {
+    read_file(&home.join(CREDENTIALS_FILE))
+        .ok()
+        .and_then(|mut file| file.servers.remove(name))
+        .is_some_and(|entry| entry.url == url && !entry.step_up_scopes.is_empty())
+}
+
+/// `first`, then the scopes of `second` it lacks.
+fn union(first: Vec<String>, second: Vec<String>) -> Vec<String> {
+    let mut out = first;
+    for scope in second {
+        if !out.contains(&scope) {
+            out.push(scope);
+        }
+    }
+    out
+}
+
+/// The authorization server metadata of the MCP server at `url`, discovered by the SDK
+/// (challenge, RFC 9728, RFC 8414 / OpenID configuration, legacy endpoints), with one
+/// exception the SDK cannot make: see [`same_origin_legacy_metadata`].
+async fn discover(
+    manager: &AuthorizationManager,
+    url: &str,
+    challenge: Option<&str>,
+) -> Result<AuthorizationMetadata, OAuthError> {
+    match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) => Ok(resolution.metadata),
+        Err(AuthError::AuthorizationServerMismatch {
+            expected_issuer,
+            received_issuer,
+        }) => same_origin_legacy_metadata(url, &expected_issuer, &received_issuer)
+            .await
+            .map_err(|reason| OAuthError::IssuerMismatch {
+                url: url.to_string(),
+                expected: expected_issuer,
+                received: received_issuer,
+                reason,
+            }),
+        Err(error) => Err(OAuthError::Discovery {
+            url: url.to_string(),
+            source: Box::new(error),
+        }),
+    }
+}
+
+/// The 2025-03-26 back-compat rule. That revision has no protected resource metadata:
+/// the MCP server's origin *is* the authorization server, and its metadata lives at
+/// `<origin>/.well-known/oauth-authorization-server`. Servers of that era commonly name
+/// an issuer under a path of their origin (`<origin>/oauth`), which RFC 8414 §3.3 (and
+/// so the SDK) rejects, with no switch to relax it; hence this hand-written fetch.
+///
+/// Accepted only when the rejected document is that one (the SDK expected the bare
+/// origin as issuer) and the issuer it names is on the same origin as the MCP server:
+/// the origin then only vouches for itself. An issuer on any other origin, a document
+/// found through resource metadata, or one that changed between the two fetches is
+/// refused, as the SDK would.
+async fn same_origin_legacy_metadata(
+    url: &str,
+    expected: &str,
+    received: &str,
+) -> Result<AuthorizationMetadata, String> {
+    let parse = |text: &str| reqwest::Url::parse(text).map_err(|err| format!("{text}: {err}"));
+    let server = parse(url)?;
+    let expected_url = parse(expected)?;
+    let issuer = parse(received)?;
+    if expected_url.origin() != server.origin() || !matches!(expected_url.path(), "" | "/") {
+        return Err("the metadata does not come from the MCP server's own origin".into());
+    }
+    if issuer.origin() != server.origin() {
+        return Err("the issuer is on another origin than the MCP server".into());
+    }
+    let mut document = server.clone();
+    document.set_path("/.well-known/oauth-authorization-server");
+    document.set_query(None);
+    document.set_fragment(None);
+    let client = reqwest::Client::builder()
+        .timeout(STEP_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|err| err.to_string())?;
+    let response = client
+        .get(document.clone())
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .map_err(|err| format!("fetching {document}: {err}"))?;
+    if !response.status().is_success() {
+        return Err(format!("{document} answered {}", response.status()));
+    }
+    let body = response
+        .bytes()
+        .await
+        .map_err(|err| format!("reading {document}: {err}"))?;
+    let metadata: AuthorizationMetadata = serde_json::from_slice(&body)
+        .map_err(|err| format!("{document} is not authorization server metadata: {err}"))?;
+    if metadata.issuer.as_deref() != Some(received) {
+        return Err(format!("{document} changed while it was read"));
+    }
+    tracing::info!(
+        "MCP server {url}: accepting authorization server issuer {received} (same origin, \
+         2025-03-26 metadata location) although it differs from {expected}"
+    );
+    Ok(metadata)
 }
 
 /// Removes the stored tokens of server `name`. `Ok(false)`: there were none.
@@ -309,6 +449,10 @@ struct ServerCredentials {
     /// The URL the tokens were issued for.
     url: String,
     credentials: Option<StoredCredentials>,
+    /// Scopes the server asked for when it refused a request with `insufficient_scope`
+    /// since the last login; the next login adds them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    step_up_scopes: Vec<String>,
 }
 
 fn store_error(path: &Path, message: impl ToString) -> OAuthError {
@@ -372,6 +516,46 @@ impl FileCredentialStore {
     fn sdk_error(error: OAuthError) -> AuthError {
         AuthError::CredentialStoreError(error.to_string())
     }
+
+    /// The server's entry, when it is bound to this URL.
+    async fn entry(&self) -> Option<ServerCredentials> {
+        let _guard = STORE_LOCK.lock().await;
+        read_file(&self.path)
+            .ok()
+            .and_then(|mut file| file.servers.remove(&self.name))
+            .filter(|entry| entry.url == self.url)
+    }
+
+    /// The server's name in the configuration (and in `interpreter mcp login NAME`).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Records (or, empty, forgets) the scopes the server said a request lacked.
+    pub(crate) async fn set_step_up(&self, scopes: Vec<String>) -> Result<(), OAuthError> {
+        let _guard = STORE_LOCK.lock().await;
+        let mut file = read_file(&self.path)?;
+        match file.servers.get_mut(&self.name) {
+            Some(entry) if entry.url == self.url => {
+                if entry.step_up_scopes == scopes {
+                    return Ok(());
+                }
+                entry.step_up_scopes = scopes;
+            }
+            _ if scopes.is_empty() => return Ok(()),
+            _ => {
+                file.servers.insert(
+                    self.name.clone(),
+                    ServerCredentials {
+                        url: self.url.clone(),
+                        credentials: None,
+                        step_up_scopes: scopes,
+                    },
+                );
+            }
+        }
+        write_file(&self.path, &file)
+    }
 }
 
 #[async_trait::async_trait]
@@ -389,11 +573,19 @@ impl CredentialStore for FileCredentialStore {
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
         let _guard = STORE_LOCK.lock().await;
         let mut file = read_file(&self.path).map_err(Self::sdk_error)?;
+        // A refresh keeps a recorded step-up: the refreshed token has the old scopes.
+        let step_up_scopes = file
+            .servers
+            .remove(&self.name)
+            .filter(|entry| entry.url == self.url)
+            .map(|entry| entry.step_up_scopes)
+            .unwrap_or_default();
         file.servers.insert(
             self.name.clone(),
             ServerCredentials {
                 url: self.url.clone(),
                 credentials: Some(credentials),
+                step_up_scopes,
             },
         );
         write_file(&self.path, &file).map_err(Self::sdk_error)
@@ -417,7 +609,14 @@ pub(crate) async fn runtime_manager(
     let mut manager = AuthorizationManager::new(store.url.as_str())
         .await
         .map_err(|err| format!("OAuth set-up failed: {err}"))?;
+    let url = store.url.clone();
     manager.set_credential_store(store);
+    // The same discovery as the login (back-compat rule included), before the SDK would
+    // run its own, stricter one to refresh tokens.
+    let metadata = discover(&manager, &url, None)
+        .await
+        .map_err(|err| format!("OAuth set-up failed: {err}"))?;
+    manager.set_metadata(metadata);
     match manager.initialize_from_store().await {
         Ok(true) => Ok(Some(manager)),
         Ok(false) => Ok(None),

@@ -17,7 +17,7 @@ use rmcp::model::{
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt as _, RunningService,
 };
-use rmcp::transport::auth::AuthClient;
+use rmcp::transport::auth::{AuthClient, WWWAuthenticateParams};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, serve_client};
@@ -41,6 +41,10 @@ pub(crate) struct SdkConnection {
     service: RunningService<RoleClient, Handler>,
     /// The threads with a call in progress here, to whom elicitations go.
     pub callers: Arc<Callers>,
+    /// Where the session's OAuth tokens come from, when they come from a login.
+    oauth: Option<FileCredentialStore>,
+    /// The server's URL (HTTP only), against which challenges are read.
+    url: Option<reqwest::Url>,
 }
 
 /// Our side of a session: who we are, and where the server's requests to us go.
@@ -131,7 +135,12 @@ pub(crate) async fn connect_stdio(
     let service = serve_client(handler, transport)
         .await
         .map_err(|err| format!("handshake failed: {err}"))?;
-    Ok(SdkConnection { service, callers })
+    Ok(SdkConnection {
+        service,
+        callers,
+        oauth: None,
+        url: None,
+    })
 }
 
 /// Both eras over HTTP: the SDK probes with `server/discover` (2026-07-28) and falls
@@ -241,7 +250,7 @@ pub(crate) async fn connect_http(
     if let Some(token) = bearer_token {
         config = config.auth_header(token);
     }
-    let manager = match oauth {
+    let manager = match oauth.clone() {
         Some(store) => crate::oauth::runtime_manager(store).await?,
         None => None,
     };
@@ -269,10 +278,63 @@ pub(crate) async fn connect_http(
             format!("handshake failed: {err}")
         }
     })?;
-    Ok(SdkConnection { service, callers })
+    Ok(SdkConnection {
+        service,
+        callers,
+        oauth,
+        url: reqwest::Url::parse(url).ok(),
+    })
 }
 
 impl SdkConnection {
+    /// `error` of a `what` request, in words, and what to do about it when the server
+    /// refused it for authorization. A `403 insufficient_scope` is recorded for the next
+    /// `interpreter mcp login` (see [`crate::oauth`]): re-authorizing needs a browser,
+    /// which a turn in progress cannot open.
+    async fn failure(&self, what: &str, error: rmcp::ServiceError) -> String {
+        let (Some(challenge), Some(url)) = (error.auth_challenge(), &self.url) else {
+            return format!("{what} failed: {error}");
+        };
+        let params = WWWAuthenticateParams::parse(challenge, url);
+        let login = match &self.oauth {
+            Some(store) => format!("run `interpreter mcp login {}`", store.name()),
+            None => "check the server's token".to_string(),
+        };
+        if !params.is_insufficient_scope() {
+            return format!(
+                "{what} failed: the server requires authorization again ({error}); {login}"
+            );
+        }
+        let scopes: Vec<String> = params
+            .scope
+            .as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        if let Some(store) = &self.oauth
+            && !scopes.is_empty()
+            && let Err(err) = store.set_step_up(scopes.clone()).await
+        {
+            tracing::warn!("could not record the scopes MCP server {url} asked for: {err}");
+        }
+        let needed = if scopes.is_empty() {
+            String::new()
+        } else {
+            format!(" (it asks for `{}`)", scopes.join(" "))
+        };
+        match &self.oauth {
+            Some(_) => format!(
+                "{what} failed: the server refused it for lack of OAuth scope{needed}; \
+                 {login} to grant it"
+            ),
+            None => format!(
+                "{what} failed: the server refused it for lack of OAuth scope{needed}; \
+                 the token sent lacks it"
+            ),
+        }
+    }
+
     /// Whether the session ended: the server exited, the connection broke, or it was
     /// closed.
     pub(crate) fn is_closed(&self) -> bool {
@@ -281,12 +343,11 @@ impl SdkConnection {
 
     /// Every tool the server lists (all pages).
     pub(crate) async fn list_tools(&self) -> Result<Vec<RawTool>, String> {
-        let tools = self
-            .service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|err| format!("tools/list failed: {err}"))?;
+        let tools = self.service.peer().list_all_tools().await;
+        let tools = match tools {
+            Ok(tools) => tools,
+            Err(err) => return Err(self.failure("tools/list", err).await),
+        };
         Ok(tools
             .into_iter()
             .map(|tool| RawTool {
@@ -315,22 +376,23 @@ impl SdkConnection {
         cursor: Option<String>,
     ) -> Result<serde_json::Value, String> {
         let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-        let result = self
-            .service
-            .peer()
-            .list_resources(params)
-            .await
-            .map_err(|err| format!("resources/list failed: {err}"))?;
+        let result = match self.service.peer().list_resources(params).await {
+            Ok(result) => result,
+            Err(err) => return Err(self.failure("resources/list", err).await),
+        };
         serde_json::to_value(&result).map_err(|err| format!("unreadable resource list: {err}"))
     }
 
     /// `resources/read`, as JSON (`contents`: text or base64 `blob` parts).
     pub(crate) async fn read_resource(&self, uri: &str) -> Result<serde_json::Value, String> {
-        let result = self
+        let result = match self
             .service
             .read_resource(ReadResourceRequestParams::new(uri))
             .await
-            .map_err(|err| format!("resources/read failed: {err}"))?;
+        {
+            Ok(result) => result,
+            Err(err) => return Err(self.failure("resources/read", err).await),
+        };
         serde_json::to_value(&result).map_err(|err| format!("unreadable resource: {err}"))
     }
 
@@ -348,11 +410,13 @@ impl SdkConnection {
         }
         // The service-level call drives 2026-07-28 `input_required` rounds through our
         // handler (elicitations), which the peer-level one would reject.
-        let result = self
-            .service
-            .call_tool(params)
-            .await
-            .map_err(|err| err.to_string())?;
+        let result = match self.service.call_tool(params).await {
+            Ok(result) => result,
+            Err(err) if err.auth_challenge().is_some() => {
+                return Err(self.failure("tools/call", err).await);
+            }
+            Err(err) => return Err(err.to_string()),
+        };
         serde_json::to_value(&result).map_err(|err| format!("unreadable tool result: {err}"))
     }
 
