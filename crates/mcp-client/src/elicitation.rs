@@ -7,11 +7,18 @@
 //! the request goes to the thread that has a tool call in progress on that connection.
 //! When no call is in progress, or calls of several threads are, it is declined with a
 //! message instead of being shown to someone it may not concern.
+//!
+//! A call's `tool_timeout_sec` measures the server's time, not the user's: while a
+//! question routed to the calling thread waits for an answer, the deadline of every call
+//! it may belong to (that thread's calls on the connection) is paused. The question has
+//! a deadline of its own (the engine's), so a pause cannot last forever.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tokio::sync::watch;
 
 /// The user's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +60,54 @@ struct Caller {
     id: u64,
     server: String,
     sink: Arc<dyn ElicitationSink>,
+    pause: Arc<Pause>,
+}
+
+/// How many questions a call is waiting on; its deadline runs only while none is.
+struct Pause {
+    pending: watch::Sender<usize>,
+}
+
+impl Pause {
+    fn new() -> Self {
+        Self {
+            pending: watch::Sender::new(0),
+        }
+    }
+
+    fn hold(self: &Arc<Self>) -> PauseGuard {
+        self.pending.send_modify(|n| *n += 1);
+        PauseGuard(self.clone())
+    }
+
+    /// Ends once `timeout` has passed with no question pending.
+    async fn elapsed(&self, timeout: Duration) {
+        let mut pending = self.pending.subscribe();
+        let mut remaining = timeout;
+        loop {
+            if *pending.borrow_and_update() > 0 {
+                // `self` keeps the sender alive, so this only returns on a change.
+                let _ = pending.changed().await;
+                continue;
+            }
+            let started = tokio::time::Instant::now();
+            tokio::select! {
+                () = tokio::time::sleep(remaining) => return,
+                _ = pending.changed() => {
+                    remaining = remaining.saturating_sub(started.elapsed());
+                }
+            }
+        }
+    }
+}
+
+/// A question in progress; the deadline resumes when the last one is dropped.
+struct PauseGuard(Arc<Pause>);
+
+impl Drop for PauseGuard {
+    fn drop(&mut self) {
+        self.0.pending.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// The threads with a tool call in progress on one connection.
@@ -78,14 +133,17 @@ impl Callers {
         sink: Arc<dyn ElicitationSink>,
     ) -> CallerGuard {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let pause = Arc::new(Pause::new());
         self.lock().push(Caller {
             id,
             server: server.to_string(),
             sink,
+            pause: pause.clone(),
         });
         CallerGuard {
             callers: self.clone(),
             id,
+            pause,
         }
     }
 
@@ -96,13 +154,15 @@ impl Callers {
             match entries.first() {
                 None => Err("no tool call is in progress on this connection"),
                 Some(first) if entries.iter().all(|c| Arc::ptr_eq(&c.sink, &first.sink)) => {
-                    Ok((first.server.clone(), first.sink.clone()))
+                    // Every call in progress is the thread's: any may be the one asking.
+                    let paused: Vec<PauseGuard> = entries.iter().map(|c| c.pause.hold()).collect();
+                    Ok((first.server.clone(), first.sink.clone(), paused))
                 }
                 Some(_) => Err("calls of several threads are in progress on this connection"),
             }
         };
         match target {
-            Ok((server, sink)) => sink.elicit(server, request).await,
+            Ok((server, sink, _paused)) => sink.elicit(server, request).await,
             Err(reason) => {
                 tracing::warn!("declining an MCP elicitation: {reason}");
                 ElicitationAnswer::decline()
@@ -114,6 +174,15 @@ impl Callers {
 pub(crate) struct CallerGuard {
     callers: Arc<Callers>,
     id: u64,
+    pause: Arc<Pause>,
+}
+
+impl CallerGuard {
+    /// Ends once the call has run for `timeout`, not counting the time questions it may
+    /// have asked were waiting for an answer.
+    pub(crate) async fn deadline(&self, timeout: Duration) {
+        self.pause.elapsed(timeout).await;
+    }
 }
 
 impl Drop for CallerGuard {

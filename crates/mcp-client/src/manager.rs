@@ -398,10 +398,17 @@ impl McpConnectionManager {
             live = self.await_server(&info.server, server) => live.map_err(call_error)?,
         };
         let timeout = server.config.tool_timeout();
-        let _caller = self
+        let caller = self
             .elicitation
             .as_ref()
             .map(|sink| live.conn.callers.enter(&info.server, sink.clone()));
+        // Time a question of this call waits for the user's answer does not count.
+        let deadline = async {
+            match &caller {
+                Some(caller) => caller.deadline(timeout).await,
+                None => tokio::time::sleep(timeout).await,
+            }
+        };
         // Dropping the call future (on cancel or timeout) is what sends
         // `notifications/cancelled`: the SDK's request guard does it.
         tokio::select! {
@@ -410,18 +417,12 @@ impl McpConnectionManager {
                 server: info.server.clone(),
                 tool: info.tool.clone(),
             }),
-            outcome = tokio::time::timeout(
+            outcome = live.conn.call_tool(&info.tool, arguments) => outcome.map_err(call_error),
+            () = deadline => Err(McpClientError::Timeout {
+                server: info.server.clone(),
+                tool: info.tool.clone(),
                 timeout,
-                live.conn.call_tool(&info.tool, arguments),
-            ) => match outcome {
-                Ok(Ok(result)) => Ok(result),
-                Ok(Err(message)) => Err(call_error(message)),
-                Err(_) => Err(McpClientError::Timeout {
-                    server: info.server.clone(),
-                    tool: info.tool.clone(),
-                    timeout,
-                }),
-            },
+            }),
         }
     }
 

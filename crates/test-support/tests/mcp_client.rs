@@ -615,6 +615,57 @@ async fn an_elicitation_reaches_the_calling_thread_and_its_answer_the_server() -
     Ok(())
 }
 
+/// Answers like [`AnswerWith`], after `delay`: a user who takes their time.
+struct AnswerLater(&'static str, Duration);
+
+impl ElicitationSink for AnswerLater {
+    fn elicit(
+        &self,
+        server: String,
+        request: Value,
+    ) -> futures::future::BoxFuture<'static, ElicitationAnswer> {
+        let (name, delay) = (self.0, self.1);
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            AnswerWith(name).elicit(server, request).await
+        })
+    }
+}
+
+#[tokio::test]
+async fn waiting_for_the_user_does_not_count_toward_the_tool_timeout() -> Result<()> {
+    let pool = McpPool::default();
+    let (mut manager, _) = McpConnectionManager::connect(
+        &pool,
+        &servers(vec![("mock", mock(|c| c.tool_timeout_sec = Some(0.3)))]),
+        &parent_env(),
+        None,
+        None,
+        None,
+    )
+    .await?;
+    manager.settle(&|_| {}).await;
+    // The answer comes well after the call's timeout; the call still succeeds.
+    manager.set_elicitation_sink(Arc::new(AnswerLater("Ada", Duration::from_millis(1500))));
+    let answered = call(&manager, "mcp__mock__ask", json!({"message": "your name?"})).await?;
+    let answer: Value = serde_json::from_str(text_of(&answered)?)?;
+    assert_eq!(answer["content"]["name"], "Ada");
+    // Once answered, the deadline runs again: a slow call still times out.
+    let slow = manager
+        .call_tool(
+            "mcp__mock__sleep",
+            Some(json!({"ms": 5000})),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert!(
+        matches!(slow, Err(McpClientError::Timeout { .. })),
+        "{slow:?}"
+    );
+    pool.shutdown().await;
+    Ok(())
+}
+
 /// The mock server in `--http` mode: its URL, and its stdin/stdout for `forget`.
 struct HttpMock {
     url: String,
