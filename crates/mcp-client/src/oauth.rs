@@ -660,4 +660,54 @@ mod tests {
         assert!(store.load().await?.is_none());
         Ok(())
     }
+
+    #[tokio::test]
+    async fn the_issuer_fallback_only_accepts_the_servers_own_origin() {
+        let server = "http://127.0.0.1:9/mcp";
+        let other_origin = same_origin_legacy_metadata(
+            server,
+            "http://127.0.0.1:9/",
+            "https://auth.example/oauth",
+        )
+        .await;
+        assert!(other_origin.is_err_and(|e| e.contains("another origin")));
+        let other_port =
+            same_origin_legacy_metadata(server, "http://127.0.0.1:9/", "http://127.0.0.1:10/oauth")
+                .await;
+        assert!(other_port.is_err_and(|e| e.contains("another origin")));
+        // A mismatch in a document found elsewhere (resource metadata, a tenant path).
+        let elsewhere = same_origin_legacy_metadata(
+            server,
+            "https://auth.example/tenant",
+            "http://127.0.0.1:9/oauth",
+        )
+        .await;
+        assert!(elsewhere.is_err_and(|e| e.contains("own origin")));
+    }
+
+    #[tokio::test]
+    async fn a_recorded_step_up_survives_a_refresh_until_the_next_login()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let home = tempfile::tempdir()?;
+        let url = "https://a.example/mcp";
+        let store = FileCredentialStore::new(home.path(), "docs", url);
+        let credentials = StoredCredentials::new("client-1".into(), None, vec![], None);
+        store.save(credentials.clone()).await?;
+        assert!(!step_up_pending(home.path(), "docs", url));
+        store.set_step_up(vec!["files:write".into()]).await?;
+        store.save(credentials).await?;
+        assert!(step_up_pending(home.path(), "docs", url));
+        assert!(!step_up_pending(
+            home.path(),
+            "docs",
+            "https://b.example/mcp"
+        ));
+        store.set_step_up(Vec::new()).await?;
+        assert!(!step_up_pending(home.path(), "docs", url));
+        assert_eq!(
+            union(vec!["a".into(), "b".into()], vec!["b".into(), "c".into()]),
+            ["a", "b", "c"]
+        );
+        Ok(())
+    }
 }
