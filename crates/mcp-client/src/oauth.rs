@@ -164,7 +164,11 @@ pub async fn login(
     };
     if let Some(earlier) = earlier.filter(|e| !e.step_up_scopes.is_empty()) {
         // Step-up (SEP-2350): what was granted before, what discovery selects (or was
-        // asked for), and what the server said was missing.
+        // asked for), and what the server said was missing. Not the SDK's
+        // `request_scope_upgrade`: it reuses the previous client registration and
+        // redirect URI, while each login listens on a new loopback port (and a
+        // registered client is bound to its redirect), so a login is a whole new
+        // authorization session with these scopes spelled out.
         if scopes.is_empty() {
             scopes = manager.select_initial_scopes(&[]).await;
         }
