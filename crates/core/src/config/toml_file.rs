@@ -115,7 +115,7 @@ pub(crate) struct Layer {
 }
 
 impl Layer {
-    fn display_key(&self, path: &[String]) -> String {
+    pub(crate) fn display_key(&self, path: &[String]) -> String {
         self.key_prefix
             .iter()
             .chain(path.iter())
