@@ -417,3 +417,22 @@ async fn an_overloaded_server_is_retried_with_visible_progress() {
     assert_eq!(last["error"]["message"], messages[2]);
     assert_eq!(endpoint.model_requests(), 6);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_warnings_are_shown_once_without_logs() {
+    let env = TestEnv::new().await;
+    let endpoint = FixedEndpoint::start("404 Not Found", "text/plain", "no").await;
+    env.write_raw_config(&format!(
+        "mystery = 1\n{}",
+        provider_config(&endpoint.url("/v1"), "")
+    ));
+    let out = run_human(&env).await;
+    single_error_line(&out);
+    let config_path = env.home.path().join("config.toml");
+    let warning = format!(
+        "warning: ignoring unknown config key `mystery` in {}",
+        config_path.display()
+    );
+    let shown = out.stderr.lines().filter(|l| *l == warning).count();
+    assert_eq!(shown, 1, "stderr: {}", out.stderr);
+}

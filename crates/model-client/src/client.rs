@@ -439,7 +439,7 @@ impl ModelClient {
                 return Ok(Err(AttemptFailure::transport(
                     ConnectionFailure::Timeout,
                     format!(
-                        "no response headers within {}s (stream_idle_timeout_ms)",
+                        "no response headers within {}s; see stream_idle_timeout_ms",
                         deadline.as_secs_f64()
                     ),
                 )));

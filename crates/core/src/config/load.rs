@@ -86,7 +86,8 @@ pub fn resolve_home(env: &HashMap<String, String>) -> Result<PathBuf, ConfigErro
 
 pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     let config_path = inputs.home.join("config.toml");
-    let layers = collect_layers(&inputs, &config_path)?;
+    let mut warnings = Vec::new();
+    let layers = collect_layers(&inputs, &config_path, &mut warnings)?;
 
     let mut merged = Table::new();
     for layer in &layers {
@@ -200,10 +201,10 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         }
     };
     if !add_dirs.is_empty() && sandbox_mode != SandboxMode::WorkspaceWrite {
-        tracing::warn!(
+        warnings.push(format!(
             "--add-dir has no effect in {} sandbox mode; directories ignored",
             sandbox_mode.as_str()
-        );
+        ));
     }
 
     let instructions_from_file = match toml.model_instructions_file {
@@ -274,12 +275,17 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         app_server: toml.app_server.unwrap_or_default(),
         env: inputs.env,
         sandbox_exe: inputs.sandbox_exe,
+        warnings,
     })
 }
 
 /// Reads every layer in precedence order (lowest first) and strips (or, with `strict`,
 /// rejects) unknown keys from each.
-fn collect_layers(inputs: &ConfigInputs, config_path: &Path) -> Result<Vec<Layer>, ConfigError> {
+fn collect_layers(
+    inputs: &ConfigInputs,
+    config_path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Layer>, ConfigError> {
     let mut layers = Vec::new();
     let base_table = read_toml_file(config_path)?.unwrap_or_default();
     let file_origin = ConfigSource::File(config_path.to_path_buf());
@@ -350,7 +356,7 @@ fn collect_layers(inputs: &ConfigInputs, config_path: &Path) -> Result<Vec<Layer
     }
 
     for layer in &mut layers {
-        remove_unknown_keys(layer, inputs.strict)?;
+        remove_unknown_keys(layer, inputs.strict, warnings)?;
     }
     Ok(layers)
 }
@@ -607,6 +613,17 @@ requires_openai_auth = false
         );
         let config = load_config(fx.inputs()).unwrap();
         assert_eq!(config.model, "a");
+        let config_path = fx.home.path().join("config.toml");
+        let mystery = format!(
+            "ignoring unknown config key `mystery` in {}",
+            config_path.display()
+        );
+        assert!(config.warnings.contains(&mystery), "{:?}", config.warnings);
+        assert!(
+            !config.warnings.iter().any(|w| w.contains("web_search")),
+            "accepted Codex keys are not warned about: {:?}",
+            config.warnings
+        );
 
         let mut inputs = fx.inputs();
         inputs.strict = true;
