@@ -404,6 +404,12 @@ impl ModelClient {
             }
             let delay = retry_after.unwrap_or_else(|| backoff(attempt));
             attempt += 1;
+            tracing::debug!(
+                provider = %self.provider_id,
+                retry = attempt,
+                delay_ms = delay.as_millis() as u64,
+                "retrying the model request: {error}"
+            );
             if let Some(notices) = notices {
                 let _ = notices.send(RetryNotice {
                     error: error.into_retry_notice(),
