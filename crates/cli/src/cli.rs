@@ -30,7 +30,7 @@ Examples:
   interpreter doctor
 
 Configuration lives in $INTERPRETER_HOME/config.toml (default ~/.interpreter).
-Logs go to stderr; set RUST_LOG=debug for more.";
+Logs are off unless RUST_LOG is set (e.g. RUST_LOG=debug); they go to stderr.";
 
 const EXEC_AFTER_HELP: &str = "\
 Examples:

@@ -390,18 +390,24 @@ fn check_config(loaded: &Result<Config, ConfigFailure>) -> Check {
                 .base_url
                 .as_deref()
                 .unwrap_or("(no base_url)");
-            Check::ok(
-                NAME,
-                format!(
-                    "model={} provider={} base_url={} wire_api={} approval={} sandbox={}",
-                    config.model,
-                    config.model_provider_id,
-                    base_url,
-                    wire_api_name(config.model_provider.wire_api),
-                    config.approval_policy.as_str(),
-                    config.sandbox_policy.mode().as_str(),
-                ),
-            )
+            let detail = format!(
+                "model={} provider={} base_url={} wire_api={} approval={} sandbox={}",
+                config.model,
+                config.model_provider_id,
+                base_url,
+                wire_api_name(config.model_provider.wire_api),
+                config.approval_policy.as_str(),
+                config.sandbox_policy.mode().as_str(),
+            );
+            if config.warnings.is_empty() {
+                Check::ok(NAME, detail)
+            } else {
+                Check::warn(
+                    NAME,
+                    format!("{detail}; {}", config.warnings.join("; ")),
+                    "remove or correct what is ignored (--strict-config makes unknown keys errors)",
+                )
+            }
         }
         Err(failure) => Check::fail(NAME, failure.message.clone(), failure.fix.clone()),
     }

@@ -247,10 +247,13 @@ fn make_non_dumpable() {
     }
 }
 
-/// Logs go to stderr only: stdout is the protocol in `--json` and `mcp-server` modes.
+/// Logs are for debugging and only exist when `RUST_LOG` asks for them: what a user needs
+/// to know reaches them as events and one-line messages, never as tracing lines. They go
+/// to stderr only: stdout is the protocol in `--json` and `mcp-server` modes.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() else {
+        return;
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -414,8 +414,8 @@ impl HumanOutput {
             }
             EventMsg::StreamError(error) => {
                 let line = self.style.yellow(&format!(
-                    "stream error: {}; retrying ({}/{})",
-                    error.message, error.attempt, error.max_attempts
+                    "retry {}/{}: {}",
+                    error.attempt, error.max_attempts, error.message
                 ));
                 self.line(&line);
             }

@@ -555,3 +555,35 @@ async fn turn_start_settings_apply_and_stick() {
         assert!(body.contains("first"), "the history carries over: {body}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_model_request_is_one_error_with_the_providers_message() {
+    let env = AppEnv::new().await;
+    env.model
+        .push(interpreter_test_support::MockResponse::status(
+            401,
+            r#"{"error":{"message":"invalid api key"}}"#,
+        ));
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(params(NO_APPROVALS)).await;
+    client.start_turn(&thread_id, "hi").await;
+    let messages = client.until_turn_completed().await;
+    let expected = format!(
+        "model provider `mock` answered 401 Unauthorized to POST {}/chat/completions: invalid \
+         api key; check the API key in MOCK_API_KEY, or store one with `interpreter login \
+         --provider mock`",
+        env.model.base_url()
+    );
+    let errors: Vec<&Value> = messages.iter().filter(|m| m["method"] == "error").collect();
+    assert_eq!(errors.len(), 1, "{messages:#?}");
+    assert_eq!(errors[0]["params"]["error"]["message"], expected.as_str());
+    assert_eq!(errors[0]["params"]["willRetry"], false);
+    let completed = messages.last().expect("turn/completed");
+    assert_eq!(completed["params"]["turn"]["status"], "failed");
+    assert_eq!(
+        completed["params"]["turn"]["error"]["message"],
+        expected.as_str()
+    );
+    assert_eq!(env.model.requests().len(), 1);
+}

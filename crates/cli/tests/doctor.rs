@@ -286,10 +286,14 @@ async fn unknown_key_under_strict_config_fails() {
     assert_eq!(status(&report, "api-key"), "warn");
     assert_eq!(status(&report, "endpoint"), "warn");
 
-    // The same file loads when unknown keys are only warnings.
+    // The same file loads when unknown keys are only warnings, and the check says which.
     let lenient = run_doctor(home.path(), &["doctor", "--json"], &[("MOCK_API_KEY", "k")]).await;
     let report = lenient.report();
-    assert_eq!(status(&report, "config"), "ok", "{report:#}");
+    assert_eq!(status(&report, "config"), "warn", "{report:#}");
+    assert!(
+        detail(&report, "config").contains("ignoring unknown config key `bogus_key`"),
+        "{report:#}"
+    );
     assert_eq!(lenient.code, Some(0), "{report:#}");
 }
 

@@ -106,6 +106,17 @@ async fn model_failure_and_bad_arguments_are_tool_errors() {
     assert_valid_result(&failed);
     assert_eq!(failed["isError"], true, "{failed}");
     assert!(!thread_id(&failed).is_empty());
+    // The provider's one-line message, once, as exec prints it.
+    assert_eq!(
+        failed["content"][0]["text"],
+        format!(
+            "model provider `mock` answered 400 Bad Request to POST {}/chat/completions: no \
+             such model; run `interpreter doctor` to check the model and provider settings",
+            env.model.base_url()
+        )
+        .as_str(),
+        "{failed}"
+    );
 
     let bad = client
         .tool("codex", json!({"prompt": "hi", "profile": "work"}))

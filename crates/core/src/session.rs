@@ -299,7 +299,7 @@ pub(crate) async fn start(
     // shared, missing ones start in the background. Only `required` servers are waited
     // for here (their failure fails the thread start); the others settle while the thread
     // goes on, and the first model request waits for them (see `Session::prepare_mcp`).
-    let mut startup_warnings = Vec::new();
+    let mut startup_warnings = config.warnings.clone();
     let elicitations = ElicitationBroker::new(tx_event.clone(), config.approval_timeout);
     let mcp = if config.mcp_servers.values().any(|server| server.enabled) {
         let (mut manager, report) = McpConnectionManager::connect(
@@ -311,7 +311,7 @@ pub(crate) async fn start(
             Some(&config.home),
         )
         .await?;
-        startup_warnings = report.warnings;
+        startup_warnings.extend(report.warnings);
         manager.set_elicitation_sink(Arc::new(elicitations.clone()));
         Some(manager)
     } else {

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use interpreter_model_client::{CutOff, Prompt, ProviderError, ResponseEvent};
+use interpreter_model_client::{CutOff, Prompt, ProviderError, ResponseEvent, RetryNotice};
 use interpreter_protocol::{
     AgentMessageEvent, AgentReasoningEvent, DeltaEvent, ErrorEvent, ErrorKind, EventMsg,
     ReasoningContent, ReasoningSummary, ResponseItem, Role, StreamErrorEvent, TaskCompleteEvent,
@@ -254,10 +254,13 @@ async fn sampling_loop(
     }
 }
 
-/// Sample once, retrying what [`ProviderError::is_retryable`] allows (a stream that
-/// drops, goes idle, is cut off or completes empty) up to the provider's
-/// `stream_max_retries`. Partial output of a failed attempt is discarded: nothing of it
-/// reaches the history, so a failed turn leaves the thread resumable.
+/// Sample once, retrying a failed stream when [`ProviderError::is_retryable`] allows (a
+/// stream that drops, goes idle, is cut off or completes empty) up to the provider's
+/// `stream_max_retries`. Failures before the stream starts were already retried by the
+/// client under the same rule, so they end the sample; each of the client's retries is
+/// announced here as a `stream_error` event. Partial output of a failed attempt is
+/// discarded: nothing of it reaches the history, so a failed turn leaves the thread
+/// resumable.
 /// `visible` events (deltas, messages, reasoning) are emitted only for samples the user
 /// should see; a compaction summary is not one.
 pub(crate) async fn sample_with_retries(
@@ -271,15 +274,15 @@ pub(crate) async fn sample_with_retries(
         u32::try_from(sess.config.model_provider.stream_max_retries()).unwrap_or(u32::MAX);
     let mut attempt = 0u32;
     loop {
-        match sample_once(sess, sub_id, prompt, cancel, visible).await {
+        let (err, message) = match sample_once(sess, sub_id, prompt, cancel, visible).await {
             Ok(items) => return Ok(items),
             Err(_) if cancel.is_cancelled() => return Err(TurnStop::Interrupted),
-            Err(err) if err.is_retryable() && attempt < max_attempts => {
+            Err(SampleFailure::InStream(err)) if err.is_retryable() && attempt < max_attempts => {
                 attempt += 1;
                 sess.emit(
                     sub_id,
                     EventMsg::StreamError(StreamErrorEvent {
-                        message: format!("{err}; retrying ({attempt}/{max_attempts})"),
+                        message: err.to_string(),
                         attempt,
                         max_attempts,
                     }),
@@ -290,25 +293,88 @@ pub(crate) async fn sample_with_retries(
                     () = tokio::time::sleep(backoff) => {}
                     () = cancel.cancelled() => return Err(TurnStop::Interrupted),
                 }
+                continue;
             }
-            Err(err) => {
-                if let ProviderError::ContextWindowExceeded {
-                    context_window: Some(window),
-                    ..
-                } = &err
-                {
-                    sess.context
-                        .lock()
-                        .await
-                        .learn_window(*window, "the server's overflow error");
-                }
-                return Err(TurnStop::Failed(ErrorEvent {
-                    message: err.final_message(attempt + 1),
-                    kind: Some(err.kind()),
-                }));
+            Err(SampleFailure::InStream(err)) => {
+                let message = err.final_message(attempt + 1);
+                (err, message)
             }
+            // Its message already counts the client's attempts.
+            Err(SampleFailure::BeforeStream(err)) => {
+                let message = err.to_string();
+                (err, message)
+            }
+        };
+        if let ProviderError::ContextWindowExceeded {
+            context_window: Some(window),
+            ..
+        } = &err
+        {
+            sess.context
+                .lock()
+                .await
+                .learn_window(*window, "the server's overflow error");
         }
+        return Err(TurnStop::Failed(ErrorEvent {
+            message,
+            kind: Some(err.kind()),
+        }));
     }
+}
+
+/// How one sample failed: before the stream started (the client has applied the retry
+/// rule already) or on an established stream (the engine's to retry).
+enum SampleFailure {
+    BeforeStream(ProviderError),
+    InStream(ProviderError),
+}
+
+impl From<ProviderError> for SampleFailure {
+    fn from(err: ProviderError) -> Self {
+        Self::InStream(err)
+    }
+}
+
+/// Starts the model request, announcing each retry the client makes on the way.
+async fn start_stream(
+    sess: &Session,
+    sub_id: &str,
+    prompt: &Prompt,
+    cancel: &CancellationToken,
+) -> Result<interpreter_model_client::ResponseStream, ProviderError> {
+    let (notices, mut notice_rx) = tokio::sync::mpsc::unbounded_channel::<RetryNotice>();
+    let request = sess
+        .client
+        .stream_with_notices(prompt, cancel, Some(&notices));
+    tokio::pin!(request);
+    let started = loop {
+        tokio::select! {
+            biased;
+            Some(notice) = notice_rx.recv() => announce_retry(sess, sub_id, notice).await,
+            started = &mut request => break started,
+        }
+    };
+    while let Ok(notice) = notice_rx.try_recv() {
+        announce_retry(sess, sub_id, notice).await;
+    }
+    started
+}
+
+async fn announce_retry(sess: &Session, sub_id: &str, notice: RetryNotice) {
+    let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    sess.emit(
+        sub_id,
+        EventMsg::StreamError(StreamErrorEvent {
+            message: format!(
+                "{}; retrying in {:.1}s",
+                notice.error,
+                notice.delay.as_secs_f64()
+            ),
+            attempt: count(notice.retry),
+            max_attempts: count(notice.max_retries),
+        }),
+    )
+    .await;
 }
 
 async fn sample_once(
@@ -317,9 +383,11 @@ async fn sample_once(
     prompt: &Prompt,
     cancel: &CancellationToken,
     visible: bool,
-) -> Result<Sample, ProviderError> {
+) -> Result<Sample, SampleFailure> {
     let request_bytes = sess.client.request_size(prompt);
-    let mut stream = sess.client.stream(prompt, cancel).await?;
+    let mut stream = start_stream(sess, sub_id, prompt, cancel)
+        .await
+        .map_err(SampleFailure::BeforeStream)?;
     let mut items = Vec::new();
     let mut finished = Vec::new();
     while let Some(event) = stream.next().await {
@@ -366,10 +434,10 @@ async fn sample_once(
         }
     }
     // A stream that ends without `Completed` was cut off.
-    Err(ProviderError::Truncated {
+    Err(SampleFailure::InStream(ProviderError::Truncated {
         provider: sess.client.provider_id().to_string(),
         detail: "the response stream ended without a completion event".to_string(),
-    })
+    }))
 }
 
 /// One finished model answer.

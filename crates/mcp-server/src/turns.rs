@@ -235,10 +235,9 @@ pub fn step_of(msg: &EventMsg) -> Option<String> {
         EventMsg::McpToolCallBegin(e) => {
             format!("calling tool {}/{}", e.invocation.server, e.invocation.tool)
         }
-        EventMsg::StreamError(e) => format!(
-            "model stream failed, retrying ({}/{}): {}",
-            e.attempt, e.max_attempts, e.message
-        ),
+        EventMsg::StreamError(e) => {
+            format!("retrying ({}/{}): {}", e.attempt, e.max_attempts, e.message)
+        }
         EventMsg::Warning(e) => format!("warning: {}", e.message),
         EventMsg::Error(e) => format!("error: {}", e.message),
         _ => return None,

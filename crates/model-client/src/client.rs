@@ -19,7 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chat_request::build_chat_request;
 use crate::chat_stream::{ChatStreamParser, CutOff, ResponseEvent, estimate_tokens};
-use crate::error::{Overflow, ProviderError, context_overflow};
+use crate::error::{
+    ConnectionFailure, Overflow, ProviderError, body_summary, context_overflow, retryable_status,
+};
 use crate::prompt::Prompt;
 use crate::provider::{MaxTokensField, ModelProviderInfo, WireApi};
 use crate::responses_request::build_responses_request;
@@ -34,8 +36,6 @@ const BACKOFF_CAP: Duration = Duration::from_secs(5);
 const RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
 /// Deadline for the TCP/TLS connect of one attempt.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How much of an error body ends up in a message.
-const ERROR_BODY_CHARS: usize = 500;
 
 /// A configured connection to one model on one provider.
 #[derive(Clone)]
@@ -96,13 +96,20 @@ pub fn api_key(provider: &ModelProviderInfo, env: &HashMap<String, String>) -> O
 /// `interpreter doctor` gives the same advice as a failed model request.
 pub fn credential_hint(provider_id: &str, provider: &ModelProviderInfo) -> String {
     match &provider.env_key {
-        Some(env_key) => format!("check the API key in {env_key}"),
+        Some(env_key) => format!(
+            "check the API key in {env_key}, or store one with `interpreter login --provider {provider_id}`"
+        ),
+        None if provider.stored_api_key.is_some() => format!(
+            "the stored API key was refused: store a new one with `interpreter login --provider \
+             {provider_id}`"
+        ),
         None if api_key(provider, &HashMap::new()).is_some() => {
             format!("check experimental_bearer_token in [model_providers.{provider_id}]")
         }
         None => format!(
-            "the server wants an API key: set env_key in [model_providers.{provider_id}] and \
-             export that variable"
+            "the server wants an API key: store one with `interpreter login --provider \
+             {provider_id}`, or set env_key in [model_providers.{provider_id}] and export that \
+             variable"
         ),
     }
 }
@@ -166,6 +173,8 @@ impl ModelClient {
                     "base_url is not set; add base_url to [model_providers.{provider_id}]"
                 ))
             })?;
+        crate::provider::validate_base_url(base_url)
+            .map_err(|problem| config_error(format!("base_url {problem}")))?;
         let endpoint = match provider.wire_api {
             WireApi::Chat => "chat/completions",
             WireApi::Responses => "responses",
@@ -240,16 +249,28 @@ impl ModelClient {
     }
 
     /// Sends the prompt and returns the event stream once the server has accepted it.
-    /// 429, 5xx and connection failures are retried here (with backoff, honouring
-    /// `Retry-After`); everything after the stream starts is reported on the stream.
+    /// Failures before the stream starts are retried here when
+    /// [`ProviderError::is_retryable`] says so (with backoff, honouring `Retry-After`, up
+    /// to `request_max_retries`); everything after the stream starts is reported on the
+    /// stream.
     pub async fn stream(
         &self,
         prompt: &Prompt,
         cancel: &CancellationToken,
     ) -> Result<ResponseStream, ProviderError> {
+        self.stream_with_notices(prompt, cancel, None).await
+    }
+
+    /// [`Self::stream`], telling `notices` about each retry before it waits.
+    pub async fn stream_with_notices(
+        &self,
+        prompt: &Prompt,
+        cancel: &CancellationToken,
+        notices: Option<&mpsc::UnboundedSender<RetryNotice>>,
+    ) -> Result<ResponseStream, ProviderError> {
         let (body, request_bytes) = self.encode_request(prompt)?;
         let body_for_probe = body.clone();
-        let response = self.send_with_retries(body, cancel).await?;
+        let response = self.send_with_retries(body, cancel, notices).await?;
         let parser = match self.provider.wire_api {
             WireApi::Chat => WireParser::Chat(ChatStreamParser::default()),
             WireApi::Responses => WireParser::Responses(ResponsesStreamParser::new(
@@ -316,8 +337,12 @@ impl ModelClient {
                 "the same request without streaming was accepted, so the server's streaming failed"
                     .to_string(),
             ),
-            Ok(Err(AttemptFailure::Http {
-                overflow: Some(overflow),
+            Ok(Err(AttemptFailure {
+                kind:
+                    FailureKind::Http {
+                        overflow: Some(overflow),
+                        ..
+                    },
                 ..
             })) => overflow.into_error(&provider),
             Ok(Err(failure)) => empty(format!(
@@ -363,6 +388,7 @@ impl ModelClient {
         &self,
         body: Vec<u8>,
         cancel: &CancellationToken,
+        notices: Option<&mpsc::UnboundedSender<RetryNotice>>,
     ) -> Result<reqwest::Response, ProviderError> {
         let max_retries = self.provider.request_max_retries();
         let mut attempt: u64 = 0;
@@ -371,35 +397,31 @@ impl ModelClient {
                 Ok(response) => return Ok(response),
                 Err(failure) => failure,
             };
-            let retryable = match &failure {
-                AttemptFailure::Http {
-                    overflow: Some(_), ..
-                } => false,
-                AttemptFailure::Http { status, .. } => *status == 429 || *status >= 500,
-                AttemptFailure::Transport(_) => true,
-            };
-            if !retryable || attempt >= max_retries {
-                return Err(self.final_error(failure, attempt + 1));
+            let retry_after = failure.retry_after;
+            let error = self.attempt_error(failure, attempt + 1);
+            if !error.is_retryable() || attempt >= max_retries {
+                return Err(error);
             }
-            let delay = match &failure {
-                AttemptFailure::Http {
-                    retry_after: Some(delay),
-                    ..
-                } => *delay,
-                _ => backoff(attempt),
-            };
-            tracing::warn!(
+            let delay = retry_after.unwrap_or_else(|| backoff(attempt));
+            attempt += 1;
+            tracing::debug!(
                 provider = %self.provider_id,
-                attempt = attempt + 1,
+                retry = attempt,
                 delay_ms = delay.as_millis() as u64,
-                "model request failed, retrying: {}",
-                failure.summary()
+                "retrying the model request: {error}"
             );
+            if let Some(notices) = notices {
+                let _ = notices.send(RetryNotice {
+                    error: error.into_retry_notice(),
+                    retry: attempt,
+                    max_retries,
+                    delay,
+                });
+            }
             tokio::select! {
                 () = cancel.cancelled() => return Err(ProviderError::Cancelled),
                 () = tokio::time::sleep(delay) => {}
             }
-            attempt += 1;
         }
     }
 
@@ -420,12 +442,18 @@ impl ModelClient {
         };
         let response = match sent {
             Err(_) => {
-                return Ok(Err(AttemptFailure::Transport(format!(
-                    "no response headers within {}s",
-                    deadline.as_secs_f64()
-                ))));
+                return Ok(Err(AttemptFailure::transport(
+                    ConnectionFailure::Timeout,
+                    format!(
+                        "no response headers within {}s; see stream_idle_timeout_ms",
+                        deadline.as_secs_f64()
+                    ),
+                )));
             }
-            Ok(Err(err)) => return Ok(Err(AttemptFailure::Transport(describe_reqwest(&err)))),
+            Ok(Err(err)) => {
+                let (failure, detail) = classify_transport_error(&err);
+                return Ok(Err(AttemptFailure::transport(failure, detail)));
+            }
             Ok(Ok(response)) => response,
         };
         let status = response.status();
@@ -437,76 +465,205 @@ impl ModelClient {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|value| value.to_str().ok())
             .and_then(parse_retry_after);
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
         let body = tokio::select! {
             () = cancel.cancelled() => return Err(ProviderError::Cancelled),
             body = tokio::time::timeout(deadline, response.text()) => {
                 body.ok().and_then(Result::ok).unwrap_or_default()
             }
         };
-        Ok(Err(AttemptFailure::Http {
-            status: status.as_u16(),
+        Ok(Err(AttemptFailure {
             retry_after,
-            message: error_message(&body, status),
-            overflow: context_overflow(status.as_u16(), &body),
+            kind: FailureKind::Http {
+                status: status.as_u16(),
+                message: body_summary(&body, content_type.as_deref()),
+                overflow: context_overflow(status.as_u16(), &body),
+            },
         }))
     }
 
-    fn final_error(&self, failure: AttemptFailure, attempts: u64) -> ProviderError {
+    /// The error one failed attempt stands for, after `attempts` tries so far.
+    fn attempt_error(&self, failure: AttemptFailure, attempts: u64) -> ProviderError {
         let provider = self.provider_id.clone();
-        match failure {
-            AttemptFailure::Transport(message) => ProviderError::Connection {
+        let url = self.url.clone();
+        match failure.kind {
+            FailureKind::Transport { failure, detail } => ProviderError::Connection {
+                reason: connection_reason(failure, &self.url, &detail),
+                hint: self.connection_hint(failure),
                 provider,
-                message: format!("{message} (after {attempts} attempts)"),
+                url,
+                failure,
+                attempts,
             },
-            AttemptFailure::Http {
+            FailureKind::Http {
                 overflow: Some(overflow),
                 ..
             } => overflow.into_error(&provider),
-            AttemptFailure::Http {
+            FailureKind::Http {
                 status, message, ..
-            } => match status {
-                401 | 403 => ProviderError::Unauthorized {
-                    provider,
-                    status,
-                    message,
-                    hint: self.credential_hint.clone(),
-                },
-                429 | 500.. => ProviderError::Retryable {
-                    provider,
-                    status,
-                    message,
-                    attempts,
-                },
-                _ => ProviderError::BadRequest {
-                    provider,
-                    status,
-                    message,
-                },
+            } => ProviderError::Http {
+                hint: self.http_hint(status),
+                provider,
+                url,
+                status,
+                message,
+                attempts,
             },
+        }
+    }
+
+    /// What to do about an error status: the credential for 401/403, a missing `/v1`
+    /// for an endpoint the server does not have, patience for an overloaded one.
+    fn http_hint(&self, status: u16) -> String {
+        let id = &self.provider_id;
+        let base_url = self
+            .provider
+            .base_url
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .trim_end_matches('/');
+        match status {
+            401 | 403 => self.credential_hint.clone(),
+            404 | 405 | 501 if !ends_in_api_version(base_url) => format!(
+                "base_url may lack the API version: try base_url = \"{base_url}/v1\" in \
+                 [model_providers.{id}], or run `interpreter doctor`"
+            ),
+            404 | 405 | 501 if self.provider.wire_api == WireApi::Responses => format!(
+                "the server may not serve the Responses API: try wire_api = \"chat\" in \
+                 [model_providers.{id}], or run `interpreter doctor`"
+            ),
+            404 | 405 | 501 => format!(
+                "the server has no {} endpoint: check base_url in [model_providers.{id}] \
+                 and run `interpreter doctor`",
+                self.url
+            ),
+            _ if retryable_status(status) => {
+                "the server is busy or failing; try again later, or run `interpreter doctor`"
+                    .to_string()
+            }
+            _ => "run `interpreter doctor` to check the model and provider settings".to_string(),
+        }
+    }
+
+    /// What to do when there was no HTTP answer.
+    fn connection_hint(&self, failure: ConnectionFailure) -> String {
+        let id = &self.provider_id;
+        match failure {
+            ConnectionFailure::Refused => format!(
+                "is the model server running? Start it, or fix base_url in \
+                 [model_providers.{id}]; `interpreter doctor` checks the setup"
+            ),
+            ConnectionFailure::Dns | ConnectionFailure::InvalidUrl => format!(
+                "check the host in base_url of [model_providers.{id}], or run `interpreter doctor`"
+            ),
+            ConnectionFailure::Tls => format!(
+                "check the server's certificate, or whether base_url of \
+                 [model_providers.{id}] should be http:// rather than https://; \
+                 run `interpreter doctor`"
+            ),
+            ConnectionFailure::Timeout | ConnectionFailure::Reset | ConnectionFailure::Other => {
+                "the server may be overloaded or unreachable; run `interpreter doctor`".to_string()
+            }
         }
     }
 }
 
+/// Whether a base URL's path ends in an API version segment (`/v1`, `/v4`), as every
+/// OpenAI-compatible root does.
+fn ends_in_api_version(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    url.path_segments()
+        .and_then(|mut segments| segments.rfind(|segment| !segment.is_empty()))
+        .and_then(|last| last.strip_prefix('v'))
+        .is_some_and(|version| !version.is_empty() && version.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// A connection failure in plain words.
+fn connection_reason(failure: ConnectionFailure, url: &str, detail: &str) -> String {
+    let parsed = reqwest::Url::parse(url).ok();
+    let host = parsed
+        .as_ref()
+        .and_then(|url| url.host_str())
+        .unwrap_or("the host")
+        .to_string();
+    let host_port = match parsed
+        .as_ref()
+        .and_then(reqwest::Url::port_or_known_default)
+    {
+        Some(port) => format!("{host}:{port}"),
+        None => host.clone(),
+    };
+    match failure {
+        ConnectionFailure::Refused => {
+            format!("nothing is listening at {host_port} (connection refused)")
+        }
+        ConnectionFailure::Dns => format!("the host name `{host}` does not resolve ({detail})"),
+        ConnectionFailure::Tls => format!("the TLS handshake with {host_port} failed ({detail})"),
+        ConnectionFailure::InvalidUrl => format!("the URL cannot be requested ({detail})"),
+        ConnectionFailure::Timeout => format!("{host_port} did not answer in time ({detail})"),
+        ConnectionFailure::Reset => {
+            format!("{host_port} closed the connection before answering ({detail})")
+        }
+        ConnectionFailure::Other => detail.to_string(),
+    }
+}
+
+/// A request failure before the stream started that the client itself retried: the
+/// engine turns each into a `stream_error` event, so a human sees the retries happen.
+#[derive(Debug, Clone)]
+pub struct RetryNotice {
+    /// What the failed attempt ended in.
+    pub error: ProviderError,
+    /// This retry's number, from 1.
+    pub retry: u64,
+    pub max_retries: u64,
+    /// The wait before the retry (backoff or the server's `Retry-After`).
+    pub delay: Duration,
+}
+
 /// Why one attempt failed before the stream started.
 #[derive(Debug)]
-enum AttemptFailure {
+struct AttemptFailure {
+    retry_after: Option<Duration>,
+    kind: FailureKind,
+}
+
+#[derive(Debug)]
+enum FailureKind {
     Http {
         status: u16,
-        retry_after: Option<Duration>,
+        /// The body summarised to one line.
         message: String,
         /// Set when the body says the prompt does not fit (never retried).
         overflow: Option<Overflow>,
     },
-    Transport(String),
+    Transport {
+        failure: ConnectionFailure,
+        detail: String,
+    },
 }
 
 impl AttemptFailure {
+    fn transport(failure: ConnectionFailure, detail: String) -> Self {
+        Self {
+            retry_after: None,
+            kind: FailureKind::Transport { failure, detail },
+        }
+    }
+
     fn summary(&self) -> String {
-        match self {
-            Self::Http {
+        match &self.kind {
+            FailureKind::Http {
                 status, message, ..
             } => format!("HTTP {status}: {message}"),
-            Self::Transport(message) => message.clone(),
+            FailureKind::Transport { detail, .. } => detail.clone(),
         }
     }
 }
@@ -1007,41 +1164,59 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
     Some(delay.min(RETRY_AFTER_CAP))
 }
 
-/// The server's own words from an error body (`{"error":{"message"}}`, `{"error":"…"}`,
-/// `{"message"}`, `{"detail"}`), else the raw text, else the status line.
-fn error_message(body: &str, status: reqwest::StatusCode) -> String {
-    let from_json = serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|value| {
-            let error = value.get("error").unwrap_or(&value);
-            error
-                .get("message")
-                .or_else(|| error.get("detail"))
-                .and_then(|m| m.as_str())
-                .or_else(|| error.as_str())
-                .map(str::to_string)
-        });
-    let text = from_json.unwrap_or_else(|| body.trim().to_string());
-    if text.is_empty() {
-        return status.to_string();
-    }
-    let mut clipped: String = text.chars().take(ERROR_BODY_CHARS).collect();
-    if clipped.len() < text.len() {
-        clipped.push('…');
-    }
-    clipped.replace('\n', " ")
-}
-
-fn describe_reqwest(err: &reqwest::Error) -> String {
+/// What kind of connection failure a transport error is, and its innermost cause in
+/// the transport's words (the outer layers only repeat the URL).
+fn classify_transport_error(err: &reqwest::Error) -> (ConnectionFailure, String) {
     use std::error::Error as _;
-    let mut message = err.to_string();
+    let mut causes: Vec<&(dyn std::error::Error + 'static)> = Vec::new();
     let mut source = err.source();
     while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
+        causes.push(cause);
         source = cause.source();
     }
-    message
+    let detail = causes
+        .last()
+        .map_or_else(|| err.to_string(), |cause| cause.to_string());
+    if err.is_builder() {
+        return (ConnectionFailure::InvalidUrl, detail);
+    }
+    if err.is_timeout() {
+        return (ConnectionFailure::Timeout, detail);
+    }
+    let io_kind = causes
+        .iter()
+        .find_map(|cause| cause.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind);
+    let failure = match io_kind {
+        Some(std::io::ErrorKind::ConnectionRefused) => ConnectionFailure::Refused,
+        Some(std::io::ErrorKind::TimedOut) => ConnectionFailure::Timeout,
+        Some(
+            std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::UnexpectedEof,
+        ) => ConnectionFailure::Reset,
+        _ => {
+            // The resolver's and TLS stack's errors carry no io kind; their words do.
+            let words = causes
+                .iter()
+                .map(|cause| cause.to_string().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+                .join(": ");
+            if words.contains("dns error") || words.contains("failed to lookup address") {
+                ConnectionFailure::Dns
+            } else if words.contains("certificate") || words.contains("tls") {
+                ConnectionFailure::Tls
+            } else if words.contains("connection closed") || words.contains("connection reset") {
+                ConnectionFailure::Reset
+            } else if words.contains("invalid url") || words.contains("relative url") {
+                ConnectionFailure::InvalidUrl
+            } else {
+                ConnectionFailure::Other
+            }
+        }
+    };
+    (failure, detail)
 }
 
 #[cfg(test)]
@@ -1067,14 +1242,23 @@ mod tests {
     }
 
     #[test]
-    fn error_messages_come_from_the_server_body() {
-        let status = reqwest::StatusCode::BAD_REQUEST;
-        assert_eq!(
-            error_message(r#"{"error":{"message":"bad tool"}}"#, status),
-            "bad tool"
-        );
-        assert_eq!(error_message(r#"{"error":"nope"}"#, status), "nope");
-        assert_eq!(error_message("", status), "400 Bad Request");
+    fn api_version_segments_are_recognised() {
+        for url in [
+            "http://h:8080/v1",
+            "https://api.z.ai/api/paas/v4/",
+            "http://h/x/v1",
+        ] {
+            assert!(ends_in_api_version(url), "{url}");
+        }
+        for url in [
+            "http://h:8000",
+            "http://h:8000/",
+            "http://h/api",
+            "http://h/v",
+            "http://h/vx",
+        ] {
+            assert!(!ends_in_api_version(url), "{url}");
+        }
     }
 
     fn provider(env_key: Option<&str>) -> ModelProviderInfo {

@@ -21,16 +21,26 @@ pub enum ProviderError {
     #[error("model provider `{provider}` is misconfigured: {message}")]
     Config { provider: String, message: String },
 
-    #[error("model provider `{provider}` returned {status} Unauthorized: {hint}")]
-    Unauthorized {
+    /// The server answered the request with an error status (before any stream). The
+    /// message names the URL and the status; `hint` says what to do about it.
+    #[error(
+        "model provider `{provider}` answered {status}{} to POST {url}{}{}{}",
+        status_reason(*status).map(|reason| format!(" {reason}")).unwrap_or_default(),
+        Some(message).filter(|m| !m.is_empty()).map(|m| format!(": {m}")).unwrap_or_default(),
+        attempts_note(*attempts),
+        hint_note(hint)
+    )]
+    Http {
         provider: String,
+        url: String,
         status: u16,
-        /// What the server said, when it said anything.
+        /// What the server said, summarised to one short line (may be empty).
         message: String,
-        /// Which credential to check.
         hint: String,
+        attempts: u64,
     },
 
+    /// An error event inside a stream that refused the request as such.
     #[error("model provider `{provider}` rejected the request ({status}): {message}")]
     BadRequest {
         provider: String,
@@ -54,18 +64,29 @@ pub enum ProviderError {
         prompt_tokens: Option<u64>,
     },
 
-    #[error(
-        "model provider `{provider}` kept failing with HTTP {status} after {attempts} attempts: {message}"
-    )]
+    /// An error event inside a stream saying the server is rate limited or overloaded.
+    #[error("model provider `{provider}` is rate limited or overloaded ({status}): {message}")]
     Retryable {
         provider: String,
         status: u16,
         message: String,
-        attempts: u64,
     },
 
-    #[error("could not reach model provider `{provider}`: {message}")]
-    Connection { provider: String, message: String },
+    /// No HTTP answer at all: the connection failed, or no response headers arrived.
+    #[error(
+        "could not reach model provider `{provider}` at {url}: {reason}{}{}",
+        attempts_note(*attempts),
+        hint_note(hint)
+    )]
+    Connection {
+        provider: String,
+        url: String,
+        failure: ConnectionFailure,
+        /// The failure in plain words (what was tried and what happened).
+        reason: String,
+        hint: String,
+        attempts: u64,
+    },
 
     #[error(
         "model provider `{provider}` sent nothing for {}s while streaming (stream_idle_timeout_ms)",
@@ -98,11 +119,35 @@ pub enum ProviderError {
     Cancelled,
 }
 
+/// Why a connection attempt got no HTTP answer, as far as the transport says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionFailure {
+    /// Nothing accepts connections at the host and port.
+    Refused,
+    /// The host name does not resolve.
+    Dns,
+    /// TLS handshake or certificate verification failed.
+    Tls,
+    /// The URL cannot be requested at all (config validation normally catches this).
+    InvalidUrl,
+    /// Connecting, or waiting for the response headers, took too long.
+    Timeout,
+    /// The connection was reset or closed before the answer arrived.
+    Reset,
+    /// Anything the transport does not say more about.
+    Other,
+}
+
 impl ProviderError {
     /// The coarse category front ends report next to the message.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::MissingApiKey { .. } | Self::Unauthorized { .. } => ErrorKind::Unauthorized,
+            Self::MissingApiKey { .. } => ErrorKind::Unauthorized,
+            Self::Http { status, .. } => match status {
+                401 | 403 => ErrorKind::Unauthorized,
+                _ if retryable_status(*status) => ErrorKind::ServerOverloaded,
+                _ => ErrorKind::BadRequest,
+            },
             Self::Config { .. } | Self::BadRequest { .. } => ErrorKind::BadRequest,
             Self::ContextWindowExceeded { .. } => ErrorKind::ContextWindowExceeded,
             Self::Retryable { .. } => ErrorKind::ServerOverloaded,
@@ -116,20 +161,41 @@ impl ProviderError {
         }
     }
 
-    /// Whether the engine may re-issue the whole sampling request: the one retry rule
-    /// for answers. Only failures of an established stream qualify (broken, idle, cut off,
-    /// or complete but empty); request-level failures (connection, 429, 5xx) were already
-    /// retried with backoff inside the client, and retrying them again would multiply the
-    /// wait without a new chance of success.
+    /// The one retry rule: whether trying the same request again may succeed. The client
+    /// applies it to failures before the stream starts (with `request_max_retries`), the
+    /// engine to failures of an established stream (with `stream_max_retries`); each
+    /// failure is retried by exactly one of them. The table is in docs/reliability.md.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::Stream { .. }
-                | Self::StreamIdle { .. }
-                | Self::EmptyAnswer { .. }
-                | Self::EmptyStream { .. }
-                | Self::Truncated { .. }
-        )
+        match self {
+            Self::Http { status, .. } => retryable_status(*status),
+            Self::Connection { failure, .. } => matches!(
+                failure,
+                ConnectionFailure::Timeout | ConnectionFailure::Reset | ConnectionFailure::Other
+            ),
+            Self::Retryable { .. }
+            | Self::Stream { .. }
+            | Self::StreamIdle { .. }
+            | Self::EmptyAnswer { .. }
+            | Self::EmptyStream { .. }
+            | Self::Truncated { .. } => true,
+            Self::MissingApiKey { .. }
+            | Self::Config { .. }
+            | Self::BadRequest { .. }
+            | Self::ContextWindowExceeded { .. }
+            | Self::Cancelled => false,
+        }
+    }
+
+    /// The failure of one attempt as a retry notice shows it: no attempt count and no
+    /// hint, because the client is about to try again.
+    pub(crate) fn into_retry_notice(mut self) -> Self {
+        if let Self::Http { attempts, hint, .. } | Self::Connection { attempts, hint, .. } =
+            &mut self
+        {
+            *attempts = 1;
+            hint.clear();
+        }
+        self
     }
 
     /// The message a turn fails with after `attempts` tries ended in this error. For
@@ -151,6 +217,160 @@ impl ProviderError {
             _ if attempts > 1 => format!("{self} (after {attempts} attempts)"),
             _ => self.to_string(),
         }
+    }
+}
+
+/// Statuses worth another try: the server (or a gateway in front of it) is busy, timed
+/// out or failed transiently. 408 Request Timeout, 409 Conflict (a concurrent request),
+/// 429 Too Many Requests, 500, 502, 503, 504, and the 520–524/529 that CDN gateways in
+/// front of hosted APIs answer. Every other status is an answer that will not change.
+pub(crate) fn retryable_status(status: u16) -> bool {
+    matches!(
+        status,
+        408 | 409 | 429 | 500 | 502 | 503 | 504 | 520..=524 | 529
+    )
+}
+
+/// The reason phrase of a status, for messages (`404 Not Found`).
+fn status_reason(status: u16) -> Option<&'static str> {
+    reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|status| status.canonical_reason())
+}
+
+/// ` (after N attempts)` when the request was tried more than once.
+fn attempts_note(attempts: u64) -> String {
+    if attempts > 1 {
+        format!(" (after {attempts} attempts)")
+    } else {
+        String::new()
+    }
+}
+
+/// `; HINT`, or nothing without a hint.
+fn hint_note(hint: &str) -> String {
+    if hint.is_empty() {
+        String::new()
+    } else {
+        format!("; {hint}")
+    }
+}
+
+/// How much of a server's words end up in a message.
+const SUMMARY_CHARS: usize = 200;
+
+/// A server's error body as one short line: the `message` of a JSON error, the title
+/// (else first heading, else text) of an HTML page, or the text itself; whitespace
+/// collapsed and cut at [`SUMMARY_CHARS`]. A proxy's or web server's whole page never
+/// ends up in a message.
+pub(crate) fn body_summary(body: &str, content_type: Option<&str>) -> String {
+    let trimmed = body.trim_start();
+    let looks_like_html = content_type.is_some_and(|t| t.to_ascii_lowercase().contains("html"))
+        || trimmed.get(..15).is_some_and(|head| {
+            let head = head.to_ascii_lowercase();
+            head.starts_with("<!doctype html") || head.starts_with("<html")
+        });
+    let text = if looks_like_html {
+        html_summary(body)
+    } else {
+        let fields = error_fields(body);
+        fields
+            .message
+            .or_else(|| {
+                fields.detail.map(|detail| match detail {
+                    serde_json::Value::String(text) => text,
+                    other => other.to_string(),
+                })
+            })
+            .unwrap_or_else(|| body.to_string())
+    };
+    clip(&collapse_whitespace(&text), SUMMARY_CHARS)
+}
+
+/// The page's `<title>` (else its first `<h1>`…`<h6>`), then the rest of its visible
+/// text: web servers' error pages put the useful part ("Unsupported method ('POST')")
+/// after a generic title.
+fn html_summary(html: &str) -> String {
+    let lower = html.to_ascii_lowercase();
+    let element = |open: &str, close: &str| -> Option<String> {
+        let start = lower.find(open)?;
+        let content = start + lower[start..].find('>')? + 1;
+        let end = content + lower[content..].find(close)?;
+        let text = collapse_whitespace(&decode_entities(&strip_tags(&html[content..end])));
+        Some(text).filter(|t| !t.is_empty())
+    };
+    let title = element("<title", "</title")
+        .or_else(|| (1..=6).find_map(|n| element(&format!("<h{n}"), &format!("</h{n}"))))
+        .unwrap_or_default();
+    let body = lower.find("<body").map_or(html, |at| &html[at..]);
+    let text = collapse_whitespace(&decode_entities(&strip_tags(body)));
+    let rest = text.strip_prefix(title.as_str()).unwrap_or(&text).trim();
+    match (title.is_empty(), rest.is_empty()) {
+        (_, true) => title,
+        (true, false) => rest.to_string(),
+        (false, false) => format!("{title}: {rest}"),
+    }
+}
+
+/// The text outside tags, with `<script>` and `<style>` contents left out.
+fn strip_tags(html: &str) -> String {
+    let mut text = String::with_capacity(html.len());
+    let mut in_tag = false;
+    let mut rest = html;
+    let mut visible = String::with_capacity(html.len());
+    // Cut out script and style blocks first: their contents are not text.
+    loop {
+        let script = find_ignoring_case(rest, "<script").map(|at| (at, "</script"));
+        let style = find_ignoring_case(rest, "<style").map(|at| (at, "</style"));
+        let Some((start, closer)) = script.into_iter().chain(style).min() else {
+            break;
+        };
+        let (before, block) = rest.split_at(start);
+        visible.push_str(before);
+        rest = match find_ignoring_case(block, closer) {
+            Some(end) => block[end..]
+                .find('>')
+                .map_or("", |close| &block[end + close + 1..]),
+            None => "",
+        };
+    }
+    visible.push_str(rest);
+    for c in visible.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => {
+                in_tag = false;
+                text.push(' ');
+            }
+            _ if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text
+}
+
+fn find_ignoring_case(haystack: &str, needle: &str) -> Option<usize> {
+    haystack.to_ascii_lowercase().find(needle)
+}
+
+fn decode_entities(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&nbsp;", " ")
+        .replace("&amp;", "&")
+}
+
+fn collapse_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn clip(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
     }
 }
 
@@ -190,6 +410,9 @@ struct ErrorFields {
     n_ctx: Option<u64>,
     #[serde(default)]
     n_prompt_tokens: Option<u64>,
+    /// FastAPI-based servers (vLLM's older routes) put their words in `detail`.
+    #[serde(default)]
+    detail: Option<serde_json::Value>,
 }
 
 fn error_fields(body: &str) -> ErrorFields {
@@ -334,4 +557,121 @@ fn prompt_tokens_from_message(lower: &str) -> Option<u64> {
             "request contains",
         ],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `python3 -m http.server` answers a POST.
+    const PYTHON_501: &str = r#"<!DOCTYPE HTML>
+<html lang="en">
+    <head>
+        <meta charset="utf-8">
+        <style type="text/css">:root { color-scheme: light dark; }</style>
+        <title>Error response</title>
+    </head>
+    <body>
+        <h1>Error response</h1>
+        <p>Error code: 501</p>
+        <p>Message: Unsupported method ('POST').</p>
+        <p>Error code explanation: 501 - Server does not support this operation.</p>
+    </body>
+</html>
+"#;
+
+    #[test]
+    fn html_pages_are_summarised_to_title_and_text() {
+        assert_eq!(
+            body_summary(PYTHON_501, Some("text/html;charset=utf-8")),
+            "Error response: Error code: 501 Message: Unsupported method ('POST'). Error code \
+             explanation: 501 - Server does not support this operation."
+        );
+        let nginx = "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>";
+        assert_eq!(body_summary(nginx, None), "404 Not Found: nginx/1.25.3");
+        let script =
+            "<html><body><script>var x = '<b>';</script><h2>Gone &amp; away</h2></body></html>";
+        assert_eq!(body_summary(script, Some("text/html")), "Gone & away");
+    }
+
+    #[test]
+    fn long_bodies_are_cut_and_json_errors_give_their_message() {
+        let page = format!(
+            "<html><title>T</title><body>{}</body></html>",
+            "word ".repeat(500)
+        );
+        let summary = body_summary(&page, Some("text/html"));
+        assert!(summary.ends_with('…'), "{summary}");
+        assert_eq!(summary.chars().count(), SUMMARY_CHARS + 1);
+        assert_eq!(
+            body_summary(
+                r#"{"error":{"message":"bad tool"}}"#,
+                Some("application/json")
+            ),
+            "bad tool"
+        );
+        assert_eq!(body_summary(r#"{"error":"nope"}"#, None), "nope");
+        assert_eq!(body_summary(r#"{"detail":"Not Found"}"#, None), "Not Found");
+        assert_eq!(body_summary("  plain\n\ntext  ", None), "plain text");
+        assert_eq!(body_summary("", None), "");
+        assert_eq!(
+            body_summary(&"x".repeat(1000), None).chars().count(),
+            SUMMARY_CHARS + 1
+        );
+    }
+
+    #[test]
+    fn only_transient_failures_are_retryable() {
+        let http = |status| ProviderError::Http {
+            provider: "p".into(),
+            url: "http://h/v1/chat/completions".into(),
+            status,
+            message: String::new(),
+            hint: "h".into(),
+            attempts: 1,
+        };
+        for status in [408, 409, 429, 500, 502, 503, 504, 529] {
+            assert!(http(status).is_retryable(), "{status}");
+        }
+        for status in [400, 401, 403, 404, 405, 413, 422, 501, 505] {
+            assert!(!http(status).is_retryable(), "{status}");
+        }
+        let connection = |failure| ProviderError::Connection {
+            provider: "p".into(),
+            url: "u".into(),
+            failure,
+            reason: "r".into(),
+            hint: "h".into(),
+            attempts: 1,
+        };
+        for failure in [
+            ConnectionFailure::Refused,
+            ConnectionFailure::Dns,
+            ConnectionFailure::Tls,
+            ConnectionFailure::InvalidUrl,
+        ] {
+            assert!(!connection(failure).is_retryable(), "{failure:?}");
+        }
+        for failure in [ConnectionFailure::Timeout, ConnectionFailure::Reset] {
+            assert!(connection(failure).is_retryable(), "{failure:?}");
+        }
+    }
+
+    #[test]
+    fn an_http_failure_is_one_line_with_status_url_and_hint() {
+        let err = ProviderError::Http {
+            provider: "local".into(),
+            url: "http://127.0.0.1:8000/chat/completions".into(),
+            status: 404,
+            message: "Not Found".into(),
+            hint: "try base_url = \"http://127.0.0.1:8000/v1\"".into(),
+            attempts: 1,
+        };
+        assert_eq!(
+            err.to_string(),
+            "model provider `local` answered 404 Not Found to POST \
+             http://127.0.0.1:8000/chat/completions: Not Found; try base_url = \
+             \"http://127.0.0.1:8000/v1\""
+        );
+    }
 }

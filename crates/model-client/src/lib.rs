@@ -22,8 +22,10 @@ pub mod text_tools;
 
 pub use chat_request::DEFAULT_REASONING_FIELD;
 pub use chat_stream::{CutOff, ResponseEvent};
-pub use client::{ModelClient, ResponseStream, api_key, credential_hint, provider_headers};
-pub use error::ProviderError;
+pub use client::{
+    ModelClient, ResponseStream, RetryNotice, api_key, credential_hint, provider_headers,
+};
+pub use error::{ConnectionFailure, ProviderError};
 pub use history::ABORTED_TOOL_OUTPUT;
 pub use prompt::{Prompt, ToolSpec};
 pub use provider::*;

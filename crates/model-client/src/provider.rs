@@ -207,6 +207,28 @@ pub fn built_in_providers() -> HashMap<String, ModelProviderInfo> {
     ])
 }
 
+/// Whether `base_url` can be requested at all: an absolute `http://` or `https://` URL
+/// with a host. The one rule for a well-formed `base_url`, applied when the config loads
+/// (so the error names the key and the file or `-c` that set it) and again when a client
+/// is built. The error completes "base_url …".
+pub fn validate_base_url(url: &str) -> Result<(), String> {
+    const EXAMPLE: &str = "expected the server's API root, e.g. \"http://localhost:8080/v1\"";
+    let url = url.trim();
+    if url.is_empty() {
+        return Err(format!("is empty; {EXAMPLE}"));
+    }
+    match reqwest::Url::parse(url) {
+        Err(err) => Err(format!("`{url}` is not a URL ({err}); {EXAMPLE}")),
+        Ok(parsed) if !matches!(parsed.scheme(), "http" | "https") => Err(format!(
+            "`{url}` is not an http:// or https:// URL; {EXAMPLE}"
+        )),
+        Ok(parsed) if parsed.host_str().is_none_or(str::is_empty) => {
+            Err(format!("`{url}` has no host; {EXAMPLE}"))
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
 /// Whether a URL's host is `localhost`, a loopback address or a private/link-local one.
 pub fn is_local_url(url: &str) -> bool {
     let Ok(parsed) = reqwest::Url::parse(url.trim()) else {
@@ -250,6 +272,28 @@ mod tests {
             "not a url",
         ] {
             assert!(!is_local_url(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn base_urls_must_be_absolute_http_urls_with_a_host() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "https://api.z.ai/api/paas/v4",
+            " http://h/ ",
+        ] {
+            assert_eq!(validate_base_url(url), Ok(()), "{url}");
+        }
+        for (url, words) in [
+            ("", "is empty"),
+            ("not a url", "is not a URL (relative URL without a base)"),
+            ("localhost:8080/v1", "is not an http:// or https:// URL"),
+            ("ftp://host/v1", "is not an http:// or https:// URL"),
+            ("http://", "is not a URL (empty host)"),
+            ("file:///v1", "is not an http:// or https:// URL"),
+        ] {
+            let err = validate_base_url(url).err().unwrap_or_default();
+            assert!(err.contains(words), "{url}: {err}");
         }
     }
 

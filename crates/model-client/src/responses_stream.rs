@@ -454,14 +454,12 @@ impl ResponsesStreamParser {
                     provider,
                     status: 429,
                     message,
-                    attempts: 1,
                 }
             }
             "server_is_overloaded" | "slow_down" | "overloaded" => ProviderError::Retryable {
                 provider,
                 status: 503,
                 message,
-                attempts: 1,
             },
             code if code.starts_with("invalid") || code == "bad_request" => {
                 ProviderError::BadRequest {

@@ -282,10 +282,13 @@ async fn exhausted_retries_report_the_last_status() -> anyhow::Result<()> {
         .err();
     assert_eq!(
         err,
-        Some(ProviderError::Retryable {
+        Some(ProviderError::Http {
             provider: "mock".into(),
+            url: format!("{}/chat/completions", server.base_url()),
             status: 503,
             message: "overloaded".into(),
+            hint: "the server is busy or failing; try again later, or run `interpreter doctor`"
+                .into(),
             attempts: 3
         })
     );
@@ -352,7 +355,15 @@ async fn unauthorized_names_the_key_variable() -> anyhow::Result<()> {
         .err();
     assert_eq!(
         err.as_ref().map(ToString::to_string).as_deref(),
-        Some("model provider `mock` returned 401 Unauthorized: check the API key in MODEL_API_KEY")
+        Some(
+            format!(
+                "model provider `mock` answered 401 Unauthorized to POST {}/chat/completions: \
+                 invalid api key; check the API key in MODEL_API_KEY, or store one with \
+                 `interpreter login --provider mock`",
+                server.base_url()
+            )
+            .as_str()
+        )
     );
     assert_eq!(err.map(|e| e.kind()), Some(ErrorKind::Unauthorized));
     assert_eq!(server.requests().len(), 1, "401 must not be retried");

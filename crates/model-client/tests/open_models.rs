@@ -130,7 +130,7 @@ async fn other_bad_requests_are_not_overflows() -> anyhow::Result<()> {
     let client = client_for(provider(&server))?;
     let err = collect(&client, &prompt()).await.err();
     assert!(
-        matches!(err, Some(ProviderError::BadRequest { .. })),
+        matches!(err, Some(ProviderError::Http { status: 400, .. })),
         "{err:?}"
     );
     Ok(())

@@ -382,8 +382,12 @@ impl JsonlTranslator {
                     message: ev.message.clone(),
                 }]
             }
+            // Codex's wording for a retry notice, with the failure as its details.
             EventMsg::StreamError(ev) => vec![ThreadEvent::Error {
-                message: ev.message.clone(),
+                message: format!(
+                    "Reconnecting... {}/{} ({})",
+                    ev.attempt, ev.max_attempts, ev.message
+                ),
             }],
             EventMsg::TokenCount(ev) => {
                 if let Some(info) = &ev.info {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use interpreter_model_client::built_in_providers;
+use interpreter_model_client::{built_in_providers, validate_base_url};
 use interpreter_protocol::{AskForApproval, ReasoningEffort, SandboxMode, SandboxPolicy};
 use toml::{Table, Value};
 
@@ -86,7 +86,8 @@ pub fn resolve_home(env: &HashMap<String, String>) -> Result<PathBuf, ConfigErro
 
 pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     let config_path = inputs.home.join("config.toml");
-    let layers = collect_layers(&inputs, &config_path)?;
+    let mut warnings = Vec::new();
+    let layers = collect_layers(&inputs, &config_path, &mut warnings)?;
 
     let mut merged = Table::new();
     for layer in &layers {
@@ -94,16 +95,33 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     }
     let file_origin = ConfigSource::File(config_path.clone());
     let toml: ConfigToml = deserialize_merged(merged, &layers, &file_origin)?;
-    let invalid = |key: &str, message: &str| {
-        let path = vec![key.to_string()];
+    // The error for the value at `path`, naming the key as it is spelled where it was
+    // set and that file (or `-c`).
+    let invalid_at = |path: &[&str], message: String| {
+        let path: Vec<String> = path.iter().map(|segment| segment.to_string()).collect();
+        let (origin, key) = match layer_setting(&layers, &path) {
+            Some(layer) => (layer.origin.clone(), layer.display_key(&path)),
+            None => (file_origin.clone(), path.join(".")),
+        };
         ConfigError::InvalidValue {
-            key: key.to_string(),
-            origin: layer_setting(&layers, &path)
-                .map(|layer| layer.origin.clone())
-                .unwrap_or_else(|| file_origin.clone()),
-            message: message.to_string(),
+            key,
+            origin,
+            message,
         }
     };
+    let invalid = |key: &str, message: &str| invalid_at(&[key], message.to_string());
+
+    // A base_url that cannot be requested fails here, before any request, for every
+    // provider the config defines (not only the one in use): it is a typo either way.
+    if let Some(url) = &toml.openai_base_url {
+        validate_base_url(url).map_err(|problem| invalid_at(&["openai_base_url"], problem))?;
+    }
+    for (id, provider) in &toml.model_providers {
+        if let Some(url) = &provider.base_url {
+            validate_base_url(url)
+                .map_err(|problem| invalid_at(&["model_providers", id, "base_url"], problem))?;
+        }
+    }
 
     let ConfigOverrides {
         model,
@@ -183,10 +201,10 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         }
     };
     if !add_dirs.is_empty() && sandbox_mode != SandboxMode::WorkspaceWrite {
-        tracing::warn!(
+        warnings.push(format!(
             "--add-dir has no effect in {} sandbox mode; directories ignored",
             sandbox_mode.as_str()
-        );
+        ));
     }
 
     let instructions_from_file = match toml.model_instructions_file {
@@ -257,12 +275,17 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         app_server: toml.app_server.unwrap_or_default(),
         env: inputs.env,
         sandbox_exe: inputs.sandbox_exe,
+        warnings,
     })
 }
 
 /// Reads every layer in precedence order (lowest first) and strips (or, with `strict`,
 /// rejects) unknown keys from each.
-fn collect_layers(inputs: &ConfigInputs, config_path: &Path) -> Result<Vec<Layer>, ConfigError> {
+fn collect_layers(
+    inputs: &ConfigInputs,
+    config_path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Layer>, ConfigError> {
     let mut layers = Vec::new();
     let base_table = read_toml_file(config_path)?.unwrap_or_default();
     let file_origin = ConfigSource::File(config_path.to_path_buf());
@@ -333,7 +356,7 @@ fn collect_layers(inputs: &ConfigInputs, config_path: &Path) -> Result<Vec<Layer
     }
 
     for layer in &mut layers {
-        remove_unknown_keys(layer, inputs.strict)?;
+        remove_unknown_keys(layer, inputs.strict, warnings)?;
     }
     Ok(layers)
 }
@@ -387,6 +410,47 @@ mod tests {
             Ok(_) => panic!("expected an error"),
             Err(err) => err.to_string(),
         }
+    }
+
+    #[test]
+    fn malformed_base_url_names_the_key_and_where_it_was_set() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            "model = \"m\"\n[model_providers.local]\nname = \"L\"\nbase_url = \"localhost:8080/v1\"\n",
+        );
+        let err = error_text(load_config(fx.inputs()));
+        let config_path = fx.home.path().join("config.toml");
+        assert_eq!(
+            err,
+            format!(
+                "invalid value for `model_providers.local.base_url` in {}: `localhost:8080/v1` \
+                 is not an http:// or https:// URL; expected the server's API root, e.g. \
+                 \"http://localhost:8080/v1\"",
+                config_path.display()
+            )
+        );
+
+        let err =
+            error_text(load_config(fx.with_cli(&[
+                r#"model_providers.local={name="L",base_url="not a url"}"#,
+            ])));
+        assert!(
+            err.starts_with(
+                "invalid value for `model_providers.local.base_url` in -c override: `not a url` \
+                 is not a URL (relative URL without a base)"
+            ),
+            "{err}"
+        );
+
+        let err = error_text(load_config(fx.with_cli(&[
+            "model_providers.local.base_url=\"http://127.0.0.1:8080/v1\"",
+            "openai_base_url=\"https://\"",
+        ])));
+        assert!(
+            err.starts_with("invalid value for `openai_base_url` in -c override: `https://`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -549,6 +613,17 @@ requires_openai_auth = false
         );
         let config = load_config(fx.inputs()).unwrap();
         assert_eq!(config.model, "a");
+        let config_path = fx.home.path().join("config.toml");
+        let mystery = format!(
+            "ignoring unknown config key `mystery` in {}",
+            config_path.display()
+        );
+        assert!(config.warnings.contains(&mystery), "{:?}", config.warnings);
+        assert!(
+            !config.warnings.iter().any(|w| w.contains("web_search")),
+            "accepted Codex keys are not warned about: {:?}",
+            config.warnings
+        );
 
         let mut inputs = fx.inputs();
         inputs.strict = true;

@@ -115,7 +115,7 @@ pub(crate) struct Layer {
 }
 
 impl Layer {
-    fn display_key(&self, path: &[String]) -> String {
+    pub(crate) fn display_key(&self, path: &[String]) -> String {
         self.key_prefix
             .iter()
             .chain(path.iter())
@@ -281,9 +281,14 @@ fn config_toml_shape() -> Shape {
     Shape::Struct(fields)
 }
 
-/// Removes keys the schema does not know from `layer`, returning their key paths (as
-/// spelled in the layer's file). With `strict`, the first one is an error instead.
-pub(crate) fn remove_unknown_keys(layer: &mut Layer, strict: bool) -> Result<(), ConfigError> {
+/// Removes keys the schema does not know from `layer`, adding a warning naming each (as
+/// spelled in the layer's file) to `warnings`. With `strict`, the first one is an error
+/// instead.
+pub(crate) fn remove_unknown_keys(
+    layer: &mut Layer,
+    strict: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
     let shape = config_toml_shape();
     let mut unknown = Vec::new();
     collect_unknown(&mut layer.table, &shape, &mut Vec::new(), &mut unknown);
@@ -295,7 +300,10 @@ pub(crate) fn remove_unknown_keys(layer: &mut Layer, strict: bool) -> Result<(),
                 origin: layer.origin.clone(),
             });
         }
-        tracing::warn!("ignoring unknown config key `{key}` in {}", layer.origin);
+        warnings.push(format!(
+            "ignoring unknown config key `{key}` in {}",
+            layer.origin
+        ));
     }
     Ok(())
 }

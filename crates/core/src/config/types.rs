@@ -61,6 +61,10 @@ pub struct Config {
     /// Path of the `interpreter` executable, used to re-exec the sandbox helper.
     /// `None` means sandboxed commands cannot run (they fail with a clear error).
     pub sandbox_exe: Option<PathBuf>,
+    /// What the loader ignored (unknown keys, `--add-dir` outside workspace-write). The
+    /// engine reports each as a `warning` event when a thread starts, so every front end
+    /// shows it the way it shows other warnings, and logs are not needed to see it.
+    pub warnings: Vec<String>,
 }
 
 impl Config {
