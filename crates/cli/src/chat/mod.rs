@@ -113,6 +113,11 @@ async fn chat(
     env: HashMap<String, String>,
 ) -> anyhow::Result<ExitCode> {
     let cwd = crate::exec::resolve_cwd(options.cwd.as_deref())?;
+    let config_args = if options.oss {
+        config_inputs::with_local_server(config_args, &env, &cwd, options.model.as_deref()).await?
+    } else {
+        config_args
+    };
     let settings = if options.full_auto {
         Settings {
             model: options.model.clone(),
