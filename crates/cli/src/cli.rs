@@ -54,7 +54,7 @@ Examples:
   interpreter chat --oss
 
 At the prompt: Enter sends, /help lists the slash commands, Ctrl-C interrupts a turn
-(twice quickly, or at an empty prompt, exits), Ctrl-D at an empty prompt exits.
+(a second Ctrl-C, or one at an empty prompt, exits), Ctrl-D at an empty prompt exits.
 See docs/interactive.md.";
 
 const MCP_AFTER_HELP: &str = "\

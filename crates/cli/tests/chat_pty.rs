@@ -294,6 +294,32 @@ async fn ctrl_c_interrupts_a_long_command_and_the_prompt_comes_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_ctrl_c_leaves() {
+    let env = TestEnv::new().await;
+    // The model starts answering and then never finishes.
+    env.server
+        .push(MockResponse::sse_then_stall(vec![chunk::text(
+            "Thinking it over",
+        )]));
+    tokio::task::block_in_place(|| {
+        let mut term = Terminal::spawn(&env, &["chat", "-a", "never", "-s", "read-only"]);
+        let id = term.session_id();
+        term.expect(PROMPT);
+        term.line("a question that is never answered");
+        term.expect("Thinking it over");
+        term.key(ControlCode::EndOfText);
+        term.expect("interrupting the turn (Ctrl-C again to leave)");
+        // Whether the interrupted turn is still stopping or the prompt is back, the
+        // second Ctrl-C leaves, the thread stopped cleanly.
+        term.key(ControlCode::EndOfText);
+        term.expect(&format!("/resume {id}"));
+        assert_eq!(term.wait_exit(), Some(0));
+    });
+    assert_eq!(env.server.requests().len(), 1);
+    env.server.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_continues_an_earlier_thread_with_its_history() {
     let env = TestEnv::new().await;
     env.server.push(answer("Noted: pelican."));
