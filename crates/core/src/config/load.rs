@@ -171,10 +171,10 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         }
     };
     if !add_dirs.is_empty() && sandbox_mode != SandboxMode::WorkspaceWrite {
-        tracing::warn!(
+        super::warnings::warn_once(format!(
             "--add-dir has no effect in {} sandbox mode; directories ignored",
             sandbox_mode.as_str()
-        );
+        ));
     }
 
     let instructions_from_file = match toml.model_instructions_file {

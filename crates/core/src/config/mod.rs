@@ -13,6 +13,7 @@ mod load;
 mod local_server;
 mod toml_file;
 mod types;
+mod warnings;
 
 pub use error::{ConfigError, ConfigSource};
 pub use load::{

@@ -295,7 +295,10 @@ pub(crate) fn remove_unknown_keys(layer: &mut Layer, strict: bool) -> Result<(),
                 origin: layer.origin.clone(),
             });
         }
-        tracing::warn!("ignoring unknown config key `{key}` in {}", layer.origin);
+        super::warnings::warn_once(format!(
+            "ignoring unknown config key `{key}` in {}",
+            layer.origin
+        ));
     }
     Ok(())
 }
