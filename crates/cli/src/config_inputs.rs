@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use interpreter_core::config::{
-    ConfigInputs, ConfigOverrides, LocalServerChoice, parse_cli_override, resolve_home,
-    select_local_server,
+    ConfigInputs, ConfigOverrides, LocalServerChoice, LocalServerError, parse_cli_override,
+    resolve_home, select_local_server,
 };
 
 use crate::cli::ConfigArgs;
@@ -51,6 +51,38 @@ pub async fn with_local_server(
     let (args, choice) = choose_local_server(args, env, cwd, model).await?;
     eprintln!("{}", choice.summary());
     Ok(args)
+}
+
+/// [`with_local_server`] for `mcp-server` and `app-server`, which must start even when
+/// no local server answers yet (an MCP host would only show "connection closed"): that
+/// is said on stderr, and the flags keep a local provider so that calls fail naming it
+/// until it is up, instead of going to the configured provider.
+pub async fn with_local_server_for_serving(
+    args: ConfigArgs,
+    env: &HashMap<String, String>,
+    cwd: &Path,
+) -> anyhow::Result<ConfigArgs> {
+    match choose_local_server(args.clone(), env, cwd, None).await {
+        Ok((args, choice)) => {
+            eprintln!("{}", choice.summary());
+            Ok(args)
+        }
+        Err(err) => {
+            let fallback = err
+                .downcast_ref::<LocalServerError>()
+                .and_then(LocalServerError::fallback_provider);
+            let Some(provider) = fallback else {
+                return Err(err);
+            };
+            eprintln!("warning: {err}; serving anyway with model_provider {provider}");
+            let mut args = args;
+            args.overrides.push(format!(
+                "model_provider={}",
+                toml::Value::String(provider.to_string())
+            ));
+            Ok(args)
+        }
+    }
 }
 
 /// [`with_local_server`] without the stderr line, for callers that report the choice

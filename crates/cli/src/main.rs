@@ -119,7 +119,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
                 .with_model(args.model.as_deref());
             let cwd = exec::resolve_cwd(None)?;
             let config_args = if args.oss {
-                config_inputs::with_local_server(config_args, &env, &cwd, None).await?
+                config_inputs::with_local_server_for_serving(config_args, &env, &cwd).await?
             } else {
                 config_args
             };
@@ -157,7 +157,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             let config_args = cli.config.merged(&args.config);
             let cwd = exec::resolve_cwd(None)?;
             let config_args = if args.oss {
-                config_inputs::with_local_server(config_args, &env, &cwd, None).await?
+                config_inputs::with_local_server_for_serving(config_args, &env, &cwd).await?
             } else {
                 config_args
             };

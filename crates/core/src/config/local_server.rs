@@ -89,7 +89,25 @@ pub enum LocalServerError {
     #[error(
         "--oss: {name} at {url} serves no models; load or pull one on the server, or pass -m MODEL"
     )]
-    NoModels { name: String, url: String },
+    NoModels {
+        provider_id: String,
+        name: String,
+        url: String,
+    },
+}
+
+impl LocalServerError {
+    /// The local provider a long-running server (`mcp-server`, `app-server`) keeps when
+    /// the probe at start finds nothing usable: the one that answered, else the first
+    /// preferred. Its calls then fail naming that server until it is up, and never go to
+    /// a provider elsewhere. `None` when the config itself does not load.
+    pub fn fallback_provider(&self) -> Option<&str> {
+        match self {
+            Self::Config(_) => None,
+            Self::NoneAnswered { .. } => LOCAL_PROVIDER_IDS.first().copied(),
+            Self::NoModels { provider_id, .. } => Some(provider_id),
+        }
+    }
 }
 
 /// Probes the local servers configured in `inputs` and chooses one.
@@ -150,6 +168,7 @@ fn choose(
         configured => {
             let Some(first) = served.first() else {
                 return Err(LocalServerError::NoModels {
+                    provider_id: probe.provider_id.clone(),
                     name: probe.name.clone(),
                     url: probe.base_url.clone(),
                 });

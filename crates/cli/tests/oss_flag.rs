@@ -1,16 +1,25 @@
-//! `exec --oss`: the local server that answers is used, in the documented order of
-//! preference, with its model unless one is given; when none answers, one error line
-//! names every URL tried and no model request is made. The four local providers are
-//! pointed at mock servers and closed ports, so nothing on this machine is probed.
+//! `--oss`: the local server that answers is used, in the documented order of
+//! preference, with its model unless one is given; when none answers, exec fails with one
+//! error line naming every URL tried and makes no model request, and the servers
+//! (`mcp-server`, `app-server`) start anyway and report it per call. The four local
+//! providers are pointed at mock servers and closed ports, so nothing on this machine is
+//! probed.
 
 #![allow(clippy::expect_used)]
 
 mod exec_support;
 
+use std::time::Duration;
+
 use exec_support::TestEnv;
 use interpreter_test_support::mock_model::chunk;
+use interpreter_test_support::process::JsonLinesProcess;
 use interpreter_test_support::{MockModelServer, MockResponse};
 use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+/// Generous: a debug build on a loaded 2-core machine. Only a hang reaches it.
+const DEADLINE: Duration = Duration::from_secs(60);
 
 fn answer(text: &str) -> MockResponse {
     MockResponse::sse(vec![chunk::text(text), chunk::finish("stop")])
@@ -203,4 +212,142 @@ async fn no_answer_is_one_error_line_naming_each_url() {
         "{line}"
     );
     assert!(env.server.requests().is_empty(), "a model request was made");
+}
+
+/// `interpreter ARGS` with piped stdio in the test's home and work directory.
+fn spawn(env: &TestEnv, args: &[&str]) -> JsonLinesProcess {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
+    command
+        .args(args)
+        .current_dir(env.work_path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.home.path())
+        .env("INTERPRETER_HOME", env.home.path())
+        .env("MOCK_API_KEY", "test-key");
+    JsonLinesProcess::spawn(command).expect("spawn interpreter")
+}
+
+async fn rpc(process: &mut JsonLinesProcess, id: i64, method: &str, params: Value) -> Value {
+    process
+        .write_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .await
+        .expect("send a request");
+    process
+        .read_until(DEADLINE, |m| m["id"] == id && m.get("method").is_none())
+        .await
+        .unwrap_or_else(|err| panic!("no answer to {method}: {err:#}"))
+}
+
+/// `initialize`, then one `codex` call; returns the call's result.
+async fn one_mcp_call(process: &mut JsonLinesProcess) -> Value {
+    let init = rpc(
+        process,
+        1,
+        "initialize",
+        json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        }),
+    )
+    .await;
+    assert!(init.get("result").is_some(), "{init}");
+    process
+        .write_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await
+        .expect("send initialized");
+    let response = rpc(
+        process,
+        2,
+        "tools/call",
+        json!({"name": "codex", "arguments": {"prompt": "hello"}}),
+    )
+    .await;
+    response["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_server_uses_the_answering_server() {
+    let env = TestEnv::new().await;
+    env.server.set_models(&["local-coder"]);
+    env.server.push(answer("served locally"));
+    env.write_raw_config(&local_providers(
+        &closed_port_url(),
+        &closed_port_url(),
+        &closed_port_url(),
+        &env.server.base_url(),
+    ));
+    let mut server = spawn(&env, &["mcp-server", "--oss"]);
+    let result = one_mcp_call(&mut server).await;
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(result.to_string().contains("served locally"), "{result}");
+    let requests = env.server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0]["model"], "local-coder");
+    server.close_stdin();
+    assert!(server.wait_exit(DEADLINE).await.expect("exit").success());
+    assert!(
+        server
+            .stderr()
+            .contains("--oss: using vLLM at http://127.0.0.1:"),
+        "{}",
+        server.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_server_starts_when_nothing_answers_and_each_call_says_so() {
+    let env = TestEnv::new().await;
+    env.write_raw_config(&local_providers(
+        &closed_port_url(),
+        &closed_port_url(),
+        &closed_port_url(),
+        &closed_port_url(),
+    ));
+    let mut server = spawn(&env, &["mcp-server", "--oss"]);
+    let result = one_mcp_call(&mut server).await;
+    assert_eq!(result["isError"], true, "{result}");
+    server.close_stdin();
+    assert!(server.wait_exit(DEADLINE).await.expect("exit").success());
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("warning: --oss: no local model server answered ("),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("serving anyway with model_provider ollama"),
+        "{stderr}"
+    );
+    assert!(env.server.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_server_threads_use_the_answering_server() {
+    let env = TestEnv::new().await;
+    env.server.set_models(&["lm-model"]);
+    env.write_raw_config(&local_providers(
+        &closed_port_url(),
+        &env.server.base_url(),
+        &closed_port_url(),
+        &closed_port_url(),
+    ));
+    let mut server = spawn(&env, &["app-server", "--oss"]);
+    let init = rpc(
+        &mut server,
+        1,
+        "initialize",
+        json!({"clientInfo": {"name": "test", "version": "1"}}),
+    )
+    .await;
+    assert!(init.get("result").is_some(), "{init}");
+    server
+        .write_json(&json!({"jsonrpc": "2.0", "method": "initialized"}))
+        .await
+        .expect("send initialized");
+    let started = rpc(&mut server, 2, "thread/start", json!({})).await;
+    assert_eq!(started["result"]["modelProvider"], "lmstudio", "{started}");
+    assert_eq!(started["result"]["model"], "lm-model", "{started}");
+    server.close_stdin();
+    assert!(server.wait_exit(DEADLINE).await.expect("exit").success());
 }
