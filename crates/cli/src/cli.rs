@@ -963,4 +963,31 @@ mod tests {
             Cli::try_parse_from(["interpreter", "chat", "--full-auto", "-s", "read-only"]).is_err()
         );
     }
+
+    #[test]
+    fn oss_is_accepted_wherever_a_model_is_chosen() {
+        let cli = parse(&["--oss"]);
+        assert!(cli.chat.oss && cli.chat.is_set());
+        let Some(Command::Exec(exec)) = parse(&["exec", "resume", "--last", "--oss"]).command
+        else {
+            panic!("not exec")
+        };
+        assert!(exec.oss);
+        let Some(Command::Chat(chat)) = parse(&["chat", "--oss"]).command else {
+            panic!("not chat")
+        };
+        assert!(chat.options.oss);
+        assert!(matches!(
+            parse(&["mcp-server", "--oss", "-m", "m"]).command,
+            Some(Command::McpServer(McpServerArgs { oss: true, .. }))
+        ));
+        assert!(matches!(
+            parse(&["app-server", "--oss"]).command,
+            Some(Command::AppServer(AppServerArgs { oss: true, .. }))
+        ));
+        assert!(matches!(
+            parse(&["doctor", "--oss"]).command,
+            Some(Command::Doctor(DoctorArgs { oss: true, .. }))
+        ));
+    }
 }

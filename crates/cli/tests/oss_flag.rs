@@ -351,3 +351,48 @@ async fn app_server_threads_use_the_answering_server() {
     server.close_stdin();
     assert!(server.wait_exit(DEADLINE).await.expect("exit").success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_reports_the_choice_first_and_checks_that_server() {
+    let env = TestEnv::new().await;
+    env.write_raw_config(&local_providers(
+        &closed_port_url(),
+        &closed_port_url(),
+        &env.server.base_url(),
+        &closed_port_url(),
+    ));
+    let out = env.run(&["doctor", "--oss", "--json"]).await;
+    let report: Value = serde_json::from_str(&out.stdout).expect("one JSON report");
+    let checks = report["checks"].as_array().expect("checks");
+    assert_eq!(checks[0]["name"], "oss", "{report}");
+    assert_eq!(checks[0]["status"], "ok", "{report}");
+    let endpoint = checks
+        .iter()
+        .find(|check| check["name"] == "endpoint")
+        .expect("endpoint check");
+    assert_eq!(endpoint["status"], "ok", "{report}");
+    assert!(
+        endpoint["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains(&env.server.base_url())),
+        "{report}"
+    );
+
+    // Nothing answering: the oss check fails and says why, and so does the exit code.
+    env.write_raw_config(&local_providers(
+        &closed_port_url(),
+        &closed_port_url(),
+        &closed_port_url(),
+        &closed_port_url(),
+    ));
+    let out = env.run(&["doctor", "--oss", "--json"]).await;
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    let report: Value = serde_json::from_str(&out.stdout).expect("one JSON report");
+    assert_eq!(report["checks"][0]["status"], "fail", "{report}");
+    assert!(
+        report["checks"][0]["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.starts_with("--oss: no local model server answered")),
+        "{report}"
+    );
+}
