@@ -55,3 +55,34 @@ pub async fn probe_local_servers(
     });
     futures::future::join_all(probes).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider(name: &str, base_url: String) -> ModelProviderInfo {
+        ModelProviderInfo {
+            name: name.to_string(),
+            base_url: Some(base_url),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_costs_one_deadline_and_says_so() {
+        // Connections complete in the kernel's backlog, and nothing ever reads them.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", silent.local_addr().unwrap());
+        let candidates = vec![("ollama".to_string(), provider("Ollama", url.clone()))];
+        let probes =
+            probe_local_servers(&candidates, &HashMap::new(), Duration::from_millis(200)).await;
+        assert_eq!(probes.len(), 1);
+        match &probes[0].answer {
+            Err(ModelListError::Timeout { url: asked, .. }) => {
+                assert_eq!(asked, &format!("{url}/models"));
+            }
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        drop(silent);
+    }
+}

@@ -36,8 +36,8 @@ pub enum ModelListError {
     /// The provider's headers cannot be built (an invalid header name or value).
     #[error(transparent)]
     Provider(#[from] ProviderError),
-    #[error("no answer from {url} within {seconds}s")]
-    Timeout { url: String, seconds: u64 },
+    #[error("no answer from {url} within {deadline:?}")]
+    Timeout { url: String, deadline: Duration },
     #[error("cannot reach {url}: {detail}")]
     Unreachable { url: String, detail: String },
     #[error("{url} is reachable but answered HTTP {status}: {excerpt}")]
@@ -172,7 +172,7 @@ async fn get(
         Err(_) => {
             return Err(ModelListError::Timeout {
                 url: url.to_string(),
-                seconds: deadline.as_secs().max(1),
+                deadline,
             });
         }
         Ok(Err(err)) => {
