@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use interpreter_model_client::provider_headers;
-use serde::Deserialize;
+use interpreter_model_client::list_models;
 
 use crate::error::AppServerError;
 use crate::processor::{Reply, ServerState};
@@ -12,17 +11,6 @@ use crate::protocol::v2;
 /// Deadline of the endpoint's `GET /models`; a slow or absent endpoint leaves the list to
 /// the configured model.
 const MODELS_TIMEOUT: Duration = Duration::from_secs(5);
-
-#[derive(Deserialize)]
-struct ModelsPage {
-    #[serde(default)]
-    data: Vec<ModelEntry>,
-}
-
-#[derive(Deserialize)]
-struct ModelEntry {
-    id: String,
-}
 
 fn model(id: &str, is_default: bool) -> v2::Model {
     v2::Model {
@@ -94,34 +82,20 @@ pub(crate) async fn list(
 }
 
 async fn endpoint_models(config: &interpreter_core::config::Config) -> Vec<String> {
-    let Some(base_url) = &config.model_provider.base_url else {
-        return Vec::new();
-    };
-    let Ok(headers) = provider_headers(
+    match list_models(
         &config.model_provider_id,
         &config.model_provider,
         &config.env,
-    ) else {
-        return Vec::new();
-    };
-    let url = format!("{}/models", base_url.trim_end_matches('/'));
-    let Ok(client) = reqwest::Client::builder().timeout(MODELS_TIMEOUT).build() else {
-        return Vec::new();
-    };
-    let response = client.get(&url).headers(headers).send().await;
-    let page = match response {
-        Ok(response) if response.status().is_success() => response.json::<ModelsPage>().await,
-        Ok(response) => {
-            tracing::debug!("GET {url}: {}", response.status());
-            return Vec::new();
+        MODELS_TIMEOUT,
+    )
+    .await
+    {
+        Ok(listing) => listing.ids,
+        Err(err) => {
+            tracing::debug!("model list: {err}");
+            Vec::new()
         }
-        Err(e) => {
-            tracing::debug!("GET {url}: {e}");
-            return Vec::new();
-        }
-    };
-    page.map(|p| p.data.into_iter().map(|m| m.id).collect())
-        .unwrap_or_default()
+    }
 }
 
 /// Built-in presets. `model: null` and `reasoning_effort: null` keep the thread's own.

@@ -16,6 +16,7 @@ prints this help and exits 2: scripts use `interpreter exec`.
 
 Examples:
   interpreter
+  interpreter --oss
   interpreter -m qwen3-coder --full-auto \"fix the failing test\"
   interpreter exec \"explain this repository\"
   git diff | interpreter exec \"review this diff\"
@@ -35,6 +36,7 @@ Logs are off unless RUST_LOG is set (e.g. RUST_LOG=debug); they go to stderr.";
 const EXEC_AFTER_HELP: &str = "\
 Examples:
   interpreter exec \"list the TODOs in src/\"
+  interpreter exec --oss \"list the TODOs in src/\"
   echo \"summarize\" | interpreter exec -
   cat build.log | interpreter exec \"why did the build fail?\"
   interpreter exec --json --skip-git-repo-check -C /tmp/work \"create hello.txt\"
@@ -49,9 +51,10 @@ Examples:
   interpreter chat
   interpreter chat -a untrusted \"what does this repository do?\"
   interpreter chat --full-auto -m qwen3-coder
+  interpreter chat --oss
 
 At the prompt: Enter sends, /help lists the slash commands, Ctrl-C interrupts a turn
-(twice quickly, or at an empty prompt, exits), Ctrl-D at an empty prompt exits.
+(a second Ctrl-C, or one at an empty prompt, exits), Ctrl-D at an empty prompt exits.
 See docs/interactive.md.";
 
 const MCP_AFTER_HELP: &str = "\
@@ -318,6 +321,12 @@ pub struct AppServerArgs {
     #[arg(long, value_name = "PATH")]
     pub ws_token_file: Option<PathBuf>,
 
+    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
+    /// that order of preference) at their configured base URLs; with no model given,
+    /// the server's model.
+    #[arg(long = "oss")]
+    pub oss: bool,
+
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -379,6 +388,12 @@ pub struct DoctorArgs {
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
 
+    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
+    /// that order of preference) at their configured base URLs; with no model given,
+    /// the server's model.
+    #[arg(long = "oss")]
+    pub oss: bool,
+
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -407,6 +422,12 @@ pub struct McpServerArgs {
     /// Model for every session (overrides `model` in config; a call's `model` wins).
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
+
+    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
+    /// that order of preference) at their configured base URLs; with no model given,
+    /// the server's model.
+    #[arg(long = "oss")]
+    pub oss: bool,
 
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -478,6 +499,12 @@ pub struct ChatOptions {
     )]
     pub full_auto: bool,
 
+    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
+    /// that order of preference) at their configured base URLs; with no model given,
+    /// the server's model.
+    #[arg(id = "chat_oss", long = "oss")]
+    pub oss: bool,
+
     /// Working directory of the agent.
     #[arg(id = "chat_cwd", short = 'C', long = "cd", value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -498,6 +525,7 @@ impl ChatOptions {
             || self.sandbox.is_some()
             || self.approval.is_some()
             || self.full_auto
+            || self.oss
             || self.cwd.is_some()
             || !self.add_dirs.is_empty()
             || self.prompt.is_some()
@@ -552,6 +580,12 @@ pub struct ExecArgs {
     /// Model to use (overrides `model` in config).
     #[arg(short = 'm', long = "model", global = true)]
     pub model: Option<String>,
+
+    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
+    /// that order of preference) at their configured base URLs; with no model given,
+    /// the server's model.
+    #[arg(long = "oss", global = true)]
+    pub oss: bool,
 
     /// Sandbox for the commands the agent runs.
     #[arg(short = 's', long = "sandbox", value_enum, global = true)]
@@ -928,5 +962,32 @@ mod tests {
         assert!(
             Cli::try_parse_from(["interpreter", "chat", "--full-auto", "-s", "read-only"]).is_err()
         );
+    }
+
+    #[test]
+    fn oss_is_accepted_wherever_a_model_is_chosen() {
+        let cli = parse(&["--oss"]);
+        assert!(cli.chat.oss && cli.chat.is_set());
+        let Some(Command::Exec(exec)) = parse(&["exec", "resume", "--last", "--oss"]).command
+        else {
+            panic!("not exec")
+        };
+        assert!(exec.oss);
+        let Some(Command::Chat(chat)) = parse(&["chat", "--oss"]).command else {
+            panic!("not chat")
+        };
+        assert!(chat.options.oss);
+        assert!(matches!(
+            parse(&["mcp-server", "--oss", "-m", "m"]).command,
+            Some(Command::McpServer(McpServerArgs { oss: true, .. }))
+        ));
+        assert!(matches!(
+            parse(&["app-server", "--oss"]).command,
+            Some(Command::AppServer(AppServerArgs { oss: true, .. }))
+        ));
+        assert!(matches!(
+            parse(&["doctor", "--oss"]).command,
+            Some(Command::Doctor(DoctorArgs { oss: true, .. }))
+        ));
     }
 }

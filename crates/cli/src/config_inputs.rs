@@ -2,9 +2,12 @@
 //! [`ConfigInputs`], the one place every front end starts its configuration from.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use interpreter_core::config::{ConfigInputs, ConfigOverrides, parse_cli_override, resolve_home};
+use interpreter_core::config::{
+    ConfigInputs, ConfigOverrides, LocalServerChoice, LocalServerError, parse_cli_override,
+    resolve_home, select_local_server,
+};
 
 use crate::cli::ConfigArgs;
 
@@ -33,4 +36,74 @@ pub fn build(
         // Sandboxed commands re-execute this binary as the sandbox helper.
         sandbox_exe: std::env::current_exe().ok(),
     })
+}
+
+/// `--oss`: probes the local model servers these flags configure, says on stderr which
+/// one (and which model) it chose, and returns the flags with that choice added as `-c`
+/// overrides, so every config later built from them uses it. `model` is the front end's
+/// own `-m`, when it is not already a `-c model=` override.
+pub async fn with_local_server(
+    args: ConfigArgs,
+    env: &HashMap<String, String>,
+    cwd: &Path,
+    model: Option<&str>,
+) -> anyhow::Result<ConfigArgs> {
+    let (args, choice) = choose_local_server(args, env, cwd, model).await?;
+    eprintln!("{}", choice.summary());
+    Ok(args)
+}
+
+/// [`with_local_server`] for `mcp-server` and `app-server`, which must start even when
+/// no local server answers yet (an MCP host would only show "connection closed"): that
+/// is said on stderr, and the flags keep a local provider so that calls fail naming it
+/// until it is up, instead of going to the configured provider.
+pub async fn with_local_server_for_serving(
+    args: ConfigArgs,
+    env: &HashMap<String, String>,
+    cwd: &Path,
+) -> anyhow::Result<ConfigArgs> {
+    match choose_local_server(args.clone(), env, cwd, None).await {
+        Ok((args, choice)) => {
+            eprintln!("{}", choice.summary());
+            Ok(args)
+        }
+        Err(err) => {
+            let fallback = err
+                .downcast_ref::<LocalServerError>()
+                .and_then(LocalServerError::fallback_provider);
+            let Some(provider) = fallback else {
+                return Err(err);
+            };
+            eprintln!("warning: {err}; serving anyway with model_provider {provider}");
+            let mut args = args;
+            args.overrides.push(format!(
+                "model_provider={}",
+                toml::Value::String(provider.to_string())
+            ));
+            Ok(args)
+        }
+    }
+}
+
+/// [`with_local_server`] without the stderr line, for callers that report the choice
+/// themselves.
+pub async fn choose_local_server(
+    mut args: ConfigArgs,
+    env: &HashMap<String, String>,
+    cwd: &Path,
+    model: Option<&str>,
+) -> anyhow::Result<(ConfigArgs, LocalServerChoice)> {
+    let overrides = ConfigOverrides {
+        model: model.map(str::to_string),
+        ..Default::default()
+    };
+    let inputs = build(&args, env.clone(), cwd.to_path_buf(), overrides)?;
+    let choice = select_local_server(&inputs).await?;
+    args.overrides.extend(
+        choice
+            .cli_overrides()
+            .into_iter()
+            .map(|(key, value)| format!("{key}={value}")),
+    );
+    Ok((args, choice))
 }

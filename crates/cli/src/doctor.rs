@@ -18,12 +18,12 @@ use interpreter_core::rollout::{
     IndexHealth, SESSIONS_DIR, STATE_DB_FILE, ThreadIndex, list_rollout_files,
 };
 use interpreter_model_client::{
-    ModelClient, ModelProviderInfo, ProviderError, WireApi, credential_hint, provider_headers,
+    ModelClient, ModelListError, ModelProviderInfo, ProviderError, WireApi, credential_hint,
+    list_models,
 };
 use interpreter_protocol::SandboxMode;
 use interpreter_tools::sandbox::{self, SandboxSupport};
-use reqwest::header::{ACCEPT, HeaderValue};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::cli::{ConfigArgs, DoctorArgs};
 use crate::config_inputs;
@@ -37,8 +37,6 @@ const SANDBOX_PROBE_DEADLINE: Duration = Duration::from_secs(30);
 const STATE_DEADLINE: Duration = Duration::from_secs(15);
 /// How many served model ids a "model not listed" warning names.
 const LISTED_MODEL_IDS: usize = 5;
-/// How much of an unexpected response body ends up in a detail line.
-const BODY_EXCERPT_CHARS: usize = 120;
 
 /// The verdict of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -177,7 +175,11 @@ pub async fn run(
     config_args: ConfigArgs,
     env: HashMap<String, String>,
 ) -> anyhow::Result<ExitCode> {
-    let report = diagnose(&config_args, &env).await;
+    let report = if args.oss {
+        diagnose_local_server(config_args, &env).await
+    } else {
+        diagnose(&config_args, &env).await
+    };
     let mut stdout = std::io::stdout().lock();
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string(&report)?)?;
@@ -190,6 +192,39 @@ pub async fn run(
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `doctor --oss`: which local server answered (an `oss` check first), then every check
+/// against it; when none answered, the checks run against the config as it is.
+async fn diagnose_local_server(
+    config_args: ConfigArgs,
+    env: &HashMap<String, String>,
+) -> DoctorReport {
+    const NAME: &str = "oss";
+    // Without a working directory the config check fails and says why.
+    let Ok(cwd) = crate::exec::resolve_cwd(None) else {
+        return diagnose(&config_args, env).await;
+    };
+    let (config_args, check) = match config_inputs::choose_local_server(
+        config_args.clone(),
+        env,
+        &cwd,
+        None,
+    )
+    .await
+    {
+        Ok((args, choice)) => (args, Check::ok(NAME, choice.summary())),
+        Err(err) => (
+            config_args,
+            Check::fail(
+                NAME,
+                one_line(&format!("{err:#}")),
+                "start a local model server, or set the base_url of its provider (docs/providers.md)",
+            ),
+        ),
+    };
+    let report = diagnose(&config_args, env).await;
+    DoctorReport::new(std::iter::once(check).chain(report.checks).collect())
 }
 
 /// Runs every check in order; later checks use what earlier ones found.
@@ -472,17 +507,6 @@ fn bearer_token(provider: &ModelProviderInfo) -> Option<&str> {
         .filter(|token| !token.is_empty())
 }
 
-/// `{"data": [{"id": ...}, ...]}`, the OpenAI-compatible model list.
-#[derive(Debug, Deserialize)]
-struct ModelList {
-    data: Vec<ModelEntry>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ModelEntry {
-    id: String,
-}
-
 /// `GET {base_url}/models` with the provider's credentials, headers and query parameters.
 async fn check_endpoint(config: &Config) -> Check {
     const NAME: &str = "endpoint";
@@ -506,130 +530,30 @@ async fn check_endpoint(config: &Config) -> Check {
             );
         }
     }
-    let Some(base_url) = provider
-        .base_url
-        .as_deref()
-        .map(str::trim)
-        .filter(|url| !url.is_empty())
-    else {
-        return Check::fail(
-            NAME,
-            "base_url is not set",
-            format!("add base_url to [model_providers.{provider_id}]"),
-        );
+    let listing = match list_models(provider_id, provider, &config.env, ENDPOINT_DEADLINE).await {
+        Ok(listing) => listing,
+        Err(err) => return endpoint_failure(&err, config),
     };
-    let url = format!("{}/models", base_url.trim_end_matches('/'));
-    let mut headers = match provider_headers(provider_id, provider, &config.env) {
-        Ok(headers) => headers,
-        Err(err) => {
-            return Check::fail(
-                NAME,
-                err.to_string(),
-                format!("fix the headers of [model_providers.{provider_id}]"),
-            );
-        }
-    };
-    let http = match reqwest::Client::builder()
-        .connect_timeout(ENDPOINT_DEADLINE)
-        .build()
-    {
-        Ok(http) => http,
-        Err(err) => {
-            return Check::fail(
-                NAME,
-                format!("cannot build an HTTP client: {err}"),
-                "report this as a bug",
-            );
-        }
-    };
-    headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-    let mut request = http.get(&url).headers(headers);
-    if let Some(query) = &provider.query_params {
-        request = request.query(query);
-    }
-    let exchange = async {
-        let response = request.send().await?;
-        let status = response.status();
-        let body = response.bytes().await?;
-        Ok::<_, reqwest::Error>((status, body))
-    };
-    let (status, body) = match tokio::time::timeout(ENDPOINT_DEADLINE, exchange).await {
-        Err(_) => {
-            return Check::fail(
-                NAME,
-                format!(
-                    "no answer from {url} within {}s",
-                    ENDPOINT_DEADLINE.as_secs()
-                ),
-                format!(
-                    "check that the server is up and that base_url in \
-                     [model_providers.{provider_id}] is right"
-                ),
-            );
-        }
-        Ok(Err(err)) => {
-            return Check::fail(
-                NAME,
-                format!("cannot reach {url}: {}", describe_transport_error(&err)),
-                format!(
-                    "start the model server, or fix base_url in [model_providers.{provider_id}]"
-                ),
-            );
-        }
-        Ok(Ok(answer)) => answer,
-    };
-    if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-        return Check::fail(
-            NAME,
-            format!(
-                "{url} answered HTTP {} (credentials refused): {}",
-                status.as_u16(),
-                excerpt(&body)
-            ),
-            credential_hint(provider_id, provider),
-        );
-    }
-    if !status.is_success() {
-        return Check::warn(
-            NAME,
-            format!(
-                "{url} is reachable but answered HTTP {}: {}",
-                status.as_u16(),
-                excerpt(&body)
-            ),
-            "some servers do not list models; if requests fail too, check that base_url \
-             is the API root (it usually ends in /v1)",
-        );
-    }
-    let Ok(list) = serde_json::from_slice::<ModelList>(&body) else {
-        return Check::warn(
-            NAME,
-            format!(
-                "{url} is reachable but its model list is not readable: {}",
-                excerpt(&body)
-            ),
-            "check that base_url points at an OpenAI-compatible API root (usually ending in /v1)",
-        );
-    };
+    let url = &listing.url;
     let model = &config.model;
-    if list.data.iter().any(|entry| &entry.id == model) {
+    if listing.ids.iter().any(|id| id == model) {
         return Check::ok(
             NAME,
             format!(
                 "{url} reachable; model `{model}` is served ({} models listed)",
-                list.data.len()
+                listing.ids.len()
             ),
         );
     }
-    let available: Vec<&str> = list
-        .data
+    let available: Vec<&str> = listing
+        .ids
         .iter()
         .take(LISTED_MODEL_IDS)
-        .map(|entry| entry.id.as_str())
+        .map(String::as_str)
         .collect();
     let available = if available.is_empty() {
         "none".to_string()
-    } else if list.data.len() > LISTED_MODEL_IDS {
+    } else if listing.ids.len() > LISTED_MODEL_IDS {
         format!("{}, ...", available.join(", "))
     } else {
         available.join(", ")
@@ -639,13 +563,65 @@ async fn check_endpoint(config: &Config) -> Check {
         format!(
             "{url} reachable, but model `{model}` is not among the {} models it lists \
              (available: {available})",
-            list.data.len()
+            listing.ids.len()
         ),
         "set `model` to one of the listed ids (or -c model=ID), or load the model on the server",
     )
 }
 
-/// reqwest's own message plus its innermost cause ("Connection refused (os error 111)").
+/// A failed model list as a check: unreachable, timed out or refused credentials fail;
+/// a server that answers but lists nothing readable only warns (some servers do not list
+/// models, and requests may still work).
+fn endpoint_failure(err: &ModelListError, config: &Config) -> Check {
+    const NAME: &str = "endpoint";
+    let provider_id = &config.model_provider_id;
+    match err {
+        ModelListError::NoBaseUrl => Check::fail(
+            NAME,
+            "base_url is not set",
+            format!("add base_url to [model_providers.{provider_id}]"),
+        ),
+        ModelListError::Provider(_) => Check::fail(
+            NAME,
+            err.to_string(),
+            format!("fix the headers of [model_providers.{provider_id}]"),
+        ),
+        ModelListError::Timeout { .. } => Check::fail(
+            NAME,
+            err.to_string(),
+            format!(
+                "check that the server is up and that base_url in \
+                 [model_providers.{provider_id}] is right"
+            ),
+        ),
+        ModelListError::Unreachable { .. } => Check::fail(
+            NAME,
+            err.to_string(),
+            format!("start the model server, or fix base_url in [model_providers.{provider_id}]"),
+        ),
+        ModelListError::Status {
+            url,
+            status,
+            excerpt,
+        } if err.is_auth_refusal() => Check::fail(
+            NAME,
+            format!("{url} answered HTTP {status} (credentials refused): {excerpt}"),
+            credential_hint(provider_id, &config.model_provider),
+        ),
+        ModelListError::Status { .. } => Check::warn(
+            NAME,
+            err.to_string(),
+            "some servers do not list models; if requests fail too, check that base_url \
+             is the API root (it usually ends in /v1)",
+        ),
+        ModelListError::Unreadable { .. } => Check::warn(
+            NAME,
+            err.to_string(),
+            "check that base_url points at an OpenAI-compatible API root (usually ending in /v1)",
+        ),
+    }
+}
+
 /// What a self-hosted server says about the model: its context window, and whether its
 /// chat template renders tools (llama.cpp `/props`). Hosted providers are not asked.
 async fn check_server(config: &Config) -> Check {
@@ -700,37 +676,6 @@ async fn check_server(config: &Config) -> Check {
             )
         }
         None => Check::ok(NAME, format!("{window}; tool support not reported")),
-    }
-}
-
-fn describe_transport_error(err: &reqwest::Error) -> String {
-    let mut innermost: &dyn std::error::Error = err;
-    while let Some(source) = innermost.source() {
-        innermost = source;
-    }
-    let kind = if err.is_connect() {
-        "connection failed"
-    } else if err.is_timeout() {
-        "timed out"
-    } else {
-        "request failed"
-    };
-    let cause = innermost.to_string();
-    if std::ptr::addr_eq(innermost, err) || cause.is_empty() {
-        one_line(&format!("{kind}: {err}"))
-    } else {
-        one_line(&format!("{kind}: {cause}"))
-    }
-}
-
-fn excerpt(body: &[u8]) -> String {
-    let text = one_line(&String::from_utf8_lossy(body));
-    if text.is_empty() {
-        return "(empty body)".to_string();
-    }
-    match text.char_indices().nth(BODY_EXCERPT_CHARS) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
     }
 }
 

@@ -63,7 +63,7 @@ fn main() -> ExitCode {
         }
         Some(_) if cli.chat.is_set() => {
             eprintln!(
-                "Error: -m, -s, -a, --full-auto, -C, --add-dir and a prompt before a subcommand belong to the interactive mode; put them after the subcommand"
+                "Error: -m, -s, -a, --full-auto, --oss, -C, --add-dir and a prompt before a subcommand belong to the interactive mode; put them after the subcommand"
             );
             return ExitCode::from(2);
         }
@@ -118,6 +118,11 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
                 .merged(&args.config)
                 .with_model(args.model.as_deref());
             let cwd = exec::resolve_cwd(None)?;
+            let config_args = if args.oss {
+                config_inputs::with_local_server_for_serving(config_args, &env, &cwd).await?
+            } else {
+                config_args
+            };
             let inputs = config_inputs::build(
                 &config_args,
                 env,
@@ -151,6 +156,11 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             }
             let config_args = cli.config.merged(&args.config);
             let cwd = exec::resolve_cwd(None)?;
+            let config_args = if args.oss {
+                config_inputs::with_local_server_for_serving(config_args, &env, &cwd).await?
+            } else {
+                config_args
+            };
             let inputs = config_inputs::build(
                 &config_args,
                 env,

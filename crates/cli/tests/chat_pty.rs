@@ -294,6 +294,70 @@ async fn ctrl_c_interrupts_a_long_command_and_the_prompt_comes_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_ctrl_c_leaves() {
+    let env = TestEnv::new().await;
+    // The model starts answering and then never finishes.
+    env.server
+        .push(MockResponse::sse_then_stall(vec![chunk::text(
+            "Thinking it over",
+        )]));
+    tokio::task::block_in_place(|| {
+        let mut term = Terminal::spawn(&env, &["chat", "-a", "never", "-s", "read-only"]);
+        let id = term.session_id();
+        term.expect(PROMPT);
+        term.line("a question that is never answered");
+        term.expect("Thinking it over");
+        term.key(ControlCode::EndOfText);
+        term.expect("interrupting the turn (Ctrl-C again to leave)");
+        // Whether the interrupted turn is still stopping or the prompt is back, the
+        // second Ctrl-C leaves, the thread stopped cleanly.
+        term.key(ControlCode::EndOfText);
+        term.expect(&format!("/resume {id}"));
+        assert_eq!(term.wait_exit(), Some(0));
+    });
+    assert_eq!(env.server.requests().len(), 1);
+    env.server.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oss_opens_on_the_local_server_that_answers() {
+    let env = TestEnv::new().await;
+    env.server.set_models(&["pty-local-model"]);
+    env.server.push(answer("Hello from the local server."));
+    // Only llama.cpp's base URL has a server; the others are closed ports.
+    let closed = || {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", listener.local_addr().unwrap())
+    };
+    env.write_raw_config(&format!(
+        "[model_providers.ollama]\nname = \"Ollama\"\nbase_url = \"{}\"\n\
+         [model_providers.lmstudio]\nname = \"LM Studio\"\nbase_url = \"{}\"\n\
+         [model_providers.llamacpp]\nname = \"llama.cpp\"\nbase_url = \"{}\"\n\
+         [model_providers.vllm]\nname = \"vLLM\"\nbase_url = \"{}\"\n",
+        closed(),
+        closed(),
+        env.server.base_url(),
+        closed()
+    ));
+    tokio::task::block_in_place(|| {
+        let mut term = Terminal::spawn(&env, &["--oss"]);
+        term.expect("--oss: using llama.cpp at");
+        // The session header (its labels are bold).
+        term.expect_regex("model:.*pty-local-model");
+        term.expect_regex("provider:.*llamacpp");
+        term.expect(PROMPT);
+        term.line("hello");
+        term.expect("Hello from the local server.");
+        term.expect(PROMPT);
+        term.key(ControlCode::EndOfTransmission);
+        assert_eq!(term.wait_exit(), Some(0));
+    });
+    let requests = env.server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0]["model"], "pty-local-model");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_continues_an_earlier_thread_with_its_history() {
     let env = TestEnv::new().await;
     env.server.push(answer("Noted: pelican."));

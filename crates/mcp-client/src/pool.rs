@@ -334,8 +334,11 @@ impl Entry {
                     failures_before + 1,
                 ),
             };
+            // Every thread using the server is told through its `McpStartupUpdate`
+            // event, which each front end shows (exec on stderr or as a JSON item, the
+            // servers as notifications); a warning here would say it twice.
             if let State::Failed { error, .. } = &next {
-                tracing::warn!(
+                tracing::info!(
                     server = %entry.label,
                     "MCP server failed to start: {}",
                     error.message

@@ -426,6 +426,11 @@ impl SdkConnection {
         match self.service.close_with_timeout(deadline).await {
             Ok(Some(_)) => {}
             Ok(None) => tracing::warn!("MCP session did not close within {deadline:?}"),
+            // Cancelled: the runtime is going down with the process, which ends the
+            // session anyway; nothing failed.
+            Err(err) if err.is_cancelled() => {
+                tracing::debug!("MCP session task cancelled while closing");
+            }
             Err(err) => tracing::warn!("MCP session task failed while closing: {err}"),
         }
     }

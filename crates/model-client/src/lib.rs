@@ -13,6 +13,8 @@ mod client;
 pub mod credentials;
 mod error;
 mod history;
+mod local_servers;
+mod model_list;
 mod prompt;
 mod provider;
 mod responses_request;
@@ -27,6 +29,8 @@ pub use client::{
 };
 pub use error::{ConnectionFailure, ProviderError};
 pub use history::ABORTED_TOOL_OUTPUT;
+pub use local_servers::{LOCAL_PROBE_DEADLINE, LocalServerProbe, probe_local_servers};
+pub use model_list::{ModelListError, ModelListing, list_models};
 pub use prompt::{Prompt, ToolSpec};
 pub use provider::*;
 pub use server_info::ServerFacts;

@@ -79,8 +79,9 @@ pub enum MaxTokensField {
     MaxCompletionTokens,
 }
 
-/// Ids of the built-in providers that serve models on the user's own machine.
-pub const LOCAL_PROVIDER_IDS: &[&str] = &["ollama", "lmstudio", "vllm", "llamacpp"];
+/// Ids of the built-in providers that serve models on the user's own machine, in the
+/// order `--oss` prefers them when more than one answers.
+pub const LOCAL_PROVIDER_IDS: &[&str] = &["ollama", "lmstudio", "llamacpp", "vllm"];
 
 pub const DEFAULT_REQUEST_MAX_RETRIES: u64 = 4;
 pub const DEFAULT_STREAM_MAX_RETRIES: u64 = 5;

@@ -62,6 +62,8 @@ impl Endpoint {
 struct ServerState {
     /// What `GET /props` answers (llama.cpp's server properties); 404 when unset.
     props: Option<serde_json::Value>,
+    /// The ids `GET /v1/models` lists; `mock-model` when unset.
+    models: Option<Vec<String>>,
     /// How many tokens `POST /tokenize` reports (after `POST /apply-template`); both
     /// answer 404 when unset.
     token_count: Option<usize>,
@@ -107,6 +109,7 @@ impl MockModelServer {
             .route("/v1/models", axum::routing::get(list_models))
             .route("/props", axum::routing::get(props))
             .route("/api/show", post(no_ollama))
+            .route("/api/tags", axum::routing::get(no_ollama))
             .route("/apply-template", post(apply_template))
             .route("/tokenize", post(tokenize))
             .fallback(unknown_route)
@@ -148,6 +151,11 @@ impl MockModelServer {
     /// `{"default_generation_settings":{"n_ctx":2048},"chat_template_caps":{"supports_tools":false}}`.
     pub fn set_props(&self, props: serde_json::Value) {
         lock(&self.state).props = Some(props);
+    }
+
+    /// Makes `GET /v1/models` list these ids instead of `mock-model`.
+    pub fn set_models(&self, ids: &[&str]) {
+        lock(&self.state).models = Some(ids.iter().map(|id| id.to_string()).collect());
     }
 
     /// Makes `POST /apply-template` and `POST /tokenize` answer (as llama.cpp's server
@@ -201,12 +209,16 @@ async fn unknown_route(State(state): State<Shared>, uri: axum::http::Uri) -> Res
 
 /// `GET /v1/models`: the model list clients probe an endpoint with (`interpreter doctor`).
 /// Not scripted and not recorded, so probing never consumes a queued response.
-async fn list_models() -> Response {
-    axum::Json(serde_json::json!({
-        "object": "list",
-        "data": [{"id": "mock-model", "object": "model"}],
-    }))
-    .into_response()
+async fn list_models(State(state): State<Shared>) -> Response {
+    let ids = lock(&state)
+        .models
+        .clone()
+        .unwrap_or_else(|| vec!["mock-model".to_string()]);
+    let data: Vec<serde_json::Value> = ids
+        .iter()
+        .map(|id| serde_json::json!({"id": id, "object": "model"}))
+        .collect();
+    axum::Json(serde_json::json!({"object": "list", "data": data})).into_response()
 }
 
 /// `GET /props`: llama.cpp's server properties, when a test set them. Not recorded.
@@ -233,7 +245,8 @@ async fn tokenize(State(state): State<Shared>) -> Response {
     }
 }
 
-/// `POST /api/show` (Ollama's model details): this mock is not Ollama. Not recorded.
+/// `POST /api/show` and `GET /api/tags` (Ollama's own API): this mock is not Ollama. Not
+/// recorded.
 async fn no_ollama() -> Response {
     (StatusCode::NOT_FOUND, "404 page not found").into_response()
 }

@@ -37,8 +37,6 @@ use slash::{ResumeWhich, Slash};
 
 const PROMPT: &str = "› ";
 const ANSWER_PROMPT: &str = "[y/n/a] › ";
-/// A second Ctrl-C this soon after the one that interrupted a turn exits.
-const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
 /// How long an interrupted turn may take to record its abort before the prompt returns.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// How long a thread may take to flush its rollout when it is left or restarted.
@@ -88,8 +86,9 @@ struct Chat {
     editor: LineEditor,
     usage: Option<TokenUsageInfo>,
     signals: ChatSignals,
-    /// When Ctrl-C last interrupted a turn, to recognise a second Ctrl-C.
-    last_interrupt: Option<Instant>,
+    /// The last turn ended because Ctrl-C interrupted it, and nothing was typed since: a
+    /// SIGINT now is the second Ctrl-C of a pair.
+    ctrl_c_ended_turn: bool,
     /// A stop signal arrived while an approval question was up.
     leave_requested: bool,
 }
@@ -113,6 +112,11 @@ async fn chat(
     env: HashMap<String, String>,
 ) -> anyhow::Result<ExitCode> {
     let cwd = crate::exec::resolve_cwd(options.cwd.as_deref())?;
+    let config_args = if options.oss {
+        config_inputs::with_local_server(config_args, &env, &cwd, options.model.as_deref()).await?
+    } else {
+        config_args
+    };
     let settings = if options.full_auto {
         Settings {
             model: options.model.clone(),
@@ -162,7 +166,7 @@ async fn chat(
         editor,
         usage: None,
         signals,
-        last_interrupt: None,
+        ctrl_c_ended_turn: false,
         leave_requested: false,
     };
 
@@ -234,20 +238,16 @@ impl Chat {
                         signal = self.signals.next() => match signal {
                             ChatSignal::Stop => return Ok(()),
                             // While the editor reads, Ctrl-C is a key, not a signal; a SIGINT
-                            // here was pressed just as an interrupted turn ended: the second
+                            // here was pressed just as the turn ended, before the editor
+                            // took the terminal. After a Ctrl-C interrupt it is the second
                             // Ctrl-C of a pair, which leaves.
-                            ChatSignal::CtrlC
-                                if self
-                                    .last_interrupt
-                                    .is_some_and(|at| at.elapsed() < DOUBLE_CTRL_C) =>
-                            {
-                                return Ok(());
-                            }
+                            ChatSignal::CtrlC if self.ctrl_c_ended_turn => return Ok(()),
                             ChatSignal::CtrlC => {}
                         },
                     }
                 }
             };
+            self.ctrl_c_ended_turn = false;
             let line = match input {
                 // Ctrl-C reaches here only at an empty line (it clears a typed one).
                 Input::Interrupted | Input::Eof => return Ok(()),
@@ -277,6 +277,7 @@ impl Chat {
         // A Ctrl-C from before this turn (e.g. sent while the prompt was up) must not
         // interrupt it.
         self.signals.forget_pending();
+        self.ctrl_c_ended_turn = false;
         self.thread
             .submit(Op::UserInput {
                 items: vec![UserInput::Text { text }],
@@ -305,13 +306,15 @@ impl Chat {
                         exit_after_turn = true;
                         continue;
                     }
-                    if interrupted_at.is_some_and(|at| at.elapsed() < DOUBLE_CTRL_C) {
+                    // However long the interrupted turn takes to stop, a second Ctrl-C
+                    // means leave now.
+                    if interrupted_at.is_some() {
                         return Ok(TurnEnd::Exit);
                     }
                     self.output.warning("interrupting the turn (Ctrl-C again to leave)");
                     thread.submit(Op::Interrupt).await?;
                     interrupted_at = Some(Instant::now());
-                    self.last_interrupt = interrupted_at;
+                    self.ctrl_c_ended_turn = true;
                     continue;
                 }
                 () = grace => {
@@ -483,7 +486,9 @@ impl Chat {
                     let usage = self.output.style().bold(usage);
                     self.say(&format!("{usage:<28} {what}"));
                 }
-                self.say("Ctrl-C interrupts a turn; twice quickly, or at an empty prompt, leaves.");
+                self.say(
+                    "Ctrl-C interrupts a turn; a second Ctrl-C, or one at an empty prompt, leaves.",
+                );
                 Ok(())
             }
             // Handled by the prompt loop.

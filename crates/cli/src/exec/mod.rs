@@ -113,6 +113,11 @@ pub async fn run_exec(
         (sandbox, AskForApproval::Never)
     };
 
+    let config_args = if args.oss {
+        config_inputs::with_local_server(config_args, &env, &cwd, args.model.as_deref()).await?
+    } else {
+        config_args
+    };
     let overrides = ConfigOverrides {
         model: args.model.clone(),
         cwd: Some(cwd.clone()),

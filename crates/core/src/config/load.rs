@@ -4,11 +4,11 @@
 //! Precedence, lowest first: `<home>/config.toml` → its `[profiles.NAME]` table →
 //! `<home>/NAME.config.toml` → `-c` overrides (in order) → [`ConfigOverrides`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use interpreter_model_client::{built_in_providers, validate_base_url};
+use interpreter_model_client::{ModelProviderInfo, built_in_providers, validate_base_url};
 use interpreter_protocol::{AskForApproval, ReasoningEffort, SandboxMode, SandboxPolicy};
 use toml::{Table, Value};
 
@@ -86,15 +86,8 @@ pub fn resolve_home(env: &HashMap<String, String>) -> Result<PathBuf, ConfigErro
 
 pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     let config_path = inputs.home.join("config.toml");
-    let mut warnings = Vec::new();
-    let layers = collect_layers(&inputs, &config_path, &mut warnings)?;
-
-    let mut merged = Table::new();
-    for layer in &layers {
-        merge_into(&mut merged, layer.table.clone());
-    }
+    let (toml, layers, mut warnings) = read_layered(&inputs, &config_path)?;
     let file_origin = ConfigSource::File(config_path.clone());
-    let toml: ConfigToml = deserialize_merged(merged, &layers, &file_origin)?;
     // The error for the value at `path`, naming the key as it is spelled where it was
     // set and that file (or `-c`).
     let invalid_at = |path: &[&str], message: String| {
@@ -160,13 +153,7 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     let model_provider_id = model_provider
         .or(toml.model_provider)
         .unwrap_or_else(|| DEFAULT_MODEL_PROVIDER.to_string());
-    let mut providers = built_in_providers();
-    if let Some(url) = toml.openai_base_url
-        && let Some(openai) = providers.get_mut(DEFAULT_MODEL_PROVIDER)
-    {
-        openai.base_url = Some(url);
-    }
-    providers.extend(toml.model_providers);
+    let mut providers = merged_providers(toml.openai_base_url, toml.model_providers);
     let mut model_provider =
         providers
             .remove(&model_provider_id)
@@ -281,6 +268,39 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
 
 /// Reads every layer in precedence order (lowest first) and strips (or, with `strict`,
 /// rejects) unknown keys from each.
+/// Every layer below the per-call overrides, merged and typed; the layers themselves are
+/// returned too, to name the one that set a key, and the warnings reading them raised.
+pub(super) fn read_layered(
+    inputs: &ConfigInputs,
+    config_path: &Path,
+) -> Result<(ConfigToml, Vec<Layer>, Vec<String>), ConfigError> {
+    let mut warnings = Vec::new();
+    let layers = collect_layers(inputs, config_path, &mut warnings)?;
+    let mut merged = Table::new();
+    for layer in &layers {
+        merge_into(&mut merged, layer.table.clone());
+    }
+    let file_origin = ConfigSource::File(config_path.to_path_buf());
+    let toml: ConfigToml = deserialize_merged(merged, &layers, &file_origin)?;
+    Ok((toml, layers, warnings))
+}
+
+/// The built-in providers with `openai_base_url` applied, then the user's
+/// `[model_providers.ID]` tables, which replace a built-in of the same id.
+pub(super) fn merged_providers(
+    openai_base_url: Option<String>,
+    user: BTreeMap<String, ModelProviderInfo>,
+) -> HashMap<String, ModelProviderInfo> {
+    let mut providers = built_in_providers();
+    if let Some(url) = openai_base_url
+        && let Some(openai) = providers.get_mut(DEFAULT_MODEL_PROVIDER)
+    {
+        openai.base_url = Some(url);
+    }
+    providers.extend(user);
+    providers
+}
+
 fn collect_layers(
     inputs: &ConfigInputs,
     config_path: &Path,

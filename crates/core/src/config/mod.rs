@@ -10,6 +10,7 @@ pub use interpreter_model_client::credentials;
 pub mod edit;
 mod error;
 mod load;
+mod local_server;
 mod toml_file;
 mod types;
 
@@ -19,5 +20,6 @@ pub use load::{
     DEFAULT_PROJECT_DOC_MAX_BYTES, DEFAULT_SHELL_TIMEOUT_MS, DEFAULT_TOOL_OUTPUT_MAX_BYTES,
     load_config, resolve_home,
 };
+pub use local_server::{LocalServerChoice, LocalServerError, ModelReason, select_local_server};
 pub use toml_file::{ACCEPTED_IGNORED_KEYS, parse_cli_override};
 pub use types::*;
