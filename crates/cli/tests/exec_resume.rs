@@ -28,6 +28,20 @@ fn answer(text: &str) -> MockResponse {
     ])
 }
 
+/// `--json` warning items (`item.completed` of type `error`) containing `needle`.
+fn warning_items(events: &[serde_json::Value], needle: &str) -> usize {
+    events
+        .iter()
+        .filter(|event| {
+            event["type"] == "item.completed"
+                && event["item"]["type"] == "error"
+                && event["item"]["message"]
+                    .as_str()
+                    .is_some_and(|message| message.contains(needle))
+        })
+        .count()
+}
+
 const EXEC: [&str; 3] = ["exec", "--json", "--skip-git-repo-check"];
 
 fn args<'a>(rest: &[&'a str]) -> Vec<&'a str> {
@@ -130,6 +144,12 @@ async fn resume_survives_a_truncated_last_rollout_line() {
         .run(&args(&["resume", &thread_id, "what was the note?"]))
         .await;
     second.assert_success();
+    assert_eq!(
+        warning_items(&second.events(), "skipped truncated last line"),
+        1,
+        "stdout: {}",
+        second.stdout
+    );
     let requests = env.server.requests();
     assert!(request_mentions(&requests[1], "note: kiwi"));
     assert!(request_mentions(&requests[1], "before the crash"));
@@ -248,14 +268,14 @@ async fn deleted_index_is_rebuilt_and_resume_last_finds_the_newest_of_1000() {
         .await;
     out.assert_success();
     assert_eq!(out.thread_id(), newest);
-    assert!(
-        out.stderr
-            .contains("was missing; rebuilt it from 1000 rollouts"),
-        "stderr: {}",
-        out.stderr
+    // The repair is one of the thread's warnings: an `error` item on stdout.
+    assert_eq!(
+        warning_items(&out.events(), "was missing; rebuilt it from 1000 rollouts"),
+        1,
+        "stdout: {}",
+        out.stdout
     );
-    // The notice is not part of the JSONL protocol on stdout.
-    assert!(!out.stdout.contains("rebuilt"), "stdout: {}", out.stdout);
+    assert!(!out.stderr.contains("rebuilt"), "stderr: {}", out.stderr);
     let requests = env.server.requests();
     assert!(request_mentions(&requests[0], "question 999"));
     assert!(request_mentions(&requests[0], "where were we?"));
@@ -265,7 +285,7 @@ async fn deleted_index_is_rebuilt_and_resume_last_finds_the_newest_of_1000() {
     let again = env.run(&args(&["resume", "--last", "and now?"])).await;
     again.assert_success();
     assert_eq!(again.thread_id(), newest);
-    assert!(!again.stderr.contains("thread index"), "{}", again.stderr);
+    assert!(!again.stdout.contains("thread index"), "{}", again.stdout);
     env.server.assert_invariants();
 }
 
@@ -284,11 +304,13 @@ async fn garbage_index_is_moved_aside_and_rebuilt_and_new_threads_are_indexed() 
 
     let new = env.run(&args(&["new thread"])).await;
     new.assert_success();
-    assert!(
-        new.stderr.contains("was unreadable") && new.stderr.contains("rebuilt it from 1 rollout"),
-        "stderr: {}",
-        new.stderr
+    assert_eq!(
+        warning_items(&new.events(), "rebuilt it from 1 rollout"),
+        1,
+        "stdout: {}",
+        new.stdout
     );
+    assert!(new.stdout.contains("was unreadable"), "{}", new.stdout);
     let moved: Vec<PathBuf> = std::fs::read_dir(env.home.path())
         .expect("read home")
         .flatten()
@@ -307,9 +329,9 @@ async fn garbage_index_is_moved_aside_and_rebuilt_and_new_threads_are_indexed() 
     resumed.assert_success();
     assert_eq!(resumed.thread_id(), new.thread_id());
     assert!(
-        !resumed.stderr.contains("thread index"),
+        !resumed.stdout.contains("thread index"),
         "{}",
-        resumed.stderr
+        resumed.stdout
     );
     env.server.assert_invariants();
 }
@@ -385,10 +407,11 @@ async fn resume_last_catches_up_with_rollouts_the_index_missed() {
     let resumed = env.run(&args(&["resume", "--last", "continue"])).await;
     resumed.assert_success();
     assert_eq!(resumed.thread_id(), missed.to_string());
-    assert!(
-        resumed.stderr.contains("indexed 1 rollout it did not know"),
-        "stderr: {}",
-        resumed.stderr
+    assert_eq!(
+        warning_items(&resumed.events(), "indexed 1 rollout it did not know"),
+        1,
+        "stdout: {}",
+        resumed.stdout
     );
     env.server.assert_invariants();
 }

@@ -96,7 +96,8 @@ pub(crate) async fn compact(
         ));
     };
 
-    let mut replacement = project_doc::initial_context(&sess.config);
+    // Its warnings (a truncated AGENTS.md) were shown when the thread started.
+    let mut replacement = project_doc::initial_context(&sess.config).items;
     replacement.push(ResponseItem::user_text(format!(
         "{SUMMARY_PREFIX}\n\n{summary}"
     )));

@@ -10,10 +10,21 @@ use crate::config::Config;
 
 const PROJECT_DOC_FILENAME: &str = "AGENTS.md";
 
-/// The AGENTS.md text for `cwd`, or `None` when there is none.
-pub fn load_project_docs(cwd: &Path, max_bytes: usize) -> Option<String> {
+/// The AGENTS.md instructions in force for a directory, and what the byte budget cut.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ProjectDocs {
+    /// `None` when there is no (non-empty) AGENTS.md.
+    pub text: Option<String>,
+    /// One line per file cut short or left out, for the user: instructions the model
+    /// never sees must not go unnoticed.
+    pub warnings: Vec<String>,
+}
+
+/// The AGENTS.md files for `cwd`, within `max_bytes` in total.
+pub fn load_project_docs(cwd: &Path, max_bytes: usize) -> ProjectDocs {
+    let mut docs = ProjectDocs::default();
     if max_bytes == 0 {
-        return None;
+        return docs;
     }
     let mut parts = Vec::new();
     let mut remaining = max_bytes;
@@ -26,17 +37,28 @@ pub fn load_project_docs(cwd: &Path, max_bytes: usize) -> Option<String> {
         if text.is_empty() {
             continue;
         }
+        if remaining == 0 {
+            docs.warnings.push(format!(
+                "{} left out: the files before it used up project_doc_max_bytes ({max_bytes} bytes)",
+                path.display()
+            ));
+            continue;
+        }
         let taken = truncate_to_char_boundary(text, remaining);
         if taken.len() < text.len() {
-            tracing::warn!(path = %path.display(), max_bytes, "AGENTS.md truncated to the project_doc_max_bytes budget");
+            docs.warnings.push(format!(
+                "{} truncated to {} of its {} bytes to fit project_doc_max_bytes ({max_bytes} bytes); \
+                 raise it with `-c project_doc_max_bytes=N`",
+                path.display(),
+                taken.len(),
+                text.len()
+            ));
         }
         remaining -= taken.len();
         parts.push(taken.to_string());
-        if remaining == 0 {
-            break;
-        }
     }
-    (!parts.is_empty()).then(|| parts.join("\n\n"))
+    docs.text = (!parts.is_empty()).then(|| parts.join("\n\n"));
+    docs
 }
 
 /// Directories from the repository root (or `cwd` itself outside a repository) to `cwd`.
@@ -63,29 +85,36 @@ fn truncate_to_char_boundary(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// What every thread's history starts with: developer instructions, AGENTS.md and the
-/// environment. Compaction keeps it, so the model never loses its ground rules.
-pub fn initial_context(config: &Config) -> Vec<interpreter_protocol::ResponseItem> {
-    use interpreter_protocol::ResponseItem;
-    let mut items = Vec::new();
-    if let Some(dev) = &config.developer_instructions {
-        items.push(ResponseItem::developer_text(dev.clone()));
-    }
-    if let Some(docs) = project_doc_message(config) {
-        items.push(ResponseItem::user_text(docs));
-    }
-    items.push(ResponseItem::user_text(environment_context(config)));
-    items
+/// What a thread's history starts with, and what the user should know about it.
+#[derive(Debug, Default)]
+pub struct InitialContext {
+    pub items: Vec<interpreter_protocol::ResponseItem>,
+    /// From [`ProjectDocs::warnings`].
+    pub warnings: Vec<String>,
 }
 
-/// The user-role message that carries AGENTS.md instructions, if any.
-pub fn project_doc_message(config: &Config) -> Option<String> {
-    load_project_docs(&config.cwd, config.project_doc_max_bytes).map(|docs| {
-        format!(
+/// What every thread's history starts with: developer instructions, AGENTS.md and the
+/// environment. Compaction keeps it, so the model never loses its ground rules.
+pub fn initial_context(config: &Config) -> InitialContext {
+    use interpreter_protocol::ResponseItem;
+    let mut context = InitialContext::default();
+    if let Some(dev) = &config.developer_instructions {
+        context
+            .items
+            .push(ResponseItem::developer_text(dev.clone()));
+    }
+    let docs = load_project_docs(&config.cwd, config.project_doc_max_bytes);
+    if let Some(docs) = docs.text {
+        context.items.push(ResponseItem::user_text(format!(
             "# AGENTS.md instructions for {}\n\n<INSTRUCTIONS>\n{docs}\n</INSTRUCTIONS>",
             config.cwd.display()
-        )
-    })
+        )));
+    }
+    context.warnings = docs.warnings;
+    context
+        .items
+        .push(ResponseItem::user_text(environment_context(config)));
+    context
 }
 
 /// How the environment context message starts (used to find the one in force).
@@ -120,11 +149,22 @@ mod tests {
         std::fs::write(root.join("AGENTS.md"), "root rules").unwrap();
         std::fs::write(sub.join("AGENTS.md"), "leaf rules").unwrap();
 
-        let docs = load_project_docs(&sub, 1024).unwrap();
-        assert_eq!(docs, "root rules\n\nleaf rules");
+        let docs = load_project_docs(&sub, 1024);
+        assert_eq!(docs.text.as_deref(), Some("root rules\n\nleaf rules"));
+        assert!(docs.warnings.is_empty(), "{:?}", docs.warnings);
 
-        let capped = load_project_docs(&sub, 4).unwrap();
-        assert_eq!(capped, "root");
+        let capped = load_project_docs(&sub, 4);
+        assert_eq!(capped.text.as_deref(), Some("root"));
+        let [truncated, left_out] = capped.warnings.as_slice() else {
+            panic!("two warnings expected: {:?}", capped.warnings);
+        };
+        assert!(truncated.contains(&root.join("AGENTS.md").display().to_string()));
+        assert!(
+            truncated.contains("truncated to 4 of its 10 bytes"),
+            "{truncated}"
+        );
+        assert!(left_out.contains(&sub.join("AGENTS.md").display().to_string()));
+        assert!(left_out.contains("left out"), "{left_out}");
     }
 
     #[test]
@@ -133,8 +173,8 @@ mod tests {
         let sub = tmp.path().join("x");
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::write(tmp.path().join("AGENTS.md"), "parent").unwrap();
-        assert_eq!(load_project_docs(&sub, 1024), None);
+        assert_eq!(load_project_docs(&sub, 1024), ProjectDocs::default());
         std::fs::write(sub.join("AGENTS.md"), "here").unwrap();
-        assert_eq!(load_project_docs(&sub, 1024).as_deref(), Some("here"));
+        assert_eq!(load_project_docs(&sub, 1024).text.as_deref(), Some("here"));
     }
 }

@@ -36,6 +36,9 @@ pub(crate) enum SessionInit {
     Resume {
         config: Config,
         thread_id: ThreadId,
+        /// What finding the thread turned up for the user (an index repair, lines a fork
+        /// could not copy), shown with the thread's start-up warnings.
+        warnings: Vec<String>,
     },
 }
 
@@ -231,6 +234,9 @@ pub(crate) async fn start(
     rx_sub: mpsc::Receiver<Submission>,
     tx_event: mpsc::UnboundedSender<Event>,
 ) -> Result<Started, CoreError> {
+    // What the user must hear about this thread's start, emitted as `warning` events once
+    // the session exists: the only path such notices take to every front end.
+    let mut startup_warnings = Vec::new();
     let (config, thread_id, history, total_usage, recorder, is_new, first_submission_id) =
         match init {
             SessionInit::New { config, source } => {
@@ -238,24 +244,24 @@ pub(crate) async fn start(
                 let recorder = if config.ephemeral {
                     None
                 } else {
-                    Some(
-                        RolloutRecorder::create(
-                            &config.home,
-                            SessionMeta {
-                                id: thread_id,
-                                timestamp: Utc::now(),
-                                cwd: config.cwd.clone(),
-                                originator: "interpreter".to_string(),
-                                cli_version: env!("CARGO_PKG_VERSION").to_string(),
-                                source,
-                                model_provider: Some(config.model_provider_id.clone()),
-                                model: Some(config.model.clone()),
-                                base_instructions: config.base_instructions.clone(),
-                                forked_from_id: None,
-                            },
-                        )
-                        .await?,
+                    let (recorder, repairs) = RolloutRecorder::create(
+                        &config.home,
+                        SessionMeta {
+                            id: thread_id,
+                            timestamp: Utc::now(),
+                            cwd: config.cwd.clone(),
+                            originator: "interpreter".to_string(),
+                            cli_version: env!("CARGO_PKG_VERSION").to_string(),
+                            source,
+                            model_provider: Some(config.model_provider_id.clone()),
+                            model: Some(config.model.clone()),
+                            base_instructions: config.base_instructions.clone(),
+                            forked_from_id: None,
+                        },
                     )
+                    .await?;
+                    startup_warnings.extend(repairs.iter().map(ToString::to_string));
+                    Some(recorder)
                 };
                 (
                     config,
@@ -267,10 +273,17 @@ pub(crate) async fn start(
                     1,
                 )
             }
-            SessionInit::Resume { config, thread_id } => {
-                let path = rollout::find_rollout(&config.home, thread_id)?
-                    .ok_or(CoreError::ThreadNotFound(thread_id))?;
-                let items = rollout::read_resumable(&path)?;
+            SessionInit::Resume {
+                config,
+                thread_id,
+                warnings,
+            } => {
+                startup_warnings.extend(warnings);
+                let (path, repairs) = rollout::find_rollout_with_repairs(&config.home, thread_id)?;
+                startup_warnings.extend(repairs.iter().map(ToString::to_string));
+                let path = path.ok_or(CoreError::ThreadNotFound(thread_id))?;
+                let rollout::ResumableRollout { items, skipped } = rollout::read_resumable(&path)?;
+                startup_warnings.extend(skipped.map(|skipped| skipped.to_string()));
                 let history = rollout::history_from_rollout(&items);
                 let total_usage = last_total_usage(&items);
                 let first_submission_id = next_turn_number(&items);
@@ -299,7 +312,8 @@ pub(crate) async fn start(
     // shared, missing ones start in the background. Only `required` servers are waited
     // for here (their failure fails the thread start); the others settle while the thread
     // goes on, and the first model request waits for them (see `Session::prepare_mcp`).
-    let mut startup_warnings = config.warnings.clone();
+    // Config warnings first: they were found first.
+    startup_warnings.splice(0..0, config.warnings.iter().cloned());
     let elicitations = ElicitationBroker::new(tx_event.clone(), config.approval_timeout);
     let mcp = if config.mcp_servers.values().any(|server| server.enabled) {
         let (mut manager, report) = McpConnectionManager::connect(
@@ -359,6 +373,12 @@ pub(crate) async fn start(
         turn_base_len: Mutex::new(0),
     });
 
+    // Read before the warnings go out, so that a truncated AGENTS.md is among them. A
+    // resumed thread keeps the context it started with, so only a new one reads it.
+    let initial_context = is_new.then(|| project_doc::initial_context(&session.config));
+    if let Some(context) = &initial_context {
+        startup_warnings.extend(context.warnings.iter().cloned());
+    }
     for message in startup_warnings {
         session
             .emit(
@@ -372,12 +392,10 @@ pub(crate) async fn start(
         tokio::spawn(settle_mcp(session.clone()));
     }
 
-    if is_new {
+    if let Some(context) = initial_context {
         // The initial context is part of the durable history, so a resumed thread sees
         // exactly what the model saw the first time.
-        session
-            .record_items(&project_doc::initial_context(&session.config))
-            .await;
+        session.record_items(&context.items).await;
     } else {
         // A thread resumed under other settings (sandbox, approval policy, cwd, network)
         // tells the model what is in force now; otherwise it would plan for the old ones.

@@ -152,16 +152,59 @@ impl ThreadManager {
         config: Config,
         thread_id: ThreadId,
     ) -> Result<NewThread, CoreError> {
+        self.resume(config, thread_id, Vec::new()).await
+    }
+
+    async fn resume(
+        &self,
+        config: Config,
+        thread_id: ThreadId,
+        warnings: Vec<String>,
+    ) -> Result<NewThread, CoreError> {
         if let Some(thread) = self.get_thread(thread_id).await {
             return Err(CoreError::ThreadAlreadyLive(thread.id()));
         }
-        self.spawn(SessionInit::Resume { config, thread_id }).await
+        self.spawn(SessionInit::Resume {
+            config,
+            thread_id,
+            warnings,
+        })
+        .await
+    }
+
+    /// Resume the newest thread (in `cwd` when given) whose rollout still exists, healing
+    /// the index first; `Ok(None)` when there is none. What the healing repaired is shown
+    /// as a warning on the resumed thread.
+    pub async fn resume_latest(
+        &self,
+        config: Config,
+        cwd: Option<PathBuf>,
+    ) -> Result<Option<NewThread>, CoreError> {
+        let home = config.home.clone();
+        let (latest, repairs) =
+            tokio::task::spawn_blocking(move || rollout::find_latest(&home, cwd.as_deref()))
+                .await
+                .map_err(|e| {
+                    CoreError::Internal(format!("finding the latest thread stopped: {e}"))
+                })??;
+        let Some(latest) = latest else {
+            return Ok(None);
+        };
+        self.resume(
+            config,
+            latest.id,
+            repairs.iter().map(ToString::to_string).collect(),
+        )
+        .await
+        .map(Some)
     }
 
     /// Copy thread `source` into a new thread (through turn `last_turn_id` when given, else
     /// everything recorded so far) and make the copy live. The copy records where it came
     /// from (`forked_from_id`); the source is untouched. A turn the source is still running
-    /// is not copied past what its rollout holds.
+    /// is not copied past what its rollout holds. Lines of the source's rollout that cannot
+    /// be read are left out, and the copy's start warns about them; a source rollout with
+    /// no readable metadata is an error naming the file, as for a resume.
     pub async fn fork_thread(
         &self,
         config: Config,
@@ -173,47 +216,57 @@ impl ThreadManager {
         let cwd = config.cwd.clone();
         let provider = config.model_provider_id.clone();
         let model = config.model.clone();
-        let new_id = tokio::task::spawn_blocking(move || -> Result<ThreadId, CoreError> {
-            let path =
-                rollout::find_rollout(&home, source)?.ok_or(CoreError::ThreadNotFound(source))?;
-            let items = rollout::read_rollout(&path)?;
-            let Some((RolloutItem::SessionMeta(old_meta), rest)) = items.split_first() else {
-                return Err(CoreError::ThreadNotFound(source));
-            };
-            let copied = match &last_turn_id {
-                Some(turn_id) => rollout::items_through_turn(rest, turn_id).ok_or_else(|| {
-                    CoreError::TurnNotFound {
-                        thread_id: source,
-                        turn_id: turn_id.clone(),
+        let (new_id, warnings) =
+            tokio::task::spawn_blocking(move || -> Result<(ThreadId, Vec<String>), CoreError> {
+                let (path, repairs) = rollout::find_rollout_with_repairs(&home, source)?;
+                let path = path.ok_or(CoreError::ThreadNotFound(source))?;
+                // Lines of the source that cannot be read are not copied: the fork says so.
+                let rollout::ResumableRollout { items, skipped } = rollout::read_resumable(&path)?;
+                let warnings = repairs
+                    .iter()
+                    .map(ToString::to_string)
+                    .chain(skipped.map(|skipped| skipped.to_string()))
+                    .collect();
+                let Some((RolloutItem::SessionMeta(old_meta), rest)) = items.split_first() else {
+                    return Err(CoreError::ThreadNotFound(source));
+                };
+                let copied = match &last_turn_id {
+                    Some(turn_id) => {
+                        rollout::items_through_turn(rest, turn_id).ok_or_else(|| {
+                            CoreError::TurnNotFound {
+                                thread_id: source,
+                                turn_id: turn_id.clone(),
+                            }
+                        })?
                     }
-                })?,
-                None => rest.to_vec(),
-            };
-            let meta = SessionMeta {
-                id: ThreadId::new(),
-                timestamp: chrono::Utc::now(),
-                cwd,
-                originator: old_meta.originator.clone(),
-                cli_version: env!("CARGO_PKG_VERSION").to_string(),
-                source: session_source,
-                model_provider: Some(provider),
-                model: Some(model),
-                base_instructions: old_meta.base_instructions.clone(),
-                forked_from_id: Some(source),
-            };
-            let new_path = rollout::write_rollout(&home, &meta, &copied)?;
-            // Register it now, so `thread/list` and `resume` find it without a rescan.
-            match ThreadIndex::open(&home) {
-                Ok(index) => index.index_file(&new_path)?,
-                Err(err) => tracing::warn!("forked thread {} not indexed: {err}", meta.id),
-            }
-            Ok(meta.id)
-        })
-        .await
-        .map_err(|e| CoreError::Internal(format!("forking stopped unexpectedly: {e}")))??;
+                    None => rest.to_vec(),
+                };
+                let meta = SessionMeta {
+                    id: ThreadId::new(),
+                    timestamp: chrono::Utc::now(),
+                    cwd,
+                    originator: old_meta.originator.clone(),
+                    cli_version: env!("CARGO_PKG_VERSION").to_string(),
+                    source: session_source,
+                    model_provider: Some(provider),
+                    model: Some(model),
+                    base_instructions: old_meta.base_instructions.clone(),
+                    forked_from_id: Some(source),
+                };
+                let new_path = rollout::write_rollout(&home, &meta, &copied)?;
+                // Register it now, so `thread/list` and `resume` find it without a rescan.
+                match ThreadIndex::open(&home) {
+                    Ok(index) => index.index_file(&new_path)?,
+                    Err(err) => tracing::warn!("forked thread {} not indexed: {err}", meta.id),
+                }
+                Ok((meta.id, warnings))
+            })
+            .await
+            .map_err(|e| CoreError::Internal(format!("forking stopped unexpectedly: {e}")))??;
         self.spawn(SessionInit::Resume {
             config,
             thread_id: new_id,
+            warnings,
         })
         .await
     }
@@ -299,7 +352,12 @@ impl ThreadManager {
         self.remove_thread(thread_id).await;
         self.forget_recent(thread_id);
         shut_down(&thread, grace).await;
-        self.spawn(SessionInit::Resume { config, thread_id }).await
+        self.spawn(SessionInit::Resume {
+            config,
+            thread_id,
+            warnings: Vec::new(),
+        })
+        .await
     }
 
     /// Interrupt every running turn and wait (bounded) for the sessions to record it,

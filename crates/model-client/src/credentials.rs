@@ -103,21 +103,19 @@ fn write(home: &Path, file: &CredentialFile) -> Result<PathBuf, CredentialError>
     Ok(target)
 }
 
-/// The key stored for `provider_id`, if any. A missing or unreadable file means none
-/// (an unreadable one is logged: the request then fails naming the variable to set).
-pub fn stored_api_key(home: &Path, provider_id: &str) -> Option<SecretKey> {
-    match read(home) {
-        Ok(file) => file
-            .api_keys
-            .get(provider_id)
-            .map(|key| key.trim())
-            .filter(|key| !key.is_empty())
-            .map(SecretKey::new),
-        Err(err) => {
-            tracing::warn!("ignoring stored credentials: {err}");
-            None
-        }
-    }
+/// The key stored for `provider_id`, if any. A missing file means none; an unreadable
+/// one is an error, which config loading turns into a warning for the user (the request
+/// then fails naming the variable to set).
+pub fn stored_api_key(
+    home: &Path,
+    provider_id: &str,
+) -> Result<Option<SecretKey>, CredentialError> {
+    Ok(read(home)?
+        .api_keys
+        .get(provider_id)
+        .map(|key| key.trim())
+        .filter(|key| !key.is_empty())
+        .map(SecretKey::new))
 }
 
 /// Stores `key` for `provider_id` (replacing an earlier one); returns the file written.
@@ -154,10 +152,10 @@ mod tests {
     fn store_read_remove_with_private_mode() -> Result<(), Box<dyn std::error::Error>> {
         let home = std::env::temp_dir().join(format!("creds-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);
-        assert_eq!(stored_api_key(&home, "zai"), None);
+        assert_eq!(stored_api_key(&home, "zai")?, None);
         let written = store_api_key(&home, "zai", "  sk-123\n")?;
         assert_eq!(
-            stored_api_key(&home, "zai").map(|k| k.expose().to_string()),
+            stored_api_key(&home, "zai")?.map(|k| k.expose().to_string()),
             Some("sk-123".to_string())
         );
         #[cfg(unix)]
@@ -168,10 +166,15 @@ mod tests {
                 0o600
             );
         }
-        assert!(format!("{:?}", stored_api_key(&home, "zai")).contains("redacted"));
+        assert!(format!("{:?}", stored_api_key(&home, "zai")?).contains("redacted"));
         assert!(remove_api_key(&home, "zai")?);
         assert!(!remove_api_key(&home, "zai")?);
-        assert_eq!(stored_api_key(&home, "zai"), None);
+        assert_eq!(stored_api_key(&home, "zai")?, None);
+        std::fs::write(home.join(CREDENTIALS_FILE), "not json")?;
+        assert!(matches!(
+            stored_api_key(&home, "zai"),
+            Err(CredentialError::Parse { .. })
+        ));
         assert!(matches!(
             store_api_key(&home, "x", " "),
             Err(CredentialError::EmptyKey)

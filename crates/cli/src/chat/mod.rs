@@ -136,7 +136,7 @@ async fn chat(
     let editor = LineEditor::start(history)?;
     let mut output = HumanOutput::interactive(ColorArg::Auto);
 
-    heal_index(&config, &mut output);
+    // Index repairs reach the user as the first thread's warning events.
     let manager = ThreadManager::new();
     let NewThread {
         thread,
@@ -193,22 +193,6 @@ fn build_config(
     };
     let inputs = config_inputs::build(config_args, env.clone(), cwd.to_path_buf(), overrides)?;
     Ok(load_config(inputs)?)
-}
-
-/// Repair the thread index before threads register in it, telling the user what was
-/// repaired; a broken index is not fatal (rollouts are found without it).
-fn heal_index(config: &Config, output: &mut HumanOutput) {
-    if config.ephemeral {
-        return;
-    }
-    match ThreadIndex::open_with_repairs(&config.home) {
-        Ok((_, repairs)) => {
-            for repair in repairs {
-                output.warning(&repair.to_string());
-            }
-        }
-        Err(err) => output.warning(&format!("thread index unavailable: {err}")),
-    }
 }
 
 impl Chat {

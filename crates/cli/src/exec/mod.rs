@@ -138,19 +138,29 @@ pub async fn run_exec(
         Output::Human(HumanOutput::new(args.color))
     };
 
+    // Index repairs, skipped rollout lines and the like arrive as the thread's warning
+    // events, rendered with the turn.
     let manager = ThreadManager::new();
     let new_thread = match resume {
-        None => {
-            if !config.ephemeral {
-                // Heal the thread index before the new thread registers in it, so a
-                // rebuild is reported here rather than only logged.
-                heal_index(&config.home, &mut output);
-            }
-            manager.start_thread(config, SessionSource::Exec).await?
-        }
-        Some(target) => {
-            let thread_id = resolve_resume_target(&target, &config, &cwd, &mut output)?;
+        None => manager.start_thread(config, SessionSource::Exec).await?,
+        Some(ResumeTarget::Id(raw)) => {
+            let thread_id = raw.parse::<ThreadId>().map_err(|_| {
+                anyhow::anyhow!(
+                    "no thread with id `{raw}`: thread ids are UUIDs, as printed in `thread.started` or the `session id` header"
+                )
+            })?;
             manager.resume_thread(config, thread_id).await?
+        }
+        Some(ResumeTarget::Last { all_directories }) => {
+            let filter = (!all_directories).then(|| cwd.clone());
+            match manager.resume_latest(config, filter).await? {
+                Some(thread) => thread,
+                None if all_directories => anyhow::bail!("no earlier thread found"),
+                None => anyhow::bail!(
+                    "no earlier thread found for {} (use --all to look in every directory)",
+                    cwd.display()
+                ),
+            }
         }
     };
 
@@ -228,57 +238,6 @@ fn apply_codex_api_key(config: &mut Config) {
     }
     if let Some(key) = config.env.get("CODEX_API_KEY").cloned() {
         config.env.insert(env_key, key);
-    }
-}
-
-/// Opens (and, when needed, repairs) the thread index, telling the user what was
-/// repaired. An index that cannot be opened is not fatal: rollouts are found without it.
-fn heal_index(home: &Path, output: &mut Output) {
-    match interpreter_core::rollout::ThreadIndex::open_with_repairs(home) {
-        Ok((_, repairs)) => report_repairs(&repairs, output),
-        Err(err) => output.progress(&format!("thread index unavailable: {err}")),
-    }
-}
-
-/// Index repairs are exec's own progress, not part of the turn: stderr in both modes.
-fn report_repairs(repairs: &[interpreter_core::rollout::IndexRepair], output: &mut Output) {
-    for repair in repairs {
-        output.progress(&repair.to_string());
-    }
-}
-
-fn resolve_resume_target(
-    target: &ResumeTarget,
-    config: &Config,
-    cwd: &Path,
-    output: &mut Output,
-) -> anyhow::Result<ThreadId> {
-    match target {
-        ResumeTarget::Id(raw) => {
-            let id = raw.parse::<ThreadId>().map_err(|_| {
-                anyhow::anyhow!(
-                    "no thread with id `{raw}`: thread ids are UUIDs, as printed in `thread.started` or the `session id` header"
-                )
-            })?;
-            // Looked up here so that repairs are reported; an id without a rollout is
-            // reported by the engine when it resumes.
-            let (_, repairs) =
-                interpreter_core::rollout::find_rollout_with_repairs(&config.home, id)?;
-            report_repairs(&repairs, output);
-            Ok(id)
-        }
-        ResumeTarget::Last { all_directories } => {
-            let filter = if *all_directories { None } else { Some(cwd) };
-            let (latest, repairs) = interpreter_core::rollout::find_latest(&config.home, filter)?;
-            report_repairs(&repairs, output);
-            latest.map(|record| record.id).ok_or_else(|| match filter {
-                Some(cwd) => anyhow::anyhow!(
-                    "no earlier thread found for {} (use --all to look in every directory)",
-                    cwd.display()
-                ),
-                None => anyhow::anyhow!("no earlier thread found"),
-            })
-        }
     }
 }
 

@@ -161,8 +161,18 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
                 id: model_provider_id.clone(),
                 config_path: config_path.clone(),
             })?;
-    model_provider.stored_api_key =
-        interpreter_model_client::credentials::stored_api_key(&inputs.home, &model_provider_id);
+    model_provider.stored_api_key = match interpreter_model_client::credentials::stored_api_key(
+        &inputs.home,
+        &model_provider_id,
+    ) {
+        Ok(key) => key,
+        Err(err) => {
+            warnings.push(format!(
+                    "ignoring stored credentials: {err}; fix or remove the file, then run `interpreter login` again"
+                ));
+            None
+        }
+    };
 
     let sandbox_mode = sandbox_mode.or(toml.sandbox_mode).unwrap_or_default();
     let sandbox_policy = match sandbox_mode {

@@ -8,7 +8,8 @@
 //! * [`find_latest`] first indexes rollouts the index is behind on, and skips threads
 //!   whose rollout file is gone.
 //!
-//! Each healing step is described by an [`IndexRepair`] so front ends can tell the user.
+//! Each healing step is described by an [`IndexRepair`]; the engine shows those made while
+//! a thread starts as that thread's `warning` events.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -191,7 +192,8 @@ impl std::fmt::Display for IndexRepair {
     }
 }
 
-/// Logs repairs that no front end asked to see, so they are never silent.
+/// Logs repairs made outside a thread's start (listing, lookups by id), for `RUST_LOG`
+/// users. Those made while a thread starts are its warnings (see `session::start`).
 fn log_repairs(repairs: &[IndexRepair]) {
     for repair in repairs {
         tracing::warn!("{repair}");
@@ -225,8 +227,8 @@ fn classify(err: rusqlite::Error) -> ConnectFailure {
 
 impl ThreadIndex {
     /// Opens `<home>/state.sqlite`, creating the home directory and schema if needed and
-    /// healing the index (see the module doc). Repairs are logged; front ends that show
-    /// them to the user call [`ThreadIndex::open_with_repairs`].
+    /// healing the index (see the module doc). Repairs are logged; the engine, which shows
+    /// them to the user as a thread's warnings, calls [`ThreadIndex::open_with_repairs`].
     pub fn open(home: &Path) -> Result<Self, RolloutError> {
         let (index, repairs) = Self::open_with_repairs(home)?;
         log_repairs(&repairs);

@@ -28,6 +28,6 @@ pub use item::{
     CompactedItem, RolloutItem, SessionMeta, TurnContextItem, history_from_rollout,
     should_persist_event,
 };
-pub use reader::{read_resumable, read_rollout};
+pub use reader::{ResumableRollout, SkippedLines, read_resumable, read_rollout};
 pub use recorder::{RolloutRecorder, write_rollout};
 pub use turns::{TurnEntry, TurnOutcome, TurnRecord, items_through_turn, turns_from_rollout};

@@ -17,7 +17,9 @@ use chrono::{Local, Utc};
 use interpreter_protocol::ThreadId;
 
 use super::error::RolloutError;
-use super::index::{SESSIONS_DIR, ThreadIndex, ThreadRecord, thread_id_from_file_name};
+use super::index::{
+    IndexRepair, SESSIONS_DIR, ThreadIndex, ThreadRecord, thread_id_from_file_name,
+};
 use super::item::{RolloutItem, RolloutLine, SessionMeta, first_user_message};
 
 /// Deadline of one blocking file operation.
@@ -42,8 +44,12 @@ struct WriterState {
 
 impl RolloutRecorder {
     /// Creates `<home>/sessions/YYYY/MM/DD/rollout-<local time>-<id>.jsonl`, writes the
-    /// `session_meta` line, and registers the thread in the index.
-    pub async fn create(home: &Path, meta: SessionMeta) -> Result<Self, RolloutError> {
+    /// `session_meta` line, and registers the thread in the index. Returns what healing
+    /// the index repaired on the way, for the engine to tell the user.
+    pub async fn create(
+        home: &Path,
+        meta: SessionMeta,
+    ) -> Result<(Self, Vec<IndexRepair>), RolloutError> {
         let home = home.to_path_buf();
         let label = home.join(SESSIONS_DIR);
         run_blocking(&label, move || create_blocking(&home, meta)).await
@@ -199,11 +205,17 @@ pub fn write_rollout(
     create_file(home, meta, items).map(|(_, path)| path)
 }
 
-fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, RolloutError> {
+fn create_blocking(
+    home: &Path,
+    meta: SessionMeta,
+) -> Result<(RolloutRecorder, Vec<IndexRepair>), RolloutError> {
     // The index is opened (and healed) before the new rollout exists: opened after, a
     // fresh home's first thread looked like a rollout the index had lost, and its
     // creation was reported as a repair.
-    let index = ThreadIndex::open(home);
+    let (index, repairs) = match ThreadIndex::open_with_repairs(home) {
+        Ok((index, repairs)) => (Ok(index), repairs),
+        Err(err) => (Err(err), Vec::new()),
+    };
     let (file, path) = create_file(home, &meta, &[])?;
 
     let record = ThreadRecord {
@@ -227,7 +239,7 @@ fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, Ro
             None
         }
     };
-    Ok(RolloutRecorder {
+    let recorder = RolloutRecorder {
         path,
         state: Arc::new(Mutex::new(WriterState {
             file,
@@ -235,7 +247,8 @@ fn create_blocking(home: &Path, meta: SessionMeta) -> Result<RolloutRecorder, Ro
             thread_id: Some(meta.id),
             has_preview: false,
         })),
-    })
+    };
+    Ok((recorder, repairs))
 }
 
 fn open_existing_blocking(path: PathBuf) -> Result<RolloutRecorder, RolloutError> {

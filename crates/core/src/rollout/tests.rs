@@ -69,7 +69,8 @@ async fn write_then_read_back_in_order() {
     let meta = meta(home.path());
     let recorder = RolloutRecorder::create(home.path(), meta.clone())
         .await
-        .unwrap();
+        .unwrap()
+        .0;
 
     // The file layout and the session_meta line exist before anything else is recorded.
     let path = recorder.path().to_path_buf();
@@ -130,7 +131,8 @@ async fn truncated_last_line_is_skipped_and_appending_starts_clean() {
     let meta = meta(home.path());
     let recorder = RolloutRecorder::create(home.path(), meta.clone())
         .await
-        .unwrap();
+        .unwrap()
+        .0;
     let items = sample_items();
     recorder.record(&items).await.unwrap();
     let path = recorder.path().to_path_buf();
@@ -147,6 +149,19 @@ async fn truncated_last_line_is_skipped_and_appending_starts_clean() {
 
     let read = read_rollout(&path).unwrap();
     assert_eq!(read.len(), 1 + items.len());
+    let resumable = read_resumable(&path).unwrap();
+    assert_eq!(resumable.items, read);
+    let skipped = resumable.skipped.unwrap();
+    assert!(skipped.includes_last);
+    let line = items.len() + 2;
+    assert_eq!(
+        skipped.to_string(),
+        format!(
+            "{}: skipped truncated last line {line} ({})",
+            path.display(),
+            skipped.first_error
+        )
+    );
 
     let recorder = RolloutRecorder::open_existing(&path).await.unwrap();
     let extra = RolloutItem::ResponseItem(ResponseItem::user_text("again"));
@@ -179,6 +194,26 @@ fn unreadable_middle_line_is_skipped() {
             ResponseItem::user_text("one"),
             ResponseItem::user_text("two")
         ]
+    );
+
+    let content = format!(
+        "{}not json at all\n{}{{\"also\": \"garbage\"}}\n",
+        good("one"),
+        good("two")
+    );
+    std::fs::write(&path, content).unwrap();
+    let (items, skipped) = super::reader::parse_rollout(&path).unwrap();
+    assert_eq!(items.len(), 2);
+    let skipped = skipped.unwrap();
+    assert_eq!(skipped.lines, vec![2, 4]);
+    assert!(!skipped.includes_last);
+    let message = skipped.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "{}: skipped 2 unreadable lines (2, 4; first: ",
+            path.display()
+        )),
+        "{message}"
     );
 }
 
@@ -288,7 +323,8 @@ async fn find_rollout_survives_a_deleted_index() {
     let meta = meta(home.path());
     let recorder = RolloutRecorder::create(home.path(), meta.clone())
         .await
-        .unwrap();
+        .unwrap()
+        .0;
     recorder.record(&sample_items()).await.unwrap();
     let path = recorder.path().to_path_buf();
     drop(recorder);
@@ -326,7 +362,8 @@ async fn find_rollout_survives_a_corrupt_index() {
     let meta = meta(home.path());
     let recorder = RolloutRecorder::create(home.path(), meta.clone())
         .await
-        .unwrap();
+        .unwrap()
+        .0;
     let path = recorder.path().to_path_buf();
     drop(recorder);
     for suffix in ["-wal", "-shm"] {
@@ -339,7 +376,7 @@ async fn find_rollout_survives_a_corrupt_index() {
 /// Writes a thread with one user message through the recorder; returns its id and file.
 async fn recorded_thread(home: &Path, message: &str) -> (ThreadId, std::path::PathBuf) {
     let meta = meta(home);
-    let recorder = RolloutRecorder::create(home, meta.clone()).await.unwrap();
+    let recorder = RolloutRecorder::create(home, meta.clone()).await.unwrap().0;
     recorder
         .record(&[RolloutItem::EventMsg(EventMsg::UserMessage(
             UserMessageEvent {
@@ -416,6 +453,33 @@ fn first_open_without_rollouts_reports_nothing() {
     let home = tempfile::tempdir().unwrap();
     let (_, repairs) = ThreadIndex::open_with_repairs(home.path()).unwrap();
     assert!(repairs.is_empty(), "{repairs:?}");
+}
+
+#[tokio::test]
+async fn a_new_thread_reports_what_healing_the_index_repaired() {
+    let home = tempfile::tempdir().unwrap();
+    // A fresh home's first thread is no repair.
+    let (_, repairs) = RolloutRecorder::create(home.path(), meta(home.path()))
+        .await
+        .unwrap();
+    assert!(repairs.is_empty(), "{repairs:?}");
+
+    remove_index(home.path());
+    std::fs::write(home.path().join(STATE_DB_FILE), b"not SQLite at all").unwrap();
+    let (_, repairs) = RolloutRecorder::create(home.path(), meta(home.path()))
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            repairs.as_slice(),
+            [IndexRepair::Rebuilt {
+                cause: RebuildCause::Unreadable { .. },
+                indexed: 1,
+                ..
+            }]
+        ),
+        "{repairs:?}"
+    );
 }
 
 #[tokio::test]
