@@ -75,19 +75,30 @@ impl LlamaServer {
             .arg(&paths.model)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["-t", "2", "-c", &n_ctx.to_string(), "--no-webui"])
+            // No weight repacking: on CPUs with AMX, llama.cpp's AMX repack backend
+            // crashes the server during warm-up on some hypervisors (seen on the CI
+            // machines). The tests measure our client, not the kernel llama.cpp picks.
+            .arg("--no-repack")
             .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("start llama-server");
-        let server = Self {
+        let mut server = Self {
             child,
             port,
             _log_dir: log_dir,
         };
         let started = Instant::now();
         while !server.healthy().await {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                panic!(
+                    "llama-server exited ({status}) before it became healthy; log:\n{}",
+                    std::fs::read_to_string(server._log_dir.path().join("server.log"))
+                        .unwrap_or_default()
+                );
+            }
             assert!(
                 started.elapsed() < START_DEADLINE,
                 "llama-server did not become healthy; log:\n{}",
