@@ -94,17 +94,15 @@ pub async fn list_models(
 ) -> Result<ModelListing, ModelListError> {
     let base_url = base_url(provider)?;
     let url = format!("{base_url}/models");
-    let body = get(provider_id, provider, env, &url, deadline).await?;
-    match serde_json::from_slice::<OpenAiModelList>(&body) {
-        Ok(list) => Ok(ModelListing {
-            url,
-            ids: list.data.into_iter().map(|model| model.id).collect(),
-        }),
-        Err(_) => Err(ModelListError::Unreadable {
-            excerpt: excerpt(&body),
-            url,
-        }),
-    }
+    fetch_listing(
+        provider_id,
+        provider,
+        env,
+        url,
+        deadline,
+        |list: OpenAiModelList| list.data.into_iter().map(|model| model.id).collect(),
+    )
+    .await
 }
 
 /// Ollama's `GET /api/tags`, next to its `/v1` API root: what older Ollama servers
@@ -118,11 +116,31 @@ pub async fn list_ollama_tags(
     let base_url = base_url(provider)?;
     let root = base_url.strip_suffix("/v1").unwrap_or(&base_url);
     let url = format!("{root}/api/tags");
+    fetch_listing(
+        provider_id,
+        provider,
+        env,
+        url,
+        deadline,
+        |tags: OllamaTags| tags.models.into_iter().map(|model| model.name).collect(),
+    )
+    .await
+}
+
+/// `GET url`, read as the list type `T`, whose model ids `ids` takes out.
+async fn fetch_listing<T: serde::de::DeserializeOwned>(
+    provider_id: &str,
+    provider: &ModelProviderInfo,
+    env: &HashMap<String, String>,
+    url: String,
+    deadline: Duration,
+    ids: impl FnOnce(T) -> Vec<String>,
+) -> Result<ModelListing, ModelListError> {
     let body = get(provider_id, provider, env, &url, deadline).await?;
-    match serde_json::from_slice::<OllamaTags>(&body) {
-        Ok(tags) => Ok(ModelListing {
+    match serde_json::from_slice::<T>(&body) {
+        Ok(list) => Ok(ModelListing {
             url,
-            ids: tags.models.into_iter().map(|model| model.name).collect(),
+            ids: ids(list),
         }),
         Err(_) => Err(ModelListError::Unreadable {
             excerpt: excerpt(&body),
