@@ -477,7 +477,7 @@ async fn connect_and_list(
             headers,
             bearer,
             oauth,
-        } => sdk::connect_http(url, bearer.clone(), headers, oauth.clone()).await?,
+        } => sdk::connect_http(name, url, bearer.clone(), headers, oauth.clone()).await?,
     };
     let tools = conn.list_tools().await?;
     Ok((conn, tools))

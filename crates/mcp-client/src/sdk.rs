@@ -220,9 +220,11 @@ where
     }
 }
 
-/// Connects to a streamable HTTP server; `bearer_token` becomes `Authorization: Bearer`;
-/// with `oauth`, tokens come from the store (and are refreshed) instead.
+/// Connects to a streamable HTTP server (`server_name` in the configuration);
+/// `bearer_token` becomes `Authorization: Bearer`; with `oauth`, tokens come from the
+/// store (and are refreshed) instead.
 pub(crate) async fn connect_http(
+    server_name: &str,
     url: &str,
     bearer_token: Option<String>,
     headers: &[(String, String)],
@@ -273,7 +275,9 @@ pub(crate) async fn connect_http(
     }
     .map_err(|err| {
         if err.auth_challenge().is_some() {
-            format!("the server requires authorization ({err}); run `interpreter mcp login`")
+            format!(
+                "the server requires authorization ({err}); run `interpreter mcp login {server_name}`"
+            )
         } else {
             format!("handshake failed: {err}")
         }
