@@ -3,20 +3,18 @@
 //! environment wins belong to the model client (`credentials`); this is only the front.
 
 use std::collections::HashMap;
-use std::io::BufRead as _;
 use std::process::ExitCode;
 
 use interpreter_core::config::resolve_home;
 use interpreter_model_client::{built_in_providers, credentials};
 
-/// Reads one line (the key) from stdin and stores it for `provider`.
+/// Reads one line (the key) from stdin, not echoed on a terminal, and stores it for
+/// `provider`.
 pub fn login(provider: &str, env: &HashMap<String, String>) -> anyhow::Result<ExitCode> {
     let home = resolve_home(env)?;
-    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        eprintln!("Paste the API key for `{provider}` and press Enter:");
-    }
-    let mut key = String::new();
-    std::io::stdin().lock().read_line(&mut key)?;
+    let key = crate::terminal::read_secret_line(&format!(
+        "Paste the API key for `{provider}` and press Enter (it is not shown):"
+    ))?;
     let path = credentials::store_api_key(&home, provider, &key)?;
     eprintln!("stored the API key for `{provider}` in {}", path.display());
     if let Some(variable) = built_in_providers()

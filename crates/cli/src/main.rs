@@ -15,6 +15,7 @@ mod mcp_cmd;
 mod render;
 mod sandbox_cmd;
 mod signals;
+mod terminal;
 mod threads_cmd;
 
 use std::collections::HashMap;

@@ -48,8 +48,13 @@ struct Terminal {
 impl Terminal {
     fn spawn(env: &TestEnv, args: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_interpreter"));
+        command.args(args);
+        Self::spawn_command(env, command)
+    }
+
+    /// `command` (the binary, or a shell that runs it) in the test's environment.
+    fn spawn_command(env: &TestEnv, mut command: Command) -> Self {
         command
-            .args(args)
             .current_dir(env.work_path())
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -600,4 +605,29 @@ async fn without_a_terminal_bare_interpreter_prints_help_and_exits_2() {
     let out = env.run(&["-m", "x", "exec", "hi"]).await;
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(env.server.requests().is_empty());
+}
+
+/// `interpreter login` on a terminal: the pasted key is stored but never echoed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_on_a_terminal_does_not_echo_the_key() {
+    let env = TestEnv::new().await;
+    // The pty starts with echo off; a real terminal has it on, so turn it on before the
+    // binary starts (in the same process, so nothing races the binary's own switch).
+    let mut command = Command::new("sh");
+    command.args([
+        "-c",
+        "stty echo && exec \"$0\" login --provider mock",
+        env!("CARGO_BIN_EXE_interpreter"),
+    ]);
+    let mut term = Terminal::spawn_command(&env, command);
+    term.expect("(it is not shown):");
+    term.line("sk-pty-secret-4821");
+    let rest = term.expect("stored the API key for `mock`");
+    assert!(
+        !rest.contains("sk-pty-secret-4821"),
+        "the key was echoed: {rest:?}"
+    );
+    assert_eq!(term.wait_exit(), Some(0));
+    let stored = std::fs::read_to_string(env.home.path().join("credentials.json")).unwrap();
+    assert!(stored.contains("sk-pty-secret-4821"), "{stored}");
 }

@@ -100,7 +100,7 @@ pub async fn run_chat(
 ) -> anyhow::Result<ExitCode> {
     // The line editor restores the terminal when a read ends; leaving while a read is
     // still blocked (SIGTERM at the prompt, an error) would leave it in raw mode.
-    let terminal = TerminalGuard::save();
+    let terminal = crate::terminal::TerminalGuard::save();
     let result = chat(options, config_args, env).await;
     drop(terminal);
     result
@@ -723,32 +723,6 @@ impl Chat {
             );
             let hint = self.output.style().dim(&hint);
             self.say(&hint);
-        }
-    }
-}
-
-/// The terminal settings of stdin at start, put back when dropped.
-struct TerminalGuard {
-    saved: Option<rustix::termios::Termios>,
-}
-
-impl TerminalGuard {
-    fn save() -> Self {
-        Self {
-            saved: rustix::termios::tcgetattr(std::io::stdin()).ok(),
-        }
-    }
-}
-
-impl Drop for TerminalGuard {
-    fn drop(&mut self) {
-        if let Some(saved) = &self.saved {
-            // Drain, not flush: keys typed ahead stay for whatever reads the terminal next.
-            let _ = rustix::termios::tcsetattr(
-                std::io::stdin(),
-                rustix::termios::OptionalActions::Drain,
-                saved,
-            );
         }
     }
 }
