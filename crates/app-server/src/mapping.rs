@@ -271,11 +271,14 @@ pub fn turn_error(message: String, kind: Option<core::ErrorKind>) -> TurnError {
         core::ErrorKind::Unauthorized => v2::CodexErrorInfo::Unauthorized,
         core::ErrorKind::BadRequest => v2::CodexErrorInfo::BadRequest,
         core::ErrorKind::ServerOverloaded => v2::CodexErrorInfo::ServerOverloaded,
-        core::ErrorKind::Connection | core::ErrorKind::StreamIdle => {
-            v2::CodexErrorInfo::ResponseStreamDisconnected {
-                http_status_code: None,
-            }
-        }
+        // No connection at all (refused, unresolvable, TLS) is not a stream that broke;
+        // HTTP statuses have their own kinds above, so neither carries a status code.
+        core::ErrorKind::Connection => v2::CodexErrorInfo::HttpConnectionFailed {
+            http_status_code: None,
+        },
+        core::ErrorKind::StreamIdle => v2::CodexErrorInfo::ResponseStreamDisconnected {
+            http_status_code: None,
+        },
         core::ErrorKind::Internal => v2::CodexErrorInfo::InternalServerError,
     });
     TurnError {

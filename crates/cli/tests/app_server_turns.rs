@@ -579,6 +579,10 @@ async fn a_failed_model_request_is_one_error_with_the_providers_message() {
     assert_eq!(errors.len(), 1, "{messages:#?}");
     assert_eq!(errors[0]["params"]["error"]["message"], expected.as_str());
     assert_eq!(errors[0]["params"]["willRetry"], false);
+    assert_eq!(
+        errors[0]["params"]["error"]["codexErrorInfo"],
+        "unauthorized"
+    );
     let completed = messages.last().expect("turn/completed");
     assert_eq!(completed["params"]["turn"]["status"], "failed");
     assert_eq!(
@@ -586,4 +590,34 @@ async fn a_failed_model_request_is_one_error_with_the_providers_message() {
         expected.as_str()
     );
     assert_eq!(env.model.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_model_server_is_an_http_connection_failure() {
+    let env = AppEnv::new().await;
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base_url = format!("model_providers.mock.base_url=\"http://127.0.0.1:{port}/v1\"");
+    let mut client = env.spawn_with_args(&["-c", &base_url]);
+    client.initialize().await;
+    let thread_id = client.start_thread(params(NO_APPROVALS)).await;
+    client.start_turn(&thread_id, "hi").await;
+    let messages = client.until_turn_completed().await;
+    let completed = messages.last().expect("turn/completed");
+    assert_eq!(completed["params"]["turn"]["status"], "failed");
+    let error = &completed["params"]["turn"]["error"];
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nothing is listening")),
+        "{error}"
+    );
+    assert_eq!(
+        error["codexErrorInfo"],
+        serde_json::json!({"httpConnectionFailed": {"httpStatusCode": null}})
+    );
 }
