@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 use crate::chat_request::build_chat_request;
 use crate::chat_stream::{ChatStreamParser, CutOff, ResponseEvent, estimate_tokens};
 use crate::error::{
-    ConnectionFailure, Overflow, ProviderError, body_summary, context_overflow, retryable_status,
+    ConnectionFailure, Overflow, ProviderError, SUMMARY_CHARS, body_summary, context_overflow,
+    retryable_status,
 };
 use crate::prompt::Prompt;
 use crate::provider::{MaxTokensField, ModelProviderInfo, WireApi};
@@ -480,7 +481,7 @@ impl ModelClient {
             retry_after,
             kind: FailureKind::Http {
                 status: status.as_u16(),
-                message: body_summary(&body, content_type.as_deref()),
+                message: body_summary(&body, content_type.as_deref(), SUMMARY_CHARS),
                 overflow: context_overflow(status.as_u16(), &body),
             },
         }))
@@ -1166,7 +1167,7 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
 
 /// What kind of connection failure a transport error is, and its innermost cause in
 /// the transport's words (the outer layers only repeat the URL).
-fn classify_transport_error(err: &reqwest::Error) -> (ConnectionFailure, String) {
+pub(crate) fn classify_transport_error(err: &reqwest::Error) -> (ConnectionFailure, String) {
     use std::error::Error as _;
     let mut causes: Vec<&(dyn std::error::Error + 'static)> = Vec::new();
     let mut source = err.source();

@@ -256,14 +256,15 @@ fn hint_note(hint: &str) -> String {
     }
 }
 
-/// How much of a server's words end up in a message.
-const SUMMARY_CHARS: usize = 200;
+/// How much of a server's words end up in a failed request's message.
+pub(crate) const SUMMARY_CHARS: usize = 200;
 
 /// A server's error body as one short line: the `message` of a JSON error, the title
 /// (else first heading, else text) of an HTML page, or the text itself; whitespace
-/// collapsed and cut at [`SUMMARY_CHARS`]. A proxy's or web server's whole page never
-/// ends up in a message.
-pub(crate) fn body_summary(body: &str, content_type: Option<&str>) -> String {
+/// collapsed and cut at `max_chars`. A proxy's or web server's whole page never ends up
+/// in a message. The one rule for quoting a server's body, in request errors and in
+/// model-list errors alike.
+pub(crate) fn body_summary(body: &str, content_type: Option<&str>, max_chars: usize) -> String {
     let trimmed = body.trim_start();
     let looks_like_html = content_type.is_some_and(|t| t.to_ascii_lowercase().contains("html"))
         || trimmed.get(..15).is_some_and(|head| {
@@ -284,7 +285,7 @@ pub(crate) fn body_summary(body: &str, content_type: Option<&str>) -> String {
             })
             .unwrap_or_else(|| body.to_string())
     };
-    clip(&collapse_whitespace(&text), SUMMARY_CHARS)
+    clip(&collapse_whitespace(&text), max_chars)
 }
 
 /// The page's `<title>` (else its first `<h1>`…`<h6>`), then the rest of its visible
@@ -363,7 +364,7 @@ fn decode_entities(text: &str) -> String {
         .replace("&amp;", "&")
 }
 
-fn collapse_whitespace(text: &str) -> String {
+pub(crate) fn collapse_whitespace(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -583,15 +584,21 @@ mod tests {
     #[test]
     fn html_pages_are_summarised_to_title_and_text() {
         assert_eq!(
-            body_summary(PYTHON_501, Some("text/html;charset=utf-8")),
+            body_summary(PYTHON_501, Some("text/html;charset=utf-8"), SUMMARY_CHARS),
             "Error response: Error code: 501 Message: Unsupported method ('POST'). Error code \
              explanation: 501 - Server does not support this operation."
         );
         let nginx = "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>";
-        assert_eq!(body_summary(nginx, None), "404 Not Found: nginx/1.25.3");
+        assert_eq!(
+            body_summary(nginx, None, SUMMARY_CHARS),
+            "404 Not Found: nginx/1.25.3"
+        );
         let script =
             "<html><body><script>var x = '<b>';</script><h2>Gone &amp; away</h2></body></html>";
-        assert_eq!(body_summary(script, Some("text/html")), "Gone & away");
+        assert_eq!(
+            body_summary(script, Some("text/html"), SUMMARY_CHARS),
+            "Gone & away"
+        );
     }
 
     #[test]
@@ -600,22 +607,34 @@ mod tests {
             "<html><title>T</title><body>{}</body></html>",
             "word ".repeat(500)
         );
-        let summary = body_summary(&page, Some("text/html"));
+        let summary = body_summary(&page, Some("text/html"), SUMMARY_CHARS);
         assert!(summary.ends_with('…'), "{summary}");
         assert_eq!(summary.chars().count(), SUMMARY_CHARS + 1);
         assert_eq!(
             body_summary(
                 r#"{"error":{"message":"bad tool"}}"#,
-                Some("application/json")
+                Some("application/json"),
+                SUMMARY_CHARS
             ),
             "bad tool"
         );
-        assert_eq!(body_summary(r#"{"error":"nope"}"#, None), "nope");
-        assert_eq!(body_summary(r#"{"detail":"Not Found"}"#, None), "Not Found");
-        assert_eq!(body_summary("  plain\n\ntext  ", None), "plain text");
-        assert_eq!(body_summary("", None), "");
         assert_eq!(
-            body_summary(&"x".repeat(1000), None).chars().count(),
+            body_summary(r#"{"error":"nope"}"#, None, SUMMARY_CHARS),
+            "nope"
+        );
+        assert_eq!(
+            body_summary(r#"{"detail":"Not Found"}"#, None, SUMMARY_CHARS),
+            "Not Found"
+        );
+        assert_eq!(
+            body_summary("  plain\n\ntext  ", None, SUMMARY_CHARS),
+            "plain text"
+        );
+        assert_eq!(body_summary("", None, SUMMARY_CHARS), "");
+        assert_eq!(
+            body_summary(&"x".repeat(1000), None, SUMMARY_CHARS)
+                .chars()
+                .count(),
             SUMMARY_CHARS + 1
         );
     }

@@ -12,8 +12,8 @@ use std::time::Duration;
 use reqwest::header::{ACCEPT, HeaderValue};
 use serde::Deserialize;
 
-use crate::client::provider_headers;
-use crate::error::ProviderError;
+use crate::client::{classify_transport_error, provider_headers};
+use crate::error::{ProviderError, body_summary, collapse_whitespace};
 use crate::provider::ModelProviderInfo;
 
 /// How much of an unexpected response body an error quotes.
@@ -211,12 +211,9 @@ async fn get(
     Ok(body.to_vec())
 }
 
-/// reqwest's own message plus its innermost cause ("Connection refused (os error 111)").
+/// The transport's innermost cause ("Connection refused (os error 111)"), after what
+/// kind of failure it was.
 fn describe_transport_error(err: &reqwest::Error) -> String {
-    let mut innermost: &dyn std::error::Error = err;
-    while let Some(source) = innermost.source() {
-        innermost = source;
-    }
     let kind = if err.is_connect() {
         "connection failed"
     } else if err.is_timeout() {
@@ -224,28 +221,24 @@ fn describe_transport_error(err: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    let cause = innermost.to_string();
-    if std::ptr::addr_eq(innermost, err) || cause.is_empty() {
-        one_line(&format!("{kind}: {err}"))
+    let (_, cause) = classify_transport_error(err);
+    let cause = if cause.is_empty() {
+        err.to_string()
     } else {
-        one_line(&format!("{kind}: {cause}"))
-    }
+        cause
+    };
+    collapse_whitespace(&format!("{kind}: {cause}"))
 }
 
-/// The start of a body on one line, for an error message.
+/// A body quoted in an error: summarised as a failed model request's body is (see
+/// [`body_summary`]), shorter.
 fn excerpt(body: &[u8]) -> String {
-    let text = one_line(&String::from_utf8_lossy(body));
-    if text.is_empty() {
-        return "(empty body)".to_string();
+    let summary = body_summary(&String::from_utf8_lossy(body), None, BODY_EXCERPT_CHARS);
+    if summary.is_empty() {
+        "(empty body)".to_string()
+    } else {
+        summary
     }
-    match text.char_indices().nth(BODY_EXCERPT_CHARS) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
-    }
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
