@@ -168,8 +168,9 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         Ok(key) => key,
         Err(err) => {
             warnings.push(format!(
-                    "ignoring stored credentials: {err}; fix or remove the file, then run `interpreter login` again"
-                ));
+                "ignoring stored credentials: {err}; fix or remove the file, then run \
+                 `interpreter login` again"
+            ));
             None
         }
     };
@@ -276,8 +277,6 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     })
 }
 
-/// Reads every layer in precedence order (lowest first) and strips (or, with `strict`,
-/// rejects) unknown keys from each.
 /// Every layer below the per-call overrides, merged and typed; the layers themselves are
 /// returned too, to name the one that set a key, and the warnings reading them raised.
 pub(super) fn read_layered(
@@ -311,6 +310,8 @@ pub(super) fn merged_providers(
     providers
 }
 
+/// Reads every layer in precedence order (lowest first) and strips (or, with `strict`,
+/// rejects) unknown keys from each, adding a warning per stripped key to `warnings`.
 fn collect_layers(
     inputs: &ConfigInputs,
     config_path: &Path,
