@@ -33,6 +33,11 @@ Examples:
 Configuration lives in $INTERPRETER_HOME/config.toml (default ~/.interpreter).
 Logs are off unless RUST_LOG is set (e.g. RUST_LOG=debug); they go to stderr.";
 
+/// `--oss`, on every command that chooses a model.
+const OSS_HELP: &str = "Use the local model server that answers: Ollama, LM Studio, llama.cpp, \
+vLLM (in that order of preference) at their configured base URLs; with no model given, the \
+server's model";
+
 const EXEC_AFTER_HELP: &str = "\
 Examples:
   interpreter exec \"list the TODOs in src/\"
@@ -321,10 +326,7 @@ pub struct AppServerArgs {
     #[arg(long, value_name = "PATH")]
     pub ws_token_file: Option<PathBuf>,
 
-    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
-    /// that order of preference) at their configured base URLs; with no model given,
-    /// the server's model.
-    #[arg(long = "oss")]
+    #[arg(long = "oss", help = OSS_HELP)]
     pub oss: bool,
 
     #[command(flatten)]
@@ -388,10 +390,7 @@ pub struct DoctorArgs {
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
 
-    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
-    /// that order of preference) at their configured base URLs; with no model given,
-    /// the server's model.
-    #[arg(long = "oss")]
+    #[arg(long = "oss", help = OSS_HELP)]
     pub oss: bool,
 
     #[command(flatten)]
@@ -423,10 +422,7 @@ pub struct McpServerArgs {
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
 
-    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
-    /// that order of preference) at their configured base URLs; with no model given,
-    /// the server's model.
-    #[arg(long = "oss")]
+    #[arg(long = "oss", help = OSS_HELP)]
     pub oss: bool,
 
     #[command(flatten)]
@@ -499,10 +495,7 @@ pub struct ChatOptions {
     )]
     pub full_auto: bool,
 
-    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
-    /// that order of preference) at their configured base URLs; with no model given,
-    /// the server's model.
-    #[arg(id = "chat_oss", long = "oss")]
+    #[arg(id = "chat_oss", long = "oss", help = OSS_HELP)]
     pub oss: bool,
 
     /// Working directory of the agent.
@@ -581,10 +574,7 @@ pub struct ExecArgs {
     #[arg(short = 'm', long = "model", global = true)]
     pub model: Option<String>,
 
-    /// Use the local model server that answers: Ollama, LM Studio, llama.cpp, vLLM (in
-    /// that order of preference) at their configured base URLs; with no model given,
-    /// the server's model.
-    #[arg(long = "oss", global = true)]
+    #[arg(long = "oss", global = true, help = OSS_HELP)]
     pub oss: bool,
 
     /// Sandbox for the commands the agent runs.
