@@ -595,12 +595,7 @@ async fn a_failed_model_request_is_one_error_with_the_providers_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_model_server_is_an_http_connection_failure() {
     let env = AppEnv::new().await;
-    // A port nothing listens on: bound, then released.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = interpreter_test_support::free_loopback_port().unwrap();
     let base_url = format!("model_providers.mock.base_url=\"http://127.0.0.1:{port}/v1\"");
     let mut client = env.spawn_with_args(&["-c", &base_url]);
     client.initialize().await;

@@ -331,8 +331,8 @@ async fn oss_opens_on_the_local_server_that_answers() {
     env.server.push(answer("Hello from the local server."));
     // Only llama.cpp's base URL has a server; the others are closed ports.
     let closed = || {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}/v1", listener.local_addr().unwrap())
+        let port = interpreter_test_support::free_loopback_port().unwrap();
+        format!("http://127.0.0.1:{port}/v1")
     };
     env.write_raw_config(&format!(
         "[model_providers.ollama]\nname = \"Ollama\"\nbase_url = \"{}\"\n\

@@ -11,17 +11,13 @@ mod exec_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
+use axum::http::{Method, StatusCode, Uri, header};
 use exec_support::{RunOutput, TestEnv};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
-/// Deadline for reading one request from a client of the endpoint below.
-const READ_DEADLINE: Duration = Duration::from_secs(30);
-
-/// A server that answers every request with the same status, content type and body,
-/// and counts the model requests (`POST …/chat/completions`) it received.
+/// A web server that is not the model API: it answers every request with the same
+/// status, content type and body, and counts the model requests
+/// (`POST …/chat/completions`) it received.
 struct FixedEndpoint {
     port: u16,
     model_requests: Arc<AtomicUsize>,
@@ -29,18 +25,22 @@ struct FixedEndpoint {
 }
 
 impl FixedEndpoint {
-    async fn start(status: &'static str, content_type: &'static str, body: &'static str) -> Self {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+    async fn start(status: u16, content_type: &'static str, body: &'static str) -> Self {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind");
         let port = listener.local_addr().expect("local addr").port();
         let model_requests = Arc::new(AtomicUsize::new(0));
         let counter = model_requests.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let counter = counter.clone();
-                tokio::spawn(async move {
-                    let _ = answer(stream, status, content_type, body, &counter).await;
-                });
+        let status = StatusCode::from_u16(status).expect("a status code");
+        let app = axum::Router::new().fallback(move |method: Method, uri: Uri| {
+            if method == Method::POST && uri.path().ends_with("/chat/completions") {
+                counter.fetch_add(1, Ordering::SeqCst);
             }
+            async move { (status, [(header::CONTENT_TYPE, content_type)], body) }
+        });
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
         });
         Self {
             port,
@@ -62,55 +62,6 @@ impl Drop for FixedEndpoint {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// Reads one request (headers, then `Content-Length` bytes of body) and answers it.
-async fn answer(
-    mut stream: TcpStream,
-    status: &str,
-    content_type: &str,
-    body: &str,
-    model_requests: &AtomicUsize,
-) -> std::io::Result<()> {
-    let mut request = Vec::new();
-    let mut buffer = [0u8; 8192];
-    let head_end = loop {
-        let read = tokio::time::timeout(READ_DEADLINE, stream.read(&mut buffer))
-            .await
-            .map_err(|_| std::io::Error::other("read deadline"))??;
-        if read == 0 {
-            return Ok(());
-        }
-        request.extend_from_slice(&buffer[..read]);
-        if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&request[..head_end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|line| line.strip_prefix("content-length:"))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0);
-    while request.len() < head_end + length {
-        let read = tokio::time::timeout(READ_DEADLINE, stream.read(&mut buffer))
-            .await
-            .map_err(|_| std::io::Error::other("read deadline"))??;
-        if read == 0 {
-            break;
-        }
-        request.extend_from_slice(&buffer[..read]);
-    }
-    let request_line = head.lines().next().unwrap_or_default().to_string();
-    if request_line.starts_with("post ") && request_line.contains("/chat/completions ") {
-        model_requests.fetch_add(1, Ordering::SeqCst);
-    }
-    let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
 }
 
 /// What `python3 -m http.server` answers a POST.
@@ -246,11 +197,7 @@ fn single_error_line_about_config(out: &RunOutput) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_refused_says_nothing_listens_and_is_not_retried() {
     let env = TestEnv::new().await;
-    // A port that was free a moment ago: nothing listens there.
-    let port = {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
-        listener.local_addr().expect("addr").port()
-    };
+    let port = interpreter_test_support::free_loopback_port().expect("a free port");
     env.write_raw_config(&provider_config(
         &format!("http://127.0.0.1:{port}/v1"),
         "request_max_retries = 4",
@@ -276,7 +223,7 @@ async fn connection_refused_says_nothing_listens_and_is_not_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn html_404_on_a_base_url_without_v1_suggests_adding_it() {
     let env = TestEnv::new().await;
-    let endpoint = FixedEndpoint::start("404 Not Found", "text/html", NOT_FOUND_PAGE).await;
+    let endpoint = FixedEndpoint::start(404, "text/html", NOT_FOUND_PAGE).await;
     let base_url = endpoint.url("");
     env.write_raw_config(&provider_config(&base_url, "request_max_retries = 4"));
     let out = run_human(&env).await;
@@ -296,12 +243,7 @@ async fn html_404_on_a_base_url_without_v1_suggests_adding_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_web_server_page_is_summarised_once_and_not_retried() {
     let env = TestEnv::new().await;
-    let endpoint = FixedEndpoint::start(
-        "501 Unsupported method ('POST')",
-        "text/html;charset=utf-8",
-        PYTHON_501_PAGE,
-    )
-    .await;
+    let endpoint = FixedEndpoint::start(501, "text/html;charset=utf-8", PYTHON_501_PAGE).await;
     let base_url = endpoint.url("/v1");
     env.write_raw_config(&provider_config(&base_url, "request_max_retries = 4"));
 
@@ -332,7 +274,7 @@ async fn a_web_server_page_is_summarised_once_and_not_retried() {
 async fn refused_credentials_name_the_key_variable_and_login() {
     let env = TestEnv::new().await;
     let endpoint = FixedEndpoint::start(
-        "401 Unauthorized",
+        401,
         "application/json",
         r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#,
     )
@@ -359,7 +301,7 @@ async fn refused_credentials_name_the_key_variable_and_login() {
 async fn an_overloaded_server_is_retried_with_visible_progress() {
     let env = TestEnv::new().await;
     let endpoint = FixedEndpoint::start(
-        "503 Service Unavailable",
+        503,
         "application/json",
         r#"{"error":{"message":"model is loading"}}"#,
     )
@@ -421,7 +363,7 @@ async fn an_overloaded_server_is_retried_with_visible_progress() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_warnings_are_shown_once_without_logs() {
     let env = TestEnv::new().await;
-    let endpoint = FixedEndpoint::start("404 Not Found", "text/plain", "no").await;
+    let endpoint = FixedEndpoint::start(404, "text/plain", "no").await;
     env.write_raw_config(&format!(
         "mystery = 1\n{}",
         provider_config(&endpoint.url("/v1"), "")

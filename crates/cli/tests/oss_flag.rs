@@ -27,9 +27,7 @@ fn answer(text: &str) -> MockResponse {
 
 /// `http://127.0.0.1:PORT/v1` where nothing listens (the port was free a moment ago).
 fn closed_port_url() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    let port = listener.local_addr().expect("local addr").port();
-    drop(listener);
+    let port = interpreter_test_support::free_loopback_port().expect("a free port");
     format!("http://127.0.0.1:{port}/v1")
 }
 

@@ -63,11 +63,7 @@ struct LlamaServer {
 
 impl LlamaServer {
     async fn start(paths: &Paths, n_ctx: u32, extra: &[String]) -> Self {
-        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = interpreter_test_support::free_loopback_port().unwrap();
         let log_dir = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(log_dir.path().join("server.log")).unwrap();
         let child = Command::new(&paths.server)

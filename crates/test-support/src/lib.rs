@@ -11,3 +11,10 @@ pub mod mock_model;
 pub mod process;
 
 pub use mock_model::{MockModelServer, MockRecord, MockResponse};
+
+/// A loopback port nothing listens on: bound to find a free one, then released. A test
+/// points a client at it to be refused, or hands it to a server it starts itself.
+pub fn free_loopback_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    Ok(listener.local_addr()?.port())
+}
