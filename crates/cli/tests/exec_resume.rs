@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use interpreter_core::rollout::{RolloutItem, STATE_DB_FILE, SessionMeta, write_rollout};
 use interpreter_protocol::{EventMsg, ResponseItem, SessionSource, ThreadId, UserMessageEvent};
 
-use exec_support::{TestEnv, request_mentions};
+use exec_support::{TestEnv, json_warnings, request_mentions};
 use interpreter_test_support::MockResponse;
 use interpreter_test_support::mock_model::chunk;
 use pretty_assertions::assert_eq;
@@ -26,20 +26,6 @@ fn answer(text: &str) -> MockResponse {
         chunk::finish("stop"),
         chunk::usage(5, 2),
     ])
-}
-
-/// `--json` warning items (`item.completed` of type `error`) containing `needle`.
-fn warning_items(events: &[serde_json::Value], needle: &str) -> usize {
-    events
-        .iter()
-        .filter(|event| {
-            event["type"] == "item.completed"
-                && event["item"]["type"] == "error"
-                && event["item"]["message"]
-                    .as_str()
-                    .is_some_and(|message| message.contains(needle))
-        })
-        .count()
 }
 
 const EXEC: [&str; 3] = ["exec", "--json", "--skip-git-repo-check"];
@@ -145,7 +131,7 @@ async fn resume_survives_a_truncated_last_rollout_line() {
         .await;
     second.assert_success();
     assert_eq!(
-        warning_items(&second.events(), "skipped truncated last line"),
+        json_warnings(&second.events(), "skipped truncated last line"),
         1,
         "stdout: {}",
         second.stdout
@@ -270,7 +256,7 @@ async fn deleted_index_is_rebuilt_and_resume_last_finds_the_newest_of_1000() {
     assert_eq!(out.thread_id(), newest);
     // The repair is one of the thread's warnings: an `error` item on stdout.
     assert_eq!(
-        warning_items(&out.events(), "was missing; rebuilt it from 1000 rollouts"),
+        json_warnings(&out.events(), "was missing; rebuilt it from 1000 rollouts"),
         1,
         "stdout: {}",
         out.stdout
@@ -305,7 +291,7 @@ async fn garbage_index_is_moved_aside_and_rebuilt_and_new_threads_are_indexed() 
     let new = env.run(&args(&["new thread"])).await;
     new.assert_success();
     assert_eq!(
-        warning_items(&new.events(), "rebuilt it from 1 rollout"),
+        json_warnings(&new.events(), "rebuilt it from 1 rollout"),
         1,
         "stdout: {}",
         new.stdout
@@ -408,7 +394,7 @@ async fn resume_last_catches_up_with_rollouts_the_index_missed() {
     resumed.assert_success();
     assert_eq!(resumed.thread_id(), missed.to_string());
     assert_eq!(
-        warning_items(&resumed.events(), "indexed 1 rollout it did not know"),
+        json_warnings(&resumed.events(), "indexed 1 rollout it did not know"),
         1,
         "stdout: {}",
         resumed.stdout

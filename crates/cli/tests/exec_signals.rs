@@ -35,22 +35,14 @@ async fn stop_mid_command(signal: &str) {
         chunk::tool_call(0, "call_sleep", "shell", &arguments),
         chunk::finish("tool_calls"),
     ]));
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
-    command
-        .args([
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "-s",
-            "danger-full-access",
-            "sleep for a while",
-        ])
-        .current_dir(env.work_path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", env.home.path())
-        .env("INTERPRETER_HOME", env.home.path())
-        .env("MOCK_API_KEY", "test-key");
+    let command = env.command(&[
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "-s",
+        "danger-full-access",
+        "sleep for a while",
+    ]);
     let mut exec = JsonLinesProcess::spawn(command).unwrap();
     // A piped stdin would be read as more prompt; close it.
     exec.close_stdin();

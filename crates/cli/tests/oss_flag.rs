@@ -214,16 +214,7 @@ async fn no_answer_is_one_error_line_naming_each_url() {
 
 /// `interpreter ARGS` with piped stdio in the test's home and work directory.
 fn spawn(env: &TestEnv, args: &[&str]) -> JsonLinesProcess {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
-    command
-        .args(args)
-        .current_dir(env.work_path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", env.home.path())
-        .env("INTERPRETER_HOME", env.home.path())
-        .env("MOCK_API_KEY", "test-key");
-    JsonLinesProcess::spawn(command).expect("spawn interpreter")
+    JsonLinesProcess::spawn(env.command(args)).expect("spawn interpreter")
 }
 
 async fn rpc(process: &mut JsonLinesProcess, id: i64, method: &str, params: Value) -> Value {

@@ -122,16 +122,8 @@ async fn exec_shows_each_startup_warning_once() {
 async fn mcp_server_shows_each_startup_warning_once_and_exits_quietly_on_eof() {
     let env = warning_env().await;
     env.server.push(answer("done"));
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
-    command
-        .arg("mcp-server")
-        .current_dir(env.work_path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", env.home.path())
-        .env("INTERPRETER_HOME", env.home.path())
-        .env("MOCK_API_KEY", "test-key");
-    let mut server = JsonLinesProcess::spawn(command).expect("spawn mcp-server");
+    let mut server =
+        JsonLinesProcess::spawn(env.command(&["mcp-server"])).expect("spawn mcp-server");
     let request = |id: i64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     server
         .write_json(&request(

@@ -10,7 +10,7 @@ mod exec_support;
 
 use std::path::Path;
 
-use exec_support::{RunOutput, TestEnv};
+use exec_support::{RunOutput, TestEnv, json_warnings};
 use interpreter_core::rollout::STATE_DB_FILE;
 use interpreter_model_client::credentials::CREDENTIALS_FILE;
 use interpreter_test_support::MockResponse;
@@ -34,20 +34,6 @@ fn exec_args<'a>(json: bool, rest: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-/// `--json` warning items (`item.completed` of type `error`) that contain `needle`.
-fn json_warnings(out: &RunOutput, needle: &str) -> usize {
-    out.events()
-        .iter()
-        .filter(|event| {
-            event["type"] == "item.completed"
-                && event["item"]["type"] == "error"
-                && event["item"]["message"]
-                    .as_str()
-                    .is_some_and(|message| message.contains(needle))
-        })
-        .count()
-}
-
 /// The warning is shown exactly once, where that output mode shows warnings, and nowhere
 /// else.
 #[track_caller]
@@ -55,7 +41,7 @@ fn assert_warned_once(out: &RunOutput, json: bool, needle: &str) {
     out.assert_success();
     if json {
         assert_eq!(
-            json_warnings(out, needle),
+            json_warnings(&out.events(), needle),
             1,
             "{needle:?} as one warning item in:\n{}",
             out.stdout
@@ -86,7 +72,12 @@ fn assert_warned_once(out: &RunOutput, json: bool, needle: &str) {
 fn assert_no_warnings(out: &RunOutput, json: bool) {
     out.assert_success();
     if json {
-        assert_eq!(json_warnings(out, ""), 0, "stdout:\n{}", out.stdout);
+        assert_eq!(
+            json_warnings(&out.events(), ""),
+            0,
+            "stdout:\n{}",
+            out.stdout
+        );
     } else {
         assert!(!out.stderr.contains("warning"), "stderr:\n{}", out.stderr);
     }

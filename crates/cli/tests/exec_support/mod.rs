@@ -92,6 +92,11 @@ impl TestEnv {
     }
 
     /// Run `interpreter ARGS` in the work directory with an empty (non-terminal) stdin.
+    /// [`binary_command`] in this environment's home and work directory.
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        binary_command(self.home.path(), &self.work_path(), args)
+    }
+
     pub async fn run(&self, args: &[&str]) -> RunOutput {
         self.run_with_stdin(args, None).await
     }
@@ -122,7 +127,9 @@ impl TestEnv {
     }
 }
 
-pub async fn run_binary(home: &Path, cwd: &Path, args: &[&str], stdin: Option<&str>) -> RunOutput {
+/// `interpreter ARGS` in `cwd`, with `home` as both HOME and INTERPRETER_HOME, the mock
+/// provider's key, PATH, and nothing else from the test's environment.
+pub fn binary_command(home: &Path, cwd: &Path, args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
     command
         .args(args)
@@ -131,7 +138,27 @@ pub async fn run_binary(home: &Path, cwd: &Path, args: &[&str], stdin: Option<&s
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
         .env("INTERPRETER_HOME", home)
-        .env("MOCK_API_KEY", "test-key")
+        .env("MOCK_API_KEY", "test-key");
+    command
+}
+
+/// How many `--json` warning items (`item.completed` of type `error`) contain `needle`.
+pub fn json_warnings(events: &[Value], needle: &str) -> usize {
+    events
+        .iter()
+        .filter(|event| {
+            event["type"] == "item.completed"
+                && event["item"]["type"] == "error"
+                && event["item"]["message"]
+                    .as_str()
+                    .is_some_and(|message| message.contains(needle))
+        })
+        .count()
+}
+
+pub async fn run_binary(home: &Path, cwd: &Path, args: &[&str], stdin: Option<&str>) -> RunOutput {
+    let mut command = binary_command(home, cwd, args);
+    command
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
