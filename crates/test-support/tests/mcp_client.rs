@@ -637,7 +637,9 @@ async fn waiting_for_the_user_does_not_count_toward_the_tool_timeout() -> Result
     let pool = McpPool::default();
     let (mut manager, _) = McpConnectionManager::connect(
         &pool,
-        &servers(vec![("mock", mock(|c| c.tool_timeout_sec = Some(0.3)))]),
+        // A second: room for the question to reach us on a loaded machine, which
+        // still counts toward the timeout.
+        &servers(vec![("mock", mock(|c| c.tool_timeout_sec = Some(1.0)))]),
         &parent_env(),
         None,
         None,
@@ -646,7 +648,7 @@ async fn waiting_for_the_user_does_not_count_toward_the_tool_timeout() -> Result
     .await?;
     manager.settle(&|_| {}).await;
     // The answer comes well after the call's timeout; the call still succeeds.
-    manager.set_elicitation_sink(Arc::new(AnswerLater("Ada", Duration::from_millis(1500))));
+    manager.set_elicitation_sink(Arc::new(AnswerLater("Ada", Duration::from_millis(3000))));
     let answered = call(&manager, "mcp__mock__ask", json!({"message": "your name?"})).await?;
     let answer: Value = serde_json::from_str(text_of(&answered)?)?;
     assert_eq!(answer["content"]["name"], "Ada");
