@@ -79,6 +79,7 @@ async fn run_for_person(
         &exe,
         &config.sandbox_policy,
         &cwd,
+        &cwd,
         &config.sandbox_protected_paths(),
         &args.command_argv,
     );

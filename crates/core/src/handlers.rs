@@ -17,7 +17,7 @@ use interpreter_protocol::{
     FileChanges, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent, PatchApplyBeginEvent,
     PatchApplyEndEvent, ReviewDecision, SandboxMode, UpdatePlanArgs, WarningEvent,
 };
-use interpreter_tools::{apply_patch, env_policy, safety, sandbox, shell};
+use interpreter_tools::{apply_patch, safety, sandbox, shell};
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -431,12 +431,15 @@ async fn run_command(
     cancel: &CancellationToken,
 ) -> Result<shell::ExecOutput, String> {
     // The sandbox helper itself tells a sandboxed command that the network is off.
-    let env = env_policy::create_env(&sess.config.shell_environment_policy, &sess.config.env);
+    let env = sess.config.command_env();
     let argv = if sandboxed {
         match &sess.config.sandbox_exe {
+            // The roots come from the session's cwd: `workdir` is the model's choice and
+            // must never widen what is writable.
             Some(exe) => sandbox::sandbox_argv(
                 exe,
                 &sess.config.sandbox_policy,
+                &sess.config.cwd,
                 cwd,
                 &sess.config.sandbox_protected_paths(),
                 argv,

@@ -1,4 +1,11 @@
 //! `[shell_environment_policy]`: which environment variables reach commands the agent runs.
+//!
+//! The model chooses the commands, so whatever reaches their environment reaches the model.
+//! Two rules hold whatever the policy says: the variables that hold the model providers' own
+//! API keys (every provider's `env_key`, whatever its name) never pass, unless `set`
+//! passes a value explicitly; and, unless `ignore_default_excludes`, names and values that
+//! look like credentials, and the sockets of credential agents (ssh-agent, gpg-agent), are
+//! dropped (`allow` exempts chosen names from that filter).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,10 +28,14 @@ pub enum EnvironmentInherit {
 pub struct ShellEnvironmentPolicy {
     #[serde(default)]
     pub inherit: EnvironmentInherit,
-    /// When false (the default), names matching `*KEY*`, `*SECRET*`, `*TOKEN*`
-    /// (case-insensitive) are dropped.
+    /// When false (the default), credential-looking variables are dropped: names matching
+    /// [`DEFAULT_EXCLUDES`] (case-insensitive), and URLs with a password in them.
     #[serde(default)]
     pub ignore_default_excludes: bool,
+    /// Glob patterns of names exempt from the default credential filter (for example
+    /// `["DATABASE_URL"]` for a test suite that needs it).
+    #[serde(default)]
+    pub allow: Vec<String>,
     /// Extra glob patterns (`*` and `?`, case-insensitive) of names to drop.
     #[serde(default)]
     pub exclude: Vec<String>,
@@ -42,17 +53,47 @@ const CORE_VARIABLES: &[&str] = &[
     "LC_ALL", "TERM",
 ];
 
-/// Name fragments that mark a variable as a likely credential.
-const DEFAULT_EXCLUDES: &[&str] = &["*KEY*", "*SECRET*", "*TOKEN*"];
+/// Names that mark a variable as a likely credential, or as the socket of an agent that
+/// signs with the user's keys.
+pub const DEFAULT_EXCLUDES: &[&str] = &[
+    "*KEY*",
+    "*SECRET*",
+    "*TOKEN*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*PASSPHRASE*",
+    "*_PASS",
+    // MYSQL_PWD, but not PWD or OLDPWD (the working directory).
+    "*_PWD",
+    "*CREDENTIAL*",
+    // NPM_CONFIG__AUTH, DOCKER_AUTH_CONFIG, SSH_AUTH_SOCK; not GIT_AUTHOR_NAME.
+    "*_AUTH",
+    "*_AUTH_*",
+    "AUTH_*",
+    "AUTH",
+    // Personal access tokens: GH_PAT, ADO_PAT.
+    "*_PAT",
+    "PAT",
+    "*DSN*",
+    "*COOKIE*",
+    "*CONNECTION_STRING*",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "KRB5CCNAME",
+];
 
 /// Builds the exact environment a command gets from the process environment `vars`.
 ///
 /// Order matters and mirrors the config documentation: inherit, drop default
 /// credential-looking names, drop `exclude`, keep only `include_only`, then apply `set`
 /// (so an explicitly set variable always survives the filters).
+///
+/// `provider_keys` are the names of the model providers' API-key variables: dropped
+/// whatever the policy, and whatever they are called.
 pub fn create_env(
     policy: &ShellEnvironmentPolicy,
     vars: &HashMap<String, String>,
+    provider_keys: &[String],
 ) -> HashMap<String, String> {
     let mut env: HashMap<String, String> = match policy.inherit {
         EnvironmentInherit::All => vars.clone(),
@@ -63,8 +104,12 @@ pub fn create_env(
             .collect(),
         EnvironmentInherit::None => HashMap::new(),
     };
+    env.retain(|name, _| !provider_keys.iter().any(|key| key == name));
     if !policy.ignore_default_excludes {
-        env.retain(|name, _| !DEFAULT_EXCLUDES.iter().any(|glob| glob_matches(glob, name)));
+        env.retain(|name, value| {
+            policy.allow.iter().any(|glob| glob_matches(glob, name))
+                || !looks_like_credential(name, value)
+        });
     }
     env.retain(|name, _| !policy.exclude.iter().any(|glob| glob_matches(glob, name)));
     if !policy.include_only.is_empty() {
@@ -79,6 +124,22 @@ pub fn create_env(
         env.insert(name.clone(), value.clone());
     }
     env
+}
+
+/// Whether a variable looks like it holds a credential: by its name, or because its value is
+/// a URL with a password in it (`postgres://app:hunter2@db/app`).
+pub fn looks_like_credential(name: &str, value: &str) -> bool {
+    DEFAULT_EXCLUDES.iter().any(|glob| glob_matches(glob, name)) || url_has_password(value)
+}
+
+fn url_has_password(value: &str) -> bool {
+    let Some((_, rest)) = value.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
 }
 
 /// Case-insensitive glob match where `*` is any run of characters and `?` is one.
@@ -149,7 +210,7 @@ mod tests {
 
     #[test]
     fn all_drops_credentials_by_default() {
-        let env = create_env(&ShellEnvironmentPolicy::default(), &sample());
+        let env = create_env(&ShellEnvironmentPolicy::default(), &sample(), &[]);
         let mut names: Vec<_> = env.keys().cloned().collect();
         names.sort();
         assert_eq!(names, vec!["CARGO_HOME", "EDITOR", "HOME", "PATH"]);
@@ -161,7 +222,7 @@ mod tests {
             ignore_default_excludes: true,
             ..Default::default()
         };
-        assert_eq!(create_env(&policy, &sample()), sample());
+        assert_eq!(create_env(&policy, &sample(), &[]), sample());
     }
 
     #[test]
@@ -170,7 +231,7 @@ mod tests {
             inherit: EnvironmentInherit::Core,
             ..Default::default()
         };
-        let env = create_env(&policy, &sample());
+        let env = create_env(&policy, &sample(), &[]);
         assert_eq!(env, vars(&[("PATH", "/usr/bin"), ("HOME", "/home/u")]));
     }
 
@@ -181,7 +242,7 @@ mod tests {
             set: [("CI".to_string(), "1".to_string())].into_iter().collect(),
             ..Default::default()
         };
-        assert_eq!(create_env(&policy, &sample()), vars(&[("CI", "1")]));
+        assert_eq!(create_env(&policy, &sample(), &[]), vars(&[("CI", "1")]));
     }
 
     #[test]
@@ -198,7 +259,7 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let env = create_env(&policy, &sample());
+        let env = create_env(&policy, &sample(), &[]);
         assert_eq!(
             env,
             vars(&[
@@ -207,5 +268,71 @@ mod tests {
                 ("API_TOKEN", "explicit"),
             ])
         );
+    }
+
+    #[test]
+    fn credential_looking_names_and_values_are_dropped() {
+        let env = vars(&[
+            ("PGPASSWORD", "p"),
+            ("MYSQL_PWD", "p"),
+            ("DATABASE_URL", "postgres://app:hunter2@db:5432/app"),
+            ("PLAIN_URL", "https://example.test/path?user=a@b"),
+            ("GH_PAT", "p"),
+            ("MY_PASSWORD", "p"),
+            ("NPM_CONFIG__AUTH", "p"),
+            ("DOCKER_AUTH_CONFIG", "{}"),
+            ("SENTRY_DSN", "https://k@sentry/1"),
+            ("SSH_AUTH_SOCK", "/tmp/ssh-x/agent.1"),
+            ("GPG_AGENT_INFO", "/run/gpg"),
+            ("PWD", "/ws"),
+            ("OLDPWD", "/"),
+            ("GIT_AUTHOR_NAME", "A"),
+            ("LD_LIBRARY_PATH", "/lib"),
+        ]);
+        let kept = create_env(&ShellEnvironmentPolicy::default(), &env, &[]);
+        let mut names: Vec<_> = kept.keys().cloned().collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec![
+                "GIT_AUTHOR_NAME",
+                "LD_LIBRARY_PATH",
+                "OLDPWD",
+                "PLAIN_URL",
+                "PWD"
+            ]
+        );
+        let policy = ShellEnvironmentPolicy {
+            allow: vec!["database_url".to_string()],
+            ..Default::default()
+        };
+        assert!(create_env(&policy, &env, &[]).contains_key("DATABASE_URL"));
+    }
+
+    #[test]
+    fn provider_key_variables_never_pass_whatever_their_name() {
+        let env = vars(&[("LLM_CRED", "sk-1"), ("PATH", "/usr/bin")]);
+        let keys = vec!["LLM_CRED".to_string()];
+        for policy in [
+            ShellEnvironmentPolicy::default(),
+            ShellEnvironmentPolicy {
+                ignore_default_excludes: true,
+                include_only: vec!["*".to_string()],
+                ..Default::default()
+            },
+        ] {
+            assert_eq!(
+                create_env(&policy, &env, &keys),
+                vars(&[("PATH", "/usr/bin")])
+            );
+        }
+        // Only an explicit `set` passes a value under that name.
+        let policy = ShellEnvironmentPolicy {
+            set: [("LLM_CRED".to_string(), "chosen".to_string())]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        assert_eq!(create_env(&policy, &env, &keys)["LLM_CRED"], "chosen");
     }
 }

@@ -158,6 +158,26 @@ mod linux {
                 _ => Err(io::Error::other(format!("{} is not 1", arg(0)))),
             },
             "probe-read" => fs::read(arg(0)).map(drop),
+            "probe-list" => fs::read_dir(arg(0)).map(drop),
+            // Succeeds only when the file can be read and holds `arg(1)`: a leak.
+            "probe-leak" => fs::read_to_string(arg(0)).and_then(|text| {
+                if text.contains(arg(1)) {
+                    Ok(())
+                } else {
+                    Err(io::Error::other("read, but the secret is not in it"))
+                }
+            }),
+            "probe-open-rw" => fs::File::options()
+                .read(true)
+                .write(true)
+                .open(arg(0))
+                .map(drop),
+            "probe-openpty" => rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR)
+                .map(drop)
+                .map_err(io::Error::from),
+            "probe-keyring" => read_user_keyring(),
+            "probe-unix-connect" => std::os::unix::net::UnixStream::connect(arg(0)).map(drop),
+            "probe-count-processes" => count_processes(arg(0)),
             "probe-tiocsti" => inject_into_terminal(),
             "probe-kill" => kill(arg(0)),
             "probe-mknod" => make_block_device(arg(0)),
@@ -189,7 +209,11 @@ mod linux {
                     error.raw_os_error(),
                     Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::EBUSY)
                 ) || (role == "probe-kill"
-                    && error.raw_os_error() == Some(libc::ESRCH));
+                    && error.raw_os_error() == Some(libc::ESRCH))
+                    // What the sandbox hides (other processes in /proc, other terminals in
+                    // /dev) is not there to be opened at all.
+                    || ((arg(0).starts_with("/proc/") || arg(0).starts_with("/dev/"))
+                        && error.raw_os_error() == Some(libc::ENOENT));
                 if denied {
                     DENIED as u8
                 } else {
@@ -221,6 +245,42 @@ mod linux {
             .ok_or_else(|| io::Error::other("not a pid"))?;
         rustix::process::kill_process(pid, rustix::process::Signal::KILL)?;
         Ok(())
+    }
+
+    /// `keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, 0)`: the first step of reading
+    /// the user's keyring.
+    #[allow(unsafe_code)]
+    fn read_user_keyring() -> io::Result<()> {
+        const KEYCTL_GET_KEYRING_ID: libc::c_long = 0;
+        const KEY_SPEC_USER_KEYRING: libc::c_long = -4;
+        // SAFETY: this keyctl operation takes two integers and touches no memory of ours.
+        let result = unsafe {
+            libc::syscall(
+                libc::SYS_keyctl,
+                KEYCTL_GET_KEYRING_ID,
+                KEY_SPEC_USER_KEYRING,
+                0,
+            )
+        };
+        if result >= 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Succeeds when `/proc` lists at most `max` processes.
+    fn count_processes(max: &str) -> io::Result<()> {
+        let max: usize = max.parse().map_err(io::Error::other)?;
+        let count = fs::read_dir("/proc")?
+            .flatten()
+            .filter(|entry| entry.file_name().to_string_lossy().parse::<u32>().is_ok())
+            .count();
+        if count <= max {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("/proc lists {count} processes")))
+        }
     }
 
     /// `mknod PATH b 8 0`: the first SCSI disk, whatever is attached there.
@@ -320,6 +380,9 @@ mod linux {
         forbid_mounts: bool,
         /// Paths kept read-only wherever they lie (the agent's home).
         protected: Vec<PathBuf>,
+        /// Where the command runs, when not in the session's working directory (the shell
+        /// tool's `workdir`).
+        command_cwd: Option<PathBuf>,
     }
 
     /// Runs `THIS sandbox linux … -- THIS <probe…>` (or another command) and waits for it.
@@ -360,7 +423,14 @@ mod linux {
             .prefix
             .iter()
             .cloned()
-            .chain(sandbox_argv(&exe, policy, cwd, &launch.protected, command))
+            .chain(sandbox_argv(
+                &exe,
+                policy,
+                cwd,
+                launch.command_cwd.as_deref().unwrap_or(cwd),
+                &launch.protected,
+                command,
+            ))
             .collect();
         let mut builder = Command::new(&argv[0]);
         builder
@@ -905,7 +975,14 @@ mod linux {
             // A login shell on that terminal: it leads a session whose controlling terminal
             // is the pty, and starts the helper as an ordinary child, as a user's shell does.
             let exe = std::env::current_exe()?;
-            let helper = sandbox_argv(&exe, policy, &ws, &[], &probe_argv("probe-tiocsti", &[])?);
+            let helper = sandbox_argv(
+                &exe,
+                policy,
+                &ws,
+                &ws,
+                &[],
+                &probe_argv("probe-tiocsti", &[])?,
+            );
             let mut shell = Command::new("/bin/sh");
             shell
                 .arg("-c")
@@ -1229,8 +1306,14 @@ mod linux {
                 exe.clone(),
                 marker.clone(),
             ];
-            let mut helper =
-                sandbox_argv(Path::new(&exe), &workspace_write(false), &ws, &[], &command);
+            let mut helper = sandbox_argv(
+                Path::new(&exe),
+                &workspace_write(false),
+                &ws,
+                &ws,
+                &[],
+                &command,
+            );
             // The "agent": a shell that starts the helper as its child and waits.
             let mut argv = vec![
                 "/bin/sh".to_owned(),
@@ -1304,7 +1387,7 @@ mod linux {
                 marker.clone(),
             ];
             let argv = if sandboxed {
-                sandbox_argv(&exe, &workspace_write(false), &ws, &[], &command)
+                sandbox_argv(&exe, &workspace_write(false), &ws, &ws, &[], &command)
             } else {
                 command
             };
@@ -1423,6 +1506,212 @@ mod linux {
         Ok(())
     }
 
+    fn expect_launched_probe(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        launch: &Launch,
+        role: &str,
+        args: &[&Path],
+        expected: i32,
+    ) -> Result<()> {
+        let outcome = run_launched(policy, cwd, &probe_argv(role, args)?, launch)?;
+        ensure!(
+            outcome.code == Some(expected),
+            "{role} {args:?} under {policy:?}: expected exit {expected}, got {:?}; stderr: {}",
+            outcome.code,
+            outcome.stderr
+        );
+        Ok(())
+    }
+
+    /// The shell tool's `workdir` is where a command runs, never a writable root: a
+    /// command started in `/` or in a directory outside the workspace writes nothing there.
+    fn workdir_never_widens_the_roots() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let (_outside_guard, outside) = canonical_tempdir()?;
+        for command_cwd in [outside.clone(), PathBuf::from("/")] {
+            let launch = Launch {
+                command_cwd: Some(command_cwd.clone()),
+                ..Launch::default()
+            };
+            let policy = workspace_write(false);
+            expect_launched_probe(
+                &policy,
+                &ws,
+                &launch,
+                "probe-write",
+                &[&outside.join("x")],
+                DENIED,
+            )?;
+            expect_launched_probe(
+                &policy,
+                &ws,
+                &launch,
+                "probe-write",
+                &[Path::new("/etc/written-from-workdir")],
+                DENIED,
+            )?;
+            expect_launched_probe(&policy, &ws, &launch, "probe-write", &[&ws.join("x")], 0)?;
+            ensure!(
+                !outside.join("x").exists(),
+                "wrote outside from workdir {command_cwd:?}"
+            );
+        }
+        Ok(())
+    }
+
+    /// The agent's home (credentials, tokens, config, rollouts) cannot be read, listed or
+    /// written, wherever it lies; a workspace inside it stays usable with its secrets hidden.
+    fn agent_home_is_hidden(with_namespace: bool) -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let (_home_guard, home) = canonical_tempdir()?;
+        fs::write(home.join("credentials.json"), "{\"key\":\"sk-secret\"}")?;
+        fs::write(home.join("mcp-server.token"), "sk-secret")?;
+        let project = home.join("projects/app");
+        fs::create_dir_all(&project)?;
+        let launch = Launch {
+            protected: vec![home.clone()],
+            ..Launch::default()
+        };
+        let credentials = home.join("credentials.json");
+        for policy in [
+            workspace_write(false),
+            workspace_write(true),
+            SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+        ] {
+            let readable = if with_namespace { DENIED } else { 0 };
+            expect_launched_probe(
+                &policy,
+                &ws,
+                &launch,
+                "probe-read",
+                &[&credentials],
+                readable,
+            )?;
+            expect_launched_probe(&policy, &ws, &launch, "probe-list", &[&home], readable)?;
+            expect_launched_probe(
+                &policy,
+                &ws,
+                &launch,
+                "probe-write",
+                &[&credentials],
+                DENIED,
+            )?;
+            // The session's working directory inside the home: reachable, secrets not (a
+            // file beside the way down reads as empty, a directory is inaccessible).
+            let secret = Path::new("sk-secret");
+            let leaks = if with_namespace { OTHER_FAILURE } else { 0 };
+            expect_launched_probe(&policy, &project, &launch, "probe-list", &[&project], 0)?;
+            for file in [&credentials, &home.join("mcp-server.token")] {
+                expect_launched_probe(
+                    &policy,
+                    &project,
+                    &launch,
+                    "probe-leak",
+                    &[file, secret],
+                    leaks,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Other terminals (the host's `/dev/pts/N`, consoles) are not in the sandbox's `/dev`;
+    /// the command still gets ptys of its own and the ordinary devices.
+    fn other_terminals_are_out_of_reach() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let master =
+            rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)?;
+        rustix::pty::grantpt(&master)?;
+        rustix::pty::unlockpt(&master)?;
+        let name = rustix::pty::ptsname(&master, Vec::new())?;
+        let other_terminal = PathBuf::from(name.to_string_lossy().into_owned());
+        ensure!(other_terminal.exists(), "no pty to test with");
+        for policy in [
+            workspace_write(false),
+            SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+        ] {
+            expect(&policy, &ws, "probe-open-rw", &[&other_terminal], DENIED)?;
+            for device in ["/dev/console", "/dev/tty1", "/dev/mem", "/dev/kmsg"] {
+                expect(&policy, &ws, "probe-open-rw", &[Path::new(device)], DENIED)?;
+            }
+            expect(&policy, &ws, "probe-openpty", &[], 0)?;
+            expect(&policy, &ws, "probe-open-rw", &[Path::new("/dev/null")], 0)?;
+        }
+        drop(master);
+        Ok(())
+    }
+
+    /// The sandbox's `/proc` belongs to its PID namespace: the agent's `/proc/<pid>/fd` and
+    /// every other process are not in it.
+    fn processes_outside_are_invisible() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let own_fds = PathBuf::from(format!("/proc/{}/fd", std::process::id()));
+        ensure!(
+            fs::read_dir(&own_fds).is_ok(),
+            "the test cannot list its own fds"
+        );
+        let policy = workspace_write(false);
+        expect(&policy, &ws, "probe-list", &[&own_fds], DENIED)?;
+        // The command, and at most the few processes a probe could start.
+        expect(&policy, &ws, "probe-count-processes", &[Path::new("3")], 0)?;
+        Ok(())
+    }
+
+    /// The user's kernel keyrings are out of reach (keyctl, add_key, request_key).
+    fn keyring_is_refused() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        for policy in [
+            workspace_write(true),
+            SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+        ] {
+            expect(&policy, &ws, "probe-keyring", &[], DENIED)?;
+        }
+        Ok(())
+    }
+
+    /// With network access off, no socket can be connected, `AF_UNIX` pathname sockets
+    /// included (the agent's own app-server socket, an ssh-agent, a Docker daemon); with
+    /// it on, they can.
+    fn unix_sockets_follow_network_access() -> Result<()> {
+        let (_ws_guard, ws) = canonical_tempdir()?;
+        let (_sock_guard, sock_dir) = canonical_tempdir()?;
+        let socket = sock_dir.join("control.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket)?;
+        listener.set_nonblocking(true)?;
+        expect(
+            &workspace_write(false),
+            &ws,
+            "probe-unix-connect",
+            &[&socket],
+            DENIED,
+        )?;
+        expect(
+            &SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+            &ws,
+            "probe-unix-connect",
+            &[&socket],
+            DENIED,
+        )?;
+        expect(
+            &workspace_write(true),
+            &ws,
+            "probe-unix-connect",
+            &[&socket],
+            0,
+        )?;
+        drop(listener);
+        Ok(())
+    }
+
     fn run_tests() -> ExitCode {
         let support = probe_support();
         eprintln!("sandbox support on this machine:\n{}", support.describe());
@@ -1520,6 +1809,19 @@ mod linux {
                     Box::new(commands_run_when_mounts_fail_after_the_namespaces),
                 ),
                 (
+                    "workdir_never_widens_the_roots",
+                    Box::new(workdir_never_widens_the_roots),
+                ),
+                (
+                    "agent_home_is_hidden",
+                    Box::new(|| agent_home_is_hidden(support.mount_namespace)),
+                ),
+                ("keyring_is_refused", Box::new(keyring_is_refused)),
+                (
+                    "unix_sockets_follow_network_access",
+                    Box::new(unix_sockets_follow_network_access),
+                ),
+                (
                     "shell_runner_commands_die_with_the_agent",
                     Box::new(|| shell_runner_commands_die_with_the_agent(support.pid_namespace)),
                 ),
@@ -1531,6 +1833,22 @@ mod linux {
             ));
         }
 
+        if support.supported && support.mount_namespace {
+            cases.push((
+                "other_terminals_are_out_of_reach",
+                Box::new(other_terminals_are_out_of_reach),
+            ));
+        }
+        if support.supported && support.pid_namespace {
+            cases.push((
+                "processes_outside_are_invisible",
+                Box::new(processes_outside_are_invisible),
+            ));
+        }
+        // `SANDBOX_LINUX_ONLY=name` runs the cases whose name contains it (for debugging).
+        if let Ok(only) = std::env::var("SANDBOX_LINUX_ONLY") {
+            cases.retain(|(name, _)| name.contains(only.as_str()));
+        }
         let mut failures = 0;
         for (name, case) in &cases {
             match case() {

@@ -154,6 +154,13 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         .or(toml.model_provider)
         .unwrap_or_else(|| DEFAULT_MODEL_PROVIDER.to_string());
     let mut providers = merged_providers(toml.openai_base_url, toml.model_providers);
+    // Every provider's, not only the chosen one's: the agent knows them all to be API keys.
+    let mut provider_key_variables: Vec<String> = providers
+        .values()
+        .filter_map(|provider| provider.env_key.clone())
+        .collect();
+    provider_key_variables.sort();
+    provider_key_variables.dedup();
     let mut model_provider =
         providers
             .remove(&model_provider_id)
@@ -255,6 +262,7 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         approval_policy: approval_policy.or(toml.approval_policy).unwrap_or_default(),
         sandbox_policy,
         shell_environment_policy: toml.shell_environment_policy.unwrap_or_default(),
+        provider_key_variables,
         base_instructions: base_instructions
             .or(instructions_from_file)
             .or(toml.base_instructions),

@@ -33,6 +33,8 @@ pub struct Config {
     pub approval_policy: AskForApproval,
     pub sandbox_policy: SandboxPolicy,
     pub shell_environment_policy: ShellEnvironmentPolicy,
+    /// The `env_key` of every configured provider: never passed to commands.
+    pub provider_key_variables: Vec<String>,
     /// Replaces the built-in system prompt when set.
     pub base_instructions: Option<String>,
     /// Sent as a developer message at the start of the thread.
@@ -68,6 +70,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// The exact environment of a command the agent runs: the environment policy applied
+    /// to the process environment, never with a provider's API key in it.
+    pub fn command_env(&self) -> HashMap<String, String> {
+        interpreter_tools::env_policy::create_env(
+            &self.shell_environment_policy,
+            &self.env,
+            &self.provider_key_variables,
+        )
+    }
+
     /// Paths that sandboxed commands and `apply_patch` may never write, wherever they lie:
     /// the agent's home. Its `config.toml`, credentials, rollouts and state database decide
     /// how the agent runs next time (a command that could set `sandbox_mode` there would

@@ -2,7 +2,12 @@
 //!
 //! The engine runs a sandboxed command as
 //! `[<interpreter exe>, "sandbox", "linux", "--policy-json", JSON, "--cwd", DIR,
-//! ("--protect", PATH)*, "--", argv...]`.
+//! "--policy-cwd", DIR, ("--protect", PATH)*, "--", argv...]`.
+//!
+//! `--cwd` is where the command runs; `--policy-cwd` is the session's working directory,
+//! the one the policy's writable roots come from. They are kept apart on purpose: the
+//! shell tool's `workdir` argument is the model's choice, and a root derived from it would
+//! let one tool call (`workdir: "/"`) make the whole machine writable.
 //! The binary recognises [`HELPER_SUBCOMMAND`] before any runtime starts and hands the
 //! remaining arguments to [`parse_linux_helper_args`].
 
@@ -21,6 +26,8 @@ pub const NETWORK_DISABLED_ENV_VAR: &str = "INTERPRETER_SANDBOX_NETWORK_DISABLED
 
 const POLICY_FLAG: &str = "--policy-json";
 const CWD_FLAG: &str = "--cwd";
+/// The directory the policy's writable roots are taken from; `--cwd` when absent.
+const POLICY_CWD_FLAG: &str = "--policy-cwd";
 /// A path kept read-only wherever it lies (the agent's home); may be repeated.
 const PROTECT_FLAG: &str = "--protect";
 const COMMAND_SEPARATOR: &str = "--";
@@ -29,20 +36,26 @@ const COMMAND_SEPARATOR: &str = "--";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinuxHelperArgs {
     pub policy: SandboxPolicy,
+    /// Where the command runs. It never widens the writable roots.
     pub cwd: PathBuf,
+    /// The session's working directory: the writable root of `workspace-write`, and what
+    /// relative `writable_roots` entries are relative to.
+    pub policy_cwd: PathBuf,
     /// Paths that stay read-only even inside a writable root (see
     /// [`writable_roots`](super::writable_roots)).
     pub protected: Vec<PathBuf>,
     pub command: Vec<String>,
 }
 
-/// The full argv that runs `argv` in `cwd` under `policy` through the helper in `exe`,
-/// keeping `protected` (the agent's home) read-only.
+/// The full argv that runs `argv` in `cwd` under `policy` (whose roots come from
+/// `policy_cwd`, the session's working directory) through the helper in `exe`, keeping
+/// `protected` (the agent's home) out of the command's reach.
 ///
 /// Paths are passed as (lossy) UTF-8 because the helper's arguments are `String`s.
 pub fn sandbox_argv(
     exe: &Path,
     policy: &SandboxPolicy,
+    policy_cwd: &Path,
     cwd: &Path,
     protected: &[PathBuf],
     argv: &[String],
@@ -57,6 +70,8 @@ pub fn sandbox_argv(
     full.push(policy_json);
     full.push(CWD_FLAG.to_owned());
     full.push(cwd.to_string_lossy().into_owned());
+    full.push(POLICY_CWD_FLAG.to_owned());
+    full.push(policy_cwd.to_string_lossy().into_owned());
     for path in protected {
         full.push(PROTECT_FLAG.to_owned());
         full.push(path.to_string_lossy().into_owned());
@@ -67,11 +82,12 @@ pub fn sandbox_argv(
 }
 
 /// Parses the arguments that follow [`HELPER_SUBCOMMAND`]:
-/// `--policy-json JSON --cwd DIR [--protect PATH]... -- COMMAND...` (the options in any
-/// order, the first two once each).
+/// `--policy-json JSON --cwd DIR [--policy-cwd DIR] [--protect PATH]... -- COMMAND...` (the
+/// options in any order, all but `--protect` once each).
 pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, SandboxError> {
     let mut policy = None;
     let mut cwd = None;
+    let mut policy_cwd = None;
     let mut protected = Vec::new();
     let mut index = 0;
     while index < args.len() {
@@ -91,6 +107,7 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
                 );
             }
             CWD_FLAG if cwd.is_none() => cwd = Some(PathBuf::from(value)),
+            POLICY_CWD_FLAG if policy_cwd.is_none() => policy_cwd = Some(PathBuf::from(value)),
             PROTECT_FLAG => {
                 let path = PathBuf::from(value);
                 if !path.is_absolute() {
@@ -101,7 +118,7 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
                 }
                 protected.push(path);
             }
-            POLICY_FLAG | CWD_FLAG => {
+            POLICY_FLAG | CWD_FLAG | POLICY_CWD_FLAG => {
                 return Err(SandboxError::InvalidHelperArgs(format!(
                     "`{flag}` given more than once"
                 )));
@@ -109,7 +126,7 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
             other => {
                 return Err(SandboxError::InvalidHelperArgs(format!(
                     "unexpected argument `{other}` (expected {POLICY_FLAG}, {CWD_FLAG}, \
-                     {PROTECT_FLAG} or --)"
+                     {POLICY_CWD_FLAG}, {PROTECT_FLAG} or --)"
                 )));
             }
         }
@@ -124,6 +141,13 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
             cwd.display()
         )));
     }
+    let policy_cwd = policy_cwd.unwrap_or_else(|| cwd.clone());
+    if !policy_cwd.is_absolute() {
+        return Err(SandboxError::InvalidHelperArgs(format!(
+            "{POLICY_CWD_FLAG} must be absolute, got {}",
+            policy_cwd.display()
+        )));
+    }
     let command = args.get(index..).unwrap_or_default().to_vec();
     if command.is_empty() {
         return Err(SandboxError::InvalidHelperArgs(
@@ -133,6 +157,7 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
     Ok(LinuxHelperArgs {
         policy,
         cwd,
+        policy_cwd,
         protected,
         command,
     })
@@ -161,6 +186,7 @@ mod tests {
             Path::new("/usr/bin/interpreter"),
             &policy,
             Path::new("/ws"),
+            Path::new("/ws/sub"),
             &protected,
             &command,
         );
@@ -171,7 +197,8 @@ mod tests {
             parsed,
             LinuxHelperArgs {
                 policy,
-                cwd: PathBuf::from("/ws"),
+                cwd: PathBuf::from("/ws/sub"),
+                policy_cwd: PathBuf::from("/ws"),
                 protected,
                 command
             }
@@ -189,6 +216,7 @@ mod tests {
             "ls",
         ]);
         let parsed = parse_linux_helper_args(&args).unwrap();
+        assert_eq!(parsed.policy_cwd, PathBuf::from("/ws"));
         assert_eq!(
             parsed.policy,
             SandboxPolicy::WorkspaceWrite {

@@ -81,7 +81,7 @@ use seccompiler::{
 };
 
 use super::hardening;
-use super::mount_ns::{MountFailure, MountPlan};
+use super::mount_ns::{MountFailure, MountPlan, mount_fresh_proc};
 use super::paths::resolve_for_write;
 use super::{
     LinuxHelperArgs, NETWORK_DISABLED_ENV_VAR, SandboxError, SandboxSupport, WritableRoot,
@@ -132,6 +132,7 @@ pub fn run_linux_helper(
     let LinuxHelperArgs {
         policy,
         cwd,
+        policy_cwd,
         protected,
         command,
     } = args;
@@ -147,7 +148,7 @@ pub fn run_linux_helper(
     // Everything that reads the file system or allocates happens before restricting.
     let prepared = match policy {
         SandboxPolicy::DangerFullAccess => None,
-        _ => Some(PreparedSandbox::new(&policy, &cwd, env, &protected)?),
+        _ => Some(PreparedSandbox::new(&policy, &policy_cwd, env, &protected)?),
     };
     // Only now: a working directory entered before the bind mounts would still lead into
     // the mount tree they cover, where protected paths are writable.
@@ -180,6 +181,15 @@ pub fn run_linux_helper(
                 hardening::Forked::Child => {
                     drop(alive_writer);
                     parent = hardening::ParentCheck::Pipe(alive_reader);
+                    if let Err(failure) = mount_fresh_proc() {
+                        // Like the other namespace steps, a kernel that refuses this (a
+                        // container whose /proc is partly masked) weakens the sandbox but
+                        // does not stop the command; the agent itself is non-dumpable.
+                        eprintln!(
+                            "interpreter sandbox: warning: could not mount a /proc of the \
+                             command's own ({failure}); other processes stay visible in /proc"
+                        );
+                    }
                 }
             }
         }
@@ -213,18 +223,25 @@ struct PreparedSandbox {
 }
 
 impl PreparedSandbox {
+    /// `policy_cwd` is the session's working directory, not the command's: only the policy
+    /// decides what is writable.
     fn new(
         policy: &SandboxPolicy,
-        cwd: &Path,
+        policy_cwd: &Path,
         env: &HashMap<String, String>,
         protected: &[PathBuf],
     ) -> Result<Self, SandboxError> {
         // Checked before touching mounts: there is no point isolating a command we refuse.
         let abi = required_landlock_abi()?;
         let network_off = !policy.has_full_network_access();
-        let roots = writable_roots(policy, cwd, env, protected);
+        let roots = writable_roots(policy, policy_cwd, env, protected);
         create_missing_protected_dirs(&roots, protected);
-        let (carve_outs, pid_namespace) = protect_with_mounts(&roots);
+        let hidden: Vec<PathBuf> = protected
+            .iter()
+            .filter_map(|path| resolve_for_write(path))
+            .collect();
+        let keep = resolve_for_write(policy_cwd).unwrap_or_else(|| policy_cwd.to_path_buf());
+        let (carve_outs, pid_namespace) = protect_with_mounts(&roots, &hidden, &keep);
         Ok(Self {
             ruleset: build_ruleset(abi, &roots, &carve_outs, network_off)?,
             seccomp: build_seccomp_filter(network_off)?,
@@ -259,9 +276,14 @@ fn create_missing_protected_dirs(roots: &[WritableRoot], protected: &[PathBuf]) 
 }
 
 /// Makes the protected paths inside `roots` read-only with bind mounts in a private mount
-/// namespace, and returns the protected paths Landlock must carve out instead, and whether
-/// the command gets a PID namespace of its own.
-fn protect_with_mounts(roots: &[WritableRoot]) -> (Vec<PathBuf>, bool) {
+/// namespace, hides `hidden` (the agent's home; `keep`, the session's working directory,
+/// stays reachable) and gives the command a fresh `/dev`; returns the protected paths
+/// Landlock must carve out instead, and whether the command gets a PID namespace of its own.
+fn protect_with_mounts(
+    roots: &[WritableRoot],
+    hidden: &[PathBuf],
+    keep: &Path,
+) -> (Vec<PathBuf>, bool) {
     // Protected paths of every root count for every root: a `gitdir:` target may live
     // inside another writable root.
     let mut protected: Vec<PathBuf> = Vec::new();
@@ -270,7 +292,7 @@ fn protect_with_mounts(roots: &[WritableRoot]) -> (Vec<PathBuf>, bool) {
             protected.push(path.clone());
         }
     }
-    let plan = MountPlan::for_protected(roots, &protected);
+    let plan = MountPlan::for_protected(roots, &protected).hiding(hidden, keep, roots);
     // Entered even with nothing to mount: the namespaces also bring the PID namespace.
     let outcome = plan.apply();
     let pid_namespace = outcome.pid_namespace;
@@ -283,14 +305,15 @@ fn protect_with_mounts(roots: &[WritableRoot]) -> (Vec<PathBuf>, bool) {
             pid_namespace,
         ),
         Err(failure) => {
-            if !plan.is_empty() {
+            if !plan.is_empty() || plan.hides_anything() {
                 // The helper's stderr is the command's: this is where a person (or the
                 // model) reading the output learns why creating files next to `.git` fails.
                 eprintln!(
                     "interpreter sandbox: warning: could not create a mount namespace to keep \
                      protected paths read-only ({failure}); falling back to Landlock alone, so \
                      no new files can be created, removed or renamed in the directory that \
-                     holds .git, .agents, .interpreter or the agent's home"
+                     holds .git, .agents, .interpreter or the agent's home, and the agent's \
+                     home stays readable"
                 );
             }
             (protected, pid_namespace)
@@ -569,6 +592,11 @@ fn build_seccomp_filter(network_off: bool) -> Result<BpfProgram, SandboxError> {
         // Opens an inode through any mount, including a writable one beneath a protected
         // path's bind mount (needs CAP_DAC_READ_SEARCH, so only a root command could).
         libc::SYS_open_by_handle_at,
+        // The kernel keyrings of the user and the session hold credentials (Kerberos
+        // tickets, ecryptfs and NFS keys, whatever a login put there).
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_keyctl,
     ] {
         rules.insert(i64::from(syscall), Vec::new());
     }
@@ -586,6 +614,11 @@ fn build_seccomp_filter(network_off: bool) -> Result<BpfProgram, SandboxError> {
     }
     rules.insert(i64::from(libc::SYS_ioctl), ioctl_rules);
     if network_off {
+        // No connecting at all: `AF_UNIX` sockets must still be created (socketpair is how
+        // many programs talk to their own children), but a pathname socket is a door to
+        // another program, the agent's own app-server socket, an ssh-agent or a Docker
+        // daemon among them, and Landlock (before ABI 9) has no right for it.
+        rules.insert(i64::from(libc::SYS_connect), Vec::new());
         for syscall in [libc::SYS_socket, libc::SYS_socketpair] {
             let domain_is_not_unix = SeccompCondition::new(
                 0,

@@ -22,6 +22,23 @@
 //! submounts, keeping their flags) before the seal and the clone is put back on top of it
 //! afterwards, so the roots keep exactly the writability they had.
 //!
+//! Two more things happen in the namespace, because the command runs as the agent's own
+//! user and file modes cannot keep it out:
+//!
+//! * **Hidden paths** (the agent's home: `credentials.json`, OAuth tokens, listener token
+//!   files, `config.toml`, other threads' rollouts) are covered by an empty, read-only
+//!   tmpfs of mode 000, so reading, listing or writing them fails with `EACCES`. When the
+//!   session's working directory lies inside such a path, every entry beside the way down
+//!   to it is covered instead (a file by `/dev/null`), so the workspace stays reachable.
+//! * **A fresh `/dev`**: a tmpfs holding only `null`, `zero`, `full`, `random`, `urandom`
+//!   and `tty` (bind mounts of the host's nodes), a new `devpts` instance for ptys of its
+//!   own, and the usual `fd`/`stdin`/`stdout`/`stderr` links. The host's `/dev/pts/*` (the
+//!   user's other terminals), consoles and disks are not there to open. The terminal a
+//!   command was handed as stdin/stdout keeps working: it is an open file, not a path.
+//!
+//! (A fresh `/proc` for the PID namespace is mounted by the command's own process, which
+//! is the only one inside that namespace: see [`mount_fresh_proc`].)
+//!
 //! [`MountPlan::apply`] issues only syscalls on data built beforehand and, for the probe's
 //! plans (which seal nothing), allocates nothing, so the capability probe can run it
 //! between `fork` and `exec`.
@@ -52,6 +69,26 @@ struct MountTarget {
     path: CString,
     read_only: bool,
 }
+
+/// One path to cover so the command can neither read nor write what is beneath it.
+#[derive(Debug)]
+struct HiddenTarget {
+    path: CString,
+    /// A directory gets an empty tmpfs; anything else gets `/dev/null` bound over it.
+    directory: bool,
+}
+
+/// The host device nodes the fresh `/dev` carries, bound from the host's.
+const FRESH_DEV_NODES: [&CStr; 6] = [c"null", c"zero", c"full", c"random", c"urandom", c"tty"];
+
+/// The links every `/dev` has.
+const FRESH_DEV_LINKS: [(&CStr, &CStr); 5] = [
+    (c"/proc/self/fd", c"/dev/fd"),
+    (c"/proc/self/fd/0", c"/dev/stdin"),
+    (c"/proc/self/fd/1", c"/dev/stdout"),
+    (c"/proc/self/fd/2", c"/dev/stderr"),
+    (c"pts/ptmx", c"/dev/ptmx"),
+];
 
 /// Which step of the namespace setup failed, and the kernel's errno. `Copy` and free of
 /// heap data so a forked child can produce it.
@@ -90,6 +127,10 @@ pub(super) struct MountPlan {
     covered: Vec<PathBuf>,
     /// Make everything outside these (the writable roots) read-only; `None` seals nothing.
     seal_outside: Option<Vec<CString>>,
+    /// Covered last, so no bind mount above can bring them back.
+    hidden: Vec<HiddenTarget>,
+    /// Replace `/dev` with a minimal one (see the module documentation).
+    fresh_dev: bool,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
 }
@@ -165,12 +206,31 @@ impl MountPlan {
         Self::empty()
     }
 
+    /// Also hides `hidden` (resolved, absolute paths: the agent's home) from the command,
+    /// and gives it a fresh `/dev`. `keep` is the session's working directory: when it lies
+    /// inside a hidden path, only the entries beside the way down to it are hidden.
+    pub(super) fn hiding(
+        mut self,
+        hidden: &[PathBuf],
+        keep: &Path,
+        roots: &[WritableRoot],
+    ) -> Self {
+        for path in hidden {
+            hide_beneath(path, keep, &mut self.hidden);
+        }
+        // A writable root under /dev (odd, but a policy may say so) keeps the real one.
+        self.fresh_dev = !roots.iter().any(|root| root.root.starts_with("/dev"));
+        self
+    }
+
     fn empty() -> Self {
         let (uid, gid) = current_ids();
         Self {
             targets: Vec::new(),
             covered: Vec::new(),
             seal_outside: None,
+            hidden: Vec::new(),
+            fresh_dev: false,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
         }
@@ -189,9 +249,15 @@ impl MountPlan {
         true
     }
 
-    /// Whether there is anything to mount.
+    /// Whether there are protected paths to mount (what the Landlock fallback must then
+    /// carve out instead).
     pub(super) fn is_empty(&self) -> bool {
         self.targets.is_empty()
+    }
+
+    /// Whether the plan hides anything from the command.
+    pub(super) fn hides_anything(&self) -> bool {
+        !self.hidden.is_empty()
     }
 
     /// Whether the mounts keep `path` read-only.
@@ -246,6 +312,28 @@ impl MountPlan {
             if target.read_only {
                 make_read_only(&target.path)?;
             }
+        }
+        for target in &self.hidden {
+            if target.directory {
+                mount_fs(
+                    c"tmpfs",
+                    &target.path,
+                    c"tmpfs",
+                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"mode=000,size=4k,nr_inodes=1",
+                    "hiding a directory from the command",
+                )?;
+            } else {
+                mount(
+                    Some(c"/dev/null"),
+                    &target.path,
+                    libc::MS_BIND,
+                    "hiding a file from the command",
+                )?;
+            }
+        }
+        if self.fresh_dev {
+            mount_fresh_dev()?;
         }
         Ok(())
     }
@@ -446,6 +534,162 @@ fn write_proc_file(path: &CStr, contents: &[u8], step: &'static str) -> Result<(
         Ok(count) if count == contents.len() => Ok(()),
         Ok(_) => Err(failure(libc::EIO)),
         Err(_) => Err(failure(write_errno)),
+    }
+}
+
+/// Adds `path`, or the entries beside the way down to `keep` when `keep` lies inside it, to
+/// `hidden`. Paths that do not exist need no cover; symlinks are left alone (a mount would
+/// follow them and cover their target instead).
+fn hide_beneath(path: &Path, keep: &Path, hidden: &mut Vec<HiddenTarget>) {
+    let Ok(metadata) = fs::symlink_metadata(path) else {
+        return;
+    };
+    if metadata.file_type().is_symlink() || path == keep {
+        return;
+    }
+    if !keep.starts_with(path) || !metadata.is_dir() {
+        if let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) {
+            hidden.push(HiddenTarget {
+                path: c_path,
+                directory: metadata.is_dir(),
+            });
+        }
+        return;
+    }
+    // An unreadable directory cannot be listed by the command either.
+    let Ok(entries) = fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        hide_beneath(&entry.path(), keep, hidden);
+    }
+}
+
+/// Puts a minimal `/dev` on top of the host's (see the module documentation).
+fn mount_fresh_dev() -> Result<(), MountFailure> {
+    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
+    let failure = |step| {
+        move |error: rustix::io::Errno| MountFailure {
+            step,
+            errno: error.raw_os_error(),
+        }
+    };
+    // Detached copies of the host's nodes, taken before the tmpfs covers them.
+    let mut clones = Vec::with_capacity(FRESH_DEV_NODES.len());
+    for name in FRESH_DEV_NODES {
+        let dev = rustix::fs::openat(
+            rustix::fs::CWD,
+            c"/dev",
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(failure("opening the host's /dev"))?;
+        match rustix::mount::open_tree(
+            &dev,
+            name,
+            OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+        ) {
+            Ok(clone) => clones.push((name, clone)),
+            // A machine without, say, /dev/tty gives the command none either.
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(error) => return Err(failure("copying a device node")(error)),
+        }
+    }
+    mount_fs(
+        c"tmpfs",
+        c"/dev",
+        c"tmpfs",
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        c"mode=755,size=64k",
+        "mounting a fresh /dev",
+    )?;
+    let dev = rustix::fs::openat(
+        rustix::fs::CWD,
+        c"/dev",
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(failure("opening the fresh /dev"))?;
+    for (name, clone) in &clones {
+        let node = rustix::fs::openat(
+            &dev,
+            *name,
+            rustix::fs::OFlags::CREATE | rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::from_raw_mode(0o666),
+        )
+        .map_err(failure("creating a device mount point"))?;
+        drop(node);
+        rustix::mount::move_mount(
+            clone,
+            c"",
+            &dev,
+            *name,
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+        .map_err(failure("mounting a device node"))?;
+    }
+    rustix::fs::mkdirat(&dev, c"pts", rustix::fs::Mode::from_raw_mode(0o755))
+        .map_err(failure("creating /dev/pts"))?;
+    // A new instance: only the ptys the command itself opens are in it.
+    mount_fs(
+        c"devpts",
+        c"/dev/pts",
+        c"devpts",
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        c"newinstance,ptmxmode=0666,mode=0620",
+        "mounting a private /dev/pts",
+    )?;
+    rustix::fs::mkdirat(&dev, c"shm", rustix::fs::Mode::from_raw_mode(0o755))
+        .map_err(failure("creating /dev/shm"))?;
+    for (target, link) in FRESH_DEV_LINKS {
+        rustix::fs::symlink(target, link).map_err(failure("creating a /dev link"))?;
+    }
+    Ok(())
+}
+
+/// Mounts a `proc` for the PID namespace this process leads on `/proc`, so the command sees
+/// only its own processes: not the agent's `/proc/<pid>/fd`, nor anyone else's command
+/// lines. Called by the command's process itself (PID 1 of the namespace) before it drops
+/// its capabilities; allocates nothing.
+pub(super) fn mount_fresh_proc() -> Result<(), MountFailure> {
+    mount_fs(
+        c"proc",
+        c"/proc",
+        c"proc",
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        c"",
+        "mounting a fresh /proc",
+    )
+}
+
+/// `mount(2)` of a file system of type `fstype` from `source` on `target` with `data`.
+#[allow(unsafe_code)]
+fn mount_fs(
+    source: &CStr,
+    target: &CStr,
+    fstype: &CStr,
+    flags: libc::c_ulong,
+    data: &CStr,
+    step: &'static str,
+) -> Result<(), MountFailure> {
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call; the kernel
+    // only reads them.
+    let result = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(MountFailure {
+            step,
+            errno: last_errno(),
+        })
     }
 }
 

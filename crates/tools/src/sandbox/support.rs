@@ -161,6 +161,53 @@ impl SandboxSupport {
                 "metadata_outside_roots_is_read_only",
             ),
             protection(
+                "workdir-is-not-a-root",
+                enforced,
+                "the writable roots come from the policy and the session's working \
+                 directory alone: the shell tool's workdir (even /) never widens them",
+                "workdir_never_widens_the_roots; crates/cli/tests/escapes.rs \
+                 workdir_outside_the_workspace_writes_nothing",
+            ),
+            protection(
+                "agent-home-hidden",
+                namespaces,
+                "the agent's home (credentials.json, mcp-credentials.json, token files, \
+                 config.toml, other threads' rollouts) is covered by an empty mode-000 tmpfs: \
+                 it cannot be read or listed",
+                "agent_home_is_hidden; crates/cli/tests/escapes.rs \
+                 credential_files_are_unreadable",
+            ),
+            protection(
+                "fresh-dev",
+                namespaces,
+                "a /dev of the command's own: null, zero, full, random, urandom, tty and a \
+                 new devpts instance; the user's other terminals (/dev/pts/N), consoles and \
+                 disks are not there",
+                "other_terminals_are_out_of_reach",
+            ),
+            protection(
+                "fresh-proc",
+                pid_ns,
+                "a /proc of the command's PID namespace: the agent's /proc/<pid>/fd, environ \
+                 and every other process are not in it",
+                "processes_outside_are_invisible",
+            ),
+            protection(
+                "no-keyring",
+                enforced,
+                "seccomp refuses keyctl, add_key and request_key: the user's and session's \
+                 kernel keyrings are out of reach",
+                "keyring_is_refused",
+            ),
+            protection(
+                "no-connect-without-network",
+                enforced,
+                "with network access off, seccomp refuses connect(2) for every socket \
+                 family, AF_UNIX included: the agent's own app-server socket, an ssh-agent \
+                 or a Docker socket cannot be reached",
+                "unix_sockets_follow_network_access",
+            ),
+            protection(
                 "no-mount-escape",
                 enforced,
                 "seccomp refuses the mount API, setns, open_by_handle_at and io_uring, so \
@@ -199,21 +246,35 @@ impl SandboxSupport {
                 "metadata_outside_roots_is_read_only",
             ),
             gap(
-                "devices-and-sockets",
+                "sockets-with-network",
                 enforced,
-                "the character devices /dev/null, /dev/zero, /dev/full, /dev/tty, /dev/ptmx \
-                 and /dev/pts stay writable (they ignore read-only mounts), and pathname \
-                 UNIX sockets (such as a Docker or D-Bus socket) can be connected to \
-                 whatever the network setting",
-                "workspace_write_allows_inside_and_denies_outside",
+                "with network access on, pathname UNIX sockets (a Docker or D-Bus socket, \
+                 the agent's own listeners) can be connected to; the agent's listeners \
+                 refuse such peers by credential (token, peer checks)",
+                "unix_sockets_follow_network_access",
+            ),
+            gap(
+                "home-and-devices-without-mount-namespace",
+                enforced && !namespaces,
+                "without a mount namespace the agent's home stays readable (credentials \
+                 included) and the host's /dev is used: other terminals can be opened \
+                 wherever their modes allow",
+                "agent_home_is_hidden",
+            ),
+            gap(
+                "proc-without-pid-namespace",
+                enforced && !pid_ns,
+                "without a PID namespace (or when the kernel refuses a fresh /proc) the \
+                 host's /proc stays visible: other processes' command lines can be read, \
+                 though the agent is non-dumpable",
+                "processes_outside_are_invisible",
             ),
             gap(
                 "reads",
                 enforced,
-                "commands can read every file the user can read (the agent's config and \
-                 credentials included); only the agent's process memory and environment are \
-                 off limits",
-                "outside_environ_is_unreadable",
+                "outside the agent's home commands can read every file the user can read \
+                 (~/.ssh, ~/.aws, other projects)",
+                "agent_home_is_hidden",
             ),
             gap(
                 "unsandboxed-background",
