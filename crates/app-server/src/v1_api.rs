@@ -98,25 +98,16 @@ pub(crate) async fn auth_status(
     })
 }
 
+/// Git through the one hardened runner: the repository may be one the model planted.
 async fn git(cwd: &Path, args: &[&str]) -> Result<String, AppServerError> {
-    let mut command = tokio::process::Command::new("git");
-    command
-        .args(args)
-        .current_dir(cwd)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(GIT_TIMEOUT, command.output())
+    interpreter_tools::git::run(cwd, args, GIT_TIMEOUT)
         .await
-        .map_err(|_| AppServerError::Internal(format!("git {} timed out", args.join(" "))))?
-        .map_err(|e| AppServerError::Internal(format!("cannot run git: {e}")))?;
-    if !output.status.success() {
-        return Err(AppServerError::InvalidRequest(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        .map_err(|error| match error {
+            interpreter_tools::git::GitError::Failed { .. } => {
+                AppServerError::InvalidRequest(error.to_string())
+            }
+            _ => AppServerError::Internal(error.to_string()),
+        })
 }
 
 /// The commit the branch shares with its remote, and the diff of the working tree

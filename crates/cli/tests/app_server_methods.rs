@@ -463,3 +463,46 @@ async fn v1_helpers() {
         .await;
     assert_eq!(gone["error"]["code"], -32600);
 }
+
+/// Found by the adversarial pass: a model that `git init`s the workspace and sets
+/// `core.fsmonitor` had `gitDiffToRemote` run it outside any sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_pass_git_diff_to_remote_runs_nothing_a_repository_planted() {
+    let env = AppEnv::new().await;
+    let work = env.work_path();
+    let marker = work.join("planted-ran");
+    let script = work.join("planted.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch {}\ncat\n", marker.display()),
+    )
+    .expect("script");
+    let sh = |script_text: &str| {
+        let output = std::process::Command::new("sh")
+            .args(["-c", script_text])
+            .current_dir(&work)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .expect("sh");
+        assert!(output.status.success(), "{output:?}");
+    };
+    sh(
+        "chmod +x planted.sh && git init -q && echo one > a.txt && git add a.txt && git commit -qm one \
+        && git config core.fsmonitor \"$PWD/planted.sh\" && git config filter.x.clean \"$PWD/planted.sh\" \
+        && git config diff.x.textconv \"$PWD/planted.sh\" && echo '* filter=x diff=x' > .gitattributes \
+        && echo two >> a.txt",
+    );
+    let mut client = env.spawn();
+    client.initialize().await;
+    let diff = client
+        .ok("gitDiffToRemote", json!({"cwd": work.to_string_lossy()}))
+        .await;
+    assert!(diff["diff"].as_str().unwrap().contains("+two"), "{diff}");
+    assert!(
+        !marker.exists(),
+        "gitDiffToRemote ran a program the repository named"
+    );
+}

@@ -3,11 +3,14 @@
 //! This crate owns the effects: running shell commands (in their own process group, with
 //! timeouts, cancellation and head+tail output caps), parsing and applying patches,
 //! classifying commands as known-safe, scrubbing the environment commands see, and the
-//! Linux sandbox (Landlock + seccomp) that commands run under. The engine decides *whether*
+//! Linux sandbox (Landlock + seccomp) that commands run under, and git run on the agent's
+//! own behalf with everything a planted repository config could run turned off. The engine
+//! decides *whether*
 //! something runs (approvals); this crate decides *how*.
 
 pub mod apply_patch;
 pub mod env_policy;
+pub mod git;
 pub mod safety;
 pub mod sandbox;
 pub mod shell;

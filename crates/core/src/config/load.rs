@@ -183,6 +183,10 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     };
 
     let sandbox_mode = sandbox_mode.or(toml.sandbox_mode).unwrap_or_default();
+    let sandbox_allow_git_init = toml
+        .sandbox_workspace_write
+        .as_ref()
+        .is_some_and(|settings| settings.allow_git_init);
     let sandbox_policy = match sandbox_mode {
         SandboxMode::ReadOnly => SandboxPolicy::ReadOnly {
             network_access: false,
@@ -261,6 +265,7 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         model_max_output_tokens,
         approval_policy: approval_policy.or(toml.approval_policy).unwrap_or_default(),
         sandbox_policy,
+        sandbox_allow_git_init,
         shell_environment_policy: toml.shell_environment_policy.unwrap_or_default(),
         provider_key_variables,
         base_instructions: base_instructions

@@ -65,6 +65,8 @@ pub(crate) struct SandboxWorkspaceWriteToml {
     pub network_access: bool,
     pub exclude_tmpdir_env_var: bool,
     pub exclude_slash_tmp: bool,
+    /// Let commands create a git repository (`.git`) in the workspace.
+    pub allow_git_init: bool,
 }
 
 /// Top-level keys accepted for compatibility with existing Codex config files and

@@ -32,6 +32,8 @@ pub struct Config {
     pub model_max_output_tokens: Option<u64>,
     pub approval_policy: AskForApproval,
     pub sandbox_policy: SandboxPolicy,
+    /// `[sandbox_workspace_write] allow_git_init`: sandboxed commands may create `.git`.
+    pub sandbox_allow_git_init: bool,
     pub shell_environment_policy: ShellEnvironmentPolicy,
     /// The `env_key` of every configured provider: never passed to commands.
     pub provider_key_variables: Vec<String>,

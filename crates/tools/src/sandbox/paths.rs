@@ -123,13 +123,60 @@ fn protected_subpaths(root: &Path) -> Vec<PathBuf> {
         {
             add(target);
         }
-        if name == ".git"
-            && let Some(gitdir) = gitdir_of_git_file(root, &entry)
-        {
-            add(gitdir);
+        if name == ".git" {
+            let gitdir = gitdir_of_git_file(root, &entry);
+            // Hooks kept outside `.git` (`core.hooksPath = .husky`) run on the user's next
+            // commit just as `.git/hooks` do, so they are protected the same way.
+            if let Some(hooks) = hooks_path_of(gitdir.as_deref().unwrap_or(&entry), root) {
+                add(hooks);
+            }
+            if let Some(gitdir) = gitdir {
+                add(gitdir);
+            }
         }
     }
     protected
+}
+
+/// The canonical `core.hooksPath` of the repository whose git directory is `gitdir` and
+/// whose worktree is `root` (a relative value is relative to the worktree), when its
+/// config sets one that exists.
+fn hooks_path_of(gitdir: &Path, root: &Path) -> Option<PathBuf> {
+    let config = fs::read_to_string(gitdir.join("config")).ok()?;
+    let value = git_config_value(&config, "core", "hookspath")?;
+    let value = match value.strip_prefix("~/") {
+        Some(rest) => PathBuf::from(std::env::var_os("HOME")?).join(rest),
+        None => PathBuf::from(value),
+    };
+    fs::canonicalize(root.join(value)).ok()
+}
+
+/// The last value of `section.key` in git config text (names compared case-insensitively;
+/// quoting and subsections beyond what hooksPath needs are not handled, and a value that
+/// cannot be read this way is simply not protected beyond what `.git` already is).
+fn git_config_value(config: &str, section: &str, key: &str) -> Option<String> {
+    let mut in_section = false;
+    let mut found = None;
+    for line in config.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let name = header.split([']', ' ', '"']).next().unwrap_or_default();
+            in_section = name.eq_ignore_ascii_case(section);
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        if let Some((name, value)) = line.split_once('=')
+            && name.trim().eq_ignore_ascii_case(key)
+        {
+            let value = value.trim().trim_matches('"');
+            if !value.is_empty() {
+                found = Some(value.to_owned());
+            }
+        }
+    }
+    found
 }
 
 /// For a `.git` file of the form `gitdir: X`, the canonical X (relative X is relative to
@@ -177,6 +224,13 @@ pub fn is_path_writable(
                     .iter()
                     .flat_map(|root| &root.read_only_subpaths)
                     .any(|protected| resolved.starts_with(protected))
+                // Creating one is as bad as writing one: a new `.git/config` can name a
+                // program the next git run executes.
+                && !roots.iter().any(|root| {
+                    PROTECTED_DIR_NAMES
+                        .iter()
+                        .any(|name| resolved.starts_with(root.root.join(name)))
+                })
         }
     }
 }
@@ -329,6 +383,31 @@ mod tests {
     }
 
     #[test]
+    fn a_hooks_path_inside_the_workspace_is_protected_like_git_hooks() {
+        let ws = tempfile::tempdir().unwrap();
+        fs::create_dir_all(ws.path().join(".git")).unwrap();
+        fs::create_dir_all(ws.path().join(".husky")).unwrap();
+        fs::write(
+            ws.path().join(".git/config"),
+            "[core]\n\tbare = false\n[Core]\n\thooksPath = .husky\n",
+        )
+        .unwrap();
+        let policy = workspace_write(vec![]);
+        let writable =
+            |path: &str| is_path_writable(&policy, ws.path(), &no_env(), &[], Path::new(path));
+        assert!(!writable(".husky/pre-commit"));
+        assert!(writable("src/lib.rs"));
+        assert_eq!(
+            git_config_value(
+                "[core]\nhookspath = \"a b\"\n[user]\nhookspath = x\n",
+                "core",
+                "hooksPath"
+            ),
+            Some("a b".to_owned())
+        );
+    }
+
+    #[test]
     fn writability_resolves_dotdot_symlinks_and_missing_paths() {
         let ws = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
@@ -350,6 +429,10 @@ mod tests {
         assert!(!writable("dangling"));
         assert!(!writable("loop"));
         assert!(!writable(".git/hooks/pre-commit"));
+        assert!(
+            !writable(".agents/new/skill.md"),
+            "a protected name that does not exist yet"
+        );
         assert!(!writable("src/../.git/config"));
         assert!(!writable("../outside.txt"));
         assert!(!writable(&outside.path().join("x").to_string_lossy()));
