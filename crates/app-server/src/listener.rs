@@ -8,11 +8,12 @@
 //! and accepts without bound (idle connections exhaust the descriptors). Here each
 //! connection is served by hyper's HTTP/1 builder with a header-read timeout, which also
 //! closes idle keep-alive connections (hyper restarts it when it waits for the next
-//! request), and a semaphore caps how many connections are open at once.
+//! request), and a table of open connections caps how many are open at once.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -20,7 +21,6 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener, UnixStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -29,10 +29,12 @@ use tokio_util::task::TaskTracker;
 /// requests. Upgraded WebSocket connections and streaming responses are not affected.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// At most this many HTTP connections are open at once on one listener; beyond it a new
-/// connection is accepted and closed at once, so it neither waits in the kernel's backlog
-/// nor takes a descriptor from the connections being served. Lowered when the process's
-/// descriptor limit is too small to hold it (see [`connection_cap`]).
+/// At most this many HTTP connections are open at once on one listener. At the cap a new
+/// connection takes the place of the oldest one that has no request in flight (reading a
+/// header, or idle between requests); when every open connection is serving a request,
+/// the new one is accepted and closed at once, so it neither waits in the kernel's
+/// backlog nor takes a descriptor from the connections being served. Lowered when the
+/// process's descriptor limit is too small to hold it (see [`connection_cap`]).
 pub const MAX_CONNECTIONS: usize = 1024;
 
 /// Descriptors kept for everything else the server opens (rollouts, the thread index,
@@ -418,6 +420,142 @@ pub enum Acceptor {
     Unix(PrivateUnixListener),
 }
 
+/// The open connections of one listener, oldest first, for the connection cap.
+struct Slots {
+    cap: usize,
+    open: std::sync::Mutex<std::collections::VecDeque<Slot>>,
+    next_id: AtomicU64,
+}
+
+#[derive(Clone)]
+struct Slot {
+    id: u64,
+    /// Requests of this connection in flight (from its headers to the end of its response
+    /// body). Zero: it is reading a header or idle between requests.
+    busy: Arc<AtomicUsize>,
+    evict: CancellationToken,
+}
+
+/// Held by a connection's task; gives its slot back when the connection ends.
+struct SlotGuard {
+    slots: Arc<Slots>,
+    slot: Slot,
+}
+
+enum Admission {
+    Admitted(SlotGuard),
+    /// Admitted after closing the oldest connection that had no request in flight.
+    Evicted(SlotGuard),
+    /// Every open connection is serving a request: the new one is closed.
+    Full,
+}
+
+impl Slots {
+    fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Self {
+            cap,
+            open: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            next_id: AtomicU64::new(0),
+        })
+    }
+
+    /// A slot for a new connection. At the cap, the oldest connection that is only
+    /// reading a header or sitting idle is closed to make room: a flood of such
+    /// connections then cannot keep a client that sends its request at once from being
+    /// served, while connections serving a request (an authorized call, a stream) are
+    /// never closed for a newcomer.
+    fn admit(self: &Arc<Self>) -> Admission {
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut evicted = false;
+        if open.len() >= self.cap {
+            let Some(oldest_idle) = open
+                .iter()
+                .position(|slot| slot.busy.load(Ordering::Acquire) == 0)
+            else {
+                return Admission::Full;
+            };
+            if let Some(slot) = open.remove(oldest_idle) {
+                slot.evict.cancel();
+            }
+            evicted = true;
+        }
+        let slot = Slot {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            busy: Arc::new(AtomicUsize::new(0)),
+            evict: CancellationToken::new(),
+        };
+        open.push_back(slot.clone());
+        let guard = SlotGuard {
+            slots: Arc::clone(self),
+            slot,
+        };
+        if evicted {
+            Admission::Evicted(guard)
+        } else {
+            Admission::Admitted(guard)
+        }
+    }
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let mut open = self
+            .slots
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(index) = open.iter().position(|slot| slot.id == self.slot.id) {
+            open.remove(index);
+        }
+    }
+}
+
+/// One request in flight on a connection, until dropped.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(busy: &Arc<AtomicUsize>) -> Self {
+        busy.fetch_add(1, Ordering::AcqRel);
+        Self(Arc::clone(busy))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request counted as in flight until it is sent or
+/// dropped (a streaming response keeps its connection busy).
+struct TrackedBody {
+    inner: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for TrackedBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Serve `router` on `acceptor` until `stop` fires, with the header-read timeout and the
 /// connection cap. Raises the fd limit first.
 pub async fn serve(
@@ -426,9 +564,11 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> Result<(), std::io::Error> {
     let cap = connection_cap(raise_fd_limit());
-    let permits = Arc::new(Semaphore::new(cap));
+    let slots = Slots::new(cap);
     let tasks = TaskTracker::new();
     let mut refused_at_cap: u64 = 0;
+    let mut evicted_at_cap: u64 = 0;
+    let mut refused_peers: u64 = 0;
     loop {
         let accepted = match &acceptor {
             Acceptor::Tcp(listener) => tokio::select! {
@@ -455,18 +595,38 @@ pub async fn serve(
         if let (Stream::Unix(stream), Acceptor::Unix(unix)) = (&stream, &acceptor)
             && let Err(why) = unix.peers.check(stream)
         {
-            tracing::warn!("refused a connection on {}: {why}", unix.path.display());
-            continue;
-        }
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            refused_at_cap += 1;
-            // Logged at powers of two: a flood must not also flood the log.
-            if refused_at_cap.is_power_of_two() {
+            refused_peers += 1;
+            // The first refusal and then powers of two: a refused peer looping on connect
+            // must not flood the log.
+            if refused_peers.is_power_of_two() {
                 tracing::warn!(
-                    "{cap} connections open: closed {refused_at_cap} new connection(s) at once"
+                    "refused a connection on {} ({refused_peers} so far): {why}",
+                    unix.path.display()
                 );
             }
             continue;
+        }
+        // Logged at powers of two: a flood must not also flood the log.
+        let slot = match slots.admit() {
+            Admission::Admitted(slot) => slot,
+            Admission::Evicted(slot) => {
+                evicted_at_cap += 1;
+                if evicted_at_cap.is_power_of_two() {
+                    tracing::warn!(
+                        "{cap} connections open: closed {evicted_at_cap} idle or header-reading connection(s) to admit new ones"
+                    );
+                }
+                slot
+            }
+            Admission::Full => {
+                refused_at_cap += 1;
+                if refused_at_cap.is_power_of_two() {
+                    tracing::warn!(
+                        "{cap} connections busy: closed {refused_at_cap} new connection(s) at once"
+                    );
+                }
+                continue;
+            }
         };
         let router = router.clone();
         let stop = stop.clone();
@@ -474,10 +634,10 @@ pub async fn serve(
             Stream::Tcp(stream) => {
                 // Small frames (JSON-RPC lines) should not wait for Nagle.
                 let _ = stream.set_nodelay(true);
-                tasks.spawn(serve_connection(stream, router, permit, stop));
+                tasks.spawn(serve_connection(stream, router, slot, stop));
             }
             Stream::Unix(stream) => {
-                tasks.spawn(serve_connection(stream, router, permit, stop));
+                tasks.spawn(serve_connection(stream, router, slot, stop));
             }
         }
     }
@@ -492,21 +652,30 @@ enum Stream {
     Unix(UnixStream),
 }
 
-async fn serve_connection<IO>(
-    io: IO,
-    router: Router,
-    permit: OwnedSemaphorePermit,
-    stop: CancellationToken,
-) where
+async fn serve_connection<IO>(io: IO, router: Router, slot: SlotGuard, stop: CancellationToken)
+where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let busy = Arc::clone(&slot.slot.busy);
+    let router = TowerToHyperService::new(router);
+    let service = hyper::service::service_fn(move |request| {
+        let in_flight = InFlight::new(&busy);
+        let response = hyper::service::Service::call(&router, request);
+        async move {
+            let response = response.await?;
+            Ok::<_, std::convert::Infallible>(response.map(|inner| TrackedBody {
+                inner,
+                _in_flight: in_flight,
+            }))
+        }
+    });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .keep_alive(true);
     let connection = builder
-        .serve_connection(TokioIo::new(io), TowerToHyperService::new(router))
+        .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
     tokio::pin!(connection);
     tokio::select! {
@@ -515,6 +684,8 @@ async fn serve_connection<IO>(
                 tracing::debug!("connection ended: {err}");
             }
         }
+        // Closed to make room at the cap (it had no request in flight).
+        () = slot.slot.evict.cancelled() => {}
         () = stop.cancelled() => {
             connection.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, connection).await;
@@ -522,7 +693,7 @@ async fn serve_connection<IO>(
     }
     // An upgraded WebSocket lives on in its own task and no longer counts against the cap:
     // it has passed the listener's authentication.
-    drop(permit);
+    drop(slot);
 }
 
 #[cfg(test)]
@@ -572,6 +743,36 @@ mod tests {
         assert_eq!(connection_cap(Some(1_048_576)), MAX_CONNECTIONS);
         assert_eq!(connection_cap(Some(1024)), 1024 - 256);
         assert_eq!(connection_cap(Some(10)), 1);
+    }
+
+    fn admitted(admission: Admission) -> SlotGuard {
+        match admission {
+            Admission::Admitted(slot) => slot,
+            Admission::Evicted(_) => panic!("evicted"),
+            Admission::Full => panic!("full"),
+        }
+    }
+
+    #[test]
+    fn at_the_cap_the_oldest_idle_connection_makes_room() {
+        let slots = Slots::new(2);
+        let first = admitted(slots.admit());
+        let second = admitted(slots.admit());
+        let _busy = InFlight::new(&first.slot.busy);
+        // `first` serves a request, so `second` (idle) is closed for the newcomer.
+        let third = match slots.admit() {
+            Admission::Evicted(slot) => slot,
+            _ => panic!("expected an eviction"),
+        };
+        assert!(second.slot.evict.is_cancelled());
+        assert!(!first.slot.evict.is_cancelled());
+        // Every open connection busy: the newcomer is refused.
+        let _also_busy = InFlight::new(&third.slot.busy);
+        assert!(matches!(slots.admit(), Admission::Full));
+        // A connection that ends gives its slot back.
+        drop(second);
+        drop(third);
+        let _fourth = admitted(slots.admit());
     }
 
     #[tokio::test]

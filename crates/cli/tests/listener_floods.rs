@@ -90,10 +90,12 @@ async fn flood(addr: SocketAddr) -> Flood {
 }
 
 impl Flood {
-    /// The idle connections are closed by the server (header-read timeout), not left open.
+    /// The idle connections are closed by the server, not left open. The newest ones are
+    /// checked: the older ones made room for later connections at the cap, the newest stay
+    /// until the header-read timeout closes them.
     async fn idle_ones_are_closed(&mut self) {
         assert!(!self.idle.is_empty(), "no idle connection was opened");
-        for stream in self.idle.iter_mut().take(20) {
+        for stream in self.idle.iter_mut().rev().take(20) {
             let mut byte = [0u8; 1];
             let read = tokio::time::timeout(READ_DEADLINE, stream.read(&mut byte))
                 .await
