@@ -106,13 +106,7 @@ async fn no_auth_is_explicit_and_loopback_only() {
             .expect("spawn");
     let status = refused.wait_exit(READ_DEADLINE).await.expect("exit");
     assert!(!status.success());
-    assert!(
-        refused
-            .stderr()
-            .contains("--no-auth is only allowed on a loopback address"),
-        "{}",
-        refused.stderr()
-    );
+    wait_for_stderr(&refused, "--no-auth is only allowed on a loopback address").await;
     let server =
         JsonLinesProcess::spawn(env.command(&["--listen", "ws://127.0.0.1:0", "--no-auth"]))
             .expect("spawn");
@@ -175,13 +169,11 @@ async fn token_files_of_others_or_open_to_others_are_refused() {
             .expect("exit")
             .success()
     );
-    let stderr = refused.stderr();
-    assert!(
-        stderr.contains(&token_file.display().to_string()),
-        "{stderr}"
-    );
-    assert!(stderr.contains("0640"), "{stderr}");
-    assert!(stderr.contains("chmod 600"), "{stderr}");
+    // Read once the whole line is there: stderr is collected as the process writes it.
+    let line = wait_for_stderr(&refused, "token file ").await;
+    assert!(line.contains(&token_file.display().to_string()), "{line}");
+    assert!(line.contains("0640"), "{line}");
+    assert!(line.contains("chmod 600"), "{line}");
     if !rustix::process::geteuid().is_root() {
         eprintln!("note: not root, so the token file owned by another user is not tried");
         return;
@@ -202,13 +194,10 @@ async fn token_files_of_others_or_open_to_others_are_refused() {
             .expect("exit")
             .success()
     );
-    let stderr = refused.stderr();
-    assert!(
-        stderr.contains(&token_file.display().to_string()),
-        "{stderr}"
-    );
-    assert!(stderr.contains("owned by uid 65534"), "{stderr}");
-    assert!(stderr.contains("chmod 600"), "{stderr}");
+    let line = wait_for_stderr(&refused, "token file ").await;
+    assert!(line.contains(&token_file.display().to_string()), "{line}");
+    assert!(line.contains("owned by uid 65534"), "{line}");
+    assert!(line.contains("chmod 600"), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,11 +242,7 @@ async fn a_live_socket_is_never_taken_over() {
             .expect("exit")
             .success()
     );
-    assert!(
-        second.stderr().contains("another server is listening on"),
-        "{}",
-        second.stderr()
-    );
+    wait_for_stderr(&second, "another server is listening on").await;
     // The first server still owns the path and serves.
     let mut client = AppClient::connect_unix(server, &socket).await;
     client.initialize().await;
@@ -274,11 +259,7 @@ async fn a_live_socket_is_never_taken_over() {
             .expect("exit")
             .success()
     );
-    assert!(
-        refused.stderr().contains("not a socket"),
-        "{}",
-        refused.stderr()
-    );
+    wait_for_stderr(&refused, "not a socket").await;
     assert_eq!(std::fs::read_to_string(&file).expect("kept"), "keep");
 }
 
@@ -370,6 +351,57 @@ async fn sandboxed_commands_cannot_use_the_socket() {
         stdout.starts_with("ANSWERED HTTP/1.1 101"),
         "{stdout} {stderr}"
     );
+    let mut client = AppClient::connect_unix(server, &socket).await;
+    client.initialize().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_uid_is_refused_on_the_socket_even_when_its_mode_allows() {
+    if !rustix::process::geteuid().is_root() || !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("note: needs root (runuser) and /usr/bin/python3; skipped");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = AppEnv::new().await;
+    // A directory the other user can traverse, so only the socket's checks stand.
+    let dir = tempfile::TempDir::new().expect("dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let socket = dir.path().join("app.sock");
+    let server = JsonLinesProcess::spawn(
+        env.command(&["--listen", &format!("unix://{}", socket.display())]),
+    )
+    .expect("spawn");
+    wait_for_stderr(&server, "listening on unix://").await;
+    let probe = |socket: &std::path::Path| {
+        let mut command = tokio::process::Command::new("runuser");
+        command
+            .args(["-u", "nobody", "--", "/usr/bin/python3", "-c", SOCKET_PROBE])
+            .arg(socket)
+            .current_dir("/")
+            .kill_on_drop(true);
+        command
+    };
+    // The socket's mode (0600) keeps the other user out.
+    let out = tokio::time::timeout(READ_DEADLINE, probe(&socket).output())
+        .await
+        .expect("deadline")
+        .expect("runuser");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("PermissionError"),
+        "{out:?}"
+    );
+    // Loosen the mode by hand: the peer check still refuses the other uid.
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let out = tokio::time::timeout(READ_DEADLINE, probe(&socket).output())
+        .await
+        .expect("deadline")
+        .expect("runuser");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "CLOSED",
+        "{out:?}"
+    );
+    wait_for_stderr(&server, "peer runs as uid 65534").await;
     let mut client = AppClient::connect_unix(server, &socket).await;
     client.initialize().await;
 }
