@@ -12,7 +12,8 @@
 //!   notifications and approval requests (v2 `item/*/requestApproval`, or v1
 //!   `execCommandApproval` / `applyPatchApproval` for connections that ask for them),
 //!   answered through the engine's one fail-closed decoder.
-//! * [`transport`]: the listeners.
+//! * [`transport`]: the listeners; [`listener`]: what they share with the MCP server's
+//!   HTTP listener (token-file checks, private sockets and peer checks, flood limits).
 //!
 //! Engine rules (one turn per thread, thread settings, idle retirement, rollouts and the
 //! thread index) are the core's; this crate translates.
@@ -22,6 +23,7 @@ pub mod config_api;
 pub mod connection;
 mod driver;
 pub mod error;
+pub mod listener;
 pub mod mapping;
 pub mod models;
 pub mod processor;
@@ -52,8 +54,15 @@ const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
 pub struct AppServerOptions {
     pub config_inputs: ConfigInputs,
     pub listen: Listen,
-    /// `--ws-token-file`: required for a non-loopback WebSocket address.
+    /// `--ws-token-file`; `None` means [`default_ws_token_file`] under the home.
     pub ws_token_file: Option<PathBuf>,
+    /// `--no-auth`: WebSocket clients need no token (loopback only).
+    pub no_auth: bool,
+}
+
+/// The capability token file of a WebSocket listener started without `--ws-token-file`.
+pub fn default_ws_token_file(home: &std::path::Path) -> PathBuf {
+    home.join("app-server-ws.token")
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -86,13 +95,19 @@ pub async fn run(opts: AppServerOptions, stop: CancellationToken) -> Result<(), 
             Ok(())
         }
         Listen::WebSocket(addr) => {
-            let token = match &opts.ws_token_file {
-                Some(path) => Some(transport::load_or_create_token(path)?),
-                None => None,
-            };
-            if let Some(path) = &opts.ws_token_file {
+            // Every WebSocket listener needs the token unless `--no-auth` says otherwise,
+            // loopback included: other local users reach loopback too.
+            let token = if opts.no_auth {
+                None
+            } else {
+                let path = opts
+                    .ws_token_file
+                    .clone()
+                    .unwrap_or_else(|| default_ws_token_file(&opts.config_inputs.home));
+                let token = transport::load_or_create_token(&path)?;
                 eprintln!("capability token file: {}", path.display());
-            }
+                Some(token)
+            };
             transport::serve_ws(processor.clone(), addr, token, stop.clone(), |local| {
                 eprintln!("listening on ws://{local}");
             })

@@ -18,6 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::listener;
 use crate::processor::MessageProcessor;
 
 /// Where the server listens (`--listen`).
@@ -35,11 +36,11 @@ pub enum TransportError {
     #[error("expected `ws://IP:PORT`, got `{0}`")]
     BadWsAddress(String),
     #[error(
-        "listening on non-loopback address {0} requires a capability token: pass --ws-token-file PATH"
+        "--no-auth is only allowed on a loopback address; {0} is reachable from other machines: use the capability token (--ws-token-file PATH, or the default file)"
     )]
-    TokenRequired(SocketAddr),
-    #[error("token file {}: {message}", path.display())]
-    TokenFile { path: PathBuf, message: String },
+    NoAuthOffLoopback(SocketAddr),
+    #[error(transparent)]
+    Listener(#[from] crate::listener::ListenerError),
     #[error("failed to {action} {what}: {source}")]
     Io {
         action: &'static str,
@@ -222,7 +223,7 @@ async fn serve_socket(state: WsState, socket: WebSocket) {
 }
 
 /// Serve WebSocket clients on `addr` until `stop` fires. `on_listening` gets the bound
-/// address (port 0 picks one).
+/// address (port 0 picks one). `token: None` (`--no-auth`) is refused off loopback.
 pub async fn serve_ws(
     processor: MessageProcessor,
     addr: SocketAddr,
@@ -231,7 +232,7 @@ pub async fn serve_ws(
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), TransportError> {
     if !addr.ip().is_loopback() && token.is_none() {
-        return Err(TransportError::TokenRequired(addr));
+        return Err(TransportError::NoAuthOffLoopback(addr));
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -251,8 +252,7 @@ pub async fn serve_ws(
         token: token.map(Arc::new),
         stop: stop.clone(),
     };
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(stop.cancelled_owned())
+    listener::serve(listener::Acceptor::Tcp(listener), router(state), stop)
         .await
         .map_err(|source| TransportError::Io {
             action: "serve",
@@ -261,95 +261,40 @@ pub async fn serve_ws(
         })
 }
 
-/// Serve WebSocket clients on a Unix socket (mode 0600) until `stop` fires.
+/// Serve WebSocket clients on a Unix socket until `stop` fires. The socket (mode 0600, in
+/// a private directory) is its access control, with peer checks on accept: only this uid,
+/// in this PID namespace (so not the agent's own sandboxed commands). A live server's
+/// socket is never taken over.
 pub async fn serve_unix(
     processor: MessageProcessor,
     path: PathBuf,
     stop: CancellationToken,
     on_listening: impl FnOnce(&Path),
 ) -> Result<(), TransportError> {
-    let io = |action: &'static str, source: std::io::Error| TransportError::Io {
-        action,
-        what: path.display().to_string(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
-    }
-    // A socket left by a server that died is stale; anything else is not ours to delete.
-    if let Ok(meta) = std::fs::symlink_metadata(&path) {
-        use std::os::unix::fs::FileTypeExt as _;
-        if meta.file_type().is_socket() {
-            std::fs::remove_file(&path).map_err(|e| io("remove the stale socket", e))?;
-        }
-    }
-    let listener = tokio::net::UnixListener::bind(&path).map_err(|e| io("listen on", e))?;
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| io("restrict", e))?;
-    }
-    on_listening(&path);
+    let socket = listener::PrivateUnixListener::bind(&path).await?;
+    on_listening(socket.path());
     let state = WsState {
         processor,
-        // The file mode is the access control: only this user can connect.
         token: None,
         stop: stop.clone(),
     };
-    let served = axum::serve(listener, router(state))
-        .with_graceful_shutdown(stop.cancelled_owned())
+    // Dropping the listener (inside `serve`) removes the socket file it created.
+    listener::serve(listener::Acceptor::Unix(socket), router(state), stop)
         .await
-        .map_err(|e| io("serve", e));
-    let _ = std::fs::remove_file(&path);
-    served
+        .map_err(|source| TransportError::Io {
+            action: "serve",
+            what: path.display().to_string(),
+            source,
+        })
 }
 
-/// The capability token in `path`: read when the file exists (it must not be readable by
-/// group or others), else created with a fresh random token and mode 0600.
+/// The capability token in `path`: read when the file exists (owned by this uid, not
+/// readable or writable by group or others), else created with a fresh random token and
+/// mode 0600.
 pub fn load_or_create_token(path: &Path) -> Result<String, TransportError> {
-    let fail = |message: String| TransportError::TokenFile {
-        path: path.to_path_buf(),
-        message,
-    };
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(path)
-                .map_err(|e| fail(e.to_string()))?
-                .permissions()
-                .mode();
-            if mode & 0o077 != 0 {
-                return Err(fail(format!(
-                    "mode {:o} lets other users read it; chmod 600 it",
-                    mode & 0o777
-                )));
-            }
-            let token = text.trim().to_string();
-            if token.len() < 16 {
-                return Err(fail("the token must be at least 16 characters".into()));
-            }
-            Ok(token)
-        }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            let mut bytes = [0u8; 32];
-            getrandom::fill(&mut bytes).map_err(|e| fail(e.to_string()))?;
-            let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
-            }
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            {
-                use std::os::unix::fs::OpenOptionsExt as _;
-                options.mode(0o600);
-            }
-            let mut file = options.open(path).map_err(|e| fail(e.to_string()))?;
-            std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes())
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(token)
-        }
-        Err(err) => Err(fail(err.to_string())),
-    }
+    Ok(listener::load_or_create_token(path, |bytes| {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    })?)
 }
 
 #[cfg(test)]
@@ -386,17 +331,5 @@ mod tests {
         assert!(!same_token("abcdeg", "abcdef"));
         assert!(!same_token("abc", "abcdef"));
         assert!(!same_token("", "abcdef"));
-    }
-
-    #[test]
-    fn token_files_are_private() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("t");
-        let token = load_or_create_token(&path).expect("create");
-        assert_eq!(token.len(), 64);
-        assert_eq!(load_or_create_token(&path).expect("read"), token);
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        assert!(load_or_create_token(&path).is_err());
     }
 }

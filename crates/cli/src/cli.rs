@@ -321,10 +321,16 @@ pub struct AppServerArgs {
     pub listen: String,
 
     /// WebSocket only: the file holding the capability token clients must send as
-    /// `Authorization: Bearer <token>`. Created with mode 0600 and a fresh token if missing.
-    /// Required for a non-loopback address.
-    #[arg(long, value_name = "PATH")]
+    /// `Authorization: Bearer <token>`. Created with mode 0600 and a fresh token if missing;
+    /// an existing one must be owned by this user and mode 0600.
+    /// [default: $INTERPRETER_HOME/app-server-ws.token]
+    #[arg(long, value_name = "PATH", conflicts_with = "no_auth")]
     pub ws_token_file: Option<PathBuf>,
+
+    /// WebSocket only: accept clients without a token. Refused unless listening on
+    /// loopback; any local user can then drive the agent.
+    #[arg(long)]
+    pub no_auth: bool,
 
     #[arg(long = "oss", help = OSS_HELP)]
     pub oss: bool,

@@ -169,8 +169,10 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
                 interpreter_core::config::ConfigOverrides::default(),
             )?;
             let listen = interpreter_app_server::Listen::parse(&args.listen, &inputs.home, &cwd)?;
-            if listen == interpreter_app_server::Listen::Stdio && args.ws_token_file.is_some() {
-                anyhow::bail!("--ws-token-file applies only to --listen ws://…");
+            if !matches!(listen, interpreter_app_server::Listen::WebSocket(_))
+                && (args.ws_token_file.is_some() || args.no_auth)
+            {
+                anyhow::bail!("--ws-token-file and --no-auth apply only to --listen ws://…");
             }
             let stop = tokio_util::sync::CancellationToken::new();
             signals::cancel_on_stop_signal(stop.clone());
@@ -179,6 +181,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
                     config_inputs: inputs,
                     listen,
                     ws_token_file: args.ws_token_file,
+                    no_auth: args.no_auth,
                 },
                 stop,
             ))

@@ -27,6 +27,8 @@ async fn start(env: &McpEnv, extra: &[&str]) -> HttpServer {
     let deadline = tokio::time::Instant::now() + READ_DEADLINE;
     loop {
         let stderr = client.process.stderr();
+        // Only whole lines: a line may arrive in more than one write.
+        let stderr = stderr[..stderr.rfind('\n').map_or(0, |end| end + 1)].to_string();
         if let Some(line) = stderr.lines().find(|l| l.starts_with("listening on ")) {
             let url = line.trim_start_matches("listening on ").trim().to_string();
             let token = stderr
@@ -242,4 +244,37 @@ async fn no_auth_is_refused_off_loopback() {
     client
         .wait_for_stderr("only allowed on a loopback address")
         .await;
+}
+
+#[tokio::test]
+async fn token_files_of_others_or_open_to_others_are_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = McpEnv::new().await;
+    let token_file = env.home.path().join("mcp-server.token");
+    std::fs::write(&token_file, "0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o604)).unwrap();
+    let path = token_file.display().to_string();
+    let mut client = env.spawn_with_args(&["--listen", "http://127.0.0.1:0/mcp"]);
+    let status = client.process.wait_exit(READ_DEADLINE).await.unwrap();
+    assert!(!status.success());
+    for needle in [path.as_str(), "0604", "chmod 600"] {
+        client.wait_for_stderr(needle).await;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("note: not root, so the token file owned by another user is not tried");
+        return;
+    }
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    rustix::fs::chown(
+        &token_file,
+        Some(rustix::process::Uid::from_raw(65534)),
+        None,
+    )
+    .unwrap();
+    let mut client = env.spawn_with_args(&["--listen", "http://127.0.0.1:0/mcp"]);
+    let status = client.process.wait_exit(READ_DEADLINE).await.unwrap();
+    assert!(!status.success());
+    for needle in [path.as_str(), "owned by uid 65534", "chmod 600"] {
+        client.wait_for_stderr(needle).await;
+    }
 }

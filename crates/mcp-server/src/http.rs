@@ -3,11 +3,14 @@
 //! mounted in axum behind our bearer-token layer.
 //!
 //! Defences, all on by default:
-//! * a bearer token (`Authorization: Bearer …`), kept in a file of mode 0600 whose path is
-//!   printed at start; only `--no-auth` on a loopback address turns it off;
+//! * a bearer token (`Authorization: Bearer …`), kept in a file of mode 0600 owned by this
+//!   user, whose path is printed at start; only `--no-auth` on a loopback address turns it
+//!   off;
 //! * `Host` validation against the addresses we listen on (DNS rebinding), and `Origin`
 //!   validation: a request carrying an `Origin` header is refused unless it is the
 //!   server's own origin (a page it could serve) or was allowed with `--allow-origin`;
+//! * a header-read timeout, a cap on open connections and a raised fd limit (the shared
+//!   accept loop in `interpreter_app_server::listener`);
 //! * SSE keep-alives, and a closed request stream cancels its turn (the 2026 rule; rmcp
 //!   cancels the request's token, and a waiting `codex` call interrupts its turn).
 
@@ -20,6 +23,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
+use interpreter_app_server::listener;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -82,52 +86,29 @@ pub enum HttpError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("token file {path}: {reason}")]
+    #[error("token file {}: {reason}", path.display())]
     TokenFile { path: PathBuf, reason: String },
     #[error("HTTP server stopped: {0}")]
     Serve(std::io::Error),
 }
 
 /// Read the token from `path`, or create the file with a fresh token (mode 0600).
-/// An existing file that others can read is refused: the token would not be a secret.
+/// An existing file owned by another user (who would choose the token), or that group or
+/// others can read or write (the token would not be a secret), is refused.
 pub fn load_or_create_token(path: &Path) -> Result<String, HttpError> {
-    let err = |reason: String| HttpError::TokenFile {
-        path: path.to_path_buf(),
-        reason,
-    };
-    if let Ok(meta) = std::fs::metadata(path) {
-        use std::os::unix::fs::PermissionsExt;
-        if meta.permissions().mode() & 0o077 != 0 {
-            return Err(err(
-                "is readable by other users; run `chmod 600` on it or delete it to get a new token"
-                    .to_string(),
-            ));
-        }
-        let token = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let token = token.trim().to_string();
-        if token.len() >= 16 {
-            return Ok(token);
-        }
-        return Err(err("holds no token of at least 16 characters".to_string()));
-    }
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| err(e.to_string()))?;
-    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| err(e.to_string()))?;
-    }
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| err(e.to_string()))?;
-    file.write_all(token.as_bytes())
-        .and_then(|()| file.write_all(b"\n"))
-        .map_err(|e| err(e.to_string()))?;
-    Ok(token)
+    listener::load_or_create_token(path, |bytes| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    })
+    .map_err(|err| match err {
+        listener::ListenerError::TokenFile { path, message } => HttpError::TokenFile {
+            path,
+            reason: message,
+        },
+        other => HttpError::TokenFile {
+            path: path.to_path_buf(),
+            reason: other.to_string(),
+        },
+    })
 }
 
 /// The origins of pages served from this very address: a browser sends them as `Origin`
@@ -195,13 +176,13 @@ pub async fn serve(
     if matches!(auth, HttpAuth::None) && !listen.addr.ip().is_loopback() {
         return Err(HttpError::NoAuthOffLoopback(listen.addr));
     }
-    let listener = tokio::net::TcpListener::bind(listen.addr)
+    let tcp = tokio::net::TcpListener::bind(listen.addr)
         .await
         .map_err(|source| HttpError::Bind {
             addr: listen.addr,
             source,
         })?;
-    let bound = listener.local_addr().map_err(|source| HttpError::Bind {
+    let bound = tcp.local_addr().map_err(|source| HttpError::Bind {
         addr: listen.addr,
         source,
     })?;
@@ -236,8 +217,8 @@ pub async fn serve(
         ));
     }
     ready(bound);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    // The shared accept loop: header-read timeout, connection cap, fd limit raised.
+    listener::serve(listener::Acceptor::Tcp(tcp), router, shutdown)
         .await
         .map_err(HttpError::Serve)
 }
