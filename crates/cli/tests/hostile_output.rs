@@ -1,0 +1,114 @@
+//! A hostile model against the user's terminal: escape sequences in its answer, its
+//! reasoning, the output of a command it runs and a provider error body are shown as
+//! visible text by exec's human mode and by `threads show`, never passed through raw.
+
+mod exec_support;
+
+use exec_support::TestEnv;
+use interpreter_test_support::MockResponse;
+use interpreter_test_support::mock_model::chunk;
+use serde_json::json;
+
+/// OSC 52 (write the clipboard), OSC 0 (window title), clear screen, a C1 CSI, DEL.
+const ATTACK: &str = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;owned\x07\x1b[2J\u{9b}31m\u{7f}";
+
+/// The raw bytes a terminal would act on. Colour is off in these runs, so none of our
+/// own styling is expected either.
+#[track_caller]
+fn assert_inert(what: &str, text: &str) {
+    for (name, needle) in [
+        ("ESC", "\x1b"),
+        ("BEL", "\x07"),
+        ("C1 CSI", "\u{9b}"),
+        ("DEL", "\u{7f}"),
+    ] {
+        assert!(
+            !text.contains(needle),
+            "{what} contains a raw {name}:\n{text:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escape_sequences_from_the_model_and_commands_are_shown_not_interpreted() {
+    let env = TestEnv::new().await;
+    let shell_args =
+        json!({"command": "printf 'out:\\033]0;title\\007\\033[2J\\r\\n'"}).to_string();
+    env.server.push(MockResponse::sse(vec![
+        chunk::reasoning(&format!("thinking {ATTACK}")),
+        chunk::tool_call(0, "call_shell", "shell", &shell_args),
+        chunk::finish("tool_calls"),
+        chunk::usage(10, 5),
+    ]));
+    env.server.push(MockResponse::sse(vec![
+        chunk::text(&format!("answer {ATTACK} end")),
+        chunk::finish("stop"),
+        chunk::usage(20, 6),
+    ]));
+    let out = env
+        .run(&[
+            "exec",
+            "--color",
+            "never",
+            "--skip-git-repo-check",
+            "-s",
+            "danger-full-access",
+            "go",
+        ])
+        .await;
+    out.assert_success();
+    assert_inert("exec stdout", &out.stdout);
+    assert_inert("exec stderr", &out.stderr);
+    // Visible, not dropped: the user can see something odd was sent.
+    assert!(
+        out.stdout.contains(
+            "answer \\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b]0;owned\\x07\\x1b[2J\\x9b31m\\x7f end"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("out:\\x1b]0;title\\x07\\x1b[2J"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("thinking \\x1b]52"), "{}", out.stderr);
+
+    let thread_id = out
+        .stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("session id: "))
+        .expect("session id in the header")
+        .trim()
+        .to_string();
+    let shown = env.run(&["threads", "show", &thread_id]).await;
+    shown.assert_success();
+    assert_inert("threads show stdout", &shown.stdout);
+    assert_inert("threads show stderr", &shown.stderr);
+    assert!(
+        shown.stdout.contains("answer \\x1b]52;c;"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown.stdout.contains("out:\\x1b]0;title"),
+        "{}",
+        shown.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_error_body_with_escape_sequences_is_shown_inert() {
+    let env = TestEnv::new().await;
+    env.server.push(MockResponse::status(
+        400,
+        json!({"error": {"message": format!("bad request {ATTACK}")}}).to_string(),
+    ));
+    let out = env
+        .run(&["exec", "--color", "never", "--skip-git-repo-check", "go"])
+        .await;
+    assert_ne!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_inert("exec stdout", &out.stdout);
+    assert_inert("exec stderr", &out.stderr);
+    assert!(out.stderr.contains("\\x1b]52"), "{}", out.stderr);
+}
