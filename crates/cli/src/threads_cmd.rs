@@ -182,7 +182,18 @@ fn show(home: &Path, id: &str) -> anyhow::Result<Result<String, String>> {
             home.join(rollout::SESSIONS_DIR).display()
         )));
     };
-    let items = rollout::read_rollout(&path)?;
+    let read = rollout::read_rollout_with_notes(&path)?;
+    for oversized in &read.oversized {
+        eprintln!("note: {}: {oversized}", path.display());
+    }
+    if let Some(skipped) = read
+        .skipped
+        .as_ref()
+        .filter(|skipped| skipped.lines.len() > read.oversized.len())
+    {
+        eprintln!("note: {}", neutralize_controls(&skipped.to_string()));
+    }
+    let items = read.items;
     let mut out = String::new();
     if let Some(RolloutItem::SessionMeta(meta)) = items.first() {
         let source = serde_json::to_value(meta.source)

@@ -112,3 +112,53 @@ async fn a_provider_error_body_with_escape_sequences_is_shown_inert() {
     assert_inert("exec stderr", &out.stderr);
     assert!(out.stderr.contains("\\x1b]52"), "{}", out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_show_skips_a_50_mib_rollout_line_with_a_note() {
+    let env = TestEnv::new().await;
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("first answer"),
+        chunk::finish("stop"),
+        chunk::usage(10, 5),
+    ]));
+    let out = env
+        .run(&["exec", "--json", "--skip-git-repo-check", "hi"])
+        .await;
+    out.assert_success();
+    let thread_id = out.thread_id();
+    let rollout = env.rollout_file(&thread_id);
+    {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&rollout)
+            .expect("open rollout");
+        let mut line = br#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"event_msg","payload":{"type":"agent_message","message":""#.to_vec();
+        line.resize(50 * 1024 * 1024, b'a');
+        line.extend_from_slice(b"\"}}\n");
+        file.write_all(&line).expect("write the long line");
+    }
+    let lines_before = std::fs::read_to_string(&rollout)
+        .map(|text| text.lines().count())
+        .unwrap_or_default();
+
+    let shown = env.run(&["threads", "show", &thread_id]).await;
+    shown.assert_success();
+    assert!(shown.stdout.contains("first answer"), "{}", shown.stdout);
+    assert_eq!(
+        shown
+            .stderr
+            .matches("skipped: 50 MiB, over the 8 MiB limit")
+            .count(),
+        1,
+        "{}",
+        shown.stderr
+    );
+    assert!(
+        shown
+            .stderr
+            .contains(&format!("line {lines_before} skipped: 50 MiB")),
+        "{}",
+        shown.stderr
+    );
+}
