@@ -162,3 +162,67 @@ async fn threads_show_skips_a_50_mib_rollout_line_with_a_note() {
         shown.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_patch_on_a_device_link_or_a_fifo_fails_and_the_turn_goes_on() {
+    let env = TestEnv::new().await;
+    let work = env.work_path();
+    std::os::unix::fs::symlink("/dev/zero", work.join("zero.txt")).expect("symlink");
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(work.join("pipe.txt"))
+        .status()
+        .expect("run mkfifo");
+    assert!(fifo.success());
+    for (call, path) in [("call_zero", "zero.txt"), ("call_pipe", "pipe.txt")] {
+        let patch_args = json!({
+            "input": format!("*** Begin Patch\n*** Update File: {path}\n@@\n-a\n+b\n*** End Patch\n")
+        })
+        .to_string();
+        env.server.push(MockResponse::sse(vec![
+            chunk::tool_call(0, call, "apply_patch", &patch_args),
+            chunk::finish("tool_calls"),
+            chunk::usage(10, 5),
+        ]));
+    }
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("gave up on those"),
+        chunk::finish("stop"),
+        chunk::usage(20, 6),
+    ]));
+    let out = env
+        .run(&[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-s",
+            "danger-full-access",
+            "edit them",
+        ])
+        .await;
+    out.assert_success();
+    let requests = env.server.requests();
+    assert_eq!(requests.len(), 3, "stderr:\n{}", out.stderr);
+    assert!(
+        exec_support::request_mentions(
+            &requests[1],
+            "zero.txt: it is a character device, not a regular file"
+        ),
+        "{}",
+        requests[1]["messages"]
+    );
+    assert!(
+        exec_support::request_mentions(
+            &requests[2],
+            "pipe.txt: it is a FIFO (named pipe), not a regular file"
+        ),
+        "{}",
+        requests[2]["messages"]
+    );
+    assert!(
+        out.events()
+            .iter()
+            .any(|event| event["type"] == "turn.completed"),
+        "{}",
+        out.stdout
+    );
+}
