@@ -64,6 +64,15 @@ async fn a_10_mib_tool_result_reaches_the_model_as_head_and_tail() {
             .unwrap_or_default()
     );
     env.server.assert_invariants();
+
+    // What the thread keeps is the capped output, so it reads back without skipping.
+    let thread_id = out.thread_id();
+    let rollout = std::fs::read_to_string(env.rollout_file(&thread_id)).expect("rollout");
+    let longest = rollout.lines().map(str::len).max().unwrap_or_default();
+    assert!(longest < 1024 * 1024, "a {longest}-byte rollout line");
+    let shown = env.run(&["threads", "show", &thread_id]).await;
+    shown.assert_success();
+    assert!(!shown.stderr.contains("skipped"), "{}", shown.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
