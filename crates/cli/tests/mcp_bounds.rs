@@ -142,3 +142,50 @@ async fn a_server_listing_20000_tools_gets_a_bounded_share_of_the_request() {
         out.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_definitions_past_the_byte_cap_are_left_out() {
+    let env = TestEnv::new().await;
+    // 150 tools of about 8 KiB each: under the count cap, over the 512 KiB one.
+    env.write_config(&format!(
+        "\n[mcp_servers.wide]\ncommand = \"{}\"\nargs = [\"--many-tools\", \"150\", \"--extra-description-bytes\", \"8192\"]\nstartup_timeout_sec = 60\n",
+        mock_mcp_server().display()
+    ));
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("fine"),
+        chunk::finish("stop"),
+    ]));
+    let out = env
+        .run(&["exec", "--json", "--skip-git-repo-check", "hi"])
+        .await;
+    out.assert_success();
+
+    let request = &env.server.requests()[0];
+    let mcp_bytes: usize = request["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|tool| tool.to_string())
+        .filter(|tool| tool.contains("mcp__wide__"))
+        .map(|tool| tool.len())
+        .sum();
+    // The cap counts names, descriptions and schemas; the wire adds a little per tool.
+    assert!(mcp_bytes < 600 * 1024, "{mcp_bytes} bytes of MCP tools");
+    assert!(mcp_bytes > 400 * 1024, "{mcp_bytes} bytes of MCP tools");
+    let events = out.events();
+    assert_eq!(
+        exec_support::json_warnings(
+            &events,
+            "over the 512 KiB limit on MCP tool definitions per request"
+        ),
+        1,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        exec_support::messages(request)
+            .iter()
+            .any(|message| message["role"] == "system" && message.to_string().contains("`wide` ")),
+        "the model is told"
+    );
+}

@@ -15,7 +15,8 @@
 //! `cancelled sleep <ms>` when the client cancels one. Argument `--crash` makes it exit at once (before the
 //! handshake); `--hang` makes it never answer the handshake; `--http` serves streamable
 //! HTTP instead of stdio (see `serve_http`); `--many-tools N` also lists `N` more tools,
-//! `extra_0` …, each with a small schema, that cannot be called (for the tool-list caps).
+//! `extra_0` …, each with a small schema, that cannot be called (for the tool-list caps),
+//! and `--extra-description-bytes N` pads each one's description to `N` bytes.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -264,7 +265,13 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|at| args.get(at + 1))
         .and_then(|n| n.parse::<usize>().ok())
     {
-        add_extra_tools(&mut server.tool_router, count);
+        let description_bytes = args
+            .iter()
+            .position(|a| a == "--extra-description-bytes")
+            .and_then(|at| args.get(at + 1))
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(0);
+        add_extra_tools(&mut server.tool_router, count, description_bytes);
     }
     let service = server.serve(stdio()).await?;
     service.waiting().await?;
@@ -272,7 +279,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// `count` listed tools that answer every call with an error.
-fn add_extra_tools(router: &mut ToolRouter<MockServer>, count: usize) {
+fn add_extra_tools(router: &mut ToolRouter<MockServer>, count: usize, description_bytes: usize) {
     use rmcp::handler::server::router::tool::ToolRoute;
     let schema = serde_json::json!({
         "type": "object",
@@ -282,12 +289,14 @@ fn add_extra_tools(router: &mut ToolRouter<MockServer>, count: usize) {
         return;
     };
     let schema = std::sync::Arc::new(schema);
+    let base = "One of many listed tools; not callable";
+    let description = format!(
+        "{base}{}",
+        ".".repeat(description_bytes.saturating_sub(base.len()))
+    );
     for n in 0..count {
-        let tool = rmcp::model::Tool::new(
-            format!("extra_{n}"),
-            "One of many listed tools; not callable",
-            schema.clone(),
-        );
+        let tool =
+            rmcp::model::Tool::new(format!("extra_{n}"), description.clone(), schema.clone());
         router.add_route(ToolRoute::new_dyn(tool, |_context| {
             Box::pin(async {
                 Err(rmcp::ErrorData::invalid_request(
