@@ -184,7 +184,12 @@ pub async fn run(
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string(&report)?)?;
     } else {
-        write!(stdout, "{}", report.render_human())?;
+        // Checks quote what servers answered (errors, model ids, server names).
+        write!(
+            stdout,
+            "{}",
+            crate::terminal::neutralize_controls(&report.render_human())
+        )?;
     }
     stdout.flush()?;
     Ok(if report.ok {

@@ -96,7 +96,8 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("Error: {}", one_line(&err));
+            // Errors can quote a provider's or a server's answer.
+            eprintln!("Error: {}", terminal::neutralize_controls(&one_line(&err)));
             ExitCode::from(1)
         }
     }

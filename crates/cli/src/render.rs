@@ -20,6 +20,7 @@ use interpreter_protocol::{
 };
 
 use crate::cli::ColorArg;
+use crate::terminal::neutralize_controls as clean;
 
 /// Lines of command output shown per command; the rest is summarized.
 const MAX_OUTPUT_LINES: usize = 20;
@@ -135,7 +136,8 @@ impl HumanOutput {
         let _ = sink.flush();
     }
 
-    /// One line of output.
+    /// One line of output, written as given: untrusted parts must already have been
+    /// through [`clean`] (before styling, so the renderer's colours survive).
     pub fn line(&mut self, text: &str) {
         self.clear_line();
         let mut sink = self.sink();
@@ -167,7 +169,7 @@ impl HumanOutput {
             self.clear_line();
         }
         let mut sink = self.sink();
-        let _ = write!(sink, "{delta}");
+        let _ = write!(sink, "{}", clean(delta));
         let _ = sink.flush();
         drop(sink);
         self.streaming = true;
@@ -177,7 +179,7 @@ impl HumanOutput {
         self.session_header(configured);
         let label = self.style.bold("user");
         self.line(&label);
-        self.line(prompt);
+        self.line(&clean(prompt));
     }
 
     /// The settings a thread runs with, between two rules.
@@ -188,13 +190,13 @@ impl HumanOutput {
             format!(
                 "{} {}",
                 self.style.bold("workdir:"),
-                configured.cwd.display()
+                clean(&configured.cwd.display().to_string())
             ),
-            format!("{} {}", self.style.bold("model:"), configured.model),
+            format!("{} {}", self.style.bold("model:"), clean(&configured.model)),
             format!(
                 "{} {}",
                 self.style.bold("provider:"),
-                configured.model_provider_id
+                clean(&configured.model_provider_id)
             ),
             format!(
                 "{} {}",
@@ -229,7 +231,7 @@ impl HumanOutput {
         if let Some(message) = self.pending_agent_message.take() {
             let label = self.style.magenta("interpreter");
             self.line(&label);
-            self.line(&message);
+            self.line(&clean(&message));
         }
     }
 
@@ -246,7 +248,7 @@ impl HumanOutput {
                 } else {
                     let label = self.style.magenta("interpreter");
                     self.line(&label);
-                    self.line(&message.message);
+                    self.line(&clean(&message.message));
                 }
                 return;
             }
@@ -286,7 +288,7 @@ impl HumanOutput {
             EventMsg::AgentReasoning(reasoning) if !reasoning.text.trim().is_empty() => {
                 let label = self.style.dim("thinking");
                 self.line(&label);
-                let text = self.style.dim(&reasoning.text);
+                let text = self.style.dim(&clean(&reasoning.text));
                 self.line(&text);
             }
             EventMsg::ExecCommandBegin(begin) => {
@@ -295,8 +297,8 @@ impl HumanOutput {
                 let line = format!(
                     "{} in {}",
                     self.style
-                        .bold(&interpreter_tools::display_command(&begin.command)),
-                    begin.cwd.display()
+                        .bold(&clean(&interpreter_tools::display_command(&begin.command))),
+                    clean(&begin.cwd.display().to_string())
                 );
                 self.line(&line);
             }
@@ -314,7 +316,7 @@ impl HumanOutput {
                         .red(&format!(" killed after {}ms:", end.duration_ms)),
                 };
                 self.line(&summary);
-                let shown = truncate_lines(&end.aggregated_output, MAX_OUTPUT_LINES);
+                let shown = truncate_lines(&clean(&end.aggregated_output), MAX_OUTPUT_LINES);
                 if !shown.is_empty() {
                     let shown = self.style.dim(&shown);
                     self.line(&shown);
@@ -329,7 +331,10 @@ impl HumanOutput {
                         "delete" => "D",
                         _ => "M",
                     };
-                    self.line(&format!("  {marker} {}", path.display()));
+                    self.line(&format!(
+                        "  {marker} {}",
+                        clean(&path.display().to_string())
+                    ));
                 }
             }
             EventMsg::PatchApplyEnd(end) => {
@@ -340,7 +345,7 @@ impl HumanOutput {
                     let line = self.style.red("patch: failed");
                     self.line(&line);
                     if !end.stderr.trim().is_empty() {
-                        self.line(end.stderr.trim_end());
+                        self.line(&clean(end.stderr.trim_end()));
                     }
                 }
             }
@@ -348,21 +353,21 @@ impl HumanOutput {
                 let line = format!(
                     "{} {}/{} started",
                     self.style.magenta("mcp:"),
-                    begin.invocation.server,
-                    begin.invocation.tool
+                    clean(&begin.invocation.server),
+                    clean(&begin.invocation.tool)
                 );
                 self.line(&line);
             }
             EventMsg::McpToolCallEnd(end) => {
                 let status = match &end.result {
                     Ok(_) => self.style.green("(completed)"),
-                    Err(message) => self.style.red(&format!("(failed: {message})")),
+                    Err(message) => self.style.red(&format!("(failed: {})", clean(message))),
                 };
                 let line = format!(
                     "{} {}/{} {status}",
                     self.style.magenta("mcp:"),
-                    end.invocation.server,
-                    end.invocation.tool
+                    clean(&end.invocation.server),
+                    clean(&end.invocation.tool)
                 );
                 self.line(&line);
             }
@@ -373,13 +378,13 @@ impl HumanOutput {
                         self.style.green(&format!("ready ({tools} tools)"))
                     }
                     McpStartupStatus::Failed { error } => {
-                        self.style.red(&format!("failed: {error}"))
+                        self.style.red(&format!("failed: {}", clean(error)))
                     }
                 };
                 let line = format!(
                     "{} server {} {status}",
                     self.style.magenta("mcp:"),
-                    update.server
+                    clean(&update.server)
                 );
                 self.line(&line);
             }
@@ -387,18 +392,18 @@ impl HumanOutput {
                 let label = self.style.magenta("update plan");
                 self.line(&label);
                 if let Some(explanation) = &plan.explanation {
-                    let text = self.style.dim(explanation);
+                    let text = self.style.dim(&clean(explanation));
                     self.line(&text);
                 }
                 for step in &plan.plan {
                     let line = match step.status {
                         StepStatus::Completed => {
-                            format!("  {} {}", self.style.green("✓"), step.step)
+                            format!("  {} {}", self.style.green("✓"), clean(&step.step))
                         }
                         StepStatus::InProgress => {
-                            format!("  {} {}", self.style.yellow("→"), step.step)
+                            format!("  {} {}", self.style.yellow("→"), clean(&step.step))
                         }
-                        StepStatus::Pending => format!("  • {}", step.step),
+                        StepStatus::Pending => format!("  • {}", clean(&step.step)),
                     };
                     self.line(&line);
                 }
@@ -409,13 +414,15 @@ impl HumanOutput {
                 compacted.items_before, compacted.items_after
             )),
             EventMsg::Error(error) => {
-                let line = self.style.red(&format!("ERROR: {}", error.message));
+                let line = self.style.red(&format!("ERROR: {}", clean(&error.message)));
                 self.line(&line);
             }
             EventMsg::StreamError(error) => {
                 let line = self.style.yellow(&format!(
                     "retry {}/{}: {}",
-                    error.attempt, error.max_attempts, error.message
+                    error.attempt,
+                    error.max_attempts,
+                    clean(&error.message)
                 ));
                 self.line(&line);
             }
@@ -429,7 +436,7 @@ impl HumanOutput {
     }
 
     pub fn warning(&mut self, message: &str) {
-        let line = self.style.yellow(&format!("warning: {message}"));
+        let line = self.style.yellow(&format!("warning: {}", clean(message)));
         self.line(&line);
     }
 
@@ -450,7 +457,7 @@ impl HumanOutput {
         self.pending_agent_message = None;
         if let Some(message) = message {
             let mut stdout = std::io::stdout().lock();
-            let _ = writeln!(stdout, "{message}");
+            let _ = writeln!(stdout, "{}", clean(message));
             let _ = stdout.flush();
         }
     }
@@ -462,25 +469,35 @@ pub fn patch_preview(style: &Style, changes: &FileChanges, cwd: &Path) -> Vec<St
     let mut lines = Vec::new();
     for (path, change) in changes {
         let path = path.strip_prefix(cwd).unwrap_or(path);
+        let path = clean(&path.display().to_string()).into_owned();
         match change {
             FileChange::Add { content } => {
-                lines.push(style.bold(&format!("A {}", path.display())));
-                lines.extend(content.lines().map(|line| style.green(&format!("+{line}"))));
+                lines.push(style.bold(&format!("A {path}")));
+                lines.extend(
+                    content
+                        .lines()
+                        .map(|line| style.green(&format!("+{}", clean(line)))),
+                );
             }
             FileChange::Delete { content } => {
-                lines.push(style.bold(&format!("D {}", path.display())));
-                lines.extend(content.lines().map(|line| style.red(&format!("-{line}"))));
+                lines.push(style.bold(&format!("D {path}")));
+                lines.extend(
+                    content
+                        .lines()
+                        .map(|line| style.red(&format!("-{}", clean(line)))),
+                );
             }
             FileChange::Update {
                 unified_diff,
                 move_path,
             } => {
                 let header = match move_path {
-                    Some(to) => format!("M {} → {}", path.display(), to.display()),
-                    None => format!("M {}", path.display()),
+                    Some(to) => format!("M {path} → {}", clean(&to.display().to_string())),
+                    None => format!("M {path}"),
                 };
                 lines.push(style.bold(&header));
                 for line in unified_diff.lines() {
+                    let line = &*clean(line);
                     let painted = if line.starts_with("+++") || line.starts_with("---") {
                         style.dim(line)
                     } else if line.starts_with('+') {

@@ -19,6 +19,7 @@ use serde_json::json;
 
 use crate::cli::{ConfigArgs, ThreadsArgs, ThreadsCommand};
 use crate::config_inputs;
+use crate::terminal::neutralize_controls;
 
 /// Output lines of one command shown before the rest is summarised.
 const OUTPUT_LINES_SHOWN: usize = 20;
@@ -49,10 +50,14 @@ pub async fn run(
                 Ok(Ok(if json {
                     render_json(&records)?
                 } else {
-                    render_list(&records)
+                    neutralize_controls(&render_list(&records)).into_owned()
                 }))
             }
-            ThreadsCommand::Show { id } => show(&home, &id),
+            // Everything `show` prints (messages, command output, paths, errors) came
+            // from the model, its commands or a provider, and none of it is styled: it
+            // is neutralised as a whole.
+            ThreadsCommand::Show { id } => show(&home, &id)
+                .map(|shown| shown.map(|text| neutralize_controls(&text).into_owned())),
         }
     })
     .await??;
@@ -64,7 +69,7 @@ pub async fn run(
             Ok(ExitCode::SUCCESS)
         }
         Err(message) => {
-            eprintln!("Error: {message}");
+            eprintln!("Error: {}", neutralize_controls(&message));
             Ok(ExitCode::from(1))
         }
     }
@@ -177,7 +182,18 @@ fn show(home: &Path, id: &str) -> anyhow::Result<Result<String, String>> {
             home.join(rollout::SESSIONS_DIR).display()
         )));
     };
-    let items = rollout::read_rollout(&path)?;
+    let read = rollout::read_rollout_with_notes(&path)?;
+    for oversized in &read.oversized {
+        eprintln!("note: {}: {oversized}", path.display());
+    }
+    if let Some(skipped) = read
+        .skipped
+        .as_ref()
+        .filter(|skipped| skipped.lines.len() > read.oversized.len())
+    {
+        eprintln!("note: {}", neutralize_controls(&skipped.to_string()));
+    }
+    let items = read.items;
     let mut out = String::new();
     if let Some(RolloutItem::SessionMeta(meta)) = items.first() {
         let source = serde_json::to_value(meta.source)

@@ -631,3 +631,37 @@ async fn login_on_a_terminal_does_not_echo_the_key() {
     let stored = std::fs::read_to_string(env.home.path().join("credentials.json")).unwrap();
     assert!(stored.contains("sk-pty-secret-4821"), "{stored}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escape_sequences_in_a_streamed_answer_are_shown_not_interpreted() {
+    let env = TestEnv::new().await;
+    // Split inside the sequences: each delta is neutralised on its own.
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("look \x1b]5"),
+        chunk::text("2;c;cm0gLXJmIH4=\x07 and \x1b]0;owned\x07\u{9b}2J"),
+        chunk::text(" done-marker"),
+        chunk::finish("stop"),
+        chunk::usage(10, 2),
+    ]));
+    tokio::task::block_in_place(|| {
+        let mut term = Terminal::spawn(&env, &["chat"]);
+        term.expect(PROMPT);
+        term.line("hi");
+        let screen = term.expect("done-marker");
+        // The line editor and the renderer's colours draw with escape sequences of
+        // their own; the model's must not reach the terminal.
+        for raw in ["\x1b]52", "\x1b]0;owned", "\u{9b}", "\x07"] {
+            assert!(
+                !screen.contains(raw),
+                "raw {raw:?} on the screen: {screen:?}"
+            );
+        }
+        assert!(
+            screen.contains("look \\x1b]52;c;cm0gLXJmIH4=\\x07 and \\x1b]0;owned\\x07\\x9b2J"),
+            "{screen:?}"
+        );
+        term.expect(PROMPT);
+        term.key(ControlCode::EndOfTransmission);
+        assert_eq!(term.wait_exit(), Some(0));
+    });
+}

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use interpreter_mcp_client::McpToolInfo;
+use interpreter_mcp_client::{McpToolInfo, ToolsLeftOut};
 use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
@@ -42,22 +42,75 @@ const UPDATE_PLAN_TOOL: &str = "update_plan";
 const LIST_RESOURCES_TOOL: &str = "list_mcp_resources";
 const READ_RESOURCE_TOOL: &str = "read_mcp_resource";
 
+/// The tools of one request, and the MCP tools the caps left out of it.
+pub(crate) struct OfferedTools {
+    pub specs: Vec<ToolSpec>,
+    pub left_out: Vec<ToolsLeftOut>,
+}
+
+impl OfferedTools {
+    /// The one line that tells the model some servers' tools are missing, so it does not
+    /// take the list for everything those servers can do.
+    pub fn left_out_note(&self) -> Option<String> {
+        if self.left_out.is_empty() {
+            return None;
+        }
+        let servers: Vec<String> = self
+            .left_out
+            .iter()
+            .map(|cut| format!("`{}` {} of {}", cut.server, cut.left_out, cut.offered))
+            .collect();
+        Some(format!(
+            "Note: some MCP tools were left out of this request's tool list (tool caps): {}.",
+            servers.join(", ")
+        ))
+    }
+}
+
 /// The built-in tools, the resource tools when a server offers resources, then the
-/// thread's MCP tools (`mcp__<server>__<tool>`).
-pub(crate) fn tool_specs(sess: &Session) -> Vec<ToolSpec> {
+/// thread's MCP tools (`mcp__<server>__<tool>`), as far as the MCP client's caps on tool
+/// count and schema size let them in.
+pub(crate) fn tool_specs(sess: &Session) -> OfferedTools {
     let mut specs = builtin_tool_specs();
+    let mut left_out = Vec::new();
     if let Some(mcp) = &sess.mcp {
         let resource_servers = mcp.resource_servers();
         if !resource_servers.is_empty() {
             specs.extend(resource_tool_specs(&resource_servers));
         }
-        specs.extend(mcp.tools().into_iter().map(|tool| ToolSpec {
+        let table = mcp.tool_table();
+        left_out = table.left_out;
+        specs.extend(table.tools.into_iter().map(|tool| ToolSpec {
             name: tool.qualified_name,
             description: tool.description,
             parameters: tool.input_schema,
         }));
     }
-    specs
+    OfferedTools { specs, left_out }
+}
+
+/// `text` cut to at most about `max_bytes`: its head and its tail, with what was cut
+/// said between them, like shell output. An MCP server is not trusted to keep its answers
+/// small, and the whole answer would go to the model in every later request.
+pub(crate) fn cap_tool_result(text: String, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut head_end = max_bytes / 2;
+    while !text.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let mut tail_start = text.len() - (max_bytes - max_bytes / 2);
+    while !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let cut = (tail_start - head_end) as u64;
+    format!(
+        "{}\n[... {} cut from the middle of this tool result ...]\n{}",
+        &text[..head_end],
+        crate::rollout::human_bytes(cut),
+        &text[tail_start..]
+    )
 }
 
 /// `list_mcp_resources` and `read_mcp_resource`: resources are data a server exposes
@@ -996,9 +1049,10 @@ async fn handle_mcp(
         Ok(result) => result,
         Err(stop) => return stop,
     };
+    let max_bytes = sess.config.tool_output_max_bytes;
     ToolOutcome::Output(match result {
-        Ok(value) => mcp_result_text(&value),
-        Err(message) => format!("MCP tool call failed: {message}"),
+        Ok(value) => cap_tool_result(mcp_result_text(&value), max_bytes),
+        Err(message) => cap_tool_result(format!("MCP tool call failed: {message}"), max_bytes),
     })
 }
 
@@ -1123,11 +1177,12 @@ async fn handle_resources(
         Ok(result) => result,
         Err(stop) => return stop,
     };
-    ToolOutcome::Output(match result {
+    let text = match result {
         Ok(value) if name == LIST_RESOURCES_TOOL => value.to_string(),
         Ok(value) => resource_contents_text(&value),
         Err(message) => format!("{name} failed: {message}"),
-    })
+    };
+    ToolOutcome::Output(cap_tool_result(text, sess.config.tool_output_max_bytes))
 }
 
 /// Every server's resources in one list, each tagged with its server; `nextCursor` per
@@ -1231,4 +1286,29 @@ async fn attach_images(sess: &Session, source: &str, result: &serde_json::Value)
             role: interpreter_protocol::Role::User,
             content,
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cap_tool_result;
+
+    #[test]
+    fn a_short_result_is_kept_whole() {
+        assert_eq!(cap_tool_result("short".into(), 10), "short");
+    }
+
+    #[test]
+    fn a_long_result_keeps_head_and_tail_on_character_boundaries() {
+        let text = format!("{}{}", "é".repeat(20), "z".repeat(20));
+        let capped = cap_tool_result(text, 21);
+        // 10 bytes of head are five `é`; 11 of tail are `z`s.
+        assert_eq!(
+            capped,
+            format!(
+                "{}\n[... 39 bytes cut from the middle of this tool result ...]\n{}",
+                "é".repeat(5),
+                "z".repeat(11)
+            )
+        );
+    }
 }

@@ -79,6 +79,8 @@ pub(crate) struct Session {
     /// History length before the running turn's input: what a turn that fails on
     /// context overflow rolls back to (moved by compaction).
     pub turn_base_len: Mutex<usize>,
+    /// Servers whose tools the caps cut, already reported to the user.
+    pub tools_cut_reported: Mutex<HashSet<String>>,
 }
 
 /// The context window as far as it is known, and the calibration of the prompt estimate.
@@ -179,6 +181,29 @@ impl Session {
                     message: format!("failed to persist the thread: {err}"),
                 }),
             });
+        }
+    }
+
+    /// One warning per server whose tools the caps left out, the first time it happens
+    /// in this thread (the cut is the same on every request after that).
+    pub async fn warn_tools_left_out(
+        &self,
+        sub_id: &str,
+        left_out: &[interpreter_mcp_client::ToolsLeftOut],
+    ) {
+        let mut reported = self.tools_cut_reported.lock().await;
+        let fresh: Vec<String> = left_out
+            .iter()
+            .filter(|cut| reported.insert(cut.server.clone()))
+            .map(|cut| format!("{cut}; the model is told they are missing"))
+            .collect();
+        drop(reported);
+        for message in fresh {
+            self.emit(
+                sub_id,
+                EventMsg::Warning(interpreter_protocol::WarningEvent { message }),
+            )
+            .await;
         }
     }
 
@@ -371,6 +396,7 @@ pub(crate) async fn start(
             ..Default::default()
         }),
         turn_base_len: Mutex::new(0),
+        tools_cut_reported: Mutex::new(HashSet::new()),
     });
 
     // Read before the warnings go out, so that a truncated AGENTS.md is among them. A

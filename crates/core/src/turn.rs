@@ -139,10 +139,16 @@ async fn sampling_loop(
             return Err(TurnStop::Interrupted);
         }
 
+        let offered = handlers::tool_specs(sess);
+        sess.warn_tools_left_out(sub_id, &offered.left_out).await;
+        let instructions = match offered.left_out_note() {
+            Some(note) => format!("{}\n\n{note}", sess.instructions),
+            None => sess.instructions.clone(),
+        };
         let prompt = Prompt {
-            instructions: sess.instructions.clone(),
+            instructions,
             input: sess.history.lock().await.clone(),
-            tools: handlers::tool_specs(sess),
+            tools: offered.specs,
             output_schema: sess.config.output_schema.clone(),
             prompt_cache_key: Some(sess.thread_id.to_string()),
             max_output_tokens: max_output_tokens(sess).await,

@@ -47,6 +47,54 @@ pub struct ToolHints {
     pub destructive: Option<bool>,
 }
 
+/// Most tools one server offers the model. Every tool's schema is in every request, so
+/// a server listing thousands (20,000 made a 13 MB first request) would crowd out the
+/// conversation or be refused by the provider; past this the rest are left out.
+pub const MAX_TOOLS_PER_SERVER: usize = 200;
+
+/// Most bytes of tool definitions (name, description and JSON Schema) all MCP servers
+/// together add to a request. A tool that does not fit is left out; smaller ones after
+/// it still get in, so one huge schema does not hide every other server's tools.
+pub const MAX_TOOL_SCHEMA_BYTES: usize = 512 * 1024;
+
+/// Tools of one server left out of the model's list by the caps above.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolsLeftOut {
+    pub server: String,
+    /// Tools the server offers this thread (after its filters).
+    pub offered: usize,
+    pub left_out: usize,
+    /// Which cap cut them: `true` for the per-server count, `false` for schema bytes
+    /// (the count cut first when both did).
+    pub over_count: bool,
+}
+
+impl std::fmt::Display for ToolsLeftOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = if self.over_count {
+            format!("over the limit of {MAX_TOOLS_PER_SERVER} tools per server")
+        } else {
+            format!(
+                "over the {} KiB limit on MCP tool definitions per request",
+                MAX_TOOL_SCHEMA_BYTES / 1024
+            )
+        };
+        write!(
+            f,
+            "MCP server `{}` offers {} tools; {} of them were left out ({why})",
+            self.server, self.offered, self.left_out
+        )
+    }
+}
+
+/// The tools offered to the model, and what the caps left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolTable {
+    pub tools: Vec<McpToolInfo>,
+    /// One entry per server that had tools left out, in server order.
+    pub left_out: Vec<ToolsLeftOut>,
+}
+
 /// What happened while starting the servers.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StartupReport {
@@ -310,25 +358,55 @@ impl McpConnectionManager {
     /// `enabled_tools`/`disabled_tools` filters allow, ordered by server then as listed.
     /// Names are stable as long as the set of ready servers and their tools is.
     pub fn tools(&self) -> Vec<McpToolInfo> {
+        self.tool_table().tools
+    }
+
+    /// [`Self::tools`], and which servers' tools [`MAX_TOOLS_PER_SERVER`] and
+    /// [`MAX_TOOL_SCHEMA_BYTES`] left out. Tools left out cannot be called either.
+    pub fn tool_table(&self) -> ToolTable {
         let mut raw = Vec::new();
+        let mut left_out: Vec<ToolsLeftOut> = Vec::new();
+        let mut schema_bytes = 0usize;
         for (server, state) in &self.servers {
             // A server that died still has its tools listed: calling one restarts it.
             let State::Ready(live) = state.lease.entry.snapshot() else {
                 continue;
             };
             let mut seen = HashSet::new();
+            let mut offered = 0usize;
+            let mut over_count = 0usize;
+            let mut over_bytes = 0usize;
             for tool in &live.tools {
                 if !state.config.allows_tool(&tool.name) {
                     continue;
                 }
-                if !seen.insert(tool.name.clone()) {
+                if !seen.insert(tool.name.as_str()) {
                     tracing::warn!(
                         "MCP server `{server}` lists tool `{}` twice; keeping the first",
                         tool.name
                     );
                     continue;
                 }
+                offered += 1;
+                if offered > MAX_TOOLS_PER_SERVER {
+                    over_count += 1;
+                    continue;
+                }
+                let size = definition_bytes(tool);
+                if schema_bytes.saturating_add(size) > MAX_TOOL_SCHEMA_BYTES {
+                    over_bytes += 1;
+                    continue;
+                }
+                schema_bytes += size;
                 raw.push((server.clone(), tool.clone()));
+            }
+            if over_count + over_bytes > 0 {
+                left_out.push(ToolsLeftOut {
+                    server: server.clone(),
+                    offered,
+                    left_out: over_count + over_bytes,
+                    over_count: over_count > 0,
+                });
             }
         }
         let pairs: Vec<(String, String)> = raw
@@ -336,7 +414,8 @@ impl McpConnectionManager {
             .map(|(server, tool)| (server.clone(), tool.name.clone()))
             .collect();
         let names = qualify_tool_names(&pairs);
-        raw.into_iter()
+        let tools = raw
+            .into_iter()
             .zip(names)
             .map(|((server, tool), qualified_name)| McpToolInfo {
                 approval: self
@@ -351,7 +430,8 @@ impl McpConnectionManager {
                 input_schema: tool.input_schema,
                 hints: tool.hints,
             })
-            .collect()
+            .collect();
+        ToolTable { tools, left_out }
     }
 
     /// Names of the servers that are ready now (sorted).
@@ -657,6 +737,12 @@ fn http_headers(config: &McpServerConfig, env: &HashMap<String, String>) -> Vec<
         }
     }
     headers
+}
+
+/// About what a tool adds to a request: its name, description and schema as JSON.
+fn definition_bytes(tool: &crate::sdk::RawTool) -> usize {
+    let schema = serde_json::to_string(&tool.input_schema).map_or(0, |text| text.len());
+    tool.name.len() + tool.description.len() + schema
 }
 
 #[cfg(test)]

@@ -223,3 +223,95 @@ fn absolute_paths_are_allowed() -> anyhow::Result<()> {
     assert_eq!(fs::read_to_string(target)?, "x\n");
     Ok(())
 }
+
+#[cfg(unix)]
+fn update_patch(path: &str) -> String {
+    format!("*** Begin Patch\n*** Update File: {path}\n@@\n-a\n+b\n*** End Patch\n")
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_to_a_device_is_refused_without_reading_it() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.txt"))?;
+    let Err(err) = apply(&update_patch("zero.txt"), dir.path()) else {
+        panic!("a patch on /dev/zero applied");
+    };
+    assert_eq!(
+        err.to_string(),
+        "Failed to read file to update zero.txt: it is a character device, not a regular file; apply_patch only edits regular files"
+    );
+    // Writing through it (an added file over the link) is refused as well.
+    let Err(err) = apply(
+        "*** Begin Patch\n*** Add File: zero.txt\n+x\n*** End Patch\n",
+        dir.path(),
+    ) else {
+        panic!("an added file over /dev/zero was written");
+    };
+    assert!(err.to_string().contains("a character device"), "{err}");
+    Ok(())
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_without_blocking() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let fifo = dir.path().join("pipe.txt");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )?;
+    // Without the checks, opening it would wait for a writer forever; a hang fails the
+    // test run's own timeout.
+    for patch in [
+        update_patch("pipe.txt"),
+        "*** Begin Patch\n*** Delete File: pipe.txt\n*** End Patch\n".to_string(),
+        "*** Begin Patch\n*** Add File: pipe.txt\n+x\n*** End Patch\n".to_string(),
+    ] {
+        let Err(err) = apply(&patch, dir.path()) else {
+            panic!("a patch on a FIFO applied: {patch}");
+        };
+        assert!(
+            err.to_string()
+                .contains("it is a FIFO (named pipe), not a regular file"),
+            "{err}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn a_file_over_the_size_cap_is_refused() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let big = fs::File::create(dir.path().join("big.txt"))?;
+    // Sparse: no 64 MiB actually written.
+    big.set_len(interpreter_tools::apply_patch::MAX_FILE_BYTES + 1)?;
+    let Err(err) = apply(
+        "*** Begin Patch\n*** Update File: big.txt\n@@\n-a\n+b\n*** End Patch\n",
+        dir.path(),
+    ) else {
+        panic!("a patch on an oversized file applied");
+    };
+    assert_eq!(
+        err.to_string(),
+        "Failed to read file to update big.txt: it is 65 MiB, over the 64 MiB limit for a file apply_patch edits; edit it with a command instead"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_directory_is_refused() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    fs::create_dir(dir.path().join("sub"))?;
+    let Err(err) = apply(
+        "*** Begin Patch\n*** Update File: sub\n@@\n-a\n+b\n*** End Patch\n",
+        dir.path(),
+    ) else {
+        panic!("a patch on a directory applied");
+    };
+    assert!(err.to_string().contains("it is a directory"), "{err}");
+    Ok(())
+}

@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use crate::cli::{ChatOptions, ColorArg, ConfigArgs};
 use crate::config_inputs;
 use crate::render::{HumanOutput, patch_preview};
+use crate::terminal::neutralize_controls as clean;
 use editor::{Input, LineEditor, Purpose};
 use slash::{ResumeWhich, Slash};
 
@@ -322,10 +323,12 @@ impl Chat {
                     }
                 }
                 EventMsg::ExecApprovalRequest(request) => {
-                    let command = interpreter_tools::display_command(&request.command);
-                    let mut details = vec![format!("in {}", request.cwd.display())];
+                    let command =
+                        clean(&interpreter_tools::display_command(&request.command)).into_owned();
+                    let mut details =
+                        vec![format!("in {}", clean(&request.cwd.display().to_string()))];
                     if let Some(reason) = &request.reason {
-                        details.push(format!("reason: {reason}"));
+                        details.push(format!("reason: {}", clean(reason)));
                     }
                     let question =
                         format!("Run `{command}`? [y]es / [n]o / [a]lways for this session");
@@ -346,7 +349,7 @@ impl Chat {
                     let mut details =
                         patch_preview(self.output.style(), &request.changes, &self.configured.cwd);
                     if let Some(reason) = &request.reason {
-                        details.push(format!("reason: {reason}"));
+                        details.push(format!("reason: {}", clean(reason)));
                     }
                     if let Some(root) = &request.grant_root {
                         details.push(format!(
@@ -619,7 +622,7 @@ impl Chat {
                 self.output.style().magenta("interpreter")
             };
             self.say(&label);
-            self.say(&crate::render::truncate_lines(&text, RECAP_LINES));
+            self.say(&crate::render::truncate_lines(&clean(&text), RECAP_LINES));
         }
     }
 
@@ -664,7 +667,7 @@ impl Chat {
                 .unwrap_or_default();
             let preview: String = preview.chars().take(60).collect();
             let when = record.updated_at.format("%Y-%m-%d %H:%M");
-            self.say(&format!("  {}  {when}  {preview}", record.id));
+            self.say(&format!("  {}  {when}  {}", record.id, clean(&preview)));
         }
         self.say("resume one with /resume ID, or the newest with /resume --last");
         Ok(())

@@ -28,6 +28,9 @@ pub use item::{
     CompactedItem, RolloutItem, SessionMeta, TurnContextItem, history_from_rollout,
     should_persist_event,
 };
-pub use reader::{ResumableRollout, SkippedLines, read_resumable, read_rollout};
+pub use reader::{
+    MAX_LINE_BYTES, OversizedLine, ResumableRollout, RolloutRead, SkippedLines, human_bytes,
+    read_resumable, read_rollout, read_rollout_with_notes,
+};
 pub use recorder::{RolloutRecorder, write_rollout};
 pub use turns::{TurnEntry, TurnOutcome, TurnRecord, items_through_turn, turns_from_rollout};

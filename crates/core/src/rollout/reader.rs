@@ -3,21 +3,216 @@
 //! depending on each other in both directions: `item` ← `reader` ← `index` ← `recorder`.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::error::RolloutError;
 use super::item::{RolloutItem, RolloutLine, SessionMeta};
 
-/// Reads every record of a rollout, in order. A line that does not parse (typically the
-/// last one, cut short by a crash) is skipped and logged; the rest is never lost. Resuming
-/// a thread uses [`read_resumable`], which reports skipped lines to the user instead.
+/// The longest rollout line read. The recorder writes one record a line, and a record
+/// is bounded by the model's context; a line past this is damage or an attack, and
+/// reading it whole could take the memory of the machine (a rollout is read in one piece
+/// by `threads show`, resume and the app server).
+pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Reads every record of a rollout, in order, one line at a time in bounded memory. A
+/// line that does not parse (typically the last one, cut short by a crash) or is longer
+/// than [`MAX_LINE_BYTES`] is skipped and logged; the rest is never lost. Resuming a
+/// thread uses [`read_resumable`], and showing one [`read_rollout_with_notes`], which
+/// report skipped lines to the user instead.
 pub fn read_rollout(path: &Path) -> Result<Vec<RolloutItem>, RolloutError> {
-    let (items, skipped) = parse_rollout(path)?;
-    if let Some(skipped) = skipped {
+    let read = read_rollout_with_notes(path)?;
+    if let Some(skipped) = read.skipped {
         tracing::warn!("{skipped}");
     }
-    Ok(items)
+    Ok(read.items)
+}
+
+/// A rollout line that was over [`MAX_LINE_BYTES`] and was left out unread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OversizedLine {
+    /// 1-based.
+    pub line: usize,
+    /// The whole line's length, newline excluded.
+    pub bytes: u64,
+}
+
+impl std::fmt::Display for OversizedLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line {} skipped: {}, over the {} limit",
+            self.line,
+            human_bytes(self.bytes),
+            human_bytes(MAX_LINE_BYTES as u64)
+        )
+    }
+}
+
+/// `50 MiB`, `8 MiB`, `1.5 KiB`, `12 bytes`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, size) in UNITS {
+        if bytes >= size {
+            let whole = bytes / size;
+            let tenths = (bytes % size) * 10 / size;
+            return if tenths == 0 {
+                format!("{whole} {unit}")
+            } else {
+                format!("{whole}.{tenths} {unit}")
+            };
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+/// A rollout's records and what was left out of it.
+#[derive(Debug, Clone)]
+pub struct RolloutRead {
+    pub items: Vec<RolloutItem>,
+    /// Every line left out, unreadable or over-long alike.
+    pub skipped: Option<SkippedLines>,
+    /// The over-long ones among them, with their sizes, for a note each.
+    pub oversized: Vec<OversizedLine>,
+}
+
+/// Reads a rollout like [`read_rollout`], returning the lines it left out instead of
+/// logging them, so a front end can tell the user.
+pub fn read_rollout_with_notes(path: &Path) -> Result<RolloutRead, RolloutError> {
+    let file = File::open(path).map_err(|source| RolloutError::io("open", path, source))?;
+    let mut lines = BoundedLines::new(BufReader::new(file), MAX_LINE_BYTES);
+    let mut read = RolloutRead {
+        items: Vec::new(),
+        skipped: None,
+        oversized: Vec::new(),
+    };
+    let mut number = 0;
+    while let Some(line) = lines
+        .next_line()
+        .map_err(|source| RolloutError::io("read", path, source))?
+    {
+        number += 1;
+        let (error, at_end) = match line {
+            Line::Complete { text, at_end } => {
+                // Lossy decoding keeps a line cut inside a multi-byte character from
+                // failing the file.
+                let text = String::from_utf8_lossy(text);
+                let text = text.trim();
+                if text.is_empty() {
+                    continue;
+                }
+                match serde_json::from_str::<RolloutLine>(text) {
+                    Ok(parsed) => {
+                        read.items.push(parsed.item);
+                        continue;
+                    }
+                    Err(err) => (err.to_string(), at_end),
+                }
+            }
+            Line::TooLong { bytes, at_end } => {
+                let oversized = OversizedLine {
+                    line: number,
+                    bytes,
+                };
+                let error = format!(
+                    "{}, over the {} line limit",
+                    human_bytes(bytes),
+                    human_bytes(MAX_LINE_BYTES as u64)
+                );
+                read.oversized.push(oversized);
+                (error, at_end)
+            }
+        };
+        let skipped = read.skipped.get_or_insert_with(|| SkippedLines {
+            path: path.to_path_buf(),
+            lines: Vec::new(),
+            includes_last: false,
+            first_error: error,
+        });
+        skipped.lines.push(number);
+        skipped.includes_last = at_end;
+    }
+    Ok(read)
+}
+
+/// One line of a [`BoundedLines`] reader.
+enum Line<'a> {
+    /// The line without its newline; `at_end` when the file ends inside it (no newline:
+    /// a write cut short).
+    Complete { text: &'a [u8], at_end: bool },
+    /// A line over the limit, read past without being kept.
+    TooLong { bytes: u64, at_end: bool },
+}
+
+/// Lines of a reader, none kept longer than `max` bytes: the rest of a longer line is
+/// read past in buffer-sized steps and only counted, so memory stays bounded whatever
+/// the file holds.
+struct BoundedLines<R> {
+    reader: R,
+    max: usize,
+    buf: Vec<u8>,
+}
+
+impl<R: BufRead> BoundedLines<R> {
+    fn new(reader: R, max: usize) -> Self {
+        Self {
+            reader,
+            max,
+            buf: Vec::new(),
+        }
+    }
+
+    fn next_line(&mut self) -> std::io::Result<Option<Line<'_>>> {
+        self.buf.clear();
+        // One byte over the limit tells a line of exactly `max` bytes from a longer one.
+        let limit = u64::try_from(self.max)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let read = (&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut self.buf)?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if self.buf.last() == Some(&b'\n') {
+            self.buf.pop();
+            return Ok(Some(Line::Complete {
+                text: &self.buf,
+                at_end: false,
+            }));
+        }
+        if self.buf.len() <= self.max {
+            // The file ends without a newline.
+            return Ok(Some(Line::Complete {
+                text: &self.buf,
+                at_end: true,
+            }));
+        }
+        let mut bytes = self.buf.len() as u64;
+        self.buf = Vec::new();
+        let ended_by_newline = loop {
+            let chunk = self.reader.fill_buf()?;
+            if chunk.is_empty() {
+                break false;
+            }
+            match chunk.iter().position(|&b| b == b'\n') {
+                Some(at) => {
+                    bytes += at as u64;
+                    self.reader.consume(at + 1);
+                    break true;
+                }
+                None => {
+                    let len = chunk.len();
+                    bytes += len as u64;
+                    self.reader.consume(len);
+                }
+            }
+        };
+        Ok(Some(Line::TooLong {
+            bytes,
+            at_end: !ended_by_newline,
+        }))
+    }
 }
 
 /// Lines of one rollout that could not be read and were left out.
@@ -70,33 +265,8 @@ pub struct ResumableRollout {
 pub(super) fn parse_rollout(
     path: &Path,
 ) -> Result<(Vec<RolloutItem>, Option<SkippedLines>), RolloutError> {
-    let bytes = std::fs::read(path).map_err(|source| RolloutError::io("read", path, source))?;
-    // Lossy decoding keeps a line cut inside a multi-byte character from failing the file.
-    let text = String::from_utf8_lossy(&bytes);
-    let mut items = Vec::new();
-    let mut skipped: Option<SkippedLines> = None;
-    let lines: Vec<&str> = text.split('\n').collect();
-    let last_index = lines.len().saturating_sub(1);
-    for (index, line) in lines.iter().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<RolloutLine>(line) {
-            Ok(parsed) => items.push(parsed.item),
-            Err(err) => {
-                let skipped = skipped.get_or_insert_with(|| SkippedLines {
-                    path: path.to_path_buf(),
-                    lines: Vec::new(),
-                    includes_last: false,
-                    first_error: err.to_string(),
-                });
-                skipped.lines.push(index + 1);
-                skipped.includes_last = index == last_index;
-            }
-        }
-    }
-    Ok((items, skipped))
+    let read = read_rollout_with_notes(path)?;
+    Ok((read.items, read.skipped))
 }
 
 /// Reads a rollout that is about to be resumed. Unlike [`read_rollout`], a file without
@@ -130,18 +300,17 @@ pub(crate) struct RolloutSummary {
 pub(crate) fn read_summary(path: &Path) -> Result<RolloutSummary, RolloutError> {
     ensure_not_empty(path)?;
     let file = File::open(path).map_err(|source| RolloutError::io("open", path, source))?;
-    let mut reader = BufReader::new(file);
+    let mut lines = BoundedLines::new(BufReader::new(file), MAX_LINE_BYTES);
     let mut meta = None;
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let read = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|source| RolloutError::io("read", path, source))?;
-        if read == 0 {
-            break;
-        }
-        let text = String::from_utf8_lossy(&buf);
+    while let Some(line) = lines
+        .next_line()
+        .map_err(|source| RolloutError::io("read", path, source))?
+    {
+        let Line::Complete { text, .. } = line else {
+            // Over-long lines are reported when the thread is read in full.
+            continue;
+        };
+        let text = String::from_utf8_lossy(text);
         let Ok(line) = serde_json::from_str::<RolloutLine>(text.trim()) else {
             // Damaged lines are reported when the thread is read in full.
             continue;

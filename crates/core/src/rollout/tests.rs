@@ -760,3 +760,57 @@ async fn archive_flags_survive_a_rebuilt_index_and_old_indexes_gain_the_column()
     index.catch_up(home.path()).unwrap();
     assert_eq!(index.is_archived(a).unwrap(), Some(false));
 }
+
+#[test]
+fn over_long_line_is_skipped_with_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.jsonl");
+    let good = |text: &str| {
+        format!(
+            "{{\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"type\":\"response_item\",\"payload\":{}}}\n",
+            serde_json::to_string(&ResponseItem::user_text(text)).unwrap()
+        )
+    };
+    let long = "x".repeat(super::MAX_LINE_BYTES + 1024 * 1024);
+    // Exactly at the limit is still read (and here fails to parse, as garbage).
+    let at_limit = "y".repeat(super::MAX_LINE_BYTES);
+    let content = format!("{}{long}\n{at_limit}\n{}{long}", good("one"), good("two"));
+    std::fs::write(&path, content).unwrap();
+
+    let read = super::read_rollout_with_notes(&path).unwrap();
+    assert_eq!(
+        history_from_rollout(&read.items),
+        vec![
+            ResponseItem::user_text("one"),
+            ResponseItem::user_text("two")
+        ]
+    );
+    assert_eq!(
+        read.oversized,
+        vec![
+            super::OversizedLine {
+                line: 2,
+                bytes: long.len() as u64
+            },
+            super::OversizedLine {
+                line: 5,
+                bytes: long.len() as u64
+            }
+        ]
+    );
+    assert_eq!(
+        read.oversized[0].to_string(),
+        "line 2 skipped: 9 MiB, over the 8 MiB limit"
+    );
+    let skipped = read.skipped.unwrap();
+    assert_eq!(skipped.lines, vec![2, 3, 5]);
+    assert!(skipped.includes_last);
+    assert_eq!(read_rollout(&path).unwrap(), read.items);
+}
+
+#[test]
+fn byte_sizes_read_naturally() {
+    assert_eq!(super::human_bytes(12), "12 bytes");
+    assert_eq!(super::human_bytes(1536), "1.5 KiB");
+    assert_eq!(super::human_bytes(50 * 1024 * 1024), "50 MiB");
+}

@@ -5,7 +5,8 @@
 //! `exit {}` → the process exits without answering; `ask {message}` → asks the client
 //! (form elicitation) and returns its answer as JSON;
 //! `env_var {name}` → the variable's value in this process, or `<unset>` (to check what
-//! environment the client passed). Exits when stdin closes.
+//! environment the client passed); `big {bytes}` → a text of that many bytes, `HEAD-`
+//! then `x`s then `-TAIL` (for the result caps). Exits when stdin closes.
 //!
 //! Resources: `mock://notes` (text) and `mock://pixel.png` (a PNG blob).
 //!
@@ -13,7 +14,9 @@
 //! `started <pid>` when it starts, `sleeping <ms>` when a `sleep` call begins and
 //! `cancelled sleep <ms>` when the client cancels one. Argument `--crash` makes it exit at once (before the
 //! handshake); `--hang` makes it never answer the handshake; `--http` serves streamable
-//! HTTP instead of stdio (see `serve_http`).
+//! HTTP instead of stdio (see `serve_http`); `--many-tools N` also lists `N` more tools,
+//! `extra_0` …, each with a small schema, that cannot be called (for the tool-list caps),
+//! and `--extra-description-bytes N` pads each one's description to `N` bytes.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -44,6 +47,11 @@ struct FailArgs {}
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct EnvVarArgs {
     name: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct BigArgs {
+    bytes: usize,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -134,6 +142,12 @@ impl MockServer {
     fn exit(&self, Parameters(FailArgs {}): Parameters<FailArgs>) -> String {
         log_line("exiting");
         std::process::exit(0)
+    }
+
+    #[tool(description = "Returns a text of `bytes` bytes: HEAD-, x's, -TAIL")]
+    fn big(&self, Parameters(BigArgs { bytes }): Parameters<BigArgs>) -> String {
+        let middle = bytes.saturating_sub("HEAD--TAIL".len());
+        format!("HEAD-{}-TAIL", "x".repeat(middle))
     }
 
     #[tool(description = "Returns the value of an environment variable of this server")]
@@ -244,9 +258,54 @@ async fn main() -> anyhow::Result<()> {
     if args.iter().any(|a| a == "--http") {
         return serve_http(!args.iter().any(|a| a == "--modern")).await;
     }
-    let service = MockServer::new().serve(stdio()).await?;
+    let mut server = MockServer::new();
+    if let Some(count) = args
+        .iter()
+        .position(|a| a == "--many-tools")
+        .and_then(|at| args.get(at + 1))
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        let description_bytes = args
+            .iter()
+            .position(|a| a == "--extra-description-bytes")
+            .and_then(|at| args.get(at + 1))
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(0);
+        add_extra_tools(&mut server.tool_router, count, description_bytes);
+    }
+    let service = server.serve(stdio()).await?;
     service.waiting().await?;
     Ok(())
+}
+
+/// `count` listed tools that answer every call with an error.
+fn add_extra_tools(router: &mut ToolRouter<MockServer>, count: usize, description_bytes: usize) {
+    use rmcp::handler::server::router::tool::ToolRoute;
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"value": {"type": "string", "description": "Any value."}}
+    });
+    let serde_json::Value::Object(schema) = schema else {
+        return;
+    };
+    let schema = std::sync::Arc::new(schema);
+    let base = "One of many listed tools; not callable";
+    let description = format!(
+        "{base}{}",
+        ".".repeat(description_bytes.saturating_sub(base.len()))
+    );
+    for n in 0..count {
+        let tool =
+            rmcp::model::Tool::new(format!("extra_{n}"), description.clone(), schema.clone());
+        router.add_route(ToolRoute::new_dyn(tool, |_context| {
+            Box::pin(async {
+                Err(rmcp::ErrorData::invalid_request(
+                    "extra tools are only listed",
+                    None,
+                ))
+            })
+        }));
+    }
 }
 
 /// One line on stdout (the `--http` mode's channel to the test), flushed at once.

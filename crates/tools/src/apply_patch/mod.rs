@@ -5,6 +5,7 @@
 //! third hunk does not match therefore leaves the tree exactly as it was, and the error
 //! tells the model which file and which line to fix.
 
+mod files;
 mod parser;
 mod seek;
 
@@ -14,6 +15,7 @@ use std::path::{Component, Path, PathBuf};
 
 use interpreter_protocol::{FileChange, FileChanges};
 
+pub use files::MAX_FILE_BYTES;
 pub use parser::parse_patch;
 
 /// A parsed patch: file operations in the order they appear.
@@ -323,7 +325,7 @@ fn current_contents(
                 "an earlier hunk of this patch removed it",
             ),
         }),
-        None => std::fs::read_to_string(absolute).map_err(|source| PatchError::Io {
+        None => files::read_regular(absolute).map_err(|source| PatchError::Io {
             action,
             path: shown.to_path_buf(),
             source,
@@ -447,7 +449,7 @@ fn write_file(path: &Path, contents: &str) -> Result<(), PatchError> {
             source,
         })?;
     }
-    std::fs::write(path, contents).map_err(|source| PatchError::Io {
+    files::write_regular(path, contents).map_err(|source| PatchError::Io {
         action: "write",
         path: path.to_path_buf(),
         source,
