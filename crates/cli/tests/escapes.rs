@@ -335,3 +335,129 @@ async fn a_planted_repository_is_refused() {
     exec_workspace_write(&env, &["-c", "sandbox_workspace_write.allow_git_init=true"]).await;
     assert!(env.work_path().join(".git").exists());
 }
+
+/// Starts `interpreter ARGS` with the agent's own home (where its token files live) and
+/// returns it with the first stderr line containing `needle`.
+async fn start_listener(
+    env: &TestEnv,
+    args: &[&str],
+    needle: &str,
+) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = binary_command(env.home.path(), &env.work_path(), args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("listener");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("stderr line") {
+            if line.contains(needle) {
+                return line;
+            }
+        }
+        panic!("the listener exited before printing {needle}");
+    })
+    .await
+    .expect("listener start deadline");
+    // Keep draining stderr so the listener never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, line)
+}
+
+/// With network access on, a command can reach the agent's listeners, but it holds no
+/// credential: the app-server's Unix socket closes on a peer in another PID namespace, and
+/// the WebSocket and MCP HTTP listeners on loopback want a token whose file (in the
+/// agent's home) the command cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_planes_refuse_commands_with_network_on() {
+    if !sandbox_with_namespaces() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let sockets = tempfile::tempdir().expect("socket dir");
+    let socket = sockets.path().join("app.sock");
+    let (_unix, _) = start_listener(
+        &env,
+        &[
+            "app-server",
+            "--listen",
+            &format!("unix://{}", socket.display()),
+        ],
+        "listening on unix://",
+    )
+    .await;
+    let (_ws, ws_line) = start_listener(
+        &env,
+        &["app-server", "--listen", "ws://127.0.0.1:0"],
+        "listening on ws://",
+    )
+    .await;
+    let ws_addr = ws_line
+        .rsplit("ws://")
+        .next()
+        .expect("ws address")
+        .trim()
+        .to_owned();
+    let (_mcp, mcp_line) = start_listener(
+        &env,
+        &["mcp-server", "--listen", "http://127.0.0.1:0/mcp"],
+        "listening on http://",
+    )
+    .await;
+    let mcp_url = format!(
+        "http://{}",
+        mcp_line.rsplit("http://").next().expect("mcp url").trim()
+    );
+    let home = std::fs::canonicalize(env.home.path()).expect("home");
+    let script = format!(
+        r#"import socket, sys, urllib.request, glob
+def http(url, body=None, headers={{}}):
+    request = urllib.request.Request(url, data=body, headers={{"content-type": "application/json", "accept": "application/json, text/event-stream", **headers}})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            print("ANSWERED", url, response.status)
+    except urllib.error.HTTPError as error:
+        print("REFUSED", url, error.code)
+    except OSError as error:
+        print("REFUSED", url, error)
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+try:
+    s.connect("{socket}")
+    s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    data = s.recv(100)
+    print("ANSWERED unix" if data else "REFUSED unix closed")
+except OSError as error:
+    print("REFUSED unix", error)
+host, port = "{ws_addr}".rsplit(":", 1)
+t = socket.create_connection((host, int(port)), timeout=10)
+t.sendall(b"GET / HTTP/1.1\r\nHost: {ws_addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+status = t.recv(100).split(b" ")[1].decode()
+print(("ANSWERED ws " if status == "101" else "REFUSED ws ") + status)
+http("{mcp_url}", b'{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"x","version":"1"}}}}}}')
+for path in glob.glob("{home}/*token*") + ["{home}/app-server-ws.token", "{home}/mcp-server.token"]:
+    try:
+        print("TOKEN", open(path).read())
+    except OSError as error:
+        print("NO TOKEN", path, error.strerror)
+print("END")
+"#,
+        socket = socket.display(),
+        home = home.display(),
+    );
+    script_attack(&env, json!({"command": ["python3", "-c", script]}));
+    exec_workspace_write(&env, &["-c", "sandbox_workspace_write.network_access=true"]).await;
+    let output = tool_output(&env);
+    assert!(output.contains("END"), "{output}");
+    assert!(!output.contains("ANSWERED"), "{output}");
+    assert_eq!(output.matches("REFUSED").count(), 3, "{output}");
+    assert!(
+        !output.contains("\\nTOKEN "),
+        "a token file was readable: {output}"
+    );
+    assert!(output.contains("ws 401") && output.contains("/mcp 401"), "{output}");
+    assert_eq!(output.matches("NO TOKEN").count(), 2, "{output}");
+}
