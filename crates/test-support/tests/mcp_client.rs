@@ -83,6 +83,7 @@ async fn lists_qualified_tools_and_calls_them() -> Result<()> {
         [
             "mcp__mock__add",
             "mcp__mock__ask",
+            "mcp__mock__big",
             "mcp__mock__echo",
             "mcp__mock__env_var",
             "mcp__mock__exit",
@@ -468,7 +469,7 @@ async fn a_server_that_crashes_at_start_is_reported_and_retried_after_backoff() 
     assert!(
         updates
             .iter()
-            .any(|u| u.server == "mock" && matches!(u.status, StartupStatus::Ready { tools: 7 }))
+            .any(|u| u.server == "mock" && matches!(u.status, StartupStatus::Ready { tools: 8 }))
     );
     // Another thread within the backoff does not start it again: it is told at once.
     let again = connect(&pool, vec![("crash", crashing)]).await?;
