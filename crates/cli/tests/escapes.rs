@@ -11,7 +11,7 @@
 
 mod exec_support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use exec_support::{RunOutput, TestEnv, binary_command};
 use interpreter_test_support::MockResponse;
@@ -214,53 +214,84 @@ async fn control_plane_socket_is_unreachable_without_network() {
     let env = TestEnv::new().await;
     let sockets = tempfile::tempdir().expect("socket dir");
     let socket = sockets.path().join("app.sock");
-    let server_home = tempfile::tempdir().expect("server home");
-    let mut server = binary_command(
-        server_home.path(),
-        sockets.path(),
+    let (_unix, _) = start_listener(
+        &env,
         &[
             "app-server",
-            "-c",
-            "model=mock-model",
             "--listen",
             &format!("unix://{}", socket.display()),
         ],
+        "listening on unix://",
     )
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .kill_on_drop(true)
-    .spawn()
-    .expect("app-server");
-    wait_for_path(&socket).await;
+    .await;
+    let (_ws, ws_line) = start_listener(
+        &env,
+        &["app-server", "--listen", "ws://127.0.0.1:0"],
+        "listening on ws://",
+    )
+    .await;
+    let (_mcp, mcp_line) = start_listener(
+        &env,
+        &["mcp-server", "--listen", "http://127.0.0.1:0/mcp"],
+        "listening on http://",
+    )
+    .await;
+    let tcp_port = |line: &str| {
+        line.rsplit(':')
+            .next()
+            .and_then(|rest| rest.split('/').next())
+            .expect("port")
+            .trim()
+            .to_owned()
+    };
     let agent = sockets.path().join("agent.sock");
     let _ssh_agent = std::os::unix::net::UnixListener::bind(&agent).expect("agent socket");
-    let probe = |path: &Path| {
-        format!(
-            "python3 -c 'import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1]); print(\"CONNECTED\")\nexcept OSError as e:\n    print(\"REFUSED\", e)' {}",
-            path.display()
-        )
-    };
-    script_attack(
-        &env,
-        json!({"command": format!("{}; {}", probe(&socket), probe(&agent))}),
+    let script = format!(
+        r#"import socket
+for family, address in [(socket.AF_UNIX, "{socket}"), (socket.AF_UNIX, "{agent}"), (socket.AF_INET, ("127.0.0.1", {ws})), (socket.AF_INET, ("127.0.0.1", {mcp}))]:
+    try:
+        s = socket.socket(family)
+        s.settimeout(10)
+        s.connect(address)
+        print("CONNECTED", address)
+    except OSError as error:
+        print("REFUSED", address, error)
+print("END")
+"#,
+        socket = socket.display(),
+        agent = agent.display(),
+        ws = tcp_port(&ws_line),
+        mcp = tcp_port(&mcp_line),
     );
+    script_attack(&env, json!({"command": ["python3", "-c", script]}));
     exec_workspace_write(&env, &[]).await;
     let output = tool_output(&env);
+    assert!(output.contains("END"), "{output}");
     assert!(!output.contains("CONNECTED"), "{output}");
-    assert_eq!(output.matches("REFUSED").count(), 2, "{output}");
-    server.start_kill().expect("stop app-server");
+    assert_eq!(output.matches("REFUSED").count(), 4, "{output}");
 }
 
-async fn wait_for_path(path: &Path) {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !path.exists() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{path:?} never appeared"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+/// The user's kernel keyring cannot be read (`keyctl` is refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kernel_keyring_is_out_of_reach() {
+    if !sandbox_with_namespaces() {
+        return;
     }
+    let env = TestEnv::new().await;
+    let script = r#"import ctypes, os, platform
+number = {"x86_64": 250, "aarch64": 219}.get(platform.machine())
+libc = ctypes.CDLL(None, use_errno=True)
+# KEYCTL_GET_KEYRING_ID of KEY_SPEC_USER_KEYRING
+result = libc.syscall(number, 0, -4, 0) if number else -1
+print("KEYRING", result if result >= 0 else "REFUSED " + os.strerror(ctypes.get_errno()))
+"#;
+    script_attack(&env, json!({"command": ["python3", "-c", script]}));
+    exec_workspace_write(&env, &["-c", "sandbox_workspace_write.network_access=true"]).await;
+    let output = tool_output(&env);
+    assert!(
+        output.contains("KEYRING REFUSED Operation not permitted"),
+        "{output}"
+    );
 }
 
 /// Another terminal of the user (a pty the test holds open) cannot be opened, read or
@@ -458,6 +489,9 @@ print("END")
         !output.contains("\\nTOKEN "),
         "a token file was readable: {output}"
     );
-    assert!(output.contains("ws 401") && output.contains("/mcp 401"), "{output}");
+    assert!(
+        output.contains("ws 401") && output.contains("/mcp 401"),
+        "{output}"
+    );
     assert_eq!(output.matches("NO TOKEN").count(), 2, "{output}");
 }
