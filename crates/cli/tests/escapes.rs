@@ -212,38 +212,8 @@ async fn control_plane_socket_is_unreachable_without_network() {
         return;
     }
     let env = TestEnv::new().await;
+    let planes = ControlPlanes::start(&env).await;
     let sockets = tempfile::tempdir().expect("socket dir");
-    let socket = sockets.path().join("app.sock");
-    let (_unix, _) = start_listener(
-        &env,
-        &[
-            "app-server",
-            "--listen",
-            &format!("unix://{}", socket.display()),
-        ],
-        "listening on unix://",
-    )
-    .await;
-    let (_ws, ws_line) = start_listener(
-        &env,
-        &["app-server", "--listen", "ws://127.0.0.1:0"],
-        "listening on ws://",
-    )
-    .await;
-    let (_mcp, mcp_line) = start_listener(
-        &env,
-        &["mcp-server", "--listen", "http://127.0.0.1:0/mcp"],
-        "listening on http://",
-    )
-    .await;
-    let tcp_port = |line: &str| {
-        line.rsplit(':')
-            .next()
-            .and_then(|rest| rest.split('/').next())
-            .expect("port")
-            .trim()
-            .to_owned()
-    };
     let agent = sockets.path().join("agent.sock");
     let _ssh_agent = std::os::unix::net::UnixListener::bind(&agent).expect("agent socket");
     let script = format!(
@@ -258,10 +228,10 @@ for family, address in [(socket.AF_UNIX, "{socket}"), (socket.AF_UNIX, "{agent}"
         print("REFUSED", address, error)
 print("END")
 "#,
-        socket = socket.display(),
+        socket = planes.socket.display(),
         agent = agent.display(),
-        ws = tcp_port(&ws_line),
-        mcp = tcp_port(&mcp_line),
+        ws = planes.ws_port(),
+        mcp = planes.mcp_port(),
     );
     script_attack(&env, json!({"command": ["python3", "-c", script]}));
     exec_workspace_write(&env, &[]).await;
@@ -367,6 +337,74 @@ async fn a_planted_repository_is_refused() {
     assert!(env.work_path().join(".git").exists());
 }
 
+/// The agent's three listeners, started with the agent's own home (where their token
+/// files live): an app-server on a Unix socket and on loopback WebSocket, and an MCP
+/// server on loopback HTTP. Dropping it stops them.
+struct ControlPlanes {
+    _processes: Vec<tokio::process::Child>,
+    _socket_dir: tempfile::TempDir,
+    socket: PathBuf,
+    /// `127.0.0.1:PORT`
+    ws_addr: String,
+    /// `http://127.0.0.1:PORT/mcp`
+    mcp_url: String,
+}
+
+impl ControlPlanes {
+    async fn start(env: &TestEnv) -> Self {
+        let socket_dir = tempfile::tempdir().expect("socket dir");
+        let socket = socket_dir.path().join("app.sock");
+        let (unix, _) = start_listener(
+            env,
+            &[
+                "app-server",
+                "--listen",
+                &format!("unix://{}", socket.display()),
+            ],
+            "listening on unix://",
+        )
+        .await;
+        let (ws, ws_line) = start_listener(
+            env,
+            &["app-server", "--listen", "ws://127.0.0.1:0"],
+            "listening on ws://",
+        )
+        .await;
+        let (mcp, mcp_line) = start_listener(
+            env,
+            &["mcp-server", "--listen", "http://127.0.0.1:0/mcp"],
+            "listening on http://",
+        )
+        .await;
+        let after = |line: &str, scheme: &str| {
+            line.rsplit(scheme)
+                .next()
+                .expect("address")
+                .trim()
+                .to_owned()
+        };
+        Self {
+            _processes: vec![unix, ws, mcp],
+            _socket_dir: socket_dir,
+            socket,
+            ws_addr: after(&ws_line, "ws://"),
+            mcp_url: format!("http://{}", after(&mcp_line, "http://")),
+        }
+    }
+
+    fn ws_port(&self) -> &str {
+        self.ws_addr.rsplit(':').next().expect("port")
+    }
+
+    fn mcp_port(&self) -> &str {
+        self.mcp_url
+            .rsplit(':')
+            .next()
+            .and_then(|rest| rest.split('/').next())
+            .expect("port")
+    }
+}
+
 /// Starts `interpreter ARGS` with the agent's own home (where its token files live) and
 /// returns it with the first stderr line containing `needle`.
 async fn start_listener(
@@ -408,40 +446,8 @@ async fn control_planes_refuse_commands_with_network_on() {
         return;
     }
     let env = TestEnv::new().await;
-    let sockets = tempfile::tempdir().expect("socket dir");
-    let socket = sockets.path().join("app.sock");
-    let (_unix, _) = start_listener(
-        &env,
-        &[
-            "app-server",
-            "--listen",
-            &format!("unix://{}", socket.display()),
-        ],
-        "listening on unix://",
-    )
-    .await;
-    let (_ws, ws_line) = start_listener(
-        &env,
-        &["app-server", "--listen", "ws://127.0.0.1:0"],
-        "listening on ws://",
-    )
-    .await;
-    let ws_addr = ws_line
-        .rsplit("ws://")
-        .next()
-        .expect("ws address")
-        .trim()
-        .to_owned();
-    let (_mcp, mcp_line) = start_listener(
-        &env,
-        &["mcp-server", "--listen", "http://127.0.0.1:0/mcp"],
-        "listening on http://",
-    )
-    .await;
-    let mcp_url = format!(
-        "http://{}",
-        mcp_line.rsplit("http://").next().expect("mcp url").trim()
-    );
+    let planes = ControlPlanes::start(&env).await;
+    let (socket, ws_addr, mcp_url) = (&planes.socket, &planes.ws_addr, &planes.mcp_url);
     let home = std::fs::canonicalize(env.home.path()).expect("home");
     let script = format!(
         r#"import socket, sys, urllib.request, glob

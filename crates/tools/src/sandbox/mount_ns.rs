@@ -576,16 +576,10 @@ fn mount_fresh_dev() -> Result<(), MountFailure> {
     };
     // Detached copies of the host's nodes, taken before the tmpfs covers them.
     let mut clones = Vec::with_capacity(FRESH_DEV_NODES.len());
+    let host_dev = open_dev().map_err(failure("opening the host's /dev"))?;
     for name in FRESH_DEV_NODES {
-        let dev = rustix::fs::openat(
-            rustix::fs::CWD,
-            c"/dev",
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .map_err(failure("opening the host's /dev"))?;
         match rustix::mount::open_tree(
-            &dev,
+            &host_dev,
             name,
             OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
         ) {
@@ -603,13 +597,7 @@ fn mount_fresh_dev() -> Result<(), MountFailure> {
         c"mode=755,size=64k",
         "mounting a fresh /dev",
     )?;
-    let dev = rustix::fs::openat(
-        rustix::fs::CWD,
-        c"/dev",
-        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .map_err(failure("opening the fresh /dev"))?;
+    let dev = open_dev().map_err(failure("opening the fresh /dev"))?;
     for (name, clone) in &clones {
         let node = rustix::fs::openat(
             &dev,
@@ -645,6 +633,16 @@ fn mount_fresh_dev() -> Result<(), MountFailure> {
         rustix::fs::symlink(target, link).map_err(failure("creating a /dev link"))?;
     }
     Ok(())
+}
+
+/// Whatever is mounted on `/dev` now, as a directory handle.
+fn open_dev() -> rustix::io::Result<rustix::fd::OwnedFd> {
+    rustix::fs::openat(
+        rustix::fs::CWD,
+        c"/dev",
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
 }
 
 /// Mounts a `proc` for the PID namespace this process leads on `/proc`, so the command sees
