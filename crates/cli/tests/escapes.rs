@@ -501,3 +501,30 @@ print("END")
     );
     assert_eq!(output.matches("NO TOKEN").count(), 2, "{output}");
 }
+
+/// A repository nested inside the workspace (and the hooks directory its config names)
+/// cannot be given a hook, while the rest of its worktree stays writable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_repository_keeps_its_hooks() {
+    if !sandbox_with_namespaces() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let nested = env.work_path().join("libs/inner");
+    std::fs::create_dir_all(nested.join(".git/hooks")).expect("nested repo");
+    std::fs::create_dir_all(nested.join(".husky")).expect("husky");
+    std::fs::write(nested.join(".git/config"), "[core]\n\thooksPath = .husky\n").expect("config");
+    script_attack(
+        &env,
+        json!({"command": "printf '#!/bin/sh\\necho pwned\\n' > libs/inner/.git/hooks/pre-commit && echo HOOK-PLANTED; \
+                            printf 'x' > libs/inner/.husky/pre-commit && echo HUSKY-PLANTED; \
+                            echo ok > libs/inner/README.md && echo WORKTREE-WRITTEN"}),
+    );
+    exec_workspace_write(&env, &[]).await;
+    let output = tool_output(&env);
+    assert!(output.contains("WORKTREE-WRITTEN"), "{output}");
+    assert!(!output.contains("HOOK-PLANTED"), "{output}");
+    assert!(!output.contains("HUSKY-PLANTED"), "{output}");
+    assert!(!nested.join(".git/hooks/pre-commit").exists());
+    assert!(!nested.join(".husky/pre-commit").exists());
+}

@@ -102,40 +102,86 @@ pub fn writable_roots(
         .collect()
 }
 
-/// The protected entries that exist directly inside `root`, plus what they point at.
+/// How deep below a writable root nested repositories are looked for, and how many
+/// directories that look may read: enough for the repositories people keep inside a
+/// workspace, bounded so a huge tree (or `/tmp`) costs a command little.
+const NESTED_REPOSITORY_DEPTH: usize = 3;
+const NESTED_REPOSITORY_DIRECTORY_BUDGET: usize = 2048;
+
+/// Directories never searched for nested repositories: build output and dependency trees,
+/// which are large and hold no repository of the user's.
+const NOT_SEARCHED: [&str; 4] = ["node_modules", "target", "vendor", "__pycache__"];
+
+/// The protected entries that exist directly inside `root`, plus what they point at, and
+/// the `.git` of repositories nested a few levels below it (a hook planted there runs on
+/// the user's next commit in that directory).
 fn protected_subpaths(root: &Path) -> Vec<PathBuf> {
     let mut protected = Vec::new();
+    for name in PROTECTED_DIR_NAMES {
+        protect_entry(root, name, &mut protected);
+    }
+    let mut budget = NESTED_REPOSITORY_DIRECTORY_BUDGET;
+    let mut pending: VecDeque<(PathBuf, usize)> = VecDeque::from([(root.to_path_buf(), 0)]);
+    while let Some((dir, depth)) = pending.pop_front() {
+        if budget == 0 {
+            break;
+        }
+        budget -= 1;
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            if !file_type.is_dir() || name.starts_with('.') || NOT_SEARCHED.contains(&name) {
+                continue;
+            }
+            let path = entry.path();
+            protect_entry(&path, ".git", &mut protected);
+            if depth + 1 < NESTED_REPOSITORY_DEPTH {
+                pending.push_back((path, depth + 1));
+            }
+        }
+    }
+    protected
+}
+
+/// Adds `dir/name` when it exists (and, for a symlink, what it leads to; for `.git`, its
+/// gitdir and hooks directory) to `protected`.
+fn protect_entry(dir: &Path, name: &str, protected: &mut Vec<PathBuf>) {
     let mut add = |path: PathBuf| {
         if !protected.contains(&path) {
             protected.push(path);
         }
     };
-    for name in PROTECTED_DIR_NAMES {
-        let entry = root.join(name);
-        let Ok(metadata) = fs::symlink_metadata(&entry) else {
-            continue;
-        };
-        // The entry itself (a symlink or a git file must not be replaced either) ...
-        add(entry.clone());
-        // ... and, if it is a symlink, the directory it leads to.
-        if metadata.file_type().is_symlink()
-            && let Ok(target) = fs::canonicalize(&entry)
-        {
-            add(target);
+    let entry = dir.join(name);
+    let Ok(metadata) = fs::symlink_metadata(&entry) else {
+        return;
+    };
+    // The entry itself (a symlink or a git file must not be replaced either) ...
+    add(entry.clone());
+    // ... and, if it is a symlink, the directory it leads to.
+    if metadata.file_type().is_symlink()
+        && let Ok(target) = fs::canonicalize(&entry)
+    {
+        add(target);
+    }
+    if name == ".git" {
+        let gitdir = gitdir_of_git_file(dir, &entry);
+        // Hooks kept outside `.git` (`core.hooksPath = .husky`) run on the user's next
+        // commit just as `.git/hooks` do, so they are protected the same way.
+        if let Some(hooks) = hooks_path_of(gitdir.as_deref().unwrap_or(&entry), dir) {
+            add(hooks);
         }
-        if name == ".git" {
-            let gitdir = gitdir_of_git_file(root, &entry);
-            // Hooks kept outside `.git` (`core.hooksPath = .husky`) run on the user's next
-            // commit just as `.git/hooks` do, so they are protected the same way.
-            if let Some(hooks) = hooks_path_of(gitdir.as_deref().unwrap_or(&entry), root) {
-                add(hooks);
-            }
-            if let Some(gitdir) = gitdir {
-                add(gitdir);
-            }
+        if let Some(gitdir) = gitdir {
+            add(gitdir);
         }
     }
-    protected
 }
 
 /// The canonical `core.hooksPath` of the repository whose git directory is `gitdir` and
@@ -405,6 +451,30 @@ mod tests {
             ),
             Some("a b".to_owned())
         );
+    }
+
+    #[test]
+    fn nested_repositories_are_protected_a_few_levels_down() {
+        let ws = tempfile::tempdir().unwrap();
+        for dir in [
+            "libs/one/.git/hooks",
+            "a/b/c/.git",
+            "node_modules/pkg/.git",
+            "src",
+        ] {
+            fs::create_dir_all(ws.path().join(dir)).unwrap();
+        }
+        let policy = workspace_write(vec![]);
+        let writable =
+            |path: &str| is_path_writable(&policy, ws.path(), &no_env(), &[], Path::new(path));
+        assert!(!writable("libs/one/.git/hooks/pre-commit"));
+        assert!(!writable("libs/one/.git/config"));
+        assert!(writable("libs/one/README.md"));
+        assert!(writable("src/main.rs"));
+        // Past the depth searched, and inside dependency trees, nothing is protected.
+        assert!(!writable("a/b/c/.git/config"));
+        assert!(writable("a/b/c/d/.git/config"));
+        assert!(writable("node_modules/pkg/.git/config"));
     }
 
     #[test]
