@@ -11,7 +11,7 @@
 
 mod exec_support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use exec_support::{RunOutput, TestEnv, binary_command};
 use interpreter_test_support::MockResponse;
@@ -64,6 +64,34 @@ fn tool_output(env: &TestEnv) -> String {
         .map(|message| message["content"].to_string())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `exec` as [`exec_workspace_write`] runs it, with `vars` added to its environment; fails
+/// the test past the deadline or on a non-zero exit.
+async fn exec_workspace_write_with_env(env: &TestEnv, extra: &[&str], vars: &[(&str, &Path)]) {
+    let mut args = vec![
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "-s",
+        "workspace-write",
+        "-c",
+        "approval_policy=never",
+    ];
+    args.extend_from_slice(extra);
+    args.push("attack");
+    let mut command = env.command(&args);
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    command
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(std::time::Duration::from_secs(90), command.output())
+        .await
+        .expect("exec did not finish before the deadline")
+        .expect("exec");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
 }
 
 async fn exec_workspace_write(env: &TestEnv, extra: &[&str]) -> RunOutput {
@@ -163,16 +191,6 @@ async fn secret_variables_do_not_reach_commands() {
     // A second provider whose key variable has no KEY/SECRET/TOKEN in its name.
     env.write_config("\n[model_providers.other]\nname = \"other\"\nbase_url = \"http://127.0.0.1:9/v1\"\nenv_key = \"LLM_CRED\"\n");
     script_attack(&env, json!({"command": "env; echo END-OF-ENV"}));
-    let mut command = env.command(&[
-        "exec",
-        "--json",
-        "--skip-git-repo-check",
-        "-s",
-        "workspace-write",
-        "-c",
-        "approval_policy=never",
-        "attack",
-    ]);
     let secrets = [
         ("LLM_CRED", "sk-llm-cred"),
         ("PGPASSWORD", "pg-secret"),
@@ -184,15 +202,11 @@ async fn secret_variables_do_not_reach_commands() {
         ("DOCKER_AUTH_CONFIG", "docker-auth-secret"),
         ("SSH_AUTH_SOCK", "/tmp/ssh-agent-secret.sock"),
     ];
-    for (name, value) in secrets {
-        command.env(name, value);
-    }
-    let output = command
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .expect("exec");
-    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let vars: Vec<(&str, &Path)> = secrets
+        .iter()
+        .map(|(name, value)| (*name, Path::new(value)))
+        .collect();
+    exec_workspace_write_with_env(&env, &[], &vars).await;
     let seen = tool_output(&env);
     assert!(seen.contains("END-OF-ENV"), "{seen}");
     for (name, value) in secrets {
@@ -527,4 +541,48 @@ async fn a_nested_repository_keeps_its_hooks() {
     assert!(!output.contains("HUSKY-PLANTED"), "{output}");
     assert!(!nested.join(".git/hooks/pre-commit").exists());
     assert!(!nested.join(".husky/pre-commit").exists());
+}
+
+/// The user's credential agents sign for whoever connects: with network access on, a
+/// command that finds the ssh-agent's socket by its path (its variable is not passed) or
+/// the GnuPG home still gets nothing from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ssh_agent_and_gnupg_are_out_of_reach() {
+    if !sandbox_with_namespaces() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let agent_dir = tempfile::tempdir().expect("agent dir");
+    let agent = agent_dir.path().join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&agent).expect("agent socket");
+    let gnupg = tempfile::tempdir().expect("gnupg home");
+    std::fs::write(gnupg.path().join("secring.gpg"), "gpg-private-key").expect("key");
+    let script = format!(
+        r#"import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("{agent}")
+    print("CONNECTED")
+except OSError as error:
+    print("REFUSED", error)
+try:
+    print(open("{key}").read())
+except OSError as error:
+    print("NO KEY", error.strerror)
+"#,
+        agent = agent.display(),
+        key = gnupg.path().join("secring.gpg").display(),
+    );
+    script_attack(&env, json!({"command": ["python3", "-c", script]}));
+    exec_workspace_write_with_env(
+        &env,
+        &["-c", "sandbox_workspace_write.network_access=true"],
+        &[("SSH_AUTH_SOCK", &agent), ("GNUPGHOME", gnupg.path())],
+    )
+    .await;
+    let seen = tool_output(&env);
+    assert!(seen.contains("REFUSED"), "{seen}");
+    assert!(!seen.contains("CONNECTED"), "{seen}");
+    assert!(!seen.contains("gpg-private-key"), "{seen}");
+    assert!(seen.contains("NO KEY"), "{seen}");
 }

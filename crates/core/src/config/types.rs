@@ -82,12 +82,38 @@ impl Config {
         )
     }
 
-    /// Paths that sandboxed commands and `apply_patch` may never write, wherever they lie:
-    /// the agent's home. Its `config.toml`, credentials, rollouts and state database decide
-    /// how the agent runs next time (a command that could set `sandbox_mode` there would
-    /// escape the sandbox), so it is protected like `.git` even inside a writable root.
+    /// Paths that sandboxed commands may neither read nor write, and `apply_patch` may
+    /// never write, wherever they lie.
+    ///
+    /// The agent's home: its `config.toml`, credentials, token files, rollouts and state
+    /// database decide how the agent runs next time (a command that could set
+    /// `sandbox_mode` there would escape the sandbox) and hold its secrets. And the user's
+    /// credential agents, which sign with the user's keys for whoever connects: the
+    /// ssh-agent socket (`SSH_AUTH_SOCK`) and the GnuPG home and sockets. Those are listed
+    /// only when they exist, so the sandbox never creates them.
     pub fn sandbox_protected_paths(&self) -> Vec<PathBuf> {
-        vec![self.home.clone()]
+        let mut paths = vec![self.home.clone()];
+        let var = |name: &str| {
+            self.env
+                .get(name)
+                .filter(|value| !value.is_empty())
+                .map(PathBuf::from)
+        };
+        let gnupg_home = var("GNUPGHOME").or_else(|| var("HOME").map(|home| home.join(".gnupg")));
+        let candidates = [
+            var("SSH_AUTH_SOCK"),
+            gnupg_home,
+            var("XDG_RUNTIME_DIR").map(|dir| dir.join("gnupg")),
+        ];
+        for path in candidates.into_iter().flatten() {
+            if path.is_absolute()
+                && std::fs::symlink_metadata(&path).is_ok()
+                && !paths.contains(&path)
+            {
+                paths.push(path);
+            }
+        }
+        paths
     }
 }
 
