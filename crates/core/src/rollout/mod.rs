@@ -29,5 +29,6 @@ pub use item::{
     should_persist_event,
 };
 pub use reader::{ResumableRollout, SkippedLines, read_resumable, read_rollout};
+pub(crate) use reader::{parse_rollout_bytes, summary_from_reader};
 pub use recorder::{RolloutRecorder, write_rollout};
 pub use turns::{TurnEntry, TurnOutcome, TurnRecord, items_through_turn, turns_from_rollout};

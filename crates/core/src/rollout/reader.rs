@@ -71,8 +71,17 @@ pub(super) fn parse_rollout(
     path: &Path,
 ) -> Result<(Vec<RolloutItem>, Option<SkippedLines>), RolloutError> {
     let bytes = std::fs::read(path).map_err(|source| RolloutError::io("read", path, source))?;
+    Ok(parse_rollout_bytes(path, &bytes))
+}
+
+/// The records of a rollout's content and the lines left out; `path` only names the file
+/// in [`SkippedLines`].
+pub(crate) fn parse_rollout_bytes(
+    path: &Path,
+    bytes: &[u8],
+) -> (Vec<RolloutItem>, Option<SkippedLines>) {
     // Lossy decoding keeps a line cut inside a multi-byte character from failing the file.
-    let text = String::from_utf8_lossy(&bytes);
+    let text = String::from_utf8_lossy(bytes);
     let mut items = Vec::new();
     let mut skipped: Option<SkippedLines> = None;
     let lines: Vec<&str> = text.split('\n').collect();
@@ -96,7 +105,7 @@ pub(super) fn parse_rollout(
             }
         }
     }
-    Ok((items, skipped))
+    (items, skipped)
 }
 
 /// Reads a rollout that is about to be resumed. Unlike [`read_rollout`], a file without
@@ -130,7 +139,14 @@ pub(crate) struct RolloutSummary {
 pub(crate) fn read_summary(path: &Path) -> Result<RolloutSummary, RolloutError> {
     ensure_not_empty(path)?;
     let file = File::open(path).map_err(|source| RolloutError::io("open", path, source))?;
-    let mut reader = BufReader::new(file);
+    summary_from_reader(path, BufReader::new(file))
+}
+
+/// [`read_summary`] of an open rollout; `path` names it in errors.
+pub(crate) fn summary_from_reader(
+    path: &Path,
+    mut reader: impl BufRead,
+) -> Result<RolloutSummary, RolloutError> {
     let mut meta = None;
     let mut buf = Vec::new();
     loop {
