@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -93,27 +93,16 @@ pub async fn serve_stdio(processor: &MessageProcessor, stop: CancellationToken) 
             }
         }
     });
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = StdioLines::new(tokio::io::BufReader::new(tokio::io::stdin()));
     loop {
         let line = tokio::select! {
-            line = lines.next_line() => line,
+            line = lines.next_message() => line,
             () = stop.cancelled() => break,
         };
         match line {
-            Ok(Some(line)) => {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                match serde_json::from_str::<Value>(&line) {
-                    Ok(value) => processor.handle_incoming(&connection, value),
-                    Err(err) => processor.handle_unparsable(&connection, &err.to_string()),
-                }
-            }
-            Ok(None) => break,
-            Err(err) => {
-                tracing::warn!("reading stdin failed: {err}");
-                break;
-            }
+            Some(Ok(value)) => processor.handle_incoming(&connection, value),
+            Some(Err(err)) => processor.handle_unparsable(&connection, &err),
+            None => break,
         }
     }
     processor.disconnect(&connection);
@@ -121,6 +110,44 @@ pub async fn serve_stdio(processor: &MessageProcessor, stop: CancellationToken) 
     // (connection and in-flight handlers) is gone.
     drop(connection);
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
+}
+
+/// The stdio framing: one JSON value per line (`\n`-terminated, a trailing `\r` and
+/// surrounding whitespace ignored), blank lines skipped.
+pub struct StdioLines<R> {
+    reader: R,
+    line: Vec<u8>,
+}
+
+impl<R: AsyncBufRead + Unpin> StdioLines<R> {
+    pub fn new(reader: R) -> Self {
+        Self {
+            reader,
+            line: Vec::new(),
+        }
+    }
+
+    /// The next message, or why its line is not JSON (the client gets a parse error and
+    /// the connection goes on; a line that is not UTF-8 is such a line, not the end of
+    /// the input). `None` at the end of input or when reading fails (logged). Cancel safe:
+    /// a partly read line stays buffered for the next call.
+    pub async fn next_message(&mut self) -> Option<Result<Value, String>> {
+        loop {
+            match self.reader.read_until(b'\n', &mut self.line).await {
+                Ok(0) if self.line.is_empty() => return None,
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!("reading stdin failed: {err}");
+                    return None;
+                }
+            }
+            let line = std::mem::take(&mut self.line);
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            return Some(serde_json::from_slice::<Value>(&line).map_err(|err| err.to_string()));
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -300,6 +327,19 @@ pub fn load_or_create_token(path: &Path) -> Result<String, TransportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn stdio_lines_skip_blanks_and_survive_lines_that_are_not_json_or_not_utf8() {
+        let input: &[u8] =
+            b"\n  \r\n\xff\xfe\n{\"id\": 1, \"method\": \"a\"}\r\nnot json\n{\"id\": 2, \"method\": \"b\"}";
+        let mut lines = StdioLines::new(input);
+        let mut got = Vec::new();
+        while let Some(message) = lines.next_message().await {
+            got.push(message.map(|value| value["id"].clone()).is_ok());
+        }
+        // Before, the bytes that are not UTF-8 ended the input and nothing after them was read.
+        assert_eq!(got, vec![false, true, false, true]);
+    }
 
     #[test]
     fn listen_urls() {

@@ -11,6 +11,8 @@ mod compact;
 pub mod config;
 mod elicitation;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handlers;
 mod project_doc;
 pub mod rollout;

@@ -29,6 +29,8 @@
 pub mod app;
 pub mod approval;
 pub mod follow;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handler;
 pub mod http;
 pub mod mrtr;

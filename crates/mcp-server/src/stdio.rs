@@ -23,29 +23,39 @@ use rmcp::model::{ClientNotification, ErrorData, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use tokio::io::{Stdin, Stdout};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
 /// Server transport over this process's stdin and stdout; `input_closed` fires when
 /// stdin ends.
 pub fn transport(input_closed: CancellationToken) -> impl Transport<RoleServer> {
+    guarded(tokio::io::stdin(), tokio::io::stdout(), input_closed)
+}
+
+/// The guarded transport over any reader and writer: stdin/stdout in production, bytes
+/// in memory for [`crate::fuzzing`].
+pub(crate) fn guarded<R, W>(read: R, write: W, input_closed: CancellationToken) -> Guarded<R, W>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
     Guarded {
-        inner: AsyncRwTransport::new_server(tokio::io::stdin(), tokio::io::stdout()),
+        inner: AsyncRwTransport::new_server(read, write),
         seen_request: false,
         in_flight: Arc::default(),
         input_closed,
     }
 }
 
-struct Guarded {
-    inner: AsyncRwTransport<RoleServer, Stdin, Stdout>,
+pub(crate) struct Guarded<R: AsyncRead, W: AsyncWrite> {
+    inner: AsyncRwTransport<RoleServer, R, W>,
     seen_request: bool,
     /// Ids of client requests not yet answered.
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
     input_closed: CancellationToken,
 }
 
-impl Guarded {
+impl<R: AsyncRead, W: AsyncWrite> Guarded<R, W> {
     fn settle(&self, id: &RequestId) {
         if let Ok(mut ids) = self.in_flight.lock() {
             ids.remove(id);
@@ -53,7 +63,11 @@ impl Guarded {
     }
 }
 
-impl Transport<RoleServer> for Guarded {
+impl<R, W> Transport<RoleServer> for Guarded<R, W>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
     type Error = std::io::Error;
 
     fn send(

@@ -445,7 +445,7 @@ fn park_approval(
 
 /// An approval decision from an answer: the client's through the shared fail-closed
 /// decoder, or the one decided without the client.
-fn decision_of(answer: &Answer) -> ReviewDecision {
+pub(crate) fn decision_of(answer: &Answer) -> ReviewDecision {
     match answer {
         Answer::Client(value) => decode_approval_answer(value),
         Answer::Decided(decision) => *decision,
@@ -454,7 +454,7 @@ fn decision_of(answer: &Answer) -> ReviewDecision {
 
 /// A downstream server's answer from ours: the client's `ElicitResult` passed through when
 /// well formed; anything else, and anything decided without the client, declines.
-fn elicitation_response_of(answer: &Answer) -> ElicitationResponse {
+pub(crate) fn elicitation_response_of(answer: &Answer) -> ElicitationResponse {
     let decline = ElicitationResponse {
         action: ElicitationAction::Decline,
         content: None,

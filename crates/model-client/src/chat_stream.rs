@@ -173,10 +173,11 @@ impl ChatStreamParser {
                     .completion_tokens_details
                     .and_then(|d| d.reasoning_tokens)
                     .unwrap_or(0),
+                // Saturating: the counts are the server's, and may be absurd.
                 total_tokens: if usage.total_tokens > 0 {
                     usage.total_tokens
                 } else {
-                    usage.prompt_tokens + usage.completion_tokens
+                    usage.prompt_tokens.saturating_add(usage.completion_tokens)
                 },
             });
         }
@@ -460,6 +461,20 @@ mod tests {
                 cut_off: None
             })
         );
+    }
+
+    #[test]
+    fn fuzzing_review_usage_counts_whose_sum_overflows_do_not_panic() {
+        let mut parser = ChatStreamParser::default();
+        feed(
+            &mut parser,
+            json!({"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": u64::MAX, "completion_tokens": 2}}),
+        );
+        let Some(ResponseEvent::Completed { token_usage, .. }) = parser.finish(0).pop() else {
+            panic!("no Completed event");
+        };
+        assert_eq!(token_usage.total_tokens, u64::MAX);
     }
 
     #[test]

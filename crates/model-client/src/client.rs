@@ -748,11 +748,35 @@ impl WireParser {
 /// cancellation. Stops as soon as the consumer drops the [`ResponseStream`].
 async fn pump_stream(
     response: reqwest::Response,
-    mut parser: WireParser,
+    parser: WireParser,
     sender: EventSender,
     cancel: CancellationToken,
     context: StreamContext,
 ) {
+    pump_events(
+        response.bytes_stream().eventsource(),
+        parser,
+        sender,
+        cancel,
+        context,
+    )
+    .await;
+}
+
+/// [`pump_stream`] on any SSE event source: the HTTP body in production, bytes held in
+/// memory for [`crate::fuzzing`].
+async fn pump_events<S, E>(
+    mut sse: S,
+    mut parser: WireParser,
+    sender: EventSender,
+    cancel: CancellationToken,
+    context: StreamContext,
+) where
+    S: futures::Stream<
+            Item = Result<eventsource_stream::Event, eventsource_stream::EventStreamError<E>>,
+        > + Unpin,
+    E: std::fmt::Display,
+{
     let StreamContext {
         idle_timeout,
         provider,
@@ -760,7 +784,6 @@ async fn pump_stream(
         recovery,
         probe,
     } = context;
-    let mut sse = response.bytes_stream().eventsource();
     let mut events_seen = 0usize;
     let stream_error = |message: String| ProviderError::Stream {
         provider: provider.clone(),
@@ -875,6 +898,58 @@ async fn pump_stream(
             let _ = sender.send(Err(err));
         }
     }
+}
+
+/// Decodes one streamed answer held in memory, through the same path as a live response
+/// (SSE framing of the body as it arrived in `chunks`, the wire parser, text tool-call
+/// recovery when `tools` is not empty, the loop stop, the empty-answer check), without a
+/// network or a server to probe. It exists for fuzzing and corpus replay (see
+/// [`crate::fuzzing`]); everything a consumer of a [`ResponseStream`] would have read is
+/// returned in order.
+pub fn decode_stream_in_memory(
+    wire_api: WireApi,
+    chunks: Vec<Vec<u8>>,
+    tools: Vec<String>,
+) -> Vec<Result<ResponseEvent, ProviderError>> {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let provider = "in-memory".to_string();
+    let parser = match wire_api {
+        WireApi::Chat => WireParser::Chat(ChatStreamParser::default()),
+        WireApi::Responses => {
+            WireParser::Responses(ResponsesStreamParser::new(provider.clone(), 0))
+        }
+    };
+    let recovery = (!tools.is_empty()).then(|| TextRecovery {
+        tools,
+        id_seed: String::new(),
+    });
+    let (sender, mut receiver) = mpsc::unbounded_channel();
+    let sse = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>))
+        .eventsource();
+    runtime.block_on(pump_events(
+        sse,
+        parser,
+        sender,
+        CancellationToken::new(),
+        StreamContext {
+            // The body is all in memory, so the stream is never idle; no deadline fires.
+            idle_timeout: Duration::from_secs(3600),
+            provider,
+            request_bytes: 0,
+            recovery,
+            probe: None,
+        },
+    ));
+    let mut events = Vec::new();
+    while let Ok(event) = receiver.try_recv() {
+        events.push(event);
+    }
+    events
 }
 
 /// Everything `pump_stream` needs besides the response itself.

@@ -12,6 +12,8 @@ mod chat_stream;
 mod client;
 pub mod credentials;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod history;
 mod local_servers;
 mod model_list;

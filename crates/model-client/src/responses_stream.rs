@@ -395,10 +395,11 @@ impl ResponsesStreamParser {
                         .output_tokens_details
                         .and_then(|d| d.reasoning_tokens)
                         .unwrap_or(0),
+                    // Saturating: the counts are the server's, and may be absurd.
                     total_tokens: if usage.total_tokens > 0 {
                         usage.total_tokens
                     } else {
-                        usage.input_tokens + usage.output_tokens
+                        usage.input_tokens.saturating_add(usage.output_tokens)
                     },
                 },
                 false,
@@ -657,6 +658,21 @@ mod tests {
             Err(ProviderError::Stream { .. })
         ));
         assert!(matches!(parser.finish(), Err(ProviderError::Stream { .. })));
+    }
+
+    #[test]
+    fn fuzzing_review_usage_counts_whose_sum_overflows_do_not_panic() {
+        let mut parser = ResponsesStreamParser::new("p".into(), 0);
+        let events = feed(
+            &mut parser,
+            json!({"type": "response.completed", "response": {"usage": {
+                "input_tokens": u64::MAX, "output_tokens": 3}}}),
+        )
+        .unwrap_or_default();
+        let Some(ResponseEvent::Completed { token_usage, .. }) = events.last() else {
+            panic!("no Completed event: {events:?}");
+        };
+        assert_eq!(token_usage.total_tokens, u64::MAX);
     }
 
     #[test]

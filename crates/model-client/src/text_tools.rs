@@ -244,17 +244,24 @@ fn recover_kimi(text: &str) -> Option<Recovered> {
     if !text.contains(KIMI_CALL_BEGIN) {
         return None;
     }
-    let section_start = text
-        .find(KIMI_SECTION_BEGIN)
-        .or_else(|| text.find(KIMI_CALL_BEGIN))
+    // The section starts at whichever marker comes first (the model may drop the section
+    // opener), and only an end marker after that start closes it: a stray end marker in
+    // the prose before the calls must not make the section end before it begins.
+    let section_start = [KIMI_SECTION_BEGIN, KIMI_CALL_BEGIN]
+        .iter()
+        .filter_map(|marker| text.find(marker))
+        .min()
         .unwrap_or(0);
+    let (section_end, after_section) = match text[section_start..].find(KIMI_SECTION_END) {
+        Some(at) => (
+            section_start + at,
+            section_start + at + KIMI_SECTION_END.len(),
+        ),
+        None => (text.len(), text.len()),
+    };
     let mut prose = text[..section_start].to_string();
-    let section_end = text
-        .find(KIMI_SECTION_END)
-        .map(|end| (end, end + KIMI_SECTION_END.len()))
-        .unwrap_or((text.len(), text.len()));
-    prose.push_str(&text[section_end.1..]);
-    let section = &text[section_start..section_end.0];
+    prose.push_str(&text[after_section..]);
+    let section = &text[section_start..section_end];
     let mut calls = Vec::new();
     for piece in section.split(KIMI_CALL_BEGIN).skip(1) {
         let piece = piece.split(KIMI_CALL_END).next().unwrap_or(piece);
@@ -623,6 +630,25 @@ mod tests {
                 text: "ok".into(),
                 calls: one("shell", r#"{"command":["pwd"]}"#)
             })
+        );
+    }
+
+    #[test]
+    fn adversarial_pass_kimi_section_end_before_call_begin_does_not_panic() {
+        let got = recover_tool_calls(
+            "<|tool_calls_section_end|><|tool_call_begin|>functions.shell:0<|tool_call_argument_begin|>{\"command\": [\"pwd\"]}<|tool_call_end|>",
+            &tools(),
+        );
+        assert_eq!(
+            got,
+            Some(Recovered {
+                text: "<|tool_calls_section_end|>".into(),
+                calls: one("shell", r#"{"command":["pwd"]}"#)
+            })
+        );
+        // The bare marker pair the adversarial pass sent.
+        assert!(
+            recover_tool_calls("<|tool_calls_section_end|><|tool_call_begin|>", &tools()).is_some()
         );
     }
 

@@ -141,11 +141,36 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
+    /// Adds `other`'s counts, saturating: the counts are whatever the server reported, and
+    /// absurd ones must not overflow a thread's running total.
     pub fn add(&mut self, other: &TokenUsage) {
-        self.input_tokens += other.input_tokens;
-        self.cached_input_tokens += other.cached_input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.reasoning_output_tokens += other.reasoning_output_tokens;
-        self.total_tokens += other.total_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.reasoning_output_tokens = self
+            .reasoning_output_tokens
+            .saturating_add(other.reasoning_output_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fuzzing_review_adding_usage_near_u64_max_saturates() {
+        let huge = TokenUsage {
+            input_tokens: u64::MAX,
+            cached_input_tokens: u64::MAX,
+            output_tokens: u64::MAX,
+            reasoning_output_tokens: u64::MAX,
+            total_tokens: u64::MAX,
+        };
+        let mut total = huge;
+        total.add(&huge);
+        assert_eq!(total, huge);
     }
 }

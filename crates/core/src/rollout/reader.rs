@@ -80,7 +80,25 @@ pub struct RolloutRead {
 /// logging them, so a front end can tell the user.
 pub fn read_rollout_with_notes(path: &Path) -> Result<RolloutRead, RolloutError> {
     let file = File::open(path).map_err(|source| RolloutError::io("open", path, source))?;
-    let mut lines = BoundedLines::new(BufReader::new(file), MAX_LINE_BYTES);
+    read_rollout_from(path, BufReader::new(file))
+}
+
+/// The records of a rollout's content and the lines left out; `path` only names the file
+/// in [`SkippedLines`] (the fuzz target reads content from memory through this).
+pub(crate) fn parse_rollout_bytes(
+    path: &Path,
+    bytes: &[u8],
+) -> (Vec<RolloutItem>, Option<SkippedLines>) {
+    match read_rollout_from(path, bytes) {
+        Ok(read) => (read.items, read.skipped),
+        // Reading from memory cannot fail.
+        Err(_) => (Vec::new(), None),
+    }
+}
+
+/// [`read_rollout_with_notes`] of an open rollout; `path` names it in errors and notes.
+fn read_rollout_from(path: &Path, reader: impl BufRead) -> Result<RolloutRead, RolloutError> {
+    let mut lines = BoundedLines::new(reader, MAX_LINE_BYTES);
     let mut read = RolloutRead {
         items: Vec::new(),
         skipped: None,
@@ -300,7 +318,15 @@ pub(crate) struct RolloutSummary {
 pub(crate) fn read_summary(path: &Path) -> Result<RolloutSummary, RolloutError> {
     ensure_not_empty(path)?;
     let file = File::open(path).map_err(|source| RolloutError::io("open", path, source))?;
-    let mut lines = BoundedLines::new(BufReader::new(file), MAX_LINE_BYTES);
+    summary_from_reader(path, BufReader::new(file))
+}
+
+/// [`read_summary`] of an open rollout; `path` names it in errors.
+pub(crate) fn summary_from_reader(
+    path: &Path,
+    reader: impl BufRead,
+) -> Result<RolloutSummary, RolloutError> {
+    let mut lines = BoundedLines::new(reader, MAX_LINE_BYTES);
     let mut meta = None;
     while let Some(line) = lines
         .next_line()
