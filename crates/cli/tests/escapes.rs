@@ -66,9 +66,8 @@ fn tool_output(env: &TestEnv) -> String {
         .join("\n")
 }
 
-/// `exec` as [`exec_workspace_write`] runs it, with `vars` added to its environment; fails
-/// the test past the deadline or on a non-zero exit.
-async fn exec_workspace_write_with_env(env: &TestEnv, extra: &[&str], vars: &[(&str, &Path)]) {
+/// `interpreter exec` of the scripted attack under `workspace-write`, never asking.
+fn attack_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "exec",
         "--json",
@@ -80,6 +79,13 @@ async fn exec_workspace_write_with_env(env: &TestEnv, extra: &[&str], vars: &[(&
     ];
     args.extend_from_slice(extra);
     args.push("attack");
+    args
+}
+
+/// `exec` as [`exec_workspace_write`] runs it, with `vars` added to its environment; fails
+/// the test past the deadline or on a non-zero exit.
+async fn exec_workspace_write_with_env(env: &TestEnv, extra: &[&str], vars: &[(&str, &Path)]) {
+    let args = attack_args(extra);
     let mut command = env.command(&args);
     for (name, value) in vars {
         command.env(name, value);
@@ -95,17 +101,7 @@ async fn exec_workspace_write_with_env(env: &TestEnv, extra: &[&str], vars: &[(&
 }
 
 async fn exec_workspace_write(env: &TestEnv, extra: &[&str]) -> RunOutput {
-    let mut args = vec![
-        "exec",
-        "--json",
-        "--skip-git-repo-check",
-        "-s",
-        "workspace-write",
-        "-c",
-        "approval_policy=never",
-    ];
-    args.extend_from_slice(extra);
-    args.push("attack");
+    let args = attack_args(extra);
     let out = env.run(&args).await;
     out.assert_success();
     out
