@@ -53,7 +53,15 @@ async function waitFor(predicate, what, ms = 60000) {
   }
 }
 
-const alive = (pid) => existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+// The process can exit between any two looks at /proc, so a vanished stat file means dead.
+const alive = (pid) => {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+  } catch (error) {
+    if (error.code === "ENOENT" || error.code === "ESRCH") return false;
+    throw error;
+  }
+};
 
 for (const transport of ["stdio", "http"]) {
   test(`${transport}: call with an approval round trip`, { timeout: 120000 }, async () => {

@@ -59,7 +59,15 @@ async function waitFor(predicate, what, ms = 60000) {
   }
 }
 
-const alive = (pid) => existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+// The process can exit between any two looks at /proc, so a vanished stat file means dead.
+const alive = (pid) => {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+  } catch (error) {
+    if (error.code === "ENOENT" || error.code === "ESRCH") return false;
+    throw error;
+  }
+};
 const args = (ctx, prompt, extra = {}) => ({ prompt, cwd: ctx.work, sandbox: "danger-full-access", ...extra });
 
 for (const transport of ["stdio", "http"]) {
