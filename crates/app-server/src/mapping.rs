@@ -25,6 +25,11 @@ pub fn session_source(source: core::SessionSource) -> SessionSource {
                 custom: "mcp".to_string(),
             };
         }
+        core::SessionSource::Acp => {
+            return SessionSource::Custom {
+                custom: "acp".to_string(),
+            };
+        }
     })
 }
 

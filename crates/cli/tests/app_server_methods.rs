@@ -49,6 +49,7 @@ fn write_threads(home: &Path, cwd: &Path, count: usize, source: SessionSource) -
                     turn_id: "1".into(),
                     last_agent_message: None,
                     error: None,
+                    output_limit: false,
                 })),
             ];
             write_rollout(home, &meta, &items).expect("write rollout");

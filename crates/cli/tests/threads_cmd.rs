@@ -86,6 +86,7 @@ fn turn(n: usize, items: &mut Vec<RolloutItem>, cwd: &Path) {
         turn_id: id,
         last_agent_message: None,
         error: None,
+        output_limit: false,
     })));
 }
 

@@ -618,6 +618,9 @@ fn user_input_to_items(items: Vec<UserInput>) -> Vec<ResponseItem> {
                     text: format!("[image {} could not be attached: {err}]", path.display()),
                 }),
             },
+            UserInput::Image { image_url } => {
+                content.push(interpreter_protocol::ContentItem::InputImage { image_url })
+            }
         }
     }
     vec![ResponseItem::Message {

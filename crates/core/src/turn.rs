@@ -65,13 +65,17 @@ pub(crate) async fn run_turn(
     record_user_input(&sess, &sub_id, input.clone()).await;
 
     match sampling_loop(&sess, &sub_id, &input, &cancel).await {
-        Ok(last_agent_message) => {
+        Ok(TurnEnd {
+            last_agent_message,
+            output_limit,
+        }) => {
             sess.emit(
                 &sub_id,
                 EventMsg::TaskComplete(TaskCompleteEvent {
                     turn_id: sub_id.clone(),
                     last_agent_message,
                     error: None,
+                    output_limit,
                 }),
             )
             .await;
@@ -101,6 +105,7 @@ pub(crate) async fn run_turn(
                     turn_id: sub_id.clone(),
                     last_agent_message: None,
                     error: Some(message),
+                    output_limit: false,
                 }),
             )
             .await;
@@ -118,12 +123,19 @@ async fn record_user_input(sess: &Session, sub_id: &str, input: Vec<ResponseItem
     sess.record_items(&input).await;
 }
 
+/// How a turn that did not fail ended.
+struct TurnEnd {
+    last_agent_message: Option<String>,
+    /// The final answer stopped at the model's output limit.
+    output_limit: bool,
+}
+
 async fn sampling_loop(
     sess: &Arc<Session>,
     sub_id: &str,
     turn_input: &[ResponseItem],
     cancel: &CancellationToken,
-) -> Result<Option<String>, TurnStop> {
+) -> Result<TurnEnd, TurnStop> {
     let mut last_agent_message = None;
     let mut cut_note: Option<String> = None;
     // Compaction runs at most this often per turn: if the summary plus the request still
@@ -183,6 +195,9 @@ async fn sampling_loop(
             result => result?,
         };
         let output = sample.items;
+        // Whether this answer stopped at the output limit: the turn's final answer when
+        // no tool calls follow it.
+        let output_limit = sample.cut_off == Some(CutOff::Length);
         if let Some(cut_off) = sample.cut_off {
             let message = cut_off_message(sess, cut_off, &prompt);
             sess.emit(
@@ -227,7 +242,10 @@ async fn sampling_loop(
                 if let (Some(note), Some(message)) = (&cut_note, &mut last_agent_message) {
                     message.push_str(&format!("\n\n[{note}]"));
                 }
-                return Ok(last_agent_message);
+                return Ok(TurnEnd {
+                    last_agent_message,
+                    output_limit,
+                });
             }
             continue;
         }

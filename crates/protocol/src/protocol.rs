@@ -74,6 +74,11 @@ pub enum UserInput {
     LocalImage {
         path: PathBuf,
     },
+    /// An image the front end already holds, as a `data:` URL (editors send the bytes,
+    /// not a path).
+    Image {
+        image_url: String,
+    },
 }
 
 /// A decision on an approval request.
@@ -107,6 +112,8 @@ pub enum SessionSource {
     Exec,
     Mcp,
     AppServer,
+    /// `interpreter acp`: an editor over the Agent Client Protocol.
+    Acp,
     #[default]
     Unknown,
 }
@@ -220,6 +227,10 @@ pub struct TaskCompleteEvent {
     /// Set when the turn failed; the message of the `error` event that ended it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The final answer stopped at the model's output limit (`finish_reason: "length"`),
+    /// so front ends can say the turn ended on the token cap rather than by choice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_limit: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

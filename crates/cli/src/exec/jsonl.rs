@@ -95,7 +95,9 @@ pub enum ItemDetails {
         server: String,
         tool: String,
         arguments: serde_json::Value,
-        result: Option<McpToolCallResult>,
+        /// Boxed: JSON values are large where maps keep insertion order, and this variant
+        /// would dwarf the others.
+        result: Option<Box<McpToolCallResult>>,
         error: Option<ThreadError>,
         status: McpToolCallStatus,
     },
@@ -533,7 +535,7 @@ fn mcp_details(
             } else {
                 McpToolCallStatus::Completed
             };
-            (Some(result), None, status)
+            (Some(Box::new(result)), None, status)
         }
         Some(Err(message)) => (
             None,
@@ -763,6 +765,7 @@ mod tests {
             turn_id: "1".into(),
             last_agent_message: None,
             error: None,
+            output_limit: false,
         }));
         assert_eq!(
             lines(end),
@@ -791,6 +794,7 @@ mod tests {
             turn_id: "1".into(),
             last_agent_message: None,
             error: Some(String::new()),
+            output_limit: false,
         }));
         assert_eq!(
             lines(end),

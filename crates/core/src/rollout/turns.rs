@@ -228,6 +228,7 @@ mod tests {
                 turn_id: "1".into(),
                 last_agent_message: Some("hello".into()),
                 error: None,
+                output_limit: false,
             })),
             ev(EventMsg::TaskStarted(TaskStartedEvent {
                 turn_id: "2".into(),

@@ -439,6 +439,85 @@ fn unified_diff(old: &str, new: &str, path: &Path) -> String {
         .to_string()
 }
 
+/// The new text of a file from its old text and the unified diff [`Patch::changes`] made
+/// of the two: what front ends show as a change's "after" side. `None` when the diff does
+/// not fit `old` (the file changed since).
+pub fn apply_unified_diff(old: &str, diff: &str) -> Option<String> {
+    let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
+    let matches = |index: usize, wanted: &str| {
+        old_lines
+            .get(index)
+            .is_some_and(|have| have.strip_suffix('\n').unwrap_or(have) == wanted)
+    };
+    let mut new = String::with_capacity(old.len());
+    let mut next_old = 0;
+    let mut in_hunk = false;
+    let mut previous_added = false;
+    for line in diff.split_inclusive('\n') {
+        let text = line.strip_suffix('\n').unwrap_or(line);
+        if let Some(header) = text.strip_prefix("@@ -") {
+            let range = header.split(' ').next()?;
+            let (start, count) = match range.split_once(',') {
+                Some((start, count)) => {
+                    (start.parse::<usize>().ok()?, count.parse::<usize>().ok()?)
+                }
+                None => (range.parse::<usize>().ok()?, 1),
+            };
+            // An empty old range names the line after which the hunk goes.
+            let first = if count == 0 {
+                start
+            } else {
+                start.checked_sub(1)?
+            };
+            if first < next_old || first > old_lines.len() {
+                return None;
+            }
+            old_lines[next_old..first]
+                .iter()
+                .for_each(|l| new.push_str(l));
+            next_old = first;
+            in_hunk = true;
+            previous_added = false;
+            continue;
+        }
+        if !in_hunk {
+            // The `---`/`+++` header.
+            continue;
+        }
+        match text.split_at_checked(1) {
+            Some((" ", body)) => {
+                if !matches(next_old, body) {
+                    return None;
+                }
+                new.push_str(old_lines[next_old]);
+                next_old += 1;
+                previous_added = false;
+            }
+            Some(("-", body)) => {
+                if !matches(next_old, body) {
+                    return None;
+                }
+                next_old += 1;
+                previous_added = false;
+            }
+            Some(("+", _)) => {
+                new.push_str(&line[1..]);
+                previous_added = true;
+            }
+            // `\ No newline at end of file`: the line before it has none. Old lines carry
+            // their own ending already; only an added line needs its newline taken off.
+            Some(("\\", _)) => {
+                if previous_added && new.ends_with('\n') {
+                    new.pop();
+                }
+            }
+            _ => return None,
+        }
+    }
+    old_lines[next_old..].iter().for_each(|l| new.push_str(l));
+    Some(new)
+}
+
 fn write_file(path: &Path, contents: &str) -> Result<(), PatchError> {
     if let Some(parent) = path.parent()
         && !parent.as_os_str().is_empty()
@@ -479,6 +558,35 @@ fn resolve(cwd: &Path, path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unified_diff_applies_back_to_the_new_text() {
+        let cases = [
+            ("a\nb\nc\n", "a\nB\nc\nd\n"),
+            ("one\ntwo", "one\ntwo\nthree"),
+            ("x\n", "y"),
+            ("", "fresh\n"),
+            (
+                "keep\n".repeat(20).as_str(),
+                format!("first\n{}", "keep\n".repeat(20)).as_str(),
+            ),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()));
+        for (old, new) in cases {
+            let diff = unified_diff(&old, &new, Path::new("f"));
+            assert_eq!(
+                apply_unified_diff(&old, &diff).as_deref(),
+                Some(new.as_str()),
+                "{diff}"
+            );
+        }
+    }
+
+    #[test]
+    fn unified_diff_refuses_a_file_that_changed_since() {
+        let diff = unified_diff("a\nb\n", "a\nc\n", Path::new("f"));
+        assert_eq!(apply_unified_diff("a\nz\n", &diff), None);
+    }
     use pretty_assertions::assert_eq;
 
     fn chunk(context: &[&str], old: &[&str], new: &[&str], eof: bool) -> UpdateChunk {
