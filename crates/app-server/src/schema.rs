@@ -14,7 +14,7 @@ use crate::protocol::{v1, v2};
 pub fn schema_files() -> BTreeMap<String, String> {
     let mut files = BTreeMap::new();
     let mut add = |dir: &str, name: &str, schema: Value| {
-        let text = serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n";
+        let text = serde_json::to_string_pretty(&sorted(schema)).unwrap_or_default() + "\n";
         files.insert(format!("{dir}/{name}.json"), text);
     };
     macro_rules! v2 {
@@ -106,9 +106,24 @@ pub fn schema_files() -> BTreeMap<String, String> {
         ApplyPatchApprovalParams,
         ReviewDecisionResponse,
     );
-    let text = serde_json::to_string_pretty(&methods()).unwrap_or_default() + "\n";
+    let text = serde_json::to_string_pretty(&sorted(methods())).unwrap_or_default() + "\n";
     files.insert("methods.json".to_string(), text);
     files
+}
+
+/// `value` with every object's keys in sorted order. JSON maps keep insertion order in a
+/// build where some crate turns on serde_json's `preserve_order` (the ACP SDK does), and
+/// sort themselves otherwise: the schema files must read the same either way.
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let entries: BTreeMap<String, Value> =
+                map.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            Value::Object(entries.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }
 
 /// Method → its params and result types (paths into this schema).

@@ -127,18 +127,20 @@ fn invalid_params(message: impl Into<String>) -> ErrorData {
 }
 
 /// Parse a tool's arguments, or the error result that tells the calling model why not.
+/// Boxed: a result is large (its JSON maps are insertion-ordered maps in this build).
 fn arguments<T: serde::de::DeserializeOwned>(
     tool: &str,
     params: &CallToolRequestParams,
-) -> Result<T, CallToolResult> {
+) -> Result<T, Box<CallToolResult>> {
+    let invalid = |message: String| Box::new(result::error(&message));
     let mut arguments = params
         .arguments
         .clone()
-        .ok_or_else(|| result::error(&format!("Missing arguments for `{tool}`.")))?;
+        .ok_or_else(|| invalid(format!("Missing arguments for `{tool}`.")))?;
     crate::tools::screen_arguments(tool, &mut arguments)
-        .map_err(|e| result::error(&format!("Invalid arguments for `{tool}`: {e}")))?;
+        .map_err(|e| invalid(format!("Invalid arguments for `{tool}`: {e}")))?;
     serde_json::from_value(Value::Object(arguments))
-        .map_err(|e| result::error(&format!("Invalid arguments for `{tool}`: {e}")))
+        .map_err(|e| invalid(format!("Invalid arguments for `{tool}`: {e}")))
 }
 
 impl AgentServer {
@@ -199,7 +201,7 @@ impl AgentServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let args: CodexArgs = match arguments(CODEX_TOOL, params) {
             Ok(args) => args,
-            Err(error) => return Ok(error.into()),
+            Err(error) => return Ok((*error).into()),
         };
         let overrides = match args.overrides() {
             Ok(o) => o,
@@ -249,7 +251,7 @@ impl AgentServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let args: CodexReplyArgs = match arguments(CODEX_REPLY_TOOL, params) {
             Ok(args) => args,
-            Err(error) => return Ok(error.into()),
+            Err(error) => return Ok((*error).into()),
         };
         let thread_id = match args.thread_id() {
             Ok(id) => id,
@@ -343,7 +345,7 @@ impl AgentServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let args: CodexStatusArgs = match arguments(CODEX_STATUS_TOOL, params) {
             Ok(args) => args,
-            Err(error) => return Ok(error.into()),
+            Err(error) => return Ok((*error).into()),
         };
         let thread_id = match parse_thread_id(&args.thread_id) {
             Ok(id) => id,
@@ -379,7 +381,7 @@ impl AgentServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let args: CodexWaitArgs = match arguments(CODEX_WAIT_TOOL, params) {
             Ok(args) => args,
-            Err(error) => return Ok(error.into()),
+            Err(error) => return Ok((*error).into()),
         };
         let thread_id = match parse_thread_id(&args.thread_id) {
             Ok(id) => id,
