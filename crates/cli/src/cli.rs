@@ -91,6 +91,14 @@ per text frame; clients send `Authorization: Bearer <token>` when a token file i
 for non-loopback addresses). unix:// serves WebSocket over the socket
 $INTERPRETER_HOME/app-server-control/app-server-control.sock (mode 0600). See docs/app-server.md.";
 
+const ACP_AFTER_HELP: &str = "\
+Examples (the editor runs it; these are its settings):
+  Zed, settings.json:   \"agent_servers\": {\"Interpreter\": {\"type\": \"custom\", \"command\": \"interpreter\", \"args\": [\"acp\"]}}
+  with another model:   interpreter acp -c model=qwen3-coder-30b
+
+One JSON-RPC message per line on stdin/stdout (stdout is only the protocol); logs on stderr
+(RUST_LOG). Session modes: read-only, workspace-write (the default), full-access. See docs/acp.md.";
+
 /// A coding agent for open models.
 #[derive(Debug, Parser)]
 #[command(
@@ -171,6 +179,10 @@ pub enum Command {
     /// WebSocket or a Unix socket.
     #[command(after_help = APP_SERVER_AFTER_HELP)]
     AppServer(AppServerArgs),
+    /// Run inside an editor (Zed, JetBrains, Neovim, Emacs): the Agent Client Protocol
+    /// on stdio. The editor starts this; see docs/acp.md for each editor's set-up.
+    #[command(after_help = ACP_AFTER_HELP)]
+    Acp(AcpArgs),
     /// Past threads, whichever front end ran them: list them, or show one readably.
     Threads(ThreadsArgs),
     /// Run a command under the sandbox, or check what the sandbox supports here.
@@ -332,6 +344,15 @@ pub struct AppServerArgs {
     #[arg(long)]
     pub no_auth: bool,
 
+    #[arg(long = "oss", help = OSS_HELP)]
+    pub oss: bool,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AcpArgs {
     #[arg(long = "oss", help = OSS_HELP)]
     pub oss: bool,
 

@@ -189,6 +189,31 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             .await?;
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Acp(args)) => {
+            let config_args = cli.config.merged(&args.config);
+            let cwd = exec::resolve_cwd(None)?;
+            let config_args = if args.oss {
+                config_inputs::with_local_server_for_serving(config_args, &env, &cwd).await?
+            } else {
+                config_args
+            };
+            let inputs = config_inputs::build(
+                &config_args,
+                env,
+                cwd,
+                interpreter_core::config::ConfigOverrides::default(),
+            )?;
+            let stop = tokio_util::sync::CancellationToken::new();
+            signals::cancel_on_stop_signal(stop.clone());
+            Box::pin(interpreter_acp::run(
+                interpreter_acp::AcpOptions {
+                    config_inputs: inputs,
+                },
+                stop,
+            ))
+            .await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Threads(args)) => threads_cmd::run(args, &cli.config, env).await,
         Some(Command::Sandbox(args)) => {
             let config_args = cli.config.merged(&args.config);

@@ -1,0 +1,416 @@
+//! Sessions are threads: the ACP session lifecycle (new, load, resume, list, close,
+//! modes, model) over the engine's thread manager and thread index. Each session reads
+//! only its own thread's events, so sessions never see each other's updates.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use interpreter_core::config::{Config, ConfigInputs, McpServerConfig, load_config};
+use interpreter_core::rollout::{ListDirection, ListQuery, ListSortKey, ThreadIndex};
+use interpreter_core::{CoreError, Thread, ThreadManager};
+use interpreter_protocol::{AskForApproval, Op, SandboxMode, SessionSource, ThreadId};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::AcpError;
+use crate::history;
+use crate::sdk::Editor;
+use crate::update::{Mode, ModelChoice, SessionState, SessionSummary};
+
+/// Deadline of the endpoint's `GET /models` when a session starts: a slow or absent
+/// endpoint leaves the choice to the configured model.
+const MODELS_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a closed session's thread may take to record its shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// `session/list` page size.
+const LIST_PAGE: usize = 50;
+
+/// What a session was asked to run with; turned into a [`Config`] by the loader.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub cwd: PathBuf,
+    pub mode: Mode,
+    /// `None`: the configured model.
+    pub model: Option<String>,
+    /// The editor's MCP servers, joined to the configured ones for this session.
+    pub mcp_servers: Vec<(String, McpServerConfig)>,
+}
+
+/// One session: its thread, its settings, and the prompt running on it.
+pub(crate) struct Session {
+    pub id: ThreadId,
+    thread: Mutex<Arc<Thread>>,
+    settings: Mutex<Settings>,
+    /// Models offered in the config option (the configured one first).
+    models: Mutex<Vec<String>>,
+    /// The running prompt (its number and what cancels it), if any.
+    prompt: Mutex<Option<(u64, CancellationToken)>>,
+    prompts_started: std::sync::atomic::AtomicU64,
+}
+
+impl Session {
+    pub fn thread(&self) -> Result<Arc<Thread>, AcpError> {
+        self.thread
+            .lock()
+            .map(|t| t.clone())
+            .map_err(|_| AcpError::Internal("session state poisoned".into()))
+    }
+
+    pub fn settings(&self) -> Result<Settings, AcpError> {
+        self.settings
+            .lock()
+            .map(|s| s.clone())
+            .map_err(|_| AcpError::Internal("session state poisoned".into()))
+    }
+
+    fn models(&self) -> Vec<String> {
+        self.models.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// Register a new prompt; refused while one runs (ACP has one prompt per session).
+    /// A cancelled prompt may still be handing the thread back; the new one then waits
+    /// for the thread.
+    pub fn begin_prompt(&self) -> Result<(u64, CancellationToken), AcpError> {
+        let mut prompt = self
+            .prompt
+            .lock()
+            .map_err(|_| AcpError::Internal("session state poisoned".into()))?;
+        if prompt
+            .as_ref()
+            .is_some_and(|(_, token)| !token.is_cancelled())
+        {
+            return Err(AcpError::InvalidRequest(
+                "a prompt is already running in this session".into(),
+            ));
+        }
+        let number = self
+            .prompts_started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let token = CancellationToken::new();
+        *prompt = Some((number, token.clone()));
+        Ok((number, token))
+    }
+
+    pub fn end_prompt(&self, number: u64) {
+        if let Ok(mut prompt) = self.prompt.lock()
+            && prompt.as_ref().is_some_and(|(n, _)| *n == number)
+        {
+            *prompt = None;
+        }
+    }
+
+    pub fn cancel_prompt(&self) {
+        if let Ok(prompt) = self.prompt.lock()
+            && let Some((_, token)) = prompt.as_ref()
+        {
+            token.cancel();
+        }
+    }
+
+    fn state(&self) -> Result<SessionState, AcpError> {
+        let settings = self.settings()?;
+        let thread = self.thread()?;
+        Ok(SessionState {
+            id: self.id.to_string(),
+            mode: settings.mode,
+            model: ModelChoice {
+                current: thread.config().model.clone(),
+                available: self.models(),
+            },
+        })
+    }
+}
+
+pub(crate) struct Agent {
+    inputs: ConfigInputs,
+    pub threads: ThreadManager,
+    sessions: Mutex<HashMap<ThreadId, Arc<Session>>>,
+    index: Arc<Mutex<Option<ThreadIndex>>>,
+}
+
+impl Agent {
+    pub fn new(inputs: ConfigInputs) -> Self {
+        Self {
+            inputs,
+            threads: ThreadManager::new(),
+            sessions: Mutex::default(),
+            index: Arc::default(),
+        }
+    }
+
+    pub fn session(&self, id: &str) -> Result<Arc<Session>, AcpError> {
+        let thread_id =
+            ThreadId::from_str(id).map_err(|_| AcpError::SessionNotFound(id.to_string()))?;
+        self.sessions
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&thread_id).cloned())
+            .ok_or_else(|| AcpError::SessionNotFound(id.to_string()))
+    }
+
+    /// The config a session's thread runs with: the process's inputs, the session's cwd,
+    /// mode and model, and the editor's MCP servers.
+    pub async fn config_for(&self, settings: &Settings) -> Result<Config, AcpError> {
+        let mut inputs = self.inputs.clone();
+        inputs.overrides.cwd = Some(settings.cwd.clone());
+        if let Some(model) = &settings.model {
+            inputs.overrides.model = Some(model.clone());
+        }
+        let (approval, sandbox) = match settings.mode {
+            Mode::ReadOnly => (AskForApproval::Untrusted, SandboxMode::ReadOnly),
+            Mode::WorkspaceWrite => (AskForApproval::Untrusted, SandboxMode::WorkspaceWrite),
+            Mode::FullAccess => (AskForApproval::Never, SandboxMode::DangerFullAccess),
+        };
+        inputs.overrides.approval_policy = Some(approval);
+        inputs.overrides.sandbox_mode = Some(sandbox);
+        let mut config = tokio::task::spawn_blocking(move || load_config(inputs))
+            .await
+            .map_err(|e| AcpError::Internal(format!("configuration loader stopped: {e}")))??;
+        for (name, server) in &settings.mcp_servers {
+            config.mcp_servers.insert(name.clone(), server.clone());
+        }
+        Ok(config)
+    }
+
+    pub async fn new_session(&self, settings: Settings) -> Result<SessionState, AcpError> {
+        check_cwd(&settings.cwd)?;
+        let config = self.config_for(&settings).await?;
+        let models = offered_models(config.clone());
+        let started = self.threads.start_thread(config, SessionSource::Acp);
+        let (started, models) = tokio::join!(started, models);
+        let started = started?;
+        let session = self.register(started.thread, settings, models);
+        session.state()
+    }
+
+    /// `session/load` (`replay`) and `session/resume`: the saved thread made live again
+    /// with this editor's cwd and MCP servers. With `replay`, the whole history is sent
+    /// as updates first.
+    pub async fn open_session(
+        &self,
+        id: &str,
+        settings: Settings,
+        replay: Option<&Editor>,
+    ) -> Result<SessionState, AcpError> {
+        check_cwd(&settings.cwd)?;
+        let thread_id =
+            ThreadId::from_str(id).map_err(|_| AcpError::SessionNotFound(id.to_string()))?;
+        let session = match self.session(id) {
+            Ok(session) => session,
+            Err(_) => {
+                let config = self.config_for(&settings).await?;
+                let models = offered_models(config.clone());
+                let resumed = self.threads.resume_thread(config, thread_id);
+                let (resumed, models) = tokio::join!(resumed, models);
+                let resumed = resumed.map_err(|e| match e {
+                    CoreError::ThreadNotFound(_) => AcpError::SessionNotFound(id.to_string()),
+                    other => AcpError::from(other),
+                })?;
+                self.register(resumed.thread, settings, models)
+            }
+        };
+        if let Some(editor) = replay {
+            let thread = session.thread()?;
+            if let Some(path) = thread.rollout_path().cloned() {
+                for update in history::replay(path).await? {
+                    editor.update(id, update);
+                }
+            }
+        }
+        session.state()
+    }
+
+    fn register(
+        &self,
+        thread: Arc<Thread>,
+        settings: Settings,
+        models: Vec<String>,
+    ) -> Arc<Session> {
+        let session = Arc::new(Session {
+            id: thread.id(),
+            thread: Mutex::new(thread),
+            settings: Mutex::new(settings),
+            models: Mutex::new(models),
+            prompt: Mutex::default(),
+            prompts_started: std::sync::atomic::AtomicU64::new(0),
+        });
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.insert(session.id, session.clone());
+        }
+        session
+    }
+
+    /// The session's thread, restarted with the session's current settings when they
+    /// changed since it started (mode or model): the engine fixes them per thread.
+    pub async fn current_thread(&self, session: &Session) -> Result<Arc<Thread>, AcpError> {
+        let thread = session.thread()?;
+        let config = self.config_for(&session.settings()?).await?;
+        let now = thread.config();
+        if now.model == config.model
+            && now.approval_policy == config.approval_policy
+            && now.sandbox_policy == config.sandbox_policy
+        {
+            return Ok(thread);
+        }
+        let restarted = self
+            .threads
+            .reconfigure_thread(session.id, config, SHUTDOWN_GRACE)
+            .await?;
+        if let Ok(mut slot) = session.thread.lock() {
+            *slot = restarted.thread.clone();
+        }
+        Ok(restarted.thread)
+    }
+
+    pub fn set_mode(&self, id: &str, mode_id: &str) -> Result<(), AcpError> {
+        let session = self.session(id)?;
+        let mode = Mode::from_id(mode_id)
+            .ok_or_else(|| AcpError::InvalidParams(format!("unknown mode `{mode_id}`")))?;
+        if let Ok(mut settings) = session.settings.lock() {
+            settings.mode = mode;
+        }
+        Ok(())
+    }
+
+    /// Choose the model of later prompts; answers the session's model choice.
+    pub fn set_model(&self, id: &str, model: &str) -> Result<ModelChoice, AcpError> {
+        let session = self.session(id)?;
+        let available = session.models();
+        if !available.iter().any(|m| m == model) {
+            return Err(AcpError::InvalidParams(format!("unknown model `{model}`")));
+        }
+        if let Ok(mut settings) = session.settings.lock() {
+            settings.model = Some(model.to_string());
+        }
+        Ok(ModelChoice {
+            current: model.to_string(),
+            available,
+        })
+    }
+
+    pub fn cancel(&self, id: &str) {
+        if let Ok(session) = self.session(id) {
+            session.cancel_prompt();
+        }
+    }
+
+    /// Cancel what runs, then stop the thread (its rollout complete on disk) and forget
+    /// the session; it can be loaded again.
+    pub async fn close(&self, id: &str) -> Result<(), AcpError> {
+        let session = self.session(id)?;
+        session.cancel_prompt();
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.remove(&session.id);
+        }
+        let thread = session.thread()?;
+        // Waits for a cancelled prompt to hand the thread back, bounded.
+        let _slot = tokio::time::timeout(SHUTDOWN_GRACE, thread.turn_slot()).await;
+        self.threads.remove_thread(session.id).await;
+        if let Err(e) = thread.submit(Op::Shutdown).await {
+            tracing::debug!("thread {} was already closed: {e}", session.id);
+        }
+        Ok(())
+    }
+
+    /// Saved threads (any front end's), newest first; only those in `cwd` when given.
+    pub async fn list(
+        &self,
+        cwd: Option<PathBuf>,
+        cursor: Option<String>,
+    ) -> Result<(Vec<SessionSummary>, Option<String>), AcpError> {
+        let query = ListQuery {
+            limit: LIST_PAGE,
+            cursor,
+            sort_key: ListSortKey::UpdatedAt,
+            direction: ListDirection::Desc,
+            archived: false,
+            cwds: cwd
+                .map(|cwd| std::fs::canonicalize(&cwd).unwrap_or(cwd))
+                .into_iter()
+                .collect(),
+            sources: Vec::new(),
+            model_providers: Vec::new(),
+            search_term: None,
+            require_preview: true,
+        };
+        let index = self.index.clone();
+        let home = self.inputs.home.clone();
+        let page = tokio::task::spawn_blocking(move || -> Result<_, AcpError> {
+            let mut guard = index
+                .lock()
+                .map_err(|_| AcpError::Internal("thread index lock poisoned".into()))?;
+            let index = match guard.take() {
+                Some(index) => index,
+                None => ThreadIndex::open(&home)?,
+            };
+            let page = index.list_page(&query);
+            *guard = Some(index);
+            Ok(page?)
+        })
+        .await
+        .map_err(|e| AcpError::Internal(format!("thread index task stopped: {e}")))??;
+        let sessions = page
+            .records
+            .into_iter()
+            .map(|record| SessionSummary {
+                id: record.id.to_string(),
+                cwd: record.cwd,
+                title: record.preview,
+                updated_at: record.updated_at.to_rfc3339(),
+            })
+            .collect();
+        Ok((sessions, page.next_cursor))
+    }
+
+    /// Stop every thread, bounded, when the editor goes away.
+    pub async fn shutdown(&self) {
+        if let Ok(sessions) = self.sessions.lock() {
+            for session in sessions.values() {
+                session.cancel_prompt();
+            }
+        }
+        self.threads.shutdown_all(SHUTDOWN_GRACE).await;
+    }
+}
+
+/// ACP requires an absolute cwd; the engine also needs it to exist.
+fn check_cwd(cwd: &Path) -> Result<(), AcpError> {
+    if !cwd.is_absolute() {
+        return Err(AcpError::InvalidParams(format!(
+            "cwd must be an absolute path, got `{}`",
+            cwd.display()
+        )));
+    }
+    if !cwd.is_dir() {
+        return Err(AcpError::InvalidParams(format!(
+            "cwd `{}` is not a directory",
+            cwd.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The configured model first, then what the endpoint lists, without duplicates.
+async fn offered_models(config: Config) -> Vec<String> {
+    let mut models = vec![config.model.clone()];
+    match interpreter_model_client::list_models(
+        &config.model_provider_id,
+        &config.model_provider,
+        &config.env,
+        MODELS_TIMEOUT,
+    )
+    .await
+    {
+        Ok(listing) => {
+            for id in listing.ids {
+                if !models.contains(&id) {
+                    models.push(id);
+                }
+            }
+        }
+        Err(err) => tracing::debug!("model list: {err}"),
+    }
+    models
+}

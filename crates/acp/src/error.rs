@@ -1,0 +1,32 @@
+//! The errors of the ACP front end; `sdk` maps each to its JSON-RPC code.
+
+use interpreter_core::CoreError;
+use interpreter_core::config::ConfigError;
+use interpreter_core::rollout::RolloutError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AcpError {
+    /// Wrong or unusable request parameters (`-32602`).
+    #[error("{0}")]
+    InvalidParams(String),
+    /// A request that is well formed but not acceptable now (`-32600`).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// No session (or saved thread) with this id (`-32002`).
+    #[error("session `{0}` not found")]
+    SessionNotFound(String),
+    /// The model call that ended the turn failed; the provider's one-line message.
+    #[error("{0}")]
+    TurnFailed(String),
+    #[error("error loading config: {0}")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    #[error(transparent)]
+    Rollout(#[from] RolloutError),
+    #[error("{0}")]
+    Internal(String),
+    /// The stdio connection failed.
+    #[error("the editor connection failed: {0}")]
+    Connection(String),
+}

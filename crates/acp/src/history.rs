@@ -1,0 +1,58 @@
+//! A saved thread replayed as the updates a live session would have sent: what
+//! `session/load` sends before it answers, so the editor shows the whole conversation,
+//! tool calls included, after a restart.
+
+use std::path::PathBuf;
+
+use interpreter_core::rollout::{self, TurnEntry};
+
+use crate::calls;
+use crate::error::AcpError;
+use crate::update::{ToolStatus, Update};
+
+pub(crate) async fn replay(path: PathBuf) -> Result<Vec<Update>, AcpError> {
+    tokio::task::spawn_blocking(move || {
+        let items = rollout::read_rollout(&path)?;
+        Ok(rollout::turns_from_rollout(&items)
+            .iter()
+            .flat_map(|turn| turn.entries.iter().filter_map(update_of))
+            .collect())
+    })
+    .await
+    .map_err(|e| AcpError::Internal(format!("history reader stopped: {e}")))?
+}
+
+fn update_of(entry: &TurnEntry) -> Option<Update> {
+    Some(match entry {
+        TurnEntry::UserMessage { text } => Update::UserText(text.clone()),
+        TurnEntry::AgentMessage { text } => Update::AgentText(text.clone()),
+        TurnEntry::Reasoning { text } => Update::Thought(text.clone()),
+        TurnEntry::Command {
+            call_id,
+            command,
+            cwd,
+            output,
+            status,
+            ..
+        } => {
+            let mut call =
+                calls::command_call(call_id, command, cwd, &[], calls::command_status(*status));
+            call.content = calls::output_content(output);
+            Update::ToolCall(call)
+        }
+        TurnEntry::FileChange {
+            call_id,
+            changes,
+            success,
+        } => {
+            let status = if *success {
+                ToolStatus::Completed
+            } else {
+                ToolStatus::Failed
+            };
+            Update::ToolCall(calls::patch_call(call_id, changes, status))
+        }
+        // The turn's error was the prompt's error answer; it is not part of the talk.
+        TurnEntry::Error { .. } => return None,
+    })
+}

@@ -1,0 +1,600 @@
+//! The only module that touches the ACP SDK (`agent-client-protocol`, stable v1): the
+//! stdio connection, one handler per method, and the conversions between the SDK's wire
+//! types and the agent's own. Handlers return at once; the work runs on its own task and
+//! answers through its responder, so a long prompt never holds up a `session/cancel`.
+//!
+//! The SDK answers what never reaches a handler: `-32700` for a line that is not JSON,
+//! `-32600` for a malformed envelope, `-32601` for an unknown method, `-32602` for params
+//! that do not parse.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    self as wire, AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
+    CloseSessionResponse, ContentBlock, ContentChunk, Implementation, InitializeRequest,
+    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse,
+    PermissionOption, PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, ResumeSessionRequest,
+    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfo, SessionListCapabilities,
+    SessionMode, SessionModeState, SessionNotification, SessionResumeCapabilities,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse, TextContent,
+};
+use agent_client_protocol::{Client, Error, ErrorCode, JsonRpcResponse, Lines};
+use futures::StreamExt as _;
+use interpreter_core::config::McpServerConfig;
+use interpreter_protocol::UserInput;
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, Settings};
+use crate::error::AcpError;
+use crate::turn;
+use crate::update::{
+    Mode, ModelChoice, Permission, PlanStatus, StopReason, ToolCall, ToolCallUpdate, ToolContent,
+    ToolKind, ToolStatus, Update,
+};
+
+/// The id of the model config option.
+const MODEL_OPTION: &str = "model";
+
+type Connection = agent_client_protocol::v1::ConnectionTo<Client>;
+type Responder<T> = agent_client_protocol::v1::Responder<T>;
+
+/// The editor on the other end: where updates go and whom permission is asked of.
+#[derive(Clone)]
+pub(crate) struct Editor {
+    connection: Connection,
+}
+
+impl Editor {
+    /// Send one `session/update`. A failure means the editor is gone; the turn then ends
+    /// when the connection does.
+    pub fn update(&self, session_id: &str, update: Update) {
+        let notification = SessionNotification::new(session_id.to_string(), session_update(update));
+        if let Err(e) = self.connection.send_notification(notification) {
+            tracing::debug!("session/update not sent: {e}");
+        }
+    }
+
+    /// `session/request_permission` about an announced tool call. `None` (deny) when the
+    /// question is cancelled, fails, is answered with anything unknown, or gets no answer
+    /// within `deadline`; the pending request is then withdrawn with `$/cancel_request`.
+    pub async fn ask_permission(
+        &self,
+        session_id: &str,
+        call: ToolCall,
+        cancel: &CancellationToken,
+        deadline: Duration,
+    ) -> Option<Permission> {
+        let options = vec![
+            PermissionOption::new("allow_once", "Allow", PermissionOptionKind::AllowOnce),
+            PermissionOption::new(
+                "allow_always",
+                "Always allow in this session",
+                PermissionOptionKind::AllowAlways,
+            ),
+            PermissionOption::new("reject_once", "Reject", PermissionOptionKind::RejectOnce),
+        ];
+        let request =
+            RequestPermissionRequest::new(session_id.to_string(), tool_call_fields(call), options);
+        let sent = self.connection.send_request(request);
+        let withdraw = sent.cancellation_handle();
+        let answer = tokio::select! {
+            answer = sent.block_task() => answer,
+            () = cancel.cancelled() => {
+                let _ = withdraw.cancel();
+                return None;
+            }
+            () = tokio::time::sleep(deadline) => {
+                tracing::info!("permission request got no answer within {}s (approval_timeout_sec); denied", deadline.as_secs());
+                let _ = withdraw.cancel();
+                return None;
+            }
+        };
+        match answer {
+            Ok(response) => match response.outcome {
+                RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
+                    "allow_once" => Some(Permission::AllowOnce),
+                    "allow_always" => Some(Permission::AllowAlways),
+                    "reject_once" => Some(Permission::Reject),
+                    other => {
+                        tracing::warn!("unknown permission option `{other}`; denied");
+                        None
+                    }
+                },
+                _ => None,
+            },
+            Err(e) => {
+                tracing::info!("permission request failed ({e}); denied");
+                None
+            }
+        }
+    }
+}
+
+/// State the handlers share.
+struct Shared {
+    agent: Arc<Agent>,
+    /// What the editor declared in `initialize`.
+    client: OnceLock<ClientCapabilities>,
+}
+
+/// Serve ACP on stdin/stdout until the editor closes stdin or `stop` fires.
+pub(crate) async fn serve_stdio(
+    agent: Arc<Agent>,
+    stop: CancellationToken,
+) -> Result<(), AcpError> {
+    let shared = Arc::new(Shared {
+        agent,
+        client: OnceLock::new(),
+    });
+    let stdout = tokio::io::stdout();
+    let outgoing = futures::sink::unfold(stdout, async |mut out, line: String| {
+        out.write_all(line.as_bytes()).await?;
+        out.write_all(b"\n").await?;
+        out.flush().await?;
+        Ok::<_, std::io::Error>(out)
+    });
+    // Lines are read as bytes and decoded lossily: a line that is not UTF-8 is then
+    // answered as unparsable instead of ending the connection.
+    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let incoming = futures::stream::unfold(stdin, async |mut input| {
+        let mut line = Vec::new();
+        match input.read_until(b'\n', &mut line).await {
+            Ok(0) => None,
+            Ok(_) => {
+                while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                    line.pop();
+                }
+                Some((Ok(String::from_utf8_lossy(&line).into_owned()), input))
+            }
+            Err(e) => Some((Err(e), input)),
+        }
+    })
+    .take_until(stop.cancelled_owned());
+    let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
+
+    let s1 = shared.clone();
+    let s2 = shared.clone();
+    let s3 = shared.clone();
+    let s4 = shared.clone();
+    let s5 = shared.clone();
+    let s6 = shared.clone();
+    let s7 = shared.clone();
+    let s8 = shared.clone();
+    let s9 = shared.clone();
+    let s10 = shared.clone();
+    agent_client_protocol::Agent
+        .v1()
+        .name("interpreter")
+        .on_receive_request(
+            async move |request: InitializeRequest, responder, _cx| {
+                // Answered from what is known now: no config is read and no model or MCP
+                // server is contacted, so editors see the agent start at once.
+                let _ = s1.client.set(request.client_capabilities);
+                responder.respond(initialize_response())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: NewSessionRequest, responder, _cx| {
+                let agent = s2.agent.clone();
+                serve(responder, async move {
+                    let settings = settings(request.cwd, request.mcp_servers)?;
+                    let state = agent.new_session(settings).await?;
+                    Ok(NewSessionResponse::new(state.id.clone())
+                        .modes(modes(state.mode))
+                        .config_options(config_options(&state.model)))
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: LoadSessionRequest, responder, cx| {
+                let agent = s3.agent.clone();
+                let editor = Editor { connection: cx };
+                serve(responder, async move {
+                    let settings = settings(request.cwd, request.mcp_servers)?;
+                    let state = agent
+                        .open_session(&request.session_id.0, settings, Some(&editor))
+                        .await?;
+                    Ok(LoadSessionResponse::new()
+                        .modes(modes(state.mode))
+                        .config_options(config_options(&state.model)))
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ResumeSessionRequest, responder, _cx| {
+                let agent = s4.agent.clone();
+                serve(responder, async move {
+                    let settings = settings(request.cwd, request.mcp_servers)?;
+                    let state = agent
+                        .open_session(&request.session_id.0, settings, None)
+                        .await?;
+                    Ok(ResumeSessionResponse::new()
+                        .modes(modes(state.mode))
+                        .config_options(config_options(&state.model)))
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ListSessionsRequest, responder, _cx| {
+                let agent = s5.agent.clone();
+                serve(responder, async move {
+                    let (sessions, next) = agent.list(request.cwd, request.cursor).await?;
+                    let sessions = sessions
+                        .into_iter()
+                        .map(|s| {
+                            SessionInfo::new(s.id, s.cwd)
+                                .title(s.title)
+                                .updated_at(s.updated_at)
+                        })
+                        .collect();
+                    Ok(ListSessionsResponse::new(sessions).next_cursor(next))
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CloseSessionRequest, responder, _cx| {
+                let agent = s6.agent.clone();
+                serve(responder, async move {
+                    agent.close(&request.session_id.0).await?;
+                    Ok(CloseSessionResponse::new())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest, responder, _cx| {
+                let result = s7
+                    .agent
+                    .set_mode(&request.session_id.0, &request.mode_id.0)
+                    .map(|()| SetSessionModeResponse::new())
+                    .map_err(wire_error);
+                responder.respond_with_result(result)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                let result = set_config_option(&s8.agent, &request)
+                    .map(|choice| SetSessionConfigOptionResponse::new(config_options(&choice)))
+                    .map_err(wire_error);
+                responder.respond_with_result(result)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: PromptRequest, responder, cx| {
+                let agent = s9.agent.clone();
+                let editor = Editor { connection: cx };
+                serve(responder, async move {
+                    let input = user_input(request.prompt)?;
+                    let stop = turn::prompt(&agent, &request.session_id.0, input, editor).await?;
+                    Ok(PromptResponse::new(stop_reason(stop)))
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |notification: CancelNotification, _cx| {
+                s10.agent.cancel(&notification.session_id.0);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(transport)
+        .await
+        .map_err(|e| AcpError::Connection(e.to_string()))
+}
+
+/// Run a request's work on its own task and answer with its result.
+fn serve<T>(
+    responder: Responder<T>,
+    work: impl Future<Output = Result<T, AcpError>> + Send + 'static,
+) -> Result<(), Error>
+where
+    T: JsonRpcResponse + Send + 'static,
+{
+    tokio::spawn(async move {
+        if let Err(e) = responder.respond_with_result(work.await.map_err(wire_error)) {
+            tracing::debug!("answer not sent: {e}");
+        }
+    });
+    Ok(())
+}
+
+fn initialize_response() -> InitializeResponse {
+    InitializeResponse::new(ProtocolVersion::V1)
+        .agent_capabilities(
+            AgentCapabilities::new()
+                .load_session(true)
+                .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
+                .mcp_capabilities(McpCapabilities::new().http(true))
+                .session_capabilities(
+                    SessionCapabilities::new()
+                        .list(SessionListCapabilities::new())
+                        .resume(SessionResumeCapabilities::new())
+                        .close(SessionCloseCapabilities::new()),
+                ),
+        )
+        .agent_info(
+            Implementation::new("interpreter", env!("CARGO_PKG_VERSION")).title("Interpreter"),
+        )
+}
+
+fn wire_error(error: AcpError) -> Error {
+    let code = match &error {
+        AcpError::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
+        AcpError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
+        AcpError::SessionNotFound(id) => {
+            let mut wire_error = Error::from(wire::Error::session_not_found(id.clone()));
+            wire_error.message = error.to_string();
+            return wire_error;
+        }
+        _ => ErrorCode::INTERNAL_ERROR,
+    };
+    Error::new(code, error.to_string())
+}
+
+fn settings(cwd: PathBuf, servers: Vec<McpServer>) -> Result<Settings, AcpError> {
+    Ok(Settings {
+        cwd,
+        mode: Mode::default(),
+        model: None,
+        mcp_servers: servers
+            .into_iter()
+            .map(mcp_server)
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// An editor's MCP server as a `[mcp_servers.NAME]` entry of the session.
+fn mcp_server(server: McpServer) -> Result<(String, McpServerConfig), AcpError> {
+    match server {
+        McpServer::Stdio(stdio) => Ok((
+            stdio.name,
+            McpServerConfig {
+                command: Some(stdio.command.to_string_lossy().into_owned()),
+                args: stdio.args,
+                env: Some(stdio.env.into_iter().map(|v| (v.name, v.value)).collect()),
+                enabled: true,
+                ..McpServerConfig::default()
+            },
+        )),
+        McpServer::Http(http) => Ok((
+            http.name,
+            McpServerConfig {
+                url: Some(http.url),
+                http_headers: Some(
+                    http.headers
+                        .into_iter()
+                        .map(|h| (h.name, h.value))
+                        .collect::<BTreeMap<_, _>>(),
+                ),
+                enabled: true,
+                ..McpServerConfig::default()
+            },
+        )),
+        McpServer::Sse(sse) => Err(AcpError::InvalidParams(format!(
+            "MCP server `{}`: SSE is not supported (mcpCapabilities.sse is false)",
+            sse.name
+        ))),
+        _ => Err(AcpError::InvalidParams(
+            "unsupported MCP server transport".into(),
+        )),
+    }
+}
+
+/// Prompt blocks as the engine's input: text as is, links and embedded resources as
+/// text naming them, images as data URLs.
+fn user_input(blocks: Vec<ContentBlock>) -> Result<Vec<UserInput>, AcpError> {
+    blocks
+        .into_iter()
+        .map(|block| match block {
+            ContentBlock::Text(text) => Ok(UserInput::Text { text: text.text }),
+            ContentBlock::ResourceLink(link) => Ok(UserInput::Text {
+                text: format!("[@{}]({})", link.name, link.uri),
+            }),
+            ContentBlock::Resource(resource) => Ok(UserInput::Text {
+                text: match resource.resource {
+                    wire::EmbeddedResourceResource::TextResourceContents(text) => {
+                        format!("<context ref=\"{}\">\n{}\n</context>", text.uri, text.text)
+                    }
+                    wire::EmbeddedResourceResource::BlobResourceContents(blob) => {
+                        format!("[binary resource {} not included]", blob.uri)
+                    }
+                    _ => "[resource of an unknown kind not included]".to_string(),
+                },
+            }),
+            ContentBlock::Image(image) => {
+                if !image.mime_type.starts_with("image/") {
+                    return Err(AcpError::InvalidParams(format!(
+                        "image block with mimeType `{}`",
+                        image.mime_type
+                    )));
+                }
+                Ok(UserInput::Image {
+                    image_url: format!("data:{};base64,{}", image.mime_type, image.data),
+                })
+            }
+            ContentBlock::Audio(_) => Err(AcpError::InvalidParams(
+                "audio prompts are not supported (promptCapabilities.audio is false)".into(),
+            )),
+            _ => Err(AcpError::InvalidParams(
+                "unsupported prompt content block".into(),
+            )),
+        })
+        .collect()
+}
+
+fn set_config_option(
+    agent: &Agent,
+    request: &SetSessionConfigOptionRequest,
+) -> Result<ModelChoice, AcpError> {
+    if &*request.config_id.0 != MODEL_OPTION {
+        return Err(AcpError::InvalidParams(format!(
+            "unknown config option `{}`",
+            request.config_id.0
+        )));
+    }
+    let value = request.value.as_value_id().ok_or_else(|| {
+        AcpError::InvalidParams("the model option takes one of its values".into())
+    })?;
+    agent.set_model(&request.session_id.0, &value.0)
+}
+
+fn modes(current: Mode) -> SessionModeState {
+    SessionModeState::new(
+        current.id(),
+        Mode::ALL
+            .into_iter()
+            .map(|mode| SessionMode::new(mode.id(), mode.name()).description(mode.description()))
+            .collect(),
+    )
+}
+
+fn config_options(model: &ModelChoice) -> Vec<SessionConfigOption> {
+    let options: Vec<SessionConfigSelectOption> = model
+        .available
+        .iter()
+        .map(|id| SessionConfigSelectOption::new(id.clone(), id.clone()))
+        .collect();
+    vec![
+        SessionConfigOption::select(MODEL_OPTION, "Model", model.current.clone(), options)
+            .category(SessionConfigOptionCategory::Model),
+    ]
+}
+
+fn stop_reason(stop: StopReason) -> wire::StopReason {
+    match stop {
+        StopReason::EndTurn => wire::StopReason::EndTurn,
+        StopReason::MaxTokens => wire::StopReason::MaxTokens,
+        StopReason::Cancelled => wire::StopReason::Cancelled,
+    }
+}
+
+fn text_block(text: String) -> ContentBlock {
+    ContentBlock::Text(TextContent::new(text))
+}
+
+fn session_update(update: Update) -> wire::SessionUpdate {
+    use wire::SessionUpdate as U;
+    match update {
+        Update::UserText(text) => U::UserMessageChunk(ContentChunk::new(text_block(text))),
+        Update::AgentText(text) => U::AgentMessageChunk(ContentChunk::new(text_block(text))),
+        Update::Thought(text) => U::AgentThoughtChunk(ContentChunk::new(text_block(text))),
+        Update::ToolCall(call) => U::ToolCall(tool_call(call)),
+        Update::ToolCallUpdate(update) => U::ToolCallUpdate(tool_call_update(update)),
+        Update::Plan(entries) => U::Plan(wire::Plan::new(
+            entries
+                .into_iter()
+                .map(|entry| {
+                    wire::PlanEntry::new(
+                        entry.content,
+                        wire::PlanEntryPriority::Medium,
+                        match entry.status {
+                            PlanStatus::Pending => wire::PlanEntryStatus::Pending,
+                            PlanStatus::InProgress => wire::PlanEntryStatus::InProgress,
+                            PlanStatus::Completed => wire::PlanEntryStatus::Completed,
+                        },
+                    )
+                })
+                .collect(),
+        )),
+    }
+}
+
+fn tool_call(call: ToolCall) -> wire::ToolCall {
+    wire::ToolCall::new(call.id, call.title)
+        .kind(tool_kind(call.kind))
+        .status(tool_status(call.status))
+        .content(call.content.into_iter().map(tool_content).collect())
+        .locations(
+            call.locations
+                .into_iter()
+                .map(wire::ToolCallLocation::new)
+                .collect(),
+        )
+        .raw_input(call.raw_input)
+}
+
+/// The permission request's `toolCall`: the announced call's id with its title, kind
+/// and content (the command or the diff), so the editor attaches it to the card.
+fn tool_call_fields(call: ToolCall) -> wire::ToolCallUpdate {
+    wire::ToolCallUpdate::new(
+        call.id,
+        wire::ToolCallUpdateFields::new()
+            .title(call.title)
+            .kind(tool_kind(call.kind))
+            .status(tool_status(call.status))
+            .content(
+                call.content
+                    .into_iter()
+                    .map(tool_content)
+                    .collect::<Vec<_>>(),
+            )
+            .locations(
+                call.locations
+                    .into_iter()
+                    .map(wire::ToolCallLocation::new)
+                    .collect::<Vec<_>>(),
+            )
+            .raw_input(call.raw_input),
+    )
+}
+
+fn tool_call_update(update: ToolCallUpdate) -> wire::ToolCallUpdate {
+    wire::ToolCallUpdate::new(
+        update.id,
+        wire::ToolCallUpdateFields::new()
+            .status(update.status.map(tool_status))
+            .content(
+                update
+                    .content
+                    .map(|content| content.into_iter().map(tool_content).collect::<Vec<_>>()),
+            )
+            .raw_output(update.raw_output),
+    )
+}
+
+fn tool_kind(kind: ToolKind) -> wire::ToolKind {
+    match kind {
+        ToolKind::Read => wire::ToolKind::Read,
+        ToolKind::Search => wire::ToolKind::Search,
+        ToolKind::Edit => wire::ToolKind::Edit,
+        ToolKind::Execute => wire::ToolKind::Execute,
+        ToolKind::Fetch => wire::ToolKind::Fetch,
+    }
+}
+
+fn tool_status(status: ToolStatus) -> wire::ToolCallStatus {
+    match status {
+        ToolStatus::Pending => wire::ToolCallStatus::Pending,
+        ToolStatus::InProgress => wire::ToolCallStatus::InProgress,
+        ToolStatus::Completed => wire::ToolCallStatus::Completed,
+        ToolStatus::Failed => wire::ToolCallStatus::Failed,
+    }
+}
+
+fn tool_content(content: ToolContent) -> wire::ToolCallContent {
+    match content {
+        ToolContent::Text(text) => wire::ToolCallContent::from(text_block(text)),
+        ToolContent::Diff {
+            path,
+            old_text,
+            new_text,
+        } => wire::ToolCallContent::Diff(wire::Diff::new(path, new_text).old_text(old_text)),
+    }
+}

@@ -1,0 +1,167 @@
+//! What the agent tells the editor about a session, in the agent's own terms. `sdk`
+//! turns these into ACP `session/update` notifications; nothing else knows the wire.
+
+use std::path::PathBuf;
+
+/// One `session/update`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Update {
+    /// A user message, replayed from history.
+    UserText(String),
+    AgentText(String),
+    /// Reasoning text.
+    Thought(String),
+    ToolCall(ToolCall),
+    ToolCallUpdate(ToolCallUpdate),
+    /// The whole plan, replacing the previous one.
+    Plan(Vec<PlanEntry>),
+}
+
+/// A tool call as first announced.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolCall {
+    pub id: String,
+    pub title: String,
+    pub kind: ToolKind,
+    pub status: ToolStatus,
+    pub content: Vec<ToolContent>,
+    pub locations: Vec<PathBuf>,
+    pub raw_input: Option<serde_json::Value>,
+}
+
+/// What changed about an announced tool call; `None` fields are unchanged.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct ToolCallUpdate {
+    pub id: String,
+    pub status: Option<ToolStatus>,
+    /// Replaces the call's whole content.
+    pub content: Option<Vec<ToolContent>>,
+    pub raw_output: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolKind {
+    Read,
+    Search,
+    Edit,
+    Execute,
+    Fetch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolStatus {
+    Pending,
+    InProgress,
+    Completed,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ToolContent {
+    /// Markdown text (command output is fenced).
+    Text(String),
+    /// One file's change: `old_text` is `None` for a new file.
+    Diff {
+        path: PathBuf,
+        old_text: Option<String>,
+        new_text: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PlanEntry {
+    pub content: String,
+    pub status: PlanStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// The session modes, named as Open Interpreter names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Mode {
+    ReadOnly,
+    #[default]
+    WorkspaceWrite,
+    FullAccess,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::FullAccess];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::WorkspaceWrite => "workspace-write",
+            Mode::FullAccess => "full-access",
+        }
+    }
+
+    pub fn from_id(id: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|mode| mode.id() == id)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "Read only",
+            Mode::WorkspaceWrite => "Workspace write",
+            Mode::FullAccess => "Full access",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => {
+                "Reads anything; asks before any command that is not known to be safe, which then runs sandboxed read-only"
+            }
+            Mode::WorkspaceWrite => {
+                "Writes inside the project; asks before any command that is not known to be safe"
+            }
+            Mode::FullAccess => "Runs every command and edit without asking, unsandboxed",
+        }
+    }
+}
+
+/// What the user answered to a permission question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Permission {
+    AllowOnce,
+    AllowAlways,
+    Reject,
+}
+
+/// A session as `session/list` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SessionSummary {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub title: Option<String>,
+    pub updated_at: String,
+}
+
+/// How a prompt ended (a failed model call is an error instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    EndTurn,
+    MaxTokens,
+    Cancelled,
+}
+
+/// The model choice offered as a config option.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ModelChoice {
+    pub current: String,
+    pub available: Vec<String>,
+}
+
+/// What `session/new`, `load` and `resume` answer besides the id.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SessionState {
+    pub id: String,
+    pub mode: Mode,
+    pub model: ModelChoice,
+}

@@ -1,0 +1,273 @@
+//! Shared harness for the `interpreter acp` process tests: a fresh home and project
+//! directory, the mock model, and a raw ACP client over the real binary's stdio in which
+//! every read has a deadline.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use interpreter_test_support::mock_model::chunk;
+use interpreter_test_support::process::JsonLinesProcess;
+use interpreter_test_support::{MockModelServer, MockResponse};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// Generous: a debug build on a loaded 2-core machine. Only a hang reaches it.
+pub const READ_DEADLINE: Duration = Duration::from_secs(60);
+
+pub struct AcpEnv {
+    pub home: TempDir,
+    pub work: TempDir,
+    pub model: MockModelServer,
+}
+
+impl AcpEnv {
+    pub async fn new() -> Self {
+        let model = MockModelServer::start().await.expect("start mock model");
+        let env = Self {
+            home: TempDir::new().expect("home"),
+            work: TempDir::new().expect("work"),
+            model,
+        };
+        let base_url = env.model.base_url();
+        std::fs::write(
+            env.home.path().join("config.toml"),
+            format!(
+                "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{base_url}\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"chat\"\nrequest_max_retries = 0\nstream_max_retries = 0\n"
+            ),
+        )
+        .expect("write config");
+        env
+    }
+
+    pub fn work_path(&self) -> PathBuf {
+        std::fs::canonicalize(self.work.path()).expect("canonical work dir")
+    }
+
+    pub fn command(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
+        command
+            .arg("acp")
+            .current_dir(self.work_path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("INTERPRETER_HOME", self.home.path())
+            .env("MOCK_API_KEY", "test-key")
+            .env("RUST_LOG", "info");
+        command
+    }
+
+    /// `interpreter acp`, not yet initialized.
+    pub fn spawn(&self) -> AcpClient {
+        AcpClient::spawn(self.command())
+    }
+
+    /// `interpreter acp` with this home and project, for a test that dropped the model.
+    pub fn spawn_from(home: &TempDir, work: &TempDir) -> AcpClient {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
+        command
+            .arg("acp")
+            .current_dir(work.path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("INTERPRETER_HOME", home.path())
+            .env("RUST_LOG", "info");
+        AcpClient::spawn(command)
+    }
+
+    /// `interpreter acp`, initialized.
+    pub async fn start(&self) -> AcpClient {
+        let mut client = self.spawn();
+        let result = client
+            .request(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            )
+            .await;
+        assert_eq!(result["protocolVersion"], 1, "{result}");
+        client
+    }
+
+    /// Script: run `command` through the shell tool, then answer `final_text`.
+    pub fn script_command_then_text(&self, call_id: &str, command: &str, final_text: &str) {
+        self.script_command(call_id, command);
+        self.script_text(final_text);
+    }
+
+    pub fn script_command(&self, call_id: &str, command: &str) {
+        let arguments = json!({"command": command}).to_string();
+        self.model.push(MockResponse::sse(vec![
+            chunk::tool_call(0, call_id, "shell", &arguments),
+            chunk::finish("tool_calls"),
+            chunk::usage(10, 5),
+        ]));
+    }
+
+    /// Script: add `file` with one line through apply_patch.
+    pub fn script_patch(&self, call_id: &str, file: &str) {
+        let arguments = json!({
+            "input": format!("*** Begin Patch\n*** Add File: {file}\n+hi\n*** End Patch\n")
+        })
+        .to_string();
+        self.model.push(MockResponse::sse(vec![
+            chunk::tool_call(0, call_id, "apply_patch", &arguments),
+            chunk::finish("tool_calls"),
+        ]));
+    }
+
+    pub fn script_text(&self, text: &str) {
+        self.model.push(MockResponse::sse(vec![
+            chunk::text(text),
+            chunk::finish("stop"),
+        ]));
+    }
+
+    /// Script: an answer streamed in `pieces`.
+    pub fn script_streamed_text(&self, pieces: &[&str]) {
+        let mut chunks: Vec<Value> = pieces.iter().map(|p| chunk::text(p)).collect();
+        chunks.push(chunk::finish("stop"));
+        self.model.push(MockResponse::sse(chunks));
+    }
+}
+
+pub struct AcpClient {
+    pub process: JsonLinesProcess,
+    /// Messages read past while waiting for something else, in order.
+    pub seen: Vec<Value>,
+    next_id: i64,
+}
+
+impl AcpClient {
+    fn spawn(command: tokio::process::Command) -> Self {
+        let process = JsonLinesProcess::spawn(command).expect("spawn interpreter acp");
+        Self {
+            process,
+            seen: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.process.stderr()
+    }
+
+    pub async fn send(&mut self, message: Value) {
+        self.process.write_json(&message).await.expect("write");
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.process.write_raw(bytes).await.expect("write raw");
+    }
+
+    /// The next message from the agent (the deadline fails the test).
+    pub async fn read(&mut self) -> Value {
+        match self.process.read_json(READ_DEADLINE).await {
+            Ok(message) => message,
+            Err(e) => panic!("no message from the agent: {e}\nstderr:\n{}", self.stderr()),
+        }
+    }
+
+    /// Send a request; returns its id.
+    pub async fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
+    }
+
+    /// Read until the response to `id`; what came before it is kept in `seen`.
+    pub async fn response(&mut self, id: i64) -> Value {
+        loop {
+            let message = self.read().await;
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+            self.seen.push(message);
+        }
+    }
+
+    /// A request's result; panics on an error answer.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params).await;
+        let response = self.response(id).await;
+        assert!(
+            response.get("error").is_none(),
+            "{method} failed: {response}"
+        );
+        response["result"].clone()
+    }
+
+    /// Read until a message matches `pred` (kept out of `seen`).
+    pub async fn read_until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let message = self.read().await;
+            if pred(&message) {
+                return message;
+            }
+            self.seen.push(message);
+        }
+    }
+
+    /// Answer an agent→client request.
+    pub async fn answer(&mut self, request: &Value, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": result}))
+            .await;
+    }
+
+    pub async fn new_session(&mut self, cwd: &std::path::Path) -> String {
+        let result = self
+            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await;
+        result["sessionId"].as_str().expect("sessionId").to_string()
+    }
+
+    /// The `update` objects of the `session/update`s seen for `session`.
+    pub fn updates(&self, session: &str) -> Vec<Value> {
+        self.seen
+            .iter()
+            .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+            .map(|m| m["params"]["update"].clone())
+            .collect()
+    }
+
+    pub fn take_seen(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.seen)
+    }
+}
+
+/// The concatenated text of `kind` chunks (`agent_message_chunk`, …) among `updates`.
+pub fn text_of(updates: &[Value], kind: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == kind)
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+/// The updates about tool call `id`, in order.
+pub fn tool_updates<'a>(updates: &'a [Value], id: &str) -> Vec<&'a Value> {
+    updates.iter().filter(|u| u["toolCallId"] == id).collect()
+}
+
+pub fn is_permission_request(message: &Value) -> bool {
+    message["method"] == "session/request_permission"
+}
+
+/// Whether the process with this pid is gone (or a zombie).
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
