@@ -414,3 +414,92 @@ async fn malformed_input_gets_the_right_errors_and_the_agent_stays_up() {
     let session = client.new_session(&env.work_path()).await;
     assert!(!session.is_empty());
 }
+
+#[tokio::test]
+async fn an_allowed_patch_shows_its_diff_and_completes() {
+    let env = AcpEnv::new().await;
+    env.script_patch("patch-1", "notes.txt");
+    env.script_text("added notes");
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    let id = client
+        .send_request("session/prompt", prompt_params(&session, "add notes"))
+        .await;
+    let ask = client.read_until(is_permission_request).await;
+    let tool_call = &ask["params"]["toolCall"];
+    assert_eq!(tool_call["toolCallId"], "patch-1", "{ask}");
+    assert_eq!(tool_call["kind"], "edit");
+    let diff = &tool_call["content"][0];
+    assert_eq!(diff["type"], "diff", "{ask}");
+    assert_eq!(diff["newText"], "hi\n");
+    assert_eq!(diff["oldText"], Value::Null);
+    assert!(
+        diff["path"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("notes.txt")
+    );
+    client
+        .answer(
+            &ask,
+            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+        )
+        .await;
+    let response = client.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        std::fs::read_to_string(env.work_path().join("notes.txt"))
+            .ok()
+            .as_deref(),
+        Some("hi\n")
+    );
+    let updates = client.updates(&session);
+    assert_eq!(
+        final_status(&updates, "patch-1"),
+        "completed",
+        "{updates:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_the_output_limit_ends_max_tokens() {
+    let env = AcpEnv::new().await;
+    env.model.push(MockResponse::sse(vec![
+        interpreter_test_support::mock_model::chunk::text("a long answ"),
+        interpreter_test_support::mock_model::chunk::finish("length"),
+    ]));
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    let result = client
+        .request("session/prompt", prompt_params(&session, "write a lot"))
+        .await;
+    assert_eq!(result["stopReason"], "max_tokens", "{result}");
+}
+
+#[tokio::test]
+async fn images_and_embedded_resources_reach_the_model() {
+    let env = AcpEnv::new().await;
+    env.script_text("seen");
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    let result = client
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [
+                {"type": "text", "text": "look"},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "file:///p/a.rs", "text": "fn main() {}", "mimeType": "text/x-rust"}},
+                {"type": "resource_link", "uri": "file:///p/b.rs", "name": "b.rs"}
+            ]}),
+        )
+        .await;
+    assert_eq!(result["stopReason"], "end_turn");
+    let request = env.model.requests().pop().expect("a model request");
+    let sent = request.to_string();
+    assert!(
+        sent.contains("data:image/png;base64,iVBORw0KGgo="),
+        "{sent}"
+    );
+    assert!(sent.contains("fn main() {}"), "{sent}");
+    assert!(sent.contains("file:///p/b.rs"), "{sent}");
+}
