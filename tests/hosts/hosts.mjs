@@ -143,7 +143,7 @@ export const gemini = {
     return { httpUrl: server.http.url, headers: { Authorization: `Bearer ${server.http.token}` }, trust: true, timeout: 120000 };
   },
 
-  async run({ home, model, server, prompt, cwd }) {
+  async run({ home, model, server, prompt, cwd, extraEnv = {} }) {
     ensureDir(join(home, ".gemini"));
     const settings = {
       security: { auth: { selectedType: "gemini-api-key" } },
@@ -154,7 +154,7 @@ export const gemini = {
     };
     writeFileSync(join(home, ".gemini", "settings.json"), JSON.stringify(settings, null, 2));
     const env = baseEnv(home, {
-      GEMINI_API_KEY: "mock-key", GOOGLE_GEMINI_BASE_URL: model.origin, GEMINI_CLI_NO_RELAUNCH: "true",
+      GEMINI_API_KEY: "mock-key", GOOGLE_GEMINI_BASE_URL: model.origin, GEMINI_CLI_NO_RELAUNCH: "true", ...extraEnv,
     });
     return runHost(process.execPath, [
       // --debug puts the MCP client's errors (e.g. a failed connect) on stderr.
@@ -168,7 +168,7 @@ export const gemini = {
     const declarations = (request.body.tools ?? []).flatMap((t) => t.functionDeclarations ?? [])
       .filter((d) => d.name.startsWith(`mcp_${SERVER}_`))
       .map((d) => ({ name: d.name, parameters: Object.keys(d.parametersJsonSchema?.properties ?? d.parameters?.properties ?? {}) }));
-    return { path: request.path, query: request.query, functionDeclarations: declarations, contents: request.body.contents.slice(1) };
+    return { path: request.path, query: request.query, functionDeclarations: declarations, contents: request.body.contents.filter((c) => (c.parts ?? []).some((p) => p.functionCall || p.functionResponse)) };
   },
 };
 
@@ -251,7 +251,7 @@ export const codex = {
     return lines.join("\n");
   },
 
-  async run({ home, model, server, prompt, cwd }) {
+  async run({ home, model, server, prompt, cwd, extraEnv = {} }) {
     const codexHome = ensureDir(join(home, ".codex"));
     writeFileSync(join(codexHome, "config.toml"), [
       `model = "mock-host-model"`,
@@ -274,7 +274,7 @@ export const codex = {
     ].join("\n"));
     const env = baseEnv(home, {
       CODEX_HOME: codexHome, MOCK_HOST_KEY: "mock-key",
-      ...(server.http ? { INTERP_MCP_TOKEN: server.http.token } : {}),
+      ...(server.http ? { INTERP_MCP_TOKEN: server.http.token } : {}), ...extraEnv,
     });
     return runHost(join(NODE_MODULES, ".bin/codex"),
       ["exec", "--json", "--skip-git-repo-check", "--ephemeral", prompt], { env, cwd });
@@ -285,7 +285,7 @@ export const codex = {
     return {
       path: request.path,
       tool: { type: namespace.type, name: namespace.name, tools: namespace.tools.map((t) => ({ name: t.name, parameters: Object.keys(t.parameters?.properties ?? {}) })) },
-      input: request.body.input.filter((i) => i.type !== "message" || i.role === "user").slice(-5),
+      input: request.body.input.filter((i) => i.type === "function_call" || i.type === "function_call_output"),
     };
   },
 };
@@ -339,6 +339,11 @@ export const claude = {
   name: "claude",
   title: "Claude Code 2.1.332",
   elicitation: "cancels",
+  // Claude Code speaks 2026-07-28 when `server/discover` answers; this forces `initialize`.
+  variants: [
+    { label: "stdio, legacy era", transport: "stdio", env: { MCP_PROTOCOL_NEGOTIATION: "legacy" } },
+    { label: "http, legacy era", transport: "http", env: { MCP_PROTOCOL_NEGOTIATION: "legacy" } },
+  ],
 
   async startModel(steps) {
     const script = new Script(steps);
@@ -382,7 +387,7 @@ export const claude = {
     return { type: "http", url: server.http.url, headers: { Authorization: `Bearer ${server.http.token}` } };
   },
 
-  async run({ home, model, server, prompt, cwd }) {
+  async run({ home, model, server, prompt, cwd, extraEnv = {} }) {
     const configDir = ensureDir(join(home, ".claude"));
     const mcpConfig = join(home, "mcp.json");
     writeFileSync(mcpConfig, JSON.stringify({ mcpServers: { [SERVER]: this.entry(server) } }, null, 2));
@@ -397,6 +402,7 @@ export const claude = {
       // Offer MCP tools up front instead of behind ToolSearch.
       ENABLE_TOOL_SEARCH: "false",
       MCP_TOOL_TIMEOUT: "120000",
+      ...extraEnv,
     });
     const allowed = ["codex", "codex-reply", "codex-status", "codex-wait"].map((t) => `mcp__${SERVER}__${t}`).join(",");
     return runHost(join(NODE_MODULES, ".bin/claude"), [
@@ -410,7 +416,7 @@ export const claude = {
       path: request.path,
       tools: request.body.tools.filter((t) => t.name.startsWith(`mcp__${SERVER}__`))
         .map((t) => ({ name: t.name, parameters: Object.keys(t.input_schema?.properties ?? {}) })),
-      messages: request.body.messages.slice(1),
+      messages: request.body.messages.filter((m) => Array.isArray(m.content) && m.content.some((c) => c.type === "tool_use" || c.type === "tool_result")),
     };
   },
 };

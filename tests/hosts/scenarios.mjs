@@ -46,9 +46,14 @@ function explain(out, model) {
 
 /** Replace this run's temporary paths and ids so a fixture reads the same every time. */
 function sanitize(value, ctx, home) {
+  const ids = new Map();
   return JSON.parse(JSON.stringify(value)
     .replaceAll(ctx.work, "/tmp/WORK").replaceAll(ctx.home, "/tmp/SUBAGENT_HOME").replaceAll(home, "/tmp/HOST_HOME")
-    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, "<uuid>"));
+    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, (id) => {
+      if (!ids.has(id)) ids.set(id, `<uuid-${ids.size + 1}>`);
+      return ids.get(id);
+    })
+    .replace(/Wall time: [0-9.]+ seconds/g, "Wall time: <t> seconds"));
 }
 
 /** Put what the host's model was handed into the test's output (TAP diagnostics). */
@@ -68,8 +73,9 @@ async function readRecord(ctx) {
 }
 
 export function defineHostTests(host) {
-  for (const transport of ["stdio", "http"]) {
-    test(`${host.title} over ${transport}: codex, then codex-reply with the thread id its model read`,
+  const variants = [{ label: "stdio", transport: "stdio" }, { label: "http", transport: "http" }, ...(host.variants ?? [])];
+  for (const { label, transport, env: hostEnv } of variants) {
+    test(`${host.title} over ${label}: codex, then codex-reply with the thread id its model read`,
       { timeout: HOST_DEADLINE_MS + 60000 }, async (t) => {
         const FIRST = "Say the first answer.";
         const SECOND = "Now say the second answer.";
@@ -91,7 +97,7 @@ export function defineHostTests(host) {
         const home = freshDir(`host-${host.name}-`);
         let out;
         try {
-          out = await host.run({ home, model, server: serverSpec(ctx, http), prompt: "Use the interp tools twice.", cwd: ctx.work });
+          out = await host.run({ home, model, server: serverSpec(ctx, http), prompt: "Use the interp tools twice.", cwd: ctx.work, extraEnv: hostEnv });
           const why = explain(out, model);
           note(t, out, seen);
           assert.equal(out.code, 0, why);
@@ -120,7 +126,7 @@ export function defineHostTests(host) {
           const history = JSON.stringify(record.requests[1].messages);
           for (const part of [FIRST, "first answer", SECOND]) assert.ok(history.includes(part), `${part} missing from ${history}`);
 
-          if (process.env.HOSTS_WRITE_FIXTURES === "1" && transport === "stdio") {
+          if (process.env.HOSTS_WRITE_FIXTURES === "1" && label === "stdio") {
             ensureDir(FIXTURES);
             const fixture = {
               host: host.title,
@@ -136,7 +142,7 @@ export function defineHostTests(host) {
         }
       });
 
-    test(`${host.title} over ${transport}: a made-up thread id, then an approval the host answers its own way`,
+    test(`${host.title} over ${label}: a made-up thread id, then an approval the host answers its own way`,
       { timeout: HOST_DEADLINE_MS + 60000 }, async (t) => {
         const BAD = "0badc0de-1111-4222-8333-444444444444";
         const ctx = await setUp([{ command: "touch approved.txt" }, { text: "The command was not run." }]);
@@ -156,7 +162,7 @@ export function defineHostTests(host) {
         const home = freshDir(`host-${host.name}-`);
         let out;
         try {
-          out = await host.run({ home, model, server: serverSpec(ctx, http), prompt: "Try the interp tools.", cwd: ctx.work });
+          out = await host.run({ home, model, server: serverSpec(ctx, http), prompt: "Try the interp tools.", cwd: ctx.work, extraEnv: hostEnv });
           const why = explain(out, model);
           note(t, out, seen);
           assert.equal(out.code, 0, why);
