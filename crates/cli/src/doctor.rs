@@ -658,7 +658,7 @@ async fn check_server(config: &Config) -> Check {
             );
         }
     };
-    let facts = client.server_facts().await;
+    let facts = client.probe_server_facts().await;
     let window = match (facts.context_window, configured) {
         (Some((n, source)), _) => format!("context window {n} tokens ({source})"),
         (None, Some(configured)) => configured,

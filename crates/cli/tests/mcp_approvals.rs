@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 enum Answer {
     Result(Value),
     RpcError,
+    /// One message carrying both `result` and `error`: not a valid JSON-RPC answer.
+    ResultAndError,
     Silence,
 }
 
@@ -40,6 +42,15 @@ async fn run_approval(env: &McpEnv, client: &mut McpClient, answer: Answer) -> O
             let request = client.server_request("elicitation/create").await;
             client
                 .send(json!({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32603, "message": "no UI"}}))
+                .await;
+            elicitation = Some(request);
+        }
+        Answer::ResultAndError => {
+            let request = client.server_request("elicitation/create").await;
+            client
+                .send(json!({"jsonrpc": "2.0", "id": request["id"],
+                    "result": {"action": "accept", "content": {"decision": "approved"}},
+                    "error": {"code": -32603, "message": "no UI"}}))
                 .await;
             elicitation = Some(request);
         }
@@ -149,6 +160,22 @@ async fn client_error_denies_and_says_so() {
     let mut client = elicitation_client(&env).await;
     let outcome = run_approval(&env, &mut client, Answer::RpcError).await;
     assert!(!outcome.file_created);
+    let text = outcome.result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with("Finished."), "{text}");
+    assert!(text.contains("could not answer"), "{text}");
+}
+
+/// Found running the MCP hosts: an answer with both `result` and `error` was dropped by
+/// the transport, and the approval was denied only at its deadline (600 s by default;
+/// the test's read deadline is far shorter, so a wait for the deadline fails it).
+#[tokio::test]
+async fn an_answer_with_result_and_error_denies_at_once() {
+    let env = McpEnv::new().await;
+    let mut client = elicitation_client(&env).await;
+    let outcome = run_approval(&env, &mut client, Answer::ResultAndError).await;
+    assert!(!outcome.file_created, "{}", outcome.result);
     let text = outcome.result["content"][0]["text"]
         .as_str()
         .unwrap_or_default();

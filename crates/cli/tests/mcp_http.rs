@@ -229,6 +229,145 @@ async fn a_legacy_session_runs_a_turn_over_http() {
         message["result"]["structuredContent"]["content"], "Hello over HTTP.",
         "{message}"
     );
+    // A 2025-11-25 client polls SSE streams: its call stream opens with a priming event.
+    assert!(
+        priming_events(&body) > 0,
+        "no priming event for 2025-11-25: {body}"
+    );
+}
+
+/// SSE events with fields but no data: the priming events of 2025-11-25's SSE polling.
+fn priming_events(body: &str) -> usize {
+    body.split("\n\n")
+        .filter(|event| {
+            let fields: Vec<&str> = event
+                .lines()
+                .filter(|line| !line.is_empty() && !line.starts_with(':'))
+                .collect();
+            !fields.is_empty()
+                && !fields.iter().any(|line| {
+                    line.strip_prefix("data:")
+                        .is_some_and(|data| !data.trim().is_empty())
+                })
+        })
+        .count()
+}
+
+/// Found by Gemini CLI 0.61.0, a 2025-06-18 client that never opens the optional GET
+/// stream and parses every SSE event's data as JSON: the server's empty-data priming
+/// events broke its client ("Unexpected end of JSON input"), and the approval question of
+/// a running `codex` call went only to the GET stream, so it waited out the approval
+/// deadline. Now it sees no priming event, gets the question on its call's own stream,
+/// and its answer decides the command.
+#[tokio::test]
+async fn gemini_cli_legacy_client_without_get_stream_gets_its_approval_on_the_call() {
+    use futures::StreamExt;
+
+    let env = McpEnv::new().await;
+    let server = start(&env, &["--no-auth"]).await;
+    let (status, headers, body) = post(
+        &server,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "gemini-cli-like", "version": "0"}}}),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        priming_events(&body),
+        0,
+        "a priming event for 2025-06-18: {body}"
+    );
+    let session = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a legacy session id")
+        .to_string();
+    let session_headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    let (status, _, _) = post(
+        &server,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &session_headers,
+    )
+    .await;
+    assert!(status.is_success(), "{status}");
+
+    env.script_command_then_text("call_a", "touch approved.txt", "Finished.");
+    let mut call = http()
+        .post(&server.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream");
+    for (name, value) in session_headers {
+        call = call.header(name, value);
+    }
+    let response = call
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "codex", "arguments": {"prompt": "make a file", "approval-policy": "untrusted",
+            "sandbox": "danger-full-access"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    let mut body = String::new();
+    let mut answered = false;
+    let result = loop {
+        let chunk = tokio::time::timeout(READ_DEADLINE, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("the call stream went quiet: {body}"))
+            .unwrap_or_else(|| panic!("the call stream ended without a result: {body}"))
+            .unwrap();
+        body.push_str(&String::from_utf8_lossy(&chunk));
+        let messages: Vec<Value> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .collect();
+        if !answered
+            && let Some(question) = messages
+                .iter()
+                .find(|m| m["method"] == "elicitation/create")
+        {
+            let (status, _, text) = post(
+                &server,
+                &json!({"jsonrpc": "2.0", "id": question["id"],
+                    "result": {"action": "accept", "content": {"decision": "approved"}}}),
+                &session_headers,
+            )
+            .await;
+            assert!(status.is_success(), "{status}: {text}");
+            answered = true;
+        }
+        if let Some(result) = messages
+            .iter()
+            .find(|m| m["id"] == 2 && m.get("method").is_none())
+        {
+            break result.clone();
+        }
+    };
+    assert!(
+        answered,
+        "the approval never came on the call's stream: {body}"
+    );
+    assert_eq!(
+        priming_events(&body),
+        0,
+        "a priming event for 2025-06-18: {body}"
+    );
+    assert_eq!(
+        result["result"]["structuredContent"]["content"], "Finished.",
+        "{result}"
+    );
+    assert!(
+        env.work_path().join("approved.txt").exists(),
+        "the approved command did not run"
+    );
 }
 
 #[tokio::test]

@@ -130,6 +130,12 @@ async fn tools_list_matches_reference_schemas() {
         );
         assert_eq!(tool["outputSchema"], output_schema);
     }
+    // Honest hints, so hosts that ask before unannotated tools (Codex CLI) can run the
+    // read-only ones unasked.
+    for (tool, read_only) in tools.iter().zip([false, false, true, true]) {
+        assert_eq!(tool["annotations"]["readOnlyHint"], read_only, "{tool}");
+    }
+    assert_eq!(tools[0]["annotations"]["destructiveHint"], true);
     let mut codex = tools[0]["inputSchema"].clone();
     strip_descriptions(&mut codex);
     assert_eq!(tools[0]["name"], "codex");
@@ -170,20 +176,30 @@ async fn tools_list_matches_reference_schemas() {
     );
 }
 
-/// Bad input never stops the server. Following the official SDKs, a line that is not JSON
-/// is ignored (it has no id to answer), JSON that is not a JSON-RPC message gets `-32600`,
-/// and a line over the 16 MiB bound is dropped; the next request is served normally.
+/// Bad input never stops the server, and every message that could be waiting for an
+/// answer gets one. A line that is not JSON gets `-32700` with `id: null` (JSON-RPC 2.0;
+/// found running the MCP hosts: rmcp dropped it without a word, and a client that sent a
+/// truncated line waited forever), JSON that is not a JSON-RPC message gets `-32600`, a
+/// malformed request gets `-32600` with its own id, and a line over the 16 MiB bound gets
+/// `-32600`; the next request is served normally.
 #[tokio::test]
-async fn malformed_and_oversized_input_are_survived() {
+async fn a_line_that_is_not_json_gets_a_parse_error() {
     let env = McpEnv::new().await;
     let mut client = env.spawn();
     client.initialize(json!({})).await;
 
     client
         .process
-        .write_raw(b"{this is not json\n")
+        .write_raw(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"pi\n")
         .await
         .expect("write");
+    let parse_error = client
+        .process
+        .read_json(READ_DEADLINE)
+        .await
+        .expect("parse error reply");
+    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
+    assert_eq!(parse_error["id"], Value::Null, "{parse_error}");
     assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
 
     client
@@ -199,6 +215,19 @@ async fn malformed_and_oversized_input_are_survived() {
     assert_eq!(batch_error["error"]["code"], -32600, "{batch_error}");
     assert_eq!(batch_error["id"], Value::Null);
 
+    client
+        .process
+        .write_raw(b"{\"jsonrpc\":\"2.0\",\"id\":98,\"method\":\"tools/call\",\"params\":7}\n")
+        .await
+        .expect("write");
+    let bad_request = client
+        .process
+        .read_json(READ_DEADLINE)
+        .await
+        .expect("bad request reply");
+    assert_eq!(bad_request["id"], 98, "{bad_request}");
+    assert!(bad_request["error"]["code"].is_i64(), "{bad_request}");
+
     // 17 MiB without a newline, then the newline: over the 16 MiB bound.
     let huge = vec![b'x'; 17 * 1024 * 1024];
     client.process.write_raw(&huge).await.expect("write huge");
@@ -207,6 +236,12 @@ async fn malformed_and_oversized_input_are_survived() {
         .write_raw(b"\n")
         .await
         .expect("write newline");
+    let too_long = client
+        .process
+        .read_json(READ_DEADLINE)
+        .await
+        .expect("too long reply");
+    assert_eq!(too_long["error"]["code"], -32600, "{too_long}");
     assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
 
     // A large but legal argument still works (no truncation of long lines).
@@ -214,10 +249,14 @@ async fn malformed_and_oversized_input_are_survived() {
     let result = client
         .call(
             "tools/call",
-            json!({"name": "codex", "arguments": {"prompt": big_prompt, "bogus-key": 1}}),
+            json!({"name": "codex", "arguments": {"prompt": big_prompt, "sandbox-mode": 1}}),
         )
         .await;
     assert_eq!(result["result"]["isError"], true, "{result}");
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("did you mean `sandbox`"), "{text}");
 
     let unknown_tool = client
         .call("tools/call", json!({"name": "nope", "arguments": {}}))

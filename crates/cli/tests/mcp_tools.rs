@@ -245,3 +245,67 @@ async fn idle_threads_leave_memory_and_come_back_from_disk() {
     let last = env.model.requests().last().cloned().unwrap().to_string();
     assert!(last.contains("remember 0"), "{last}");
 }
+
+/// Found by Gemini CLI, which adds `wait_for_previous` to every tool's arguments: the
+/// call failed with "unknown field". A host's own argument is dropped; the thread runs
+/// and `codex-reply` (given the same extra argument) continues it.
+#[tokio::test]
+async fn gemini_cli_wait_for_previous_does_not_fail_the_call() {
+    let env = McpEnv::new().await;
+    env.script_text("First answer.");
+    env.script_text("Second answer.");
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+    let first = client
+        .tool(
+            "codex",
+            json!({"prompt": "hi", "approval-policy": "never", "wait_for_previous": true}),
+        )
+        .await;
+    assert_valid_result(&first);
+    assert_eq!(
+        first["structuredContent"]["content"], "First answer.",
+        "{first}"
+    );
+    let second = client
+        .tool(
+            "codex-reply",
+            json!({"threadId": thread_id(&first), "prompt": "again", "wait_for_previous": false}),
+        )
+        .await;
+    assert_eq!(
+        second["structuredContent"]["content"], "Second answer.",
+        "{second}"
+    );
+}
+
+/// Found running the MCP hosts: every new thread probed the model server (`/props`,
+/// `/v1/models`, `/api/show`) before its first request. The server is asked once per
+/// process.
+#[tokio::test]
+async fn the_model_server_is_probed_once_per_process() {
+    let env = McpEnv::new().await;
+    env.script_text("One.");
+    env.script_text("Two.");
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+    for prompt in ["first thread", "second thread"] {
+        let result = client
+            .tool(
+                "codex",
+                json!({"prompt": prompt, "approval-policy": "never"}),
+            )
+            .await;
+        assert_ne!(result["isError"], true, "{result}");
+    }
+    let probes = env.model.record().probes;
+    assert!(!probes.is_empty(), "the server was never probed");
+    let mut once = probes.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(
+        probes.len(),
+        once.len(),
+        "probed more than once: {probes:?}"
+    );
+}

@@ -19,8 +19,10 @@ use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, ExecApprovalRequestEvent, ReviewDecision, ThreadId,
 };
 use interpreter_tools::display_command;
-use rmcp::model::{CancelledNotificationParam, CustomRequest, ServerRequest};
-use rmcp::service::{PeerRequestOptions, RequestHandle};
+use rmcp::model::{
+    CancelledNotificationParam, CustomRequest, GetExtensions, RequestId, ServerRequest,
+};
+use rmcp::service::{OriginatingRequestId, PeerRequestOptions, RequestHandle};
 use rmcp::{Peer, RoleServer};
 use serde::Serialize;
 use serde_json::Value;
@@ -175,14 +177,24 @@ impl ElicitOutcome {
 /// until `cancel` fires. The request goes out as a custom request so the reference's
 /// `codex_*` correlation fields survive, and the answer comes back untyped so the one
 /// decoder sees exactly what the client sent.
+///
+/// `origin` is the `tools/call` asking. Over streamable HTTP the question then goes on
+/// that call's SSE response stream (the spec's SHOULD), not only on the optional GET
+/// stream a client MAY never open. rmcp ties a request to its origin by itself only while
+/// the handler's own task sends it; ours is sent from the turn's follower task, so the
+/// marker is set here.
 pub async fn elicit(
     peer: &Peer<RoleServer>,
+    origin: RequestId,
     params: Value,
     deadline: Duration,
     cancel: &CancellationToken,
 ) -> ElicitOutcome {
-    let request =
+    let mut request =
         ServerRequest::CustomRequest(CustomRequest::new("elicitation/create", Some(params)));
+    request
+        .extensions_mut()
+        .insert(OriginatingRequestId(origin));
     let mut options = PeerRequestOptions::no_options();
     // rmcp's own timeout would also fire; ours below decides and sends the cancel.
     options.timeout = Some(deadline + Duration::from_secs(1));
@@ -222,4 +234,56 @@ pub async fn elicit(
         }
     }
     outcome
+}
+
+/// The error answer that stands in for a client's unreadable answer to one of our own
+/// requests, or `None` when `message` is not such an answer.
+///
+/// A message with an `id`, no `method`, that does not decode as a JSON-RPC response (say,
+/// both `result` and `error`) is refused by rmcp's decoder, and the request it answers
+/// would then wait for its deadline: a ten-minute hang for an approval. Turned into an
+/// error answer for the same id, it settles the request at once, and an approval that got
+/// an error is denied (fail closed: an answer we cannot read is a "no").
+pub fn unreadable_answer_as_error(message: &Value, why: &str) -> Option<Value> {
+    let object = message.as_object()?;
+    if object.contains_key("method") {
+        return None;
+    }
+    let id = object
+        .get("id")
+        .filter(|id| id.is_string() || id.is_i64() || id.is_u64())?;
+    Some(serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": rmcp::model::ErrorCode::INVALID_REQUEST.0,
+            "message": format!("unreadable answer: {why}"),
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_answers_with_an_id_are_replaced() {
+        let both =
+            json!({"jsonrpc": "2.0", "id": 3, "result": {}, "error": {"code": 1, "message": "x"}});
+        let replaced =
+            unreadable_answer_as_error(&both, "both result and error").unwrap_or_default();
+        assert_eq!(replaced["id"], 3);
+        assert_eq!(replaced["error"]["code"], -32600);
+        let decoded: Result<rmcp::model::ClientJsonRpcMessage, _> =
+            serde_json::from_value(replaced);
+        assert!(decoded.is_ok(), "{decoded:?}");
+        assert!(
+            unreadable_answer_as_error(&json!({"jsonrpc": "2.0", "id": 3, "method": "x"}), "")
+                .is_none()
+        );
+        assert!(unreadable_answer_as_error(&json!({"jsonrpc": "2.0", "result": {}}), "").is_none());
+        assert!(unreadable_answer_as_error(&json!([1]), "").is_none());
+    }
 }

@@ -10,7 +10,7 @@ use interpreter_core::config::ElicitationFallback;
 use interpreter_protocol::{Event, ReviewDecision, ThreadId};
 use rmcp::model::{
     CallToolResult, CustomNotification, InputRequest, InputRequests, InputRequiredResult,
-    ProgressNotificationParam, ProgressToken, ServerNotification,
+    ProgressNotificationParam, ProgressToken, RequestId, ServerNotification,
 };
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -24,8 +24,13 @@ use crate::turns::{Answer, PendingApproval, RunState, TurnRun};
 /// How this caller answers the approvals a turn raises.
 #[derive(Clone)]
 pub enum Asker {
-    /// Legacy era, client declared elicitation: `elicitation/create` on its connection.
-    Elicit(Peer<RoleServer>),
+    /// Legacy era, client declared elicitation: `elicitation/create` on its connection,
+    /// tied to the `tools/call` that is asking (`origin`) so streamable HTTP sends it on
+    /// that call's own response stream.
+    Elicit {
+        peer: Peer<RoleServer>,
+        origin: RequestId,
+    },
     /// 2026-07-28, client declared elicitation: end the call with `InputRequiredResult`.
     Mrtr { tool: String },
     /// The client cannot be asked: the configured fallback decides, and says so.
@@ -209,16 +214,22 @@ impl Follower {
         states: &RequestStates,
     ) -> Option<FollowEnd> {
         match &self.asker {
-            Asker::Elicit(peer) => {
+            Asker::Elicit { peer, origin } => {
                 let peer = peer.clone();
+                let origin = origin.clone();
                 let run = run.clone();
                 let deadline = Duration::from_secs(run.settings.approval_timeout_sec);
                 // The question outlives this caller (a `codex-wait` may return meanwhile);
                 // the turn's end or the deadline bounds it.
                 tokio::spawn(async move {
-                    let outcome =
-                        approval::elicit(&peer, approval.params.clone(), deadline, &run.stopping())
-                            .await;
+                    let outcome = approval::elicit(
+                        &peer,
+                        origin,
+                        approval.params.clone(),
+                        deadline,
+                        &run.stopping(),
+                    )
+                    .await;
                     match outcome {
                         ElicitOutcome::ClientError => run.note(format!(
                             "the request to {} was denied: the client could not answer the approval request",

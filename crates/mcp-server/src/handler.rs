@@ -41,9 +41,12 @@ pub const SERVER_NAME: &str = "interpreter";
 /// Human title reported in `serverInfo`.
 pub const SERVER_TITLE: &str = "Interpreter";
 
-const INSTRUCTIONS: &str = "Use the `codex` tool to run the coding agent on a task and \
-`codex-reply` with the returned threadId to continue it. For long tasks pass `background: true` \
-and follow the thread with `codex-status` and `codex-wait`.";
+// Hosts rename tools (Codex CLI shows `codex-reply` as `codex_reply`), so both spellings are
+// named where the model reads them.
+const INSTRUCTIONS: &str = "Use the `codex` tool to run the coding agent on a task and the reply \
+tool (`codex-reply`, or `codex_reply` where the host renames tools) with the threadId its result \
+carries to continue it. For long tasks pass `background: true` and follow the thread with \
+`codex-status` and `codex-wait` (`codex_status`, `codex_wait`).";
 
 /// How a call that starts a turn relates to it.
 #[derive(Debug, Clone, Copy)]
@@ -128,10 +131,12 @@ fn arguments<T: serde::de::DeserializeOwned>(
     tool: &str,
     params: &CallToolRequestParams,
 ) -> Result<T, CallToolResult> {
-    let arguments = params
+    let mut arguments = params
         .arguments
         .clone()
         .ok_or_else(|| result::error(&format!("Missing arguments for `{tool}`.")))?;
+    crate::tools::screen_arguments(tool, &mut arguments)
+        .map_err(|e| result::error(&format!("Invalid arguments for `{tool}`: {e}")))?;
     serde_json::from_value(Value::Object(arguments))
         .map_err(|e| result::error(&format!("Invalid arguments for `{tool}`: {e}")))
 }
@@ -151,7 +156,10 @@ impl AgentServer {
                 tool: tool.to_string(),
             }
         } else {
-            Asker::Elicit(ctx.peer.clone())
+            Asker::Elicit {
+                peer: ctx.peer.clone(),
+                origin: ctx.id.clone(),
+            }
         };
         Follower::new(
             ctx.peer.clone(),

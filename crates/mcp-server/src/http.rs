@@ -12,7 +12,9 @@
 //! * a header-read timeout, a cap on open connections and a raised fd limit (the shared
 //!   accept loop in `interpreter_app_server::listener`);
 //! * SSE keep-alives, and a closed request stream cancels its turn (the 2026 rule; rmcp
-//!   cancels the request's token, and a waiting `codex` call interrupts its turn).
+//!   cancels the request's token, and a waiting `codex` call interrupts its turn);
+//! * bounded POST bodies, no priming events for clients older than 2025-11-25, and an
+//!   unreadable answer settling its request at once ([`crate::http_filters`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -29,6 +31,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::AgentServer;
+use crate::http_filters;
 use crate::mrtr::RequestStates;
 use crate::turns::Registry;
 
@@ -209,7 +212,13 @@ pub async fn serve(
     );
     let mut router = axum::Router::new()
         .route_service(&listen.path, service)
-        .layer(axum::middleware::from_fn(delete_answers_no_content));
+        .layer(axum::middleware::from_fn(delete_answers_no_content))
+        .layer(axum::middleware::from_fn(
+            http_filters::priming_only_for_polling_clients,
+        ))
+        .layer(axum::middleware::from_fn(
+            http_filters::unreadable_answers_settle,
+        ));
     if let HttpAuth::Token(token) = auth {
         router = router.layer(axum::middleware::from_fn_with_state(
             Arc::new(token),

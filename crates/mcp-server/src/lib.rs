@@ -33,6 +33,7 @@ pub mod follow;
 pub mod fuzzing;
 pub mod handler;
 pub mod http;
+mod http_filters;
 pub mod mrtr;
 pub mod result;
 mod stdio;

@@ -4,6 +4,12 @@
 //! status?}` so it validates against the tools' `outputSchema` (strict clients reject a
 //! result without it), and the same text as a `TextContent` block for clients that read
 //! only `content`. `threadId` is empty when no thread exists yet.
+//!
+//! When a thread exists, a second `TextContent` block carries `{"threadId", "status"}` as
+//! JSON: hosts that hand their model only the text blocks (Gemini CLI drops
+//! `structuredContent`) would otherwise never let it call `codex-reply`. The spec asks a
+//! tool with structured output to serialize it into a text block too; the answer itself is
+//! not repeated there, so a long answer is not sent twice.
 
 use interpreter_protocol::ThreadId;
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -36,17 +42,36 @@ struct Structured<'a> {
     status: Option<TurnStatus>,
 }
 
+/// The second text block: what a text-only host's model needs to continue the thread.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ThreadTrailer {
+    thread_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<TurnStatus>,
+}
+
 fn build(thread_id: Option<ThreadId>, text: &str, status: Option<TurnStatus>) -> CallToolResult {
     let structured = Structured {
         thread_id: thread_id.map(|t| t.to_string()).unwrap_or_default(),
         content: text,
         status,
     };
+    let mut blocks = vec![ContentBlock::text(text)];
+    if let Some(thread_id) = thread_id {
+        let trailer = ThreadTrailer {
+            thread_id: thread_id.to_string(),
+            status,
+        };
+        if let Ok(trailer) = serde_json::to_string(&trailer) {
+            blocks.push(ContentBlock::text(trailer));
+        }
+    }
     let structured = serde_json::to_value(structured).unwrap_or_default();
     let mut result = if status.is_none_or(TurnStatus::is_error) {
-        CallToolResult::error(vec![ContentBlock::text(text)])
+        CallToolResult::error(blocks)
     } else {
-        CallToolResult::success(vec![ContentBlock::text(text)])
+        CallToolResult::success(blocks)
     };
     result.structured_content = Some(structured);
     result
@@ -118,5 +143,27 @@ mod tests {
             serde_json::to_value(with_status(id, "x", TurnStatus::Completed)).unwrap_or_default();
         assert_eq!(value["structuredContent"]["threadId"], id.to_string());
         assert_eq!(value["structuredContent"]["status"], "completed");
+    }
+
+    /// Found by Gemini CLI, which hands its model only the text blocks: the thread id
+    /// must be readable there, or the model can never call `codex-reply`.
+    #[test]
+    fn gemini_cli_text_only_hosts_see_the_thread_id() {
+        let id = ThreadId::new();
+        let value =
+            serde_json::to_value(with_status(id, "x", TurnStatus::Completed)).unwrap_or_default();
+        let trailer: Value = value["content"][1]["text"]
+            .as_str()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default();
+        assert_eq!(trailer["threadId"], id.to_string(), "{value}");
+        assert_eq!(trailer["status"], "completed", "{value}");
+        // Before any thread exists there is nothing to continue: one block only.
+        let value = serde_json::to_value(error("bad args")).unwrap_or_default();
+        assert_eq!(
+            value["content"].as_array().map(Vec::len),
+            Some(1),
+            "{value}"
+        );
     }
 }

@@ -10,6 +10,15 @@
 //!   request is refused here with `-32600` before rmcp sees it, so the first turn is
 //!   neither duplicated nor orphaned.
 //!
+//! * Lines are read and decoded here, not by rmcp's reader, which drops a line that is
+//!   not JSON without a word and answers a malformed message with `-32600` and no id. A
+//!   line that is not JSON gets `-32700` with `id: null`, as JSON-RPC 2.0 requires (a
+//!   client that sent a truncated line otherwise waits forever); a malformed request gets
+//!   `-32600` with its own id; and an unreadable answer to one of our requests (both
+//!   `result` and `error`, say) settles that request as an error at once instead of at
+//!   its deadline ([`approval::unreadable_answer_as_error`]). Our error answers are valid
+//!   JSON-RPC, so a peer that echoes them back cannot start an error storm.
+//!
 //! It also reports the end of input at once (`input_closed`): rmcp lets in-flight
 //! handlers finish for up to 5 s after EOF, and ours wait for their turns, so the turns
 //! must be interrupted as soon as the client is gone.
@@ -22,9 +31,12 @@ use rmcp::RoleServer;
 use rmcp::model::{ClientNotification, ErrorData, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
-use tokio::io::{AsyncRead, AsyncWrite};
+use rmcp::transport::async_rw::{AsyncRwTransport, DEFAULT_MAX_LINE_LENGTH};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio_util::sync::CancellationToken;
+
+use crate::approval;
 
 /// Server transport over this process's stdin and stdout; `input_closed` fires when
 /// stdin ends.
@@ -40,7 +52,11 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     Guarded {
-        inner: AsyncRwTransport::new_server(read, write),
+        read: BufReader::new(read),
+        line: Vec::new(),
+        discarding: false,
+        // rmcp's transport only writes here: reading is ours (see the module doc).
+        inner: AsyncRwTransport::new_server(tokio::io::empty(), write),
         seen_request: false,
         in_flight: Arc::default(),
         input_closed,
@@ -48,18 +64,121 @@ where
 }
 
 pub(crate) struct Guarded<R: AsyncRead, W: AsyncWrite> {
-    inner: AsyncRwTransport<RoleServer, R, W>,
+    read: BufReader<R>,
+    /// The line being read. Kept across calls: `receive` is polled inside a select and
+    /// may be dropped mid-line, and the next call must resume where it stopped.
+    line: Vec<u8>,
+    /// Skipping the rest of a line already refused for its length.
+    discarding: bool,
+    inner: AsyncRwTransport<RoleServer, tokio::io::Empty, W>,
     seen_request: bool,
     /// Ids of client requests not yet answered.
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
     input_closed: CancellationToken,
 }
 
-impl<R: AsyncRead, W: AsyncWrite> Guarded<R, W> {
+/// How one read of a line ended.
+enum LineRead {
+    Line,
+    TooLong,
+    End,
+}
+
+impl<R, W> Guarded<R, W>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
     fn settle(&self, id: &RequestId) {
         if let Ok(mut ids) = self.in_flight.lock() {
             ids.remove(id);
         }
+    }
+
+    /// Send a message of our own without going through rmcp. Spawned, not awaited: rmcp
+    /// polls `receive` inside a select and may drop it at any await, which would lose
+    /// the message.
+    fn reply(&mut self, message: TxJsonRpcMessage<RoleServer>) {
+        let send = self.inner.send(message);
+        tokio::spawn(async move {
+            if let Err(e) = send.await {
+                tracing::debug!("could not answer on stdio: {e}");
+            }
+        });
+    }
+
+    /// Read one `\n`-terminated line into `self.line`, never holding more than
+    /// [`DEFAULT_MAX_LINE_LENGTH`] bytes of it. Cancel-safe: bytes are moved from the
+    /// reader's buffer into `self.line` with no await in between.
+    async fn read_line(&mut self) -> std::io::Result<LineRead> {
+        loop {
+            let available = self.read.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(LineRead::End);
+            }
+            let newline = available.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(available.len(), |at| at + 1);
+            let outcome = if self.discarding {
+                if newline.is_some() {
+                    self.discarding = false;
+                }
+                None
+            } else if self.line.len().saturating_add(take) > DEFAULT_MAX_LINE_LENGTH {
+                self.line.clear();
+                self.discarding = newline.is_none();
+                Some(LineRead::TooLong)
+            } else {
+                self.line.extend_from_slice(&available[..take]);
+                newline.map(|_| LineRead::Line)
+            };
+            self.read.consume(take);
+            if let Some(outcome) = outcome {
+                return Ok(outcome);
+            }
+        }
+    }
+
+    /// Decode one line, answering what cannot be handed to rmcp (see the module doc).
+    fn decode(&mut self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let line = line
+            .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+            .unwrap_or(line);
+        if line.trim_ascii().is_empty() {
+            return None;
+        }
+        let value: Value = match serde_json::from_slice(line) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::warn!("answering a line that is not JSON with -32700: {e}");
+                self.reply(JsonRpcMessage::error(
+                    ErrorData::parse_error(format!("the line is not JSON: {e}"), None),
+                    None,
+                ));
+                return None;
+            }
+        };
+        let error = match serde_json::from_value(value.clone()) {
+            Ok(message) => return Some(message),
+            Err(error) => error,
+        };
+        if let Some(answer) = approval::unreadable_answer_as_error(&value, &error.to_string()) {
+            tracing::warn!("an unreadable answer to our request, taken as an error: {error}");
+            return serde_json::from_value(answer).ok();
+        }
+        let id = value
+            .get("id")
+            .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+        if id.is_none() && value.get("method").is_some_and(Value::is_string) {
+            // A notification we do not know or cannot read: nobody waits for an answer,
+            // and JSON-RPC forbids answering one.
+            tracing::debug!("ignoring a notification that does not decode: {error}");
+            return None;
+        }
+        self.reply(JsonRpcMessage::error(
+            ErrorData::invalid_request(format!("not a valid JSON-RPC message: {error}"), None),
+            id,
+        ));
+        None
     }
 }
 
@@ -88,9 +207,38 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let Some(message) = self.inner.receive().await else {
-                self.input_closed.cancel();
-                return None;
+            match self.read_line().await {
+                Ok(LineRead::Line) => {}
+                Ok(LineRead::TooLong) => {
+                    tracing::warn!(
+                        "refusing a message longer than {DEFAULT_MAX_LINE_LENGTH} bytes"
+                    );
+                    self.reply(JsonRpcMessage::error(
+                        ErrorData::invalid_request(
+                            format!("message longer than {DEFAULT_MAX_LINE_LENGTH} bytes"),
+                            None,
+                        ),
+                        None,
+                    ));
+                    continue;
+                }
+                Ok(LineRead::End) => {
+                    self.input_closed.cancel();
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!("could not read stdin: {e}");
+                    self.input_closed.cancel();
+                    return None;
+                }
+            }
+            let line = std::mem::take(&mut self.line);
+            let decoded = self.decode(&line);
+            // Keep the buffer's capacity for the next line.
+            self.line = line;
+            self.line.clear();
+            let Some(message) = decoded else {
+                continue;
             };
             match &message {
                 JsonRpcMessage::Request(request) => {
@@ -108,17 +256,9 @@ where
                             ),
                             None,
                         );
-                        // Sent directly: rmcp never sees the duplicate. Spawned, not
-                        // awaited: rmcp polls `receive` inside a select and may drop this
-                        // future at any await, which would lose the answer.
-                        let send = self
-                            .inner
-                            .send(JsonRpcMessage::error(error, Some(request.id.clone())));
-                        tokio::spawn(async move {
-                            if let Err(e) = send.await {
-                                tracing::debug!("could not refuse a duplicate request id: {e}");
-                            }
-                        });
+                        // Sent directly: rmcp never sees the duplicate.
+                        let id = request.id.clone();
+                        self.reply(JsonRpcMessage::error(error, Some(id)));
                         continue;
                     }
                 }

@@ -24,17 +24,19 @@ pub const MAX_WAIT_SEC: u64 = 300;
 pub const DEFAULT_WAIT_SEC: u64 = 30;
 
 const CODEX_DESCRIPTION: &str = "Run the interpreter coding agent on a prompt. It reads and edits \
-files and runs shell commands in `cwd`, then returns its final message. The result's \
-structuredContent is {threadId, content}; pass that threadId to `codex-reply` to continue the \
-same thread (threads are saved on disk and survive server restarts). Long turns send \
+files and runs shell commands in `cwd`, then returns its final message. The result carries the \
+thread's threadId (in structuredContent and in a JSON text block); pass it to the reply tool \
+(`codex-reply`, which some hosts show as `codex_reply`) to continue the same thread (threads \
+are saved on disk and survive server restarts). Long turns send \
 notifications/progress when the call carries _meta.progressToken, so keep the call open. \
 Command and patch approvals are asked through elicitation when the client supports it; \
 otherwise the server's configured fallback applies (default: deny, reported in the result). \
 Cancelling the request interrupts the turn and kills its commands. With `background: true` it \
-returns at once with status \"running\"; follow the thread with `codex-status` and `codex-wait`.";
+returns at once with status \"running\"; follow the thread with the status and wait tools \
+(`codex-status`/`codex_status`, `codex-wait`/`codex_wait`).";
 
-const CODEX_REPLY_DESCRIPTION: &str = "Continue a thread started by `codex`: give its threadId \
-and the next prompt. Returns {threadId, content} like `codex`. Works after a server restart \
+const CODEX_REPLY_DESCRIPTION: &str = "Continue a thread started by the `codex` tool: give the \
+threadId its result carried and the next prompt. Returns {threadId, content} like `codex`. Works after a server restart \
 (the thread is loaded from disk). If the thread is still running a turn, this waits for it.";
 
 const CODEX_STATUS_DESCRIPTION: &str = "Report a thread's state without waiting: status \
@@ -104,8 +106,16 @@ fn codex_wait_tool() -> Value {
                 "timeoutSec": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SEC, "description": "How long to wait, in seconds (default 30)."}
             }
         },
-        "outputSchema": output_schema()
+        "outputSchema": output_schema(),
+        // It only waits and reads: the turn it follows was started by another call, and
+        // the approvals it relays are decided by the user, so hosts may run it unasked.
+        "annotations": {"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false}
     })
+}
+
+/// `codex` and `codex-reply` run commands and edit files, and may reach the network.
+fn agent_annotations() -> Value {
+    json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true})
 }
 
 fn codex_tool() -> Value {
@@ -142,7 +152,8 @@ fn codex_tool() -> Value {
                 "background": {"type": "boolean", "description": "Return at once with status \"running\" instead of waiting for the turn; follow it with `codex-status` / `codex-wait`."}
             }
         },
-        "outputSchema": output_schema()
+        "outputSchema": output_schema(),
+        "annotations": agent_annotations()
     })
 }
 
@@ -160,8 +171,101 @@ fn codex_reply_tool() -> Value {
                 "prompt": {"type": "string", "description": "The next user prompt in the thread."}
             }
         },
-        "outputSchema": output_schema()
+        "outputSchema": output_schema(),
+        "annotations": agent_annotations()
     })
+}
+
+/// Arguments of `codex` that the reference once took and we refuse by name, with why.
+const RETIRED_ARGUMENTS: &[(&str, &str)] = &[(
+    "profile",
+    "it is not a tool argument; start the server with `--profile` instead",
+)];
+
+/// Check a call's argument names before they are decoded: an argument that looks like
+/// one of the tool's own (another spelling, a typo, a retired name) is an error that names
+/// the right one, and any other unknown argument is dropped.
+///
+/// Hosts add bookkeeping arguments of their own to every tool (Gemini CLI adds and sends
+/// `wait_for_previous`); failing the call on them would make the tools unusable there,
+/// while a near miss of a real argument must still fail loudly, since dropping it would
+/// silently run with a setting the caller did not ask for.
+pub fn screen_arguments(
+    tool: &str,
+    arguments: &mut serde_json::Map<String, Value>,
+) -> Result<(), String> {
+    let Some(definition) = tool_definitions()
+        .into_iter()
+        .find(|definition| definition["name"] == tool)
+    else {
+        return Ok(());
+    };
+    let known: Vec<String> = definition["inputSchema"]["properties"]
+        .as_object()
+        .map(|properties| properties.keys().cloned().collect())
+        .unwrap_or_default();
+    let unknown: Vec<String> = arguments
+        .keys()
+        .filter(|key| !known.contains(key))
+        .cloned()
+        .collect();
+    for key in unknown {
+        if let Some((_, why)) = RETIRED_ARGUMENTS.iter().find(|(name, _)| *name == key) {
+            return Err(format!("unknown argument `{key}`: {why}"));
+        }
+        if let Some(meant) = known
+            .iter()
+            .filter_map(|name| resemblance(&key, name).map(|distance| (distance, name)))
+            .min()
+            .map(|(_, name)| name)
+        {
+            return Err(format!(
+                "unknown argument `{key}`; did you mean `{meant}`? (arguments: {})",
+                known.join(", ")
+            ));
+        }
+        tracing::debug!("`{tool}`: ignoring the argument `{key}`, not one of ours (a host's own)");
+        arguments.remove(&key);
+    }
+    Ok(())
+}
+
+/// How close `given` is to being a misspelling of `name` (lower is closer), or `None`
+/// when it is not plausibly one: the same letters in another case or separator style
+/// (0), a couple of typos apart (1-2), or one contained in the other (3).
+fn resemblance(given: &str, name: &str) -> Option<usize> {
+    let normal = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let (given, name) = (normal(given), normal(name));
+    if given.is_empty() || name.is_empty() {
+        return None;
+    }
+    let distance = edit_distance(&given, &name);
+    if distance <= 2 {
+        return Some(distance);
+    }
+    let contained =
+        (name.len() >= 4 && given.contains(&name)) || (given.len() >= 4 && name.contains(&given));
+    contained.then_some(3)
+}
+
+/// Levenshtein distance over bytes (ASCII here).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 /// Arguments of `codex`.
@@ -376,6 +480,54 @@ mod tests {
             json!({"prompt": "hi", "approval_policy": "never"}),
         );
         assert!(err.is_err());
+    }
+
+    fn screened(tool: &str, arguments: Value) -> Result<Value, String> {
+        let mut arguments = arguments.as_object().cloned().unwrap_or_default();
+        screen_arguments(tool, &mut arguments).map(|()| Value::Object(arguments))
+    }
+
+    /// Found by Gemini CLI, which adds `wait_for_previous` to every tool's arguments.
+    #[test]
+    fn gemini_cli_bookkeeping_arguments_are_dropped() {
+        for tool in [CODEX_TOOL, CODEX_STATUS_TOOL, CODEX_WAIT_TOOL] {
+            let screened = screened(
+                tool,
+                json!({"prompt": "p", "threadId": "t", "wait_for_previous": true}),
+            );
+            assert_eq!(
+                screened.ok().map(|a| a.get("wait_for_previous").is_none()),
+                Some(true)
+            );
+        }
+    }
+
+    #[test]
+    fn near_misses_name_the_right_argument() {
+        for (given, meant) in [
+            ("approvalPolicy", "approval-policy"),
+            ("approval_policy", "approval-policy"),
+            ("sandbox_mode", "sandbox"),
+            ("Prompt", "prompt"),
+            ("developerInstructions", "developer-instructions"),
+            ("baseinstruction", "base-instructions"),
+        ] {
+            let error = screened(CODEX_TOOL, json!({"prompt": "p", given: "x"}))
+                .err()
+                .unwrap_or_default();
+            assert!(
+                error.contains(&format!("did you mean `{meant}`")),
+                "{given}: {error}"
+            );
+        }
+        let error = screened(CODEX_TOOL, json!({"prompt": "p", "profile": "work"}))
+            .err()
+            .unwrap_or_default();
+        assert!(error.contains("--profile"), "{error}");
+        let error = screened(CODEX_WAIT_TOOL, json!({"threadId": "t", "timeout": 5}))
+            .err()
+            .unwrap_or_default();
+        assert!(error.contains("did you mean `timeoutSec`"), "{error}");
     }
 
     #[test]

@@ -19,8 +19,8 @@ use interpreter_core::config::{ConfigInputs, McpServerSettings};
 use interpreter_core::{CoreError, Thread, ThreadManager};
 use interpreter_protocol::approval_answer::decode_approval_answer;
 use interpreter_protocol::{
-    ElicitationAction, ElicitationResponse, Event, EventMsg, Op, ReviewDecision, ThreadId,
-    UserInput,
+    ElicitationAction, ElicitationResponse, Event, EventMsg, ExecCommandStatus, Op, ReviewDecision,
+    ThreadId, UserInput,
 };
 use interpreter_tools::display_command;
 use rmcp::model::CallToolResult;
@@ -211,12 +211,19 @@ pub fn step_of(msg: &EventMsg) -> Option<String> {
         EventMsg::AgentMessage(_) => "the agent wrote a message".to_string(),
         EventMsg::AgentReasoning(_) => "the agent is reasoning".to_string(),
         EventMsg::ExecCommandBegin(e) => format!("running `{}`", display_command(&e.command)),
-        EventMsg::ExecCommandEnd(e) => format!(
-            "`{}` finished ({})",
-            display_command(&e.command),
-            e.exit_code
-                .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"))
-        ),
+        EventMsg::ExecCommandEnd(e) => match (e.status, e.exit_code) {
+            (ExecCommandStatus::Declined, _) => {
+                format!(
+                    "`{}` was declined; it did not run",
+                    display_command(&e.command)
+                )
+            }
+            (_, Some(code)) => format!("`{}` finished (exit {code})", display_command(&e.command)),
+            (_, None) => format!(
+                "`{}` ended without an exit code (killed or timed out)",
+                display_command(&e.command)
+            ),
+        },
         EventMsg::ExecApprovalRequest(e) => format!(
             "waiting for approval to run `{}`",
             display_command(&e.command)
@@ -635,5 +642,37 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use interpreter_protocol::ExecCommandEndEvent;
+
+    use super::*;
+
+    fn ended(status: ExecCommandStatus, exit_code: Option<i32>) -> EventMsg {
+        EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+            call_id: "c".into(),
+            turn_id: "t".into(),
+            command: vec!["rm".into(), "-rf".into(), "build".into()],
+            cwd: "/w".into(),
+            exit_code,
+            aggregated_output: String::new(),
+            duration_ms: 0,
+            status,
+        })
+    }
+
+    /// Found running Codex CLI, which declines every approval: the progress line said the
+    /// command "finished (no exit code)" when it never ran.
+    #[test]
+    fn codex_cli_declined_commands_are_reported_as_declined() {
+        let step = step_of(&ended(ExecCommandStatus::Declined, None)).unwrap_or_default();
+        assert_eq!(step, "`rm -rf build` was declined; it did not run");
+        let step = step_of(&ended(ExecCommandStatus::Completed, Some(0))).unwrap_or_default();
+        assert_eq!(step, "`rm -rf build` finished (exit 0)");
+        let step = step_of(&ended(ExecCommandStatus::Failed, None)).unwrap_or_default();
+        assert!(step.contains("without an exit code"), "{step}");
     }
 }

@@ -1,7 +1,10 @@
 //! What a self-hosted server says about the model it serves: the context window it runs
-//! with and whether its chat template renders tools. Asked once per thread, only of
+//! with and whether its chat template renders tools. Asked once per process for each
+//! (base URL, model) — every thread after the first reuses the answer, so a server that
+//! runs many threads is not probed before each one's first request — and only of
 //! providers on this machine or a private network (hosted APIs have no such endpoints),
 //! each request with a short deadline; every failure just means "unknown".
+//! `interpreter doctor` asks afresh ([`ModelClient::probe_server_facts`]).
 //!
 //! * llama.cpp `GET /props`: `default_generation_settings.n_ctx` (the runtime `-c`, per
 //!   slot) and `chat_template_caps.supports_tools` (false when the template cannot render
@@ -11,6 +14,8 @@
 //! * Ollama `POST /api/show`: `num_ctx` in `parameters` when the model sets it (otherwise
 //!   Ollama runs with its default and truncates silently; see docs/providers.md).
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -88,21 +93,58 @@ struct OllamaShow {
     parameters: Option<String>,
 }
 
+/// What each (base URL, model) answered, for the life of the process. Only answers are
+/// kept: a server that did not answer at all (not up yet) is asked again next time.
+static LEARNED: LazyLock<Mutex<HashMap<(String, String), ServerFacts>>> =
+    LazyLock::new(Mutex::default);
+
 impl ModelClient {
-    /// Asks the server what it knows. Cheap when the provider is hosted: nothing is sent.
+    /// What the server knows, asked once per process for this base URL and model. Cheap
+    /// when the provider is hosted: nothing is sent.
     pub async fn server_facts(&self) -> ServerFacts {
+        let key = (
+            self.provider().base_url.clone().unwrap_or_default(),
+            self.model().to_string(),
+        );
+        if let Some(facts) = LEARNED
+            .lock()
+            .ok()
+            .and_then(|known| known.get(&key).cloned())
+        {
+            return facts;
+        }
+        let (facts, answered) = self.ask_server().await;
+        if answered && let Ok(mut known) = LEARNED.lock() {
+            known.insert(key, facts.clone());
+        }
+        facts
+    }
+
+    /// Ask the server now, whatever was learned before (`interpreter doctor`).
+    pub async fn probe_server_facts(&self) -> ServerFacts {
+        self.ask_server().await.0
+    }
+
+    /// The facts, and whether the server answered any probe at all (an error status is an
+    /// answer; a refused connection or a timeout is not).
+    async fn ask_server(&self) -> (ServerFacts, bool) {
+        // Hosted: nothing to ask, and nothing that could change; learned as it is.
         if !self.provider().is_local() {
-            return ServerFacts::default();
+            return (ServerFacts::default(), true);
         }
         let Some(base) = self.provider().base_url.clone() else {
-            return ServerFacts::default();
+            return (ServerFacts::default(), true);
         };
         let base = base.trim().trim_end_matches('/').to_string();
         // llama.cpp serves `/props` next to `/v1`, not under it.
         let root = base.strip_suffix("/v1").unwrap_or(&base).to_string();
         let mut facts = ServerFacts::default();
+        let mut answered = false;
 
-        if let Some(props) = self.get_json::<LlamaProps>(&format!("{root}/props")).await {
+        if let Some(props) = self
+            .get_json::<LlamaProps>(&format!("{root}/props"), &mut answered)
+            .await
+        {
             facts.context_window = props
                 .default_generation_settings
                 .and_then(|s| s.n_ctx)
@@ -112,7 +154,9 @@ impl ModelClient {
             facts.counts_tokens = self.provider().wire_api == WireApi::Chat;
         }
         if facts.context_window.is_none()
-            && let Some(list) = self.get_json::<ModelList>(&format!("{base}/models")).await
+            && let Some(list) = self
+                .get_json::<ModelList>(&format!("{base}/models"), &mut answered)
+                .await
         {
             let entry = list
                 .data
@@ -127,7 +171,7 @@ impl ModelClient {
         }
         if facts.context_window.is_none()
             && let Some(show) = self
-                .post_json::<OllamaShow>(&format!("{root}/api/show"))
+                .post_json::<OllamaShow>(&format!("{root}/api/show"), &mut answered)
                 .await
         {
             facts.context_window = show
@@ -136,7 +180,7 @@ impl ModelClient {
                 .and_then(num_ctx_parameter)
                 .map(|n| (n, "Ollama /api/show num_ctx"));
         }
-        facts
+        (facts, answered)
     }
 
     /// The exact prompt tokens of `prompt` on a llama.cpp server: the chat template applied
@@ -177,28 +221,51 @@ impl ModelClient {
             .post(url)
             .headers(self.auth_headers())
             .json(body);
-        decode(tokio::time::timeout(PROBE_TIMEOUT, request.send()).await).await
+        decode(
+            tokio::time::timeout(PROBE_TIMEOUT, request.send()).await,
+            &mut false,
+        )
+        .await
     }
 
-    async fn get_json<T: for<'de> Deserialize<'de>>(&self, url: &str) -> Option<T> {
+    /// `answered` is set when the server sent any HTTP response.
+    async fn get_json<T: for<'de> Deserialize<'de>>(
+        &self,
+        url: &str,
+        answered: &mut bool,
+    ) -> Option<T> {
         let request = self.http().get(url).headers(self.auth_headers());
-        decode(tokio::time::timeout(PROBE_TIMEOUT, request.send()).await).await
+        decode(
+            tokio::time::timeout(PROBE_TIMEOUT, request.send()).await,
+            answered,
+        )
+        .await
     }
 
-    async fn post_json<T: for<'de> Deserialize<'de>>(&self, url: &str) -> Option<T> {
+    async fn post_json<T: for<'de> Deserialize<'de>>(
+        &self,
+        url: &str,
+        answered: &mut bool,
+    ) -> Option<T> {
         let request = self
             .http()
             .post(url)
             .headers(self.auth_headers())
             .json(&serde_json::json!({ "model": self.model() }));
-        decode(tokio::time::timeout(PROBE_TIMEOUT, request.send()).await).await
+        decode(
+            tokio::time::timeout(PROBE_TIMEOUT, request.send()).await,
+            answered,
+        )
+        .await
     }
 }
 
 async fn decode<T: for<'de> Deserialize<'de>>(
     sent: Result<Result<reqwest::Response, reqwest::Error>, tokio::time::error::Elapsed>,
+    answered: &mut bool,
 ) -> Option<T> {
     let response = sent.ok()?.ok()?;
+    *answered = true;
     if !response.status().is_success() {
         return None;
     }

@@ -40,6 +40,9 @@ pub struct MockRecord {
     /// `requests`.
     pub endpoints: Vec<String>,
     pub violations: Vec<String>,
+    /// The server-information probes seen (`GET /props`, `GET /v1/models`,
+    /// `POST /api/show`), by path, in order.
+    pub probes: Vec<String>,
 }
 
 /// The wire formats the mock serves.
@@ -210,6 +213,7 @@ async fn unknown_route(State(state): State<Shared>, uri: axum::http::Uri) -> Res
 /// `GET /v1/models`: the model list clients probe an endpoint with (`interpreter doctor`).
 /// Not scripted and not recorded, so probing never consumes a queued response.
 async fn list_models(State(state): State<Shared>) -> Response {
+    lock(&state).record.probes.push("/v1/models".to_string());
     let ids = lock(&state)
         .models
         .clone()
@@ -223,6 +227,7 @@ async fn list_models(State(state): State<Shared>) -> Response {
 
 /// `GET /props`: llama.cpp's server properties, when a test set them. Not recorded.
 async fn props(State(state): State<Shared>) -> Response {
+    lock(&state).record.probes.push("/props".to_string());
     match lock(&state).props.clone() {
         Some(props) => axum::Json(props).into_response(),
         None => (StatusCode::NOT_FOUND, "no /props on this server").into_response(),
@@ -245,9 +250,9 @@ async fn tokenize(State(state): State<Shared>) -> Response {
     }
 }
 
-/// `POST /api/show` and `GET /api/tags` (Ollama's own API): this mock is not Ollama. Not
-/// recorded.
-async fn no_ollama() -> Response {
+/// `POST /api/show` and `GET /api/tags` (Ollama's own API): this mock is not Ollama.
+async fn no_ollama(State(state): State<Shared>, uri: axum::http::Uri) -> Response {
+    lock(&state).record.probes.push(uri.path().to_string());
     (StatusCode::NOT_FOUND, "404 page not found").into_response()
 }
 

@@ -212,7 +212,8 @@ impl McpClient {
 }
 
 /// Check a tool result against the tools' `outputSchema` (object with string `threadId`
-/// and `content`, both required) and the text mirror.
+/// and `content`, both required), the text mirror, and, once a thread exists, the thread
+/// id in a text block (for hosts that hand their model only text).
 #[track_caller]
 pub fn assert_valid_result(result: &Value) {
     let structured = result["structuredContent"]
@@ -225,6 +226,13 @@ pub fn assert_valid_result(result: &Value) {
         result["content"][0]["text"], structured["content"],
         "{result}"
     );
+    if structured["threadId"] != "" {
+        let trailer: Value = result["content"][1]["text"]
+            .as_str()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default();
+        assert_eq!(trailer["threadId"], structured["threadId"], "{result}");
+    }
 }
 
 pub fn thread_id(result: &Value) -> String {
