@@ -53,7 +53,8 @@ function sanitize(value, ctx, home) {
       if (!ids.has(id)) ids.set(id, `<uuid-${ids.size + 1}>`);
       return ids.get(id);
     })
-    .replace(/Wall time: [0-9.]+ seconds/g, "Wall time: <t> seconds"));
+    .replace(/Wall time: [0-9.]+ seconds/g, "Wall time: <t> seconds")
+    .replace(/(mcp_\w+(?:-\w+)?)_\d{13}_(\d+)/g, "$1_<ms>_$2"));
 }
 
 /** Put what the host's model was handed into the test's output (TAP diagnostics). */
