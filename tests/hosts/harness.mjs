@@ -11,8 +11,10 @@ export { BIN_DIR, setUp, startHttpServer } from "../peers/common.mjs";
 
 export const NODE_MODULES = join(import.meta.dirname, "node_modules");
 
-/** Every wait has a deadline; a host run that outlives this is killed and the test fails. */
-export const HOST_DEADLINE_MS = Number(process.env.HOSTS_DEADLINE_MS ?? 120000);
+/** Every wait has a deadline; a host run that outlives this is killed and the test fails.
+ * A run takes seconds; on a machine loaded well past its cores Claude Code's own start-up
+ * alone has taken over a minute, hence the margin. */
+export const HOST_DEADLINE_MS = Number(process.env.HOSTS_DEADLINE_MS ?? 150000);
 
 /**
  * An HTTP server on 127.0.0.1 (port 0) that records every request and answers with

@@ -339,10 +339,11 @@ export const claude = {
   name: "claude",
   title: "Claude Code 2.1.332",
   elicitation: "cancels",
-  // Claude Code speaks 2026-07-28 when `server/discover` answers; this forces `initialize`.
+  // Claude Code speaks 2026-07-28 when `server/discover` answers (approvals by MRTR);
+  // this forces `initialize` (approvals by elicitation/create).
   variants: [
-    { label: "stdio, legacy era", transport: "stdio", env: { MCP_PROTOCOL_NEGOTIATION: "legacy" } },
-    { label: "http, legacy era", transport: "http", env: { MCP_PROTOCOL_NEGOTIATION: "legacy" } },
+    { label: "stdio, legacy era", transport: "stdio", env: { MCP_PROTOCOL_NEGOTIATION: "legacy" }, approvalsOnly: true },
+    { label: "http, legacy era", transport: "http", env: { MCP_PROTOCOL_NEGOTIATION: "legacy" }, approvalsOnly: true },
   ],
 
   async startModel(steps) {

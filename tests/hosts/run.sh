@@ -14,4 +14,4 @@ npm ci --no-audit --no-fund
 files=()
 IFS=, read -ra hosts <<<"${HOSTS:-gemini,codex,claude}"
 for host in "${hosts[@]}"; do files+=("$host.test.mjs"); done
-timeout 300 node --test --test-concurrency=1 "${files[@]}"
+timeout 600 node --test --test-concurrency=1 "${files[@]}"

@@ -12,15 +12,15 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SERVER } from "./hosts.mjs";
-import { BIN_DIR, HOST_DEADLINE_MS, ensureDir, findUuid, freshDir, setUp, startHttpServer } from "./harness.mjs";
+import { BIN_DIR, HOST_DEADLINE_MS, ensureDir, freshDir, setUp, startHttpServer } from "./harness.mjs";
 
 const TOOLS = ["codex", "codex-reply", "codex-status", "codex-wait"];
 const FIXTURES = join(import.meta.dirname, "fixtures");
 
-/** The thread id as a model would copy it out of the text it was given. */
+/** The thread id as a model would copy it out of the text it was given: labelled `threadId`. */
 export function threadIdIn(text) {
   const uuid = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
-  return text.match(new RegExp(`threadId\\W{1,6}(${uuid})`, "i"))?.[1] ?? findUuid(text);
+  return text.match(new RegExp(`threadId\\W{1,6}(${uuid})`, "i"))?.[1];
 }
 
 /** How the host reaches the server: it starts it (stdio), or the test did (HTTP). */
@@ -75,8 +75,9 @@ async function readRecord(ctx) {
 
 export function defineHostTests(host) {
   const variants = [{ label: "stdio", transport: "stdio" }, { label: "http", transport: "http" }, ...(host.variants ?? [])];
-  for (const { label, transport, env: hostEnv } of variants) {
-    test(`${host.title} over ${label}: codex, then codex-reply with the thread id its model read`,
+  for (const { label, transport, env: hostEnv, approvalsOnly } of variants) {
+    // A variant that changes only how approvals travel runs only the approval scenario.
+    if (!approvalsOnly) test(`${host.title} over ${label}: codex, then codex-reply with the thread id its model read`,
       { timeout: HOST_DEADLINE_MS + 60000 }, async (t) => {
         const FIRST = "Say the first answer.";
         const SECOND = "Now say the second answer.";
@@ -119,6 +120,7 @@ export function defineHostTests(host) {
           assert.equal(seen.second.length, 1, why);
           assert.notEqual(seen.second[0].isError, true, `codex-reply failed: ${seen.second[0].text}\n${why}`);
           assert.match(seen.second[0].text, /second answer/, why);
+          assert.equal(threadIdIn(seen.second[0].text), seen.threadId, `codex-reply answered for another thread\n${why}`);
           assert.match(out.stdout, /All done: both answers are in\./, why);
 
           // The thread really continued: the sub-agent's second request holds the first turn.
