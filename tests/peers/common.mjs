@@ -6,6 +6,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 
+/** Whether `pid` runs (a zombie does not). The process can exit between any two looks at
+ * /proc, so a vanished stat file means dead. */
+export function alive(pid) {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+  } catch (error) {
+    if (error.code === "ENOENT" || error.code === "ESRCH") return false;
+    throw error;
+  }
+}
+
 export const BIN_DIR = process.env.INTERPRETER_BIN_DIR ?? join(import.meta.dirname, "../../target/debug");
 
 function toolCall(id, name, args) {

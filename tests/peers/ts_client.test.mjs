@@ -13,7 +13,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { BIN_DIR, setUp, startHttpServer } from "./common.mjs";
+import { BIN_DIR, alive, setUp, startHttpServer } from "./common.mjs";
 
 /** Connect a client to a new server for `ctx` on `transport` ("stdio" | "http"). */
 async function connect(ctx, transport) {
@@ -53,15 +53,6 @@ async function waitFor(predicate, what, ms = 60000) {
   }
 }
 
-// The process can exit between any two looks at /proc, so a vanished stat file means dead.
-const alive = (pid) => {
-  try {
-    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
-  } catch (error) {
-    if (error.code === "ENOENT" || error.code === "ESRCH") return false;
-    throw error;
-  }
-};
 
 for (const transport of ["stdio", "http"]) {
   test(`${transport}: call with an approval round trip`, { timeout: 120000 }, async () => {

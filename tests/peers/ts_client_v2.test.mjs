@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { BIN_DIR, setUp, startHttpServer } from "./common.mjs";
+import { BIN_DIR, alive, setUp, startHttpServer } from "./common.mjs";
 
 const MODERN = "2026-07-28";
 
@@ -59,15 +59,6 @@ async function waitFor(predicate, what, ms = 60000) {
   }
 }
 
-// The process can exit between any two looks at /proc, so a vanished stat file means dead.
-const alive = (pid) => {
-  try {
-    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
-  } catch (error) {
-    if (error.code === "ENOENT" || error.code === "ESRCH") return false;
-    throw error;
-  }
-};
 const args = (ctx, prompt, extra = {}) => ({ prompt, cwd: ctx.work, sandbox: "danger-full-access", ...extra });
 
 for (const transport of ["stdio", "http"]) {

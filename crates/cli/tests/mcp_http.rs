@@ -101,6 +101,41 @@ async fn post(
     (status, headers, text)
 }
 
+/// Open a legacy session: `initialize` with `version` and `capabilities`, then
+/// `notifications/initialized`. Returns the session id and the `initialize` body.
+async fn legacy_session(
+    server: &HttpServer,
+    version: &str,
+    capabilities: Value,
+) -> (String, String) {
+    let (status, headers, body) = post(
+        server,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": capabilities,
+            "clientInfo": {"name": "t", "version": "0"}}}),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(message_of(&body)["result"]["protocolVersion"], version);
+    let session = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a legacy session id")
+        .to_string();
+    let (status, _, _) = post(
+        server,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &[
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", version),
+        ],
+    )
+    .await;
+    assert!(status.is_success(), "{status}");
+    (session, body)
+}
+
 fn bearer(server: &HttpServer) -> String {
     format!("Bearer {}", server.token.as_deref().unwrap())
 }
@@ -189,31 +224,11 @@ async fn a_legacy_session_runs_a_turn_over_http() {
     let env = McpEnv::new().await;
     let server = start(&env, &["--no-auth"]).await;
     assert!(server.token.is_none());
-    let (status, headers, body) = post(
-        &server,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
-        &[],
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(message_of(&body)["result"]["protocolVersion"], "2025-11-25");
-    let session = headers
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a legacy session id")
-        .to_string();
+    let (session, _) = legacy_session(&server, "2025-11-25", json!({})).await;
     let session_headers = [
         ("Mcp-Session-Id", session.as_str()),
         ("MCP-Protocol-Version", "2025-11-25"),
     ];
-    let (status, _, _) = post(
-        &server,
-        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        &session_headers,
-    )
-    .await;
-    assert!(status.is_success(), "{status}");
 
     env.script_text("Hello over HTTP.");
     let (status, _, body) = post(
@@ -265,36 +280,16 @@ async fn gemini_cli_legacy_client_without_get_stream_gets_its_approval_on_the_ca
 
     let env = McpEnv::new().await;
     let server = start(&env, &["--no-auth"]).await;
-    let (status, headers, body) = post(
-        &server,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "gemini-cli-like", "version": "0"}}}),
-        &[],
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    let (session, body) = legacy_session(&server, "2025-06-18", json!({"elicitation": {}})).await;
     assert_eq!(
         priming_events(&body),
         0,
         "a priming event for 2025-06-18: {body}"
     );
-    let session = headers
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a legacy session id")
-        .to_string();
     let session_headers = [
         ("Mcp-Session-Id", session.as_str()),
         ("MCP-Protocol-Version", "2025-06-18"),
     ];
-    let (status, _, _) = post(
-        &server,
-        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        &session_headers,
-    )
-    .await;
-    assert!(status.is_success(), "{status}");
 
     env.script_command_then_text("call_a", "touch approved.txt", "Finished.");
     let mut call = http()

@@ -8,7 +8,7 @@ mod mcp_support;
 
 use std::time::Duration;
 
-use mcp_support::{McpEnv, READ_DEADLINE};
+use mcp_support::{McpClient, McpEnv, READ_DEADLINE};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -176,6 +176,16 @@ async fn tools_list_matches_reference_schemas() {
     );
 }
 
+/// Write `bytes` as they are and read the next message the server sends.
+async fn answer_to_raw(client: &mut McpClient, bytes: &[u8]) -> Value {
+    client.process.write_raw(bytes).await.expect("write");
+    client
+        .process
+        .read_json(READ_DEADLINE)
+        .await
+        .expect("an answer to the raw line")
+}
+
 /// Bad input never stops the server, and every message that could be waiting for an
 /// answer gets one. A line that is not JSON gets `-32700` with `id: null` (JSON-RPC 2.0;
 /// found running the MCP hosts: rmcp dropped it without a word, and a client that sent a
@@ -188,59 +198,35 @@ async fn a_line_that_is_not_json_gets_a_parse_error() {
     let mut client = env.spawn();
     client.initialize(json!({})).await;
 
-    client
-        .process
-        .write_raw(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"pi\n")
-        .await
-        .expect("write");
-    let parse_error = client
-        .process
-        .read_json(READ_DEADLINE)
-        .await
-        .expect("parse error reply");
+    let parse_error = answer_to_raw(
+        &mut client,
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"pi\n",
+    )
+    .await;
     assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
     assert_eq!(parse_error["id"], Value::Null, "{parse_error}");
     assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
 
-    client
-        .process
-        .write_raw(b"[{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"ping\"}]\n")
-        .await
-        .expect("write");
-    let batch_error = client
-        .process
-        .read_json(READ_DEADLINE)
-        .await
-        .expect("batch reply");
+    let batch_error = answer_to_raw(
+        &mut client,
+        b"[{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"ping\"}]\n",
+    )
+    .await;
     assert_eq!(batch_error["error"]["code"], -32600, "{batch_error}");
     assert_eq!(batch_error["id"], Value::Null);
 
-    client
-        .process
-        .write_raw(b"{\"jsonrpc\":\"2.0\",\"id\":98,\"method\":\"tools/call\",\"params\":7}\n")
-        .await
-        .expect("write");
-    let bad_request = client
-        .process
-        .read_json(READ_DEADLINE)
-        .await
-        .expect("bad request reply");
+    let bad_request = answer_to_raw(
+        &mut client,
+        b"{\"jsonrpc\":\"2.0\",\"id\":98,\"method\":\"tools/call\",\"params\":7}\n",
+    )
+    .await;
     assert_eq!(bad_request["id"], 98, "{bad_request}");
     assert!(bad_request["error"]["code"].is_i64(), "{bad_request}");
 
     // 17 MiB without a newline, then the newline: over the 16 MiB bound.
     let huge = vec![b'x'; 17 * 1024 * 1024];
     client.process.write_raw(&huge).await.expect("write huge");
-    client
-        .process
-        .write_raw(b"\n")
-        .await
-        .expect("write newline");
-    let too_long = client
-        .process
-        .read_json(READ_DEADLINE)
-        .await
-        .expect("too long reply");
+    let too_long = answer_to_raw(&mut client, b"\n").await;
     assert_eq!(too_long["error"]["code"], -32600, "{too_long}");
     assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
 

@@ -547,11 +547,14 @@ async fn run_command(
     result.map_err(|err| err.to_string())
 }
 
-const DECLINED_COMMAND: &str =
-    "the user declined to run this command; do not run it again, find another way or ask";
-const DECLINED_PATCH: &str = "the user declined this patch; the files were not changed";
-const DECLINED_MCP_CALL: &str =
-    "the user declined this MCP tool call; do not call it again, find another way or ask";
+// What the model is told when an approval is refused. Not "the user": a refusal may come
+// from the client's policy, an approval timeout or a fallback when nobody was asked (found
+// running the MCP hosts, where Gemini CLI cannot be asked and the model was told the user
+// declined).
+const DECLINED_COMMAND: &str = "running this command was declined (by the user or the approval policy); do not run it again, find another way or ask";
+const DECLINED_PATCH: &str =
+    "this patch was declined (by the user or the approval policy); the files were not changed";
+const DECLINED_MCP_CALL: &str = "this MCP tool call was declined (by the user or the approval policy); do not call it again, find another way or ask";
 
 /// Act on an approval answer: go on (remembering a session-wide approval under
 /// `session_key`), or stop with what the model is told (`declined`) or with an abort.

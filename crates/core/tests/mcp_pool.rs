@@ -313,7 +313,7 @@ async fn approval_modes_per_server_and_per_tool() {
     assert!(
         requests[2]
             .to_string()
-            .contains("the user declined this MCP tool call"),
+            .contains("this MCP tool call was declined"),
         "{}",
         requests[2]
     );

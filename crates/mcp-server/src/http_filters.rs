@@ -60,11 +60,15 @@ fn without_priming(
     struct State {
         chunks: axum::body::BodyDataStream,
         pending: Vec<u8>,
+        /// How much of `pending` is known to hold no event end, so a large event that
+        /// arrives in many chunks is scanned once, not once per chunk.
+        scanned: usize,
         ended: bool,
     }
     let state = State {
         chunks: body.into_data_stream(),
         pending: Vec::new(),
+        scanned: 0,
         ended: false,
     };
     futures::stream::unfold(state, |mut state| async move {
@@ -76,7 +80,7 @@ fn without_priming(
                 let rest = Bytes::from(std::mem::take(&mut state.pending));
                 return Some((Ok(rest), state));
             }
-            let kept = take_kept_events(&mut state.pending);
+            let kept = take_kept_events(&mut state.pending, &mut state.scanned);
             if !kept.is_empty() {
                 return Some((Ok(Bytes::from(kept)), state));
             }
@@ -89,16 +93,24 @@ fn without_priming(
     })
 }
 
-/// Remove every complete event from `pending` and return those worth sending.
-fn take_kept_events(pending: &mut Vec<u8>) -> Vec<u8> {
+/// Remove every complete event from `pending` and return those worth sending. The first
+/// `scanned` bytes of `pending` are known to hold no blank line; on return it says how
+/// far the leftover was searched.
+fn take_kept_events(pending: &mut Vec<u8>, scanned: &mut usize) -> Vec<u8> {
     let mut kept = Vec::new();
-    while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
-        let event: Vec<u8> = pending.drain(..end + 2).collect();
+    loop {
+        // Back one byte: the blank line may straddle the old end.
+        let from = scanned.saturating_sub(1).min(pending.len());
+        let Some(at) = pending[from..].windows(2).position(|w| w == b"\n\n") else {
+            *scanned = pending.len();
+            return kept;
+        };
+        let event: Vec<u8> = pending.drain(..from + at + 2).collect();
+        *scanned = 0;
         if !is_priming(&event) {
             kept.extend_from_slice(&event);
         }
     }
-    kept
 }
 
 /// An event with fields but no data: rmcp's priming event. Comment-only blocks (the
@@ -157,12 +169,21 @@ mod tests {
     fn priming_events_are_dropped_and_messages_kept() {
         let mut pending =
             b"data: \nid: 0\nretry: 3000\n\ndata: {\"jsonrpc\":\"2.0\"}\nid: 1\n\n:ping\n\nid: 2\nretry: 3000\n\ndata: {\"a\"".to_vec();
-        let kept = take_kept_events(&mut pending);
+        let mut scanned = 0;
+        let kept = take_kept_events(&mut pending, &mut scanned);
         assert_eq!(
             String::from_utf8_lossy(&kept),
             "data: {\"jsonrpc\":\"2.0\"}\nid: 1\n\n:ping\n\n"
         );
         assert_eq!(pending, b"data: {\"a\"");
+        assert_eq!(scanned, pending.len());
+        // The rest of the event arrives in two chunks, its blank line split between them.
+        pending.extend_from_slice(b"}\n");
+        assert!(take_kept_events(&mut pending, &mut scanned).is_empty());
+        pending.extend_from_slice(b"\ndata: ");
+        let kept = take_kept_events(&mut pending, &mut scanned);
+        assert_eq!(String::from_utf8_lossy(&kept), "data: {\"a\"}\n\n");
+        assert_eq!(pending, b"data: ");
     }
 
     #[test]
