@@ -184,11 +184,16 @@ impl AcpClient {
             .await;
     }
 
-    /// Read until the response to `id`; what came before it is kept in `seen`.
+    /// The response to `id`, read now or earlier (responses to concurrent requests can
+    /// come in any order); other messages read on the way are kept in `seen`.
     pub async fn response(&mut self, id: i64) -> Value {
+        let is_it = |message: &Value| message["id"] == id && message.get("method").is_none();
+        if let Some(at) = self.seen.iter().position(is_it) {
+            return self.seen.remove(at);
+        }
         loop {
             let message = self.read().await;
-            if message["id"] == id && message.get("method").is_none() {
+            if is_it(&message) {
                 return message;
             }
             self.seen.push(message);
