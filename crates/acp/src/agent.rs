@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use interpreter_core::config::{Config, ConfigInputs, McpServerConfig, load_config};
 use interpreter_core::rollout::{ListDirection, ListQuery, ListSortKey, ThreadIndex};
-use interpreter_core::{CoreError, Thread, ThreadManager};
+use interpreter_core::{CoreError, Thread, ThreadManager, WorkspaceFiles};
 use interpreter_protocol::{AskForApproval, Op, SandboxMode, SessionSource, ThreadId};
 use tokio_util::sync::CancellationToken;
 
@@ -131,10 +131,10 @@ pub(crate) struct Agent {
 }
 
 impl Agent {
-    pub fn new(inputs: ConfigInputs) -> Self {
+    pub fn new(inputs: ConfigInputs, files: Arc<dyn WorkspaceFiles>) -> Self {
         Self {
             inputs,
-            threads: ThreadManager::new(),
+            threads: ThreadManager::new().with_workspace_files(files),
             sessions: Mutex::default(),
             index: Arc::default(),
         }
@@ -312,6 +312,29 @@ impl Agent {
             tracing::debug!("thread {} was already closed: {e}", session.id);
         }
         Ok(())
+    }
+
+    /// Delete a session for good: cancel what runs, wait (bounded) for the prompt to hand
+    /// the thread back, stop it, and remove its history. A saved session that is not
+    /// loaded is deleted too.
+    pub async fn delete(&self, id: &str) -> Result<(), AcpError> {
+        let thread_id =
+            ThreadId::from_str(id).map_err(|_| AcpError::SessionNotFound(id.to_string()))?;
+        if let Ok(session) = self.session(id) {
+            session.cancel_prompt();
+            if let Ok(mut sessions) = self.sessions.lock() {
+                sessions.remove(&session.id);
+            }
+            let thread = session.thread()?;
+            let _slot = tokio::time::timeout(SHUTDOWN_GRACE, thread.turn_slot()).await;
+        }
+        self.threads
+            .delete_thread(self.inputs.home.clone(), thread_id, SHUTDOWN_GRACE)
+            .await
+            .map_err(|e| match e {
+                CoreError::ThreadNotFound(_) => AcpError::SessionNotFound(id.to_string()),
+                other => AcpError::from(other),
+            })
     }
 
     /// Saved threads (any front end's), newest first; only those in `cwd` when given.

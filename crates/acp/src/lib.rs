@@ -31,8 +31,9 @@ pub struct AcpOptions {
 /// Serve until the editor closes stdin, or `stop` fires (a signal); then interrupt what
 /// runs and let the threads record it.
 pub async fn run(options: AcpOptions, stop: CancellationToken) -> Result<(), AcpError> {
-    let agent = Arc::new(agent::Agent::new(options.config_inputs));
-    let served = sdk::serve_stdio(agent.clone(), stop).await;
+    let files = Arc::new(sdk::EditorFiles::default());
+    let agent = Arc::new(agent::Agent::new(options.config_inputs, files.clone()));
+    let served = sdk::serve_stdio(agent.clone(), files, stop).await;
     agent.shutdown().await;
     served
 }

@@ -8,27 +8,30 @@
 //! that do not parse.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     self as wire, AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
-    CloseSessionResponse, ContentBlock, ContentChunk, Implementation, InitializeRequest,
-    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse,
-    PermissionOption, PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
+    CloseSessionResponse, ContentBlock, ContentChunk, DeleteSessionRequest, DeleteSessionResponse,
+    FileSystemCapabilities, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PermissionOption,
+    PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse, ReadTextFileRequest,
     RequestPermissionOutcome, RequestPermissionRequest, ResumeSessionRequest,
     ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
-    SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfo, SessionListCapabilities,
-    SessionMode, SessionModeState, SessionNotification, SessionResumeCapabilities,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse, TextContent,
+    SessionConfigOptionCategory, SessionConfigSelectOption, SessionDeleteCapabilities, SessionInfo,
+    SessionListCapabilities, SessionMode, SessionModeState, SessionNotification,
+    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, TextContent, WriteTextFileRequest,
 };
 use agent_client_protocol::{Client, Error, ErrorCode, JsonRpcResponse, Lines};
 use futures::StreamExt as _;
 use interpreter_core::config::McpServerConfig;
+use interpreter_core::workspace_files::{FileFuture, LocalFiles, WorkspaceFiles};
+use interpreter_protocol::ThreadId;
 use interpreter_protocol::UserInput;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
@@ -43,6 +46,8 @@ use crate::update::{
 
 /// The id of the model config option.
 const MODEL_OPTION: &str = "model";
+/// How long the editor may take to read or save a file for a patch.
+const FILE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 type Connection = agent_client_protocol::v1::ConnectionTo<Client>;
 type Responder<T> = agent_client_protocol::v1::Responder<T>;
@@ -119,9 +124,92 @@ impl Editor {
     }
 }
 
+/// Patch reads and writes through the editor (`fs/read_text_file`,
+/// `fs/write_text_file`), each only when the editor offered it in `initialize`; the
+/// local disk otherwise. Reads then see the editor's unsaved buffers, and saves go
+/// through its buffers, so an open file is never overwritten behind its back.
+#[derive(Default)]
+pub(crate) struct EditorFiles {
+    peer: OnceLock<(Connection, FileSystemCapabilities)>,
+}
+
+impl EditorFiles {
+    fn connect(&self, connection: Connection, capabilities: FileSystemCapabilities) {
+        let _ = self.peer.set((connection, capabilities));
+    }
+}
+
+impl WorkspaceFiles for EditorFiles {
+    fn read_text<'a>(&'a self, thread: ThreadId, path: &'a Path) -> FileFuture<'a, String> {
+        Box::pin(async move {
+            let Some((connection, _)) = self.peer.get().filter(|(_, fs)| fs.read_text_file) else {
+                return LocalFiles.read_text(thread, path).await;
+            };
+            let request = ReadTextFileRequest::new(thread.to_string(), path.to_path_buf());
+            let content = editor_file_request(connection.send_request(request).block_task())
+                .await?
+                .content;
+            let cap = interpreter_tools::apply_patch::MAX_FILE_BYTES;
+            if content.len() as u64 > cap {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "the editor's buffer is over the {} MiB limit for a file apply_patch edits",
+                        cap / (1024 * 1024)
+                    ),
+                ));
+            }
+            Ok(content)
+        })
+    }
+
+    fn write_text<'a>(
+        &'a self,
+        thread: ThreadId,
+        path: &'a Path,
+        contents: &'a str,
+    ) -> FileFuture<'a, ()> {
+        Box::pin(async move {
+            let Some((connection, _)) = self.peer.get().filter(|(_, fs)| fs.write_text_file) else {
+                return LocalFiles.write_text(thread, path, contents).await;
+            };
+            let request =
+                WriteTextFileRequest::new(thread.to_string(), path.to_path_buf(), contents);
+            editor_file_request(connection.send_request(request).block_task()).await?;
+            Ok(())
+        })
+    }
+}
+
+/// An `fs/*` request to the editor, bounded; its errors as I/O errors (the SDK's
+/// resource-not-found as `NotFound`).
+async fn editor_file_request<T>(
+    answer: impl Future<Output = Result<T, Error>>,
+) -> std::io::Result<T> {
+    match tokio::time::timeout(FILE_REQUEST_TIMEOUT, answer).await {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(e)) if e.code == ErrorCode::RESOURCE_NOT_FOUND => Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("the editor says: {}", e.message),
+        )),
+        Ok(Err(e)) => Err(std::io::Error::other(format!(
+            "the editor says: {}",
+            e.message
+        ))),
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the editor did not answer within {}s",
+                FILE_REQUEST_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
 /// State the handlers share.
 struct Shared {
     agent: Arc<Agent>,
+    files: Arc<EditorFiles>,
     /// What the editor declared in `initialize`.
     client: OnceLock<ClientCapabilities>,
 }
@@ -129,10 +217,12 @@ struct Shared {
 /// Serve ACP on stdin/stdout until the editor closes stdin or `stop` fires.
 pub(crate) async fn serve_stdio(
     agent: Arc<Agent>,
+    files: Arc<EditorFiles>,
     stop: CancellationToken,
 ) -> Result<(), AcpError> {
     let shared = Arc::new(Shared {
         agent,
+        files,
         client: OnceLock::new(),
     });
     let stdout = tokio::io::stdout();
@@ -171,13 +261,15 @@ pub(crate) async fn serve_stdio(
     let s8 = shared.clone();
     let s9 = shared.clone();
     let s10 = shared.clone();
+    let s11 = shared.clone();
     agent_client_protocol::Agent
         .v1()
         .name("interpreter")
         .on_receive_request(
-            async move |request: InitializeRequest, responder, _cx| {
+            async move |request: InitializeRequest, responder, cx| {
                 // Answered from what is known now: no config is read and no model or MCP
                 // server is contacted, so editors see the agent start at once.
+                s1.files.connect(cx, request.client_capabilities.fs.clone());
                 let _ = s1.client.set(request.client_capabilities);
                 responder.respond(initialize_response())
             },
@@ -256,6 +348,16 @@ pub(crate) async fn serve_stdio(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
+            async move |request: DeleteSessionRequest, responder, _cx| {
+                let agent = s11.agent.clone();
+                serve(responder, async move {
+                    agent.delete(&request.session_id.0).await?;
+                    Ok(DeleteSessionResponse::new())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
             async move |request: SetSessionModeRequest, responder, _cx| {
                 let result = s7
                     .agent
@@ -326,7 +428,8 @@ fn initialize_response() -> InitializeResponse {
                     SessionCapabilities::new()
                         .list(SessionListCapabilities::new())
                         .resume(SessionResumeCapabilities::new())
-                        .close(SessionCloseCapabilities::new()),
+                        .close(SessionCloseCapabilities::new())
+                        .delete(SessionDeleteCapabilities::new()),
                 ),
         )
         .agent_info(

@@ -59,7 +59,7 @@ async fn initialize_answers_with_honest_capabilities_and_no_model_server() {
     assert_eq!(caps["promptCapabilities"]["audio"], false);
     assert_eq!(caps["mcpCapabilities"]["http"], true);
     assert_eq!(caps["mcpCapabilities"]["sse"], false);
-    for capability in ["list", "resume", "close"] {
+    for capability in ["list", "resume", "close", "delete"] {
         assert!(
             caps["sessionCapabilities"][capability].is_object(),
             "{capability}: {result}"
@@ -502,4 +502,248 @@ async fn images_and_embedded_resources_reach_the_model() {
     );
     assert!(sent.contains("fn main() {}"), "{sent}");
     assert!(sent.contains("file:///p/b.rs"), "{sent}");
+}
+
+/// What an editor that serves `fs/*` saw: the paths it was asked to read, and the
+/// writes it was asked to make (which it records instead of touching the disk).
+#[derive(Default)]
+struct EditorFs {
+    reads: Vec<String>,
+    writes: Vec<(String, String)>,
+}
+
+/// Read until the response to `id`, answering the agent's `fs/*` requests from
+/// `buffers` (path suffix → unsaved text) and recording its writes.
+async fn serve_fs_until(
+    client: &mut acp_support::AcpClient,
+    id: i64,
+    buffers: &[(&str, &str)],
+    fs: &mut EditorFs,
+) -> Value {
+    loop {
+        let message = client.read().await;
+        match message["method"].as_str() {
+            Some("fs/read_text_file") => {
+                let path = message["params"]["path"].as_str().unwrap_or_default();
+                fs.reads.push(path.to_string());
+                match buffers.iter().find(|(suffix, _)| path.ends_with(suffix)) {
+                    Some((_, text)) => client.answer(&message, json!({"content": text})).await,
+                    None => {
+                        client
+                            .send(json!({"jsonrpc": "2.0", "id": message["id"],
+                                "error": {"code": -32002, "message": "no such file"}}))
+                            .await;
+                    }
+                }
+            }
+            Some("fs/write_text_file") => {
+                fs.writes.push((
+                    message["params"]["path"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    message["params"]["content"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                ));
+                client.answer(&message, json!({})).await;
+            }
+            _ if message["id"] == id && message.get("method").is_none() => return message,
+            _ => client.seen.push(message),
+        }
+    }
+}
+
+const EDITOR_FS: &str = r#"{"fs": {"readTextFile": true, "writeTextFile": true}}"#;
+
+#[tokio::test]
+async fn with_the_editors_fs_a_patch_reads_its_buffer_and_saves_through_it() {
+    let env = AcpEnv::new().await;
+    std::fs::write(env.work_path().join("a.txt"), "one\n").expect("write a.txt");
+    env.script_apply_patch(
+        "patch-1",
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n two\n+three\n*** Add File: sub/new.txt\n+fresh\n*** End Patch\n",
+    );
+    env.script_text("edited");
+    let mut client = env
+        .start_with(serde_json::from_str(EDITOR_FS).expect("capabilities"))
+        .await;
+    let session = client.new_session(&env.work_path()).await;
+    client
+        .request(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "full-access"}),
+        )
+        .await;
+    let id = client
+        .send_request("session/prompt", prompt_params(&session, "edit"))
+        .await;
+    let mut fs = EditorFs::default();
+    // The disk says "one"; the editor's unsaved buffer says "one\ntwo": the patch only
+    // fits the buffer.
+    let response = serve_fs_until(&mut client, id, &[("/a.txt", "one\ntwo\n")], &mut fs).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    let work = env.work_path();
+    assert!(
+        fs.reads
+            .iter()
+            .all(|p| p == &work.join("a.txt").display().to_string()),
+        "{:?}",
+        fs.reads
+    );
+    assert!(!fs.reads.is_empty());
+    assert_eq!(
+        fs.writes,
+        vec![
+            (
+                work.join("a.txt").display().to_string(),
+                "one\ntwo\nthree\n".to_string()
+            ),
+            (
+                work.join("sub/new.txt").display().to_string(),
+                "fresh\n".to_string()
+            ),
+        ]
+    );
+    // Saved through the editor only: the disk is as it was.
+    assert_eq!(
+        std::fs::read_to_string(work.join("a.txt")).ok().as_deref(),
+        Some("one\n")
+    );
+    assert!(!work.join("sub/new.txt").exists());
+    let updates = client.updates(&session);
+    assert_eq!(
+        final_status(&updates, "patch-1"),
+        "completed",
+        "{updates:?}"
+    );
+    let requests = env.model.requests();
+    let second = requests.get(1).map(Value::to_string).unwrap_or_default();
+    assert!(
+        second.contains("Success. Updated the following files"),
+        "{second}"
+    );
+}
+
+#[tokio::test]
+async fn with_the_editors_fs_a_rejected_patch_never_reaches_the_editor() {
+    let env = AcpEnv::new().await;
+    env.script_apply_patch(
+        "patch-1",
+        "*** Begin Patch\n*** Add File: notes.txt\n+hi\n*** End Patch\n",
+    );
+    env.script_text("as you wish");
+    let mut client = env
+        .start_with(serde_json::from_str(EDITOR_FS).expect("capabilities"))
+        .await;
+    let session = client.new_session(&env.work_path()).await;
+    client
+        .request(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "read-only"}),
+        )
+        .await;
+    let id = client
+        .send_request("session/prompt", prompt_params(&session, "add notes"))
+        .await;
+    let ask = client.read_until(is_permission_request).await;
+    client
+        .answer(
+            &ask,
+            json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+        )
+        .await;
+    let mut fs = EditorFs::default();
+    let response = serve_fs_until(&mut client, id, &[], &mut fs).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(fs.writes.is_empty(), "{:?}", fs.writes);
+    assert!(!env.work_path().join("notes.txt").exists());
+    let updates = client.updates(&session);
+    assert_eq!(final_status(&updates, "patch-1"), "failed", "{updates:?}");
+}
+
+#[tokio::test]
+async fn delete_removes_a_session_for_good() {
+    let env = AcpEnv::new().await;
+    env.script_text("remember me");
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    let id = client
+        .send_request("session/prompt", prompt_params(&session, "hello"))
+        .await;
+    let response = client.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let listed = client
+        .request("session/list", json!({"cwd": env.work_path()}))
+        .await;
+    assert!(listed.to_string().contains(&session), "{listed}");
+
+    client
+        .request("session/delete", json!({"sessionId": session}))
+        .await;
+
+    let listed = client
+        .request("session/list", json!({"cwd": env.work_path()}))
+        .await;
+    assert!(!listed.to_string().contains(&session), "{listed}");
+    let id = client
+        .send_request(
+            "session/load",
+            json!({"sessionId": session, "cwd": env.work_path(), "mcpServers": []}),
+        )
+        .await;
+    let gone = client.response(id).await;
+    assert_eq!(gone["error"]["code"], -32002, "{gone}");
+    let id = client
+        .send_request("session/delete", json!({"sessionId": session}))
+        .await;
+    let again = client.response(id).await;
+    assert_eq!(again["error"]["code"], -32002, "{again}");
+}
+
+#[tokio::test]
+async fn a_file_changed_while_its_patch_waited_for_approval_is_not_overwritten() {
+    let env = AcpEnv::new().await;
+    let file = env.work_path().join("a.txt");
+    std::fs::write(&file, "one\n").expect("write a.txt");
+    env.script_apply_patch(
+        "patch-1",
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n+two\n*** End Patch\n",
+    );
+    env.script_text("noted");
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    let id = client
+        .send_request("session/prompt", prompt_params(&session, "edit"))
+        .await;
+    let ask = client.read_until(is_permission_request).await;
+    // Someone edits the file while the question is open: what was approved is no longer
+    // what the patch would do.
+    std::fs::write(&file, "one\nedited meanwhile\n").expect("edit a.txt");
+    client
+        .answer(
+            &ask,
+            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+        )
+        .await;
+    let response = client.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        std::fs::read_to_string(&file).ok().as_deref(),
+        Some("one\nedited meanwhile\n")
+    );
+    let updates = client.updates(&session);
+    assert_eq!(final_status(&updates, "patch-1"), "failed", "{updates:?}");
+    let second = env
+        .model
+        .requests()
+        .get(1)
+        .map(Value::to_string)
+        .unwrap_or_default();
+    assert!(
+        second.contains("the files changed while the patch waited for approval"),
+        "{second}"
+    );
 }

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{self, CommandAssessment, McpAssessment, PatchAssessment};
 use crate::session::Session;
+use crate::workspace_files::read_sources;
 
 pub(crate) enum ToolOutcome {
     Output(String),
@@ -682,8 +683,8 @@ async fn handle_patch(
         Ok(patch) => patch,
         Err(err) => return ToolOutcome::Output(format!("apply_patch failed: {err}")),
     };
-    let changes = match patch.changes(&cwd) {
-        Ok(changes) => changes,
+    let changes = match plan_patch(sess, &patch, &cwd).await {
+        Ok(plan) => plan.changes(),
         Err(err) => return ToolOutcome::Output(format!("apply_patch failed: {err}")),
     };
     let paths = patch.affected_paths(&cwd);
@@ -741,7 +742,8 @@ async fn handle_patch(
         }),
     )
     .await;
-    let (success, stdout, stderr) = match apply_patch::apply_patch(&patch, &cwd) {
+    let applied = apply_planned(sess, &patch, &cwd, (!auto_approved).then_some(&changes)).await;
+    let (success, stdout, stderr) = match applied {
         Ok(report) => (true, report.summary(), String::new()),
         Err(err) => (false, String::new(), format!("apply_patch failed: {err}")),
     };
@@ -758,6 +760,68 @@ async fn handle_patch(
     )
     .await;
     ToolOutcome::Output(if success { stdout } else { stderr })
+}
+
+/// The patch resolved against its files as the thread's [`WorkspaceFiles`] has them
+/// (an editor's unsaved buffers, over ACP).
+async fn plan_patch(
+    sess: &Session,
+    patch: &apply_patch::Patch,
+    cwd: &Path,
+) -> Result<apply_patch::PatchPlan, apply_patch::PatchError> {
+    let sources = read_sources(sess.files.as_ref(), sess.thread_id, &patch.sources(cwd)).await;
+    patch.plan(cwd, &sources)
+}
+
+/// Re-resolve the patch and make its edits. `approved`: the changes a person approved;
+/// when the files changed while the question was open, the patch no longer is what they
+/// saw, so nothing is written.
+async fn apply_planned(
+    sess: &Session,
+    patch: &apply_patch::Patch,
+    cwd: &Path,
+    approved: Option<&FileChanges>,
+) -> Result<apply_patch::ApplyReport, apply_patch::PatchError> {
+    let plan = plan_patch(sess, patch, cwd).await?;
+    if approved.is_some_and(|approved| *approved != plan.changes()) {
+        return Err(apply_patch::PatchError::Mismatch {
+            path: cwd.to_path_buf(),
+            message: "the files changed while the patch waited for approval; nothing was written. Read them again and make a new patch.".to_string(),
+        });
+    }
+    for edit in plan.edits() {
+        match &edit.action {
+            apply_patch::EditAction::Write(contents) => {
+                create_parent_directories(&edit).await?;
+                sess.files
+                    .write_text(sess.thread_id, &edit.absolute, contents)
+                    .await
+                    .map_err(|source| edit.failed(source))?;
+            }
+            // Removing is always local: the editor protocols have no delete.
+            apply_patch::EditAction::Delete | apply_patch::EditAction::RemoveMoved => {
+                let local = edit.clone();
+                tokio::task::spawn_blocking(move || local.apply_locally())
+                    .await
+                    .map_err(|e| edit.failed(std::io::Error::other(e.to_string())))??;
+            }
+        }
+    }
+    Ok(plan.report())
+}
+
+async fn create_parent_directories(
+    edit: &apply_patch::FileEdit,
+) -> Result<(), apply_patch::PatchError> {
+    let Some(parent) = edit.absolute.parent().map(Path::to_path_buf) else {
+        return Ok(());
+    };
+    let created = tokio::task::spawn_blocking(move || std::fs::create_dir_all(&parent)).await;
+    match created {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(source)) => Err(edit.failed(source)),
+        Err(e) => Err(edit.failed(std::io::Error::other(e.to_string()))),
+    }
 }
 
 /// The end of a call to an MCP server (a tool, or a resource list/read): one rule for the

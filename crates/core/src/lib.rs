@@ -19,9 +19,11 @@ pub mod rollout;
 mod session;
 mod thread_manager;
 mod turn;
+pub mod workspace_files;
 
 pub use error::CoreError;
 /// How deeply `interpreter` processes are nested; owned by the MCP client, which decides
 /// which configured servers would start the agent recursively.
 pub use interpreter_mcp_client::NESTING_DEPTH_ENV;
 pub use thread_manager::{NewThread, Submission, Thread, ThreadManager};
+pub use workspace_files::{LocalFiles, WorkspaceFiles};

@@ -27,6 +27,7 @@ use crate::project_doc;
 use crate::rollout::{self, RolloutItem, RolloutRecorder, SessionMeta};
 use crate::thread_manager::Submission;
 use crate::turn;
+use crate::workspace_files::WorkspaceFiles;
 
 pub(crate) enum SessionInit {
     New {
@@ -57,6 +58,8 @@ pub(crate) struct Session {
     pub client: ModelClient,
     /// The MCP servers this thread uses as a client (`[mcp_servers.*]`), if any.
     pub mcp: Option<McpConnectionManager>,
+    /// Where patches read and write their files.
+    pub files: Arc<dyn WorkspaceFiles>,
     pub instructions: String,
     tx_event: mpsc::UnboundedSender<Event>,
     recorder: Option<RolloutRecorder>,
@@ -256,6 +259,7 @@ impl Session {
 pub(crate) async fn start(
     init: SessionInit,
     mcp_pool: &McpPool,
+    files: Arc<dyn WorkspaceFiles>,
     rx_sub: mpsc::Receiver<Submission>,
     tx_event: mpsc::UnboundedSender<Event>,
 ) -> Result<Started, CoreError> {
@@ -380,6 +384,7 @@ pub(crate) async fn start(
         config,
         client,
         mcp,
+        files,
         instructions,
         tx_event,
         recorder,

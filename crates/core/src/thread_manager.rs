@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::error::CoreError;
 use crate::rollout::{self, RolloutItem, SessionMeta, ThreadIndex};
 use crate::session::{self, SessionInit};
+use crate::workspace_files::{LocalFiles, WorkspaceFiles};
 
 /// Capacity of a thread's submission queue. Ops are small and rare; a full queue means the
 /// session task is wedged, and the sender then waits rather than dropping input.
@@ -108,12 +109,19 @@ pub struct NewThread {
 ///
 /// It also owns the process's [`McpPool`]: every thread it starts takes its MCP servers
 /// from there, so a server configured the same way for many threads runs once.
-#[derive(Default)]
 pub struct ThreadManager {
     threads: RwLock<HashMap<ThreadId, Arc<Thread>>>,
     /// Live threads, least recently used first (see [`ThreadManager::retire_idle`]).
     recently_used: std::sync::Mutex<VecDeque<ThreadId>>,
     mcp_pool: McpPool,
+    /// Where patches read and write files; the local disk unless a front end says.
+    files: Arc<dyn WorkspaceFiles>,
+}
+
+impl Default for ThreadManager {
+    fn default() -> Self {
+        Self::with_mcp_pool(McpPool::default())
+    }
 }
 
 impl ThreadManager {
@@ -127,7 +135,14 @@ impl ThreadManager {
             threads: RwLock::default(),
             recently_used: std::sync::Mutex::default(),
             mcp_pool: pool,
+            files: Arc::new(LocalFiles),
         }
+    }
+
+    /// This manager's threads read and write the files they patch through `files`.
+    pub fn with_workspace_files(mut self, files: Arc<dyn WorkspaceFiles>) -> Self {
+        self.files = files;
+        self
     }
 
     /// The MCP servers shared by this manager's threads.
@@ -271,6 +286,29 @@ impl ThreadManager {
         .await
     }
 
+    /// Delete thread `id` for good (its history and index entry). A live thread is first
+    /// interrupted and shut down, within `grace`. Errors with
+    /// [`CoreError::ThreadNotFound`] when there is no such thread.
+    pub async fn delete_thread(
+        &self,
+        home: PathBuf,
+        id: ThreadId,
+        grace: std::time::Duration,
+    ) -> Result<(), CoreError> {
+        if let Some(thread) = self.remove_thread(id).await {
+            let _ = thread.submit(Op::Interrupt).await;
+            shut_down(&thread, grace).await;
+        }
+        let deleted = tokio::task::spawn_blocking(move || rollout::delete_thread(&home, id))
+            .await
+            .map_err(|e| CoreError::Internal(format!("deleting stopped unexpectedly: {e}")))??;
+        if deleted {
+            Ok(())
+        } else {
+            Err(CoreError::ThreadNotFound(id))
+        }
+    }
+
     /// A live thread by id.
     pub async fn get_thread(&self, id: ThreadId) -> Option<Arc<Thread>> {
         self.threads.read().await.get(&id).cloned()
@@ -385,7 +423,8 @@ impl ThreadManager {
         let config = Arc::new(match &init {
             SessionInit::New { config, .. } | SessionInit::Resume { config, .. } => config.clone(),
         });
-        let started = session::start(init, &self.mcp_pool, rx_sub, tx_event).await?;
+        let started =
+            session::start(init, &self.mcp_pool, self.files.clone(), rx_sub, tx_event).await?;
         let thread = Arc::new(Thread {
             id: started.thread_id,
             tx_sub,

@@ -16,8 +16,8 @@ pub mod sandbox;
 pub mod shell;
 
 pub use apply_patch::{
-    ApplyReport, Hunk, Patch, PatchError, UpdateChunk, apply_patch, extract_patch_from_shell,
-    parse_patch,
+    ApplyReport, EditAction, FileEdit, Hunk, Patch, PatchError, PatchPlan, Sources, UpdateChunk,
+    apply_patch, extract_patch_from_shell, parse_patch, read_sources_locally,
 };
 pub use env_policy::{EnvironmentInherit, ShellEnvironmentPolicy, create_env};
 pub use safety::{

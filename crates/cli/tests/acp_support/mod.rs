@@ -80,11 +80,16 @@ impl AcpEnv {
 
     /// `interpreter acp`, initialized.
     pub async fn start(&self) -> AcpClient {
+        self.start_with(json!({})).await
+    }
+
+    /// `interpreter acp`, initialized by an editor that declares `capabilities`.
+    pub async fn start_with(&self, capabilities: Value) -> AcpClient {
         let mut client = self.spawn();
         let result = client
             .request(
                 "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities": {}}),
+                json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
             )
             .await;
         assert_eq!(result["protocolVersion"], 1, "{result}");
@@ -108,10 +113,15 @@ impl AcpEnv {
 
     /// Script: add `file` with one line through apply_patch.
     pub fn script_patch(&self, call_id: &str, file: &str) {
-        let arguments = json!({
-            "input": format!("*** Begin Patch\n*** Add File: {file}\n+hi\n*** End Patch\n")
-        })
-        .to_string();
+        self.script_apply_patch(
+            call_id,
+            &format!("*** Begin Patch\n*** Add File: {file}\n+hi\n*** End Patch\n"),
+        );
+    }
+
+    /// Script: the model calls apply_patch with `patch`.
+    pub fn script_apply_patch(&self, call_id: &str, patch: &str) {
+        let arguments = json!({ "input": patch }).to_string();
         self.model.push(MockResponse::sse(vec![
             chunk::tool_call(0, call_id, "apply_patch", &arguments),
             chunk::finish("tool_calls"),

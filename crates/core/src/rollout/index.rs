@@ -633,6 +633,15 @@ impl ThreadIndex {
         Ok(())
     }
 
+    /// Forgets thread `id`; returns whether the index knew it.
+    pub fn remove(&self, id: ThreadId) -> Result<bool, RolloutError> {
+        let removed = self
+            .conn
+            .execute("DELETE FROM threads WHERE id = ?1", params![id.to_string()])
+            .map_err(|e| self.db_err(e))?;
+        Ok(removed > 0)
+    }
+
     /// Whether a thread is archived (`None` when the index does not know it).
     pub fn is_archived(&self, id: ThreadId) -> Result<Option<bool>, RolloutError> {
         self.conn
@@ -904,6 +913,30 @@ pub fn find_rollout_with_repairs(
         }
     }
     Ok((Some(path), repairs))
+}
+
+/// Deletes thread `id` for good: its rollout file, then its index entry (the file first,
+/// so an index rebuilt after a crash in between cannot bring it back). Returns whether
+/// there was such a thread. The thread must not be live.
+pub(crate) fn delete_thread(home: &Path, id: ThreadId) -> Result<bool, RolloutError> {
+    let (found, repairs) = find_rollout_with_repairs(home, id)?;
+    log_repairs(&repairs);
+    let Some(path) = found else {
+        return Ok(false);
+    };
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(RolloutError::io("delete", &path, source)),
+    }
+    match ThreadIndex::open_without_repair(home).and_then(|index| index.remove(id)) {
+        Ok(_) => {}
+        // The file is gone, so the next repair drops the stale entry.
+        Err(err) => tracing::warn!(
+            "thread {id} deleted, but its index entry stays until the next repair: {err}"
+        ),
+    }
+    Ok(true)
 }
 
 /// The thread `resume --last` continues: the newest one (in `cwd` when given) whose

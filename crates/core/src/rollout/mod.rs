@@ -19,6 +19,7 @@ mod tests;
 mod turns;
 
 pub use error::RolloutError;
+pub(crate) use index::delete_thread;
 pub use index::{
     ARCHIVE_LOG_FILE, IndexHealth, IndexRepair, ListDirection, ListPage, ListQuery, ListSortKey,
     PREVIEW_MAX_CHARS, RebuildCause, SESSIONS_DIR, STATE_DB_FILE, ThreadIndex, ThreadRecord,

@@ -125,64 +125,188 @@ impl Patch {
         paths
     }
 
+    /// Absolute paths of the existing files the patch reads (those it updates, moves or
+    /// deletes), in patch order, each once. Their contents go into [`Patch::plan`].
+    pub fn sources(&self, cwd: &Path) -> Vec<PathBuf> {
+        let mut sources = Vec::new();
+        for hunk in &self.hunks {
+            if let Hunk::Update { path, .. } | Hunk::Delete { path } = hunk {
+                let absolute = resolve(cwd, path);
+                if !sources.contains(&absolute) {
+                    sources.push(absolute);
+                }
+            }
+        }
+        sources
+    }
+
+    /// Resolves every hunk against `sources` (the contents of [`Patch::sources`], read
+    /// wherever the caller keeps the files), entirely in memory: nothing is written.
+    pub fn plan(&self, cwd: &Path, sources: &Sources) -> Result<PatchPlan, PatchError> {
+        plan(self, cwd, sources).map(|planned| PatchPlan { planned })
+    }
+
     /// Previews the patch against the files on disk without writing anything.
     pub fn changes(&self, cwd: &Path) -> Result<FileChanges, PatchError> {
-        let mut changes = FileChanges::new();
-        for planned in plan(self, cwd)? {
-            let change = match planned.kind {
-                PlannedKind::Add { new } => FileChange::Add { content: new },
-                PlannedKind::Delete { old } => FileChange::Delete { content: old },
-                PlannedKind::Update { old, new, move_to } => FileChange::Update {
-                    unified_diff: unified_diff(&old, &new, &planned.path),
-                    move_path: move_to.map(|(_, absolute)| absolute),
-                },
-            };
-            changes.insert(planned.absolute, change);
-        }
-        Ok(changes)
+        let sources = read_sources_locally(&self.sources(cwd));
+        Ok(self.plan(cwd, &sources)?.changes())
     }
 }
 
-/// Applies `patch` relative to `cwd`. Nothing is written unless every hunk resolves.
-pub fn apply_patch(patch: &Patch, cwd: &Path) -> Result<ApplyReport, PatchError> {
-    let planned = plan(patch, cwd)?;
-    let mut report = ApplyReport::default();
-    for change in planned {
-        match change.kind {
-            PlannedKind::Add { new } => {
-                write_file(&change.absolute, &new)?;
-                report.added.push(change.path);
-            }
-            PlannedKind::Delete { .. } => {
-                std::fs::remove_file(&change.absolute).map_err(|source| PatchError::Io {
-                    action: "delete",
-                    path: change.path.clone(),
-                    source,
-                })?;
-                report.deleted.push(change.path);
-            }
-            PlannedKind::Update { new, move_to, .. } => match move_to {
-                Some((dest, dest_absolute)) => {
-                    write_file(&dest_absolute, &new)?;
-                    if dest_absolute != change.absolute {
-                        std::fs::remove_file(&change.absolute).map_err(|source| {
-                            PatchError::Io {
-                                action: "remove moved file",
-                                path: change.path.clone(),
-                                source,
-                            }
-                        })?;
+/// The contents of a patch's source files by absolute path, or why one could not be read.
+pub type Sources = HashMap<PathBuf, io::Result<String>>;
+
+/// Reads `paths` from the local disk, as [`apply_patch`] does: regular UTF-8 files only,
+/// at most [`MAX_FILE_BYTES`] each.
+pub fn read_sources_locally(paths: &[PathBuf]) -> Sources {
+    paths
+        .iter()
+        .map(|path| (path.clone(), files::read_regular(path)))
+        .collect()
+}
+
+/// A patch resolved against its files' contents: what it changes and the writes that
+/// make it so.
+#[derive(Debug)]
+pub struct PatchPlan {
+    planned: Vec<Planned>,
+}
+
+impl PatchPlan {
+    /// The changes by absolute path: full contents for added and deleted files, a
+    /// unified diff for updated ones.
+    pub fn changes(&self) -> FileChanges {
+        let mut changes = FileChanges::new();
+        for planned in &self.planned {
+            let change = match &planned.kind {
+                PlannedKind::Add { new } => FileChange::Add {
+                    content: new.clone(),
+                },
+                PlannedKind::Delete { old } => FileChange::Delete {
+                    content: old.clone(),
+                },
+                PlannedKind::Update { old, new, move_to } => FileChange::Update {
+                    unified_diff: unified_diff(old, new, &planned.path),
+                    move_path: move_to.as_ref().map(|(_, absolute)| absolute.clone()),
+                },
+            };
+            changes.insert(planned.absolute.clone(), change);
+        }
+        changes
+    }
+
+    /// The file operations that apply the patch, in order.
+    pub fn edits(&self) -> Vec<FileEdit> {
+        let mut edits = Vec::new();
+        for planned in &self.planned {
+            let edit = |absolute: &Path, shown: &Path, action| FileEdit {
+                absolute: absolute.to_path_buf(),
+                shown: shown.to_path_buf(),
+                action,
+            };
+            match &planned.kind {
+                PlannedKind::Add { new } => edits.push(edit(
+                    &planned.absolute,
+                    &planned.path,
+                    EditAction::Write(new.clone()),
+                )),
+                PlannedKind::Delete { .. } => {
+                    edits.push(edit(&planned.absolute, &planned.path, EditAction::Delete));
+                }
+                PlannedKind::Update { new, move_to, .. } => match move_to {
+                    Some((dest, dest_absolute)) => {
+                        edits.push(edit(dest_absolute, dest, EditAction::Write(new.clone())));
+                        if *dest_absolute != planned.absolute {
+                            edits.push(edit(
+                                &planned.absolute,
+                                &planned.path,
+                                EditAction::RemoveMoved,
+                            ));
+                        }
                     }
-                    report.modified.push(dest);
-                }
-                None => {
-                    write_file(&change.absolute, &new)?;
-                    report.modified.push(change.path);
-                }
-            },
+                    None => edits.push(edit(
+                        &planned.absolute,
+                        &planned.path,
+                        EditAction::Write(new.clone()),
+                    )),
+                },
+            }
+        }
+        edits
+    }
+
+    /// What applying the plan reports, with paths as written in the patch.
+    pub fn report(&self) -> ApplyReport {
+        let mut report = ApplyReport::default();
+        for planned in &self.planned {
+            match &planned.kind {
+                PlannedKind::Add { .. } => report.added.push(planned.path.clone()),
+                PlannedKind::Delete { .. } => report.deleted.push(planned.path.clone()),
+                PlannedKind::Update { move_to, .. } => report.modified.push(
+                    move_to
+                        .as_ref()
+                        .map_or_else(|| planned.path.clone(), |(dest, _)| dest.clone()),
+                ),
+            }
+        }
+        report
+    }
+}
+
+/// One file operation of a [`PatchPlan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEdit {
+    pub absolute: PathBuf,
+    /// As written in the patch, for messages.
+    pub shown: PathBuf,
+    pub action: EditAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EditAction {
+    /// Create or replace the file with these contents.
+    Write(String),
+    /// Delete the file (a `*** Delete File` hunk).
+    Delete,
+    /// Delete the source of a move, after its destination was written.
+    RemoveMoved,
+}
+
+impl FileEdit {
+    /// Performs the edit on the local disk. Writes create missing parent directories and
+    /// only ever replace regular files.
+    pub fn apply_locally(&self) -> Result<(), PatchError> {
+        match &self.action {
+            EditAction::Write(contents) => write_file(&self.absolute, contents),
+            EditAction::Delete | EditAction::RemoveMoved => {
+                std::fs::remove_file(&self.absolute).map_err(|source| self.failed(source))
+            }
         }
     }
-    Ok(report)
+
+    /// The error for this edit failing with `source`, naming the path as the patch did.
+    pub fn failed(&self, source: io::Error) -> PatchError {
+        PatchError::Io {
+            action: match self.action {
+                EditAction::Write(_) => "write",
+                EditAction::Delete => "delete",
+                EditAction::RemoveMoved => "remove moved file",
+            },
+            path: self.shown.clone(),
+            source,
+        }
+    }
+}
+
+/// Applies `patch` relative to `cwd` on the local disk. Nothing is written unless every
+/// hunk resolves.
+pub fn apply_patch(patch: &Patch, cwd: &Path) -> Result<ApplyReport, PatchError> {
+    let sources = read_sources_locally(&patch.sources(cwd));
+    let plan = patch.plan(cwd, &sources)?;
+    for edit in plan.edits() {
+        edit.apply_locally()?;
+    }
+    Ok(plan.report())
 }
 
 /// Recognises a shell invocation of `apply_patch` and returns the patch text, so a model
@@ -228,6 +352,7 @@ fn heredoc_patch(script: &str) -> Option<String> {
     Some(body.to_string())
 }
 
+#[derive(Debug)]
 struct Planned {
     /// As written in the patch, for messages and the report.
     path: PathBuf,
@@ -235,6 +360,7 @@ struct Planned {
     kind: PlannedKind,
 }
 
+#[derive(Debug)]
 enum PlannedKind {
     Add {
         new: String,
@@ -251,7 +377,7 @@ enum PlannedKind {
 
 /// Resolves every hunk against the files as they will be when earlier hunks have run,
 /// entirely in memory.
-fn plan(patch: &Patch, cwd: &Path) -> Result<Vec<Planned>, PatchError> {
+fn plan(patch: &Patch, cwd: &Path, sources: &Sources) -> Result<Vec<Planned>, PatchError> {
     // Contents after earlier hunks; `None` means deleted (or moved away) by the patch.
     let mut overlay: HashMap<PathBuf, Option<String>> = HashMap::new();
     let mut planned = Vec::with_capacity(patch.hunks.len());
@@ -270,7 +396,8 @@ fn plan(patch: &Patch, cwd: &Path) -> Result<Vec<Planned>, PatchError> {
             }
             Hunk::Delete { path } => {
                 let absolute = resolve(cwd, path);
-                let old = current_contents(&overlay, &absolute, path, "read file to delete")?;
+                let old =
+                    current_contents(&overlay, sources, &absolute, path, "read file to delete")?;
                 overlay.insert(absolute.clone(), None);
                 planned.push(Planned {
                     path: path.clone(),
@@ -284,7 +411,8 @@ fn plan(patch: &Patch, cwd: &Path) -> Result<Vec<Planned>, PatchError> {
                 chunks,
             } => {
                 let absolute = resolve(cwd, path);
-                let old = current_contents(&overlay, &absolute, path, "read file to update")?;
+                let old =
+                    current_contents(&overlay, sources, &absolute, path, "read file to update")?;
                 let new = apply_chunks(&old, chunks, path)?;
                 let move_to = move_path
                     .as_ref()
@@ -311,6 +439,7 @@ fn plan(patch: &Patch, cwd: &Path) -> Result<Vec<Planned>, PatchError> {
 
 fn current_contents(
     overlay: &HashMap<PathBuf, Option<String>>,
+    sources: &Sources,
     absolute: &Path,
     shown: &Path,
     action: &'static str,
@@ -325,11 +454,20 @@ fn current_contents(
                 "an earlier hunk of this patch removed it",
             ),
         }),
-        None => files::read_regular(absolute).map_err(|source| PatchError::Io {
-            action,
-            path: shown.to_path_buf(),
-            source,
-        }),
+        None => match sources.get(absolute) {
+            Some(Ok(contents)) => Ok(contents.clone()),
+            Some(Err(err)) => Err(PatchError::Io {
+                action,
+                path: shown.to_path_buf(),
+                source: io::Error::new(err.kind(), err.to_string()),
+            }),
+            // A caller that did not read what `Patch::sources` named.
+            None => Err(PatchError::Io {
+                action,
+                path: shown.to_path_buf(),
+                source: io::Error::new(io::ErrorKind::NotFound, "its contents were not read"),
+            }),
+        },
     }
 }
 
