@@ -85,7 +85,11 @@ pub(crate) fn patch_call(call_id: &str, changes: &FileChanges, status: ToolStatu
         .collect();
     ToolCall {
         id: call_id.to_string(),
-        title: format!("Edit {}", names.join(", ")),
+        title: if names.is_empty() {
+            "Edit files".to_string()
+        } else {
+            format!("Edit {}", names.join(", "))
+        },
         kind: ToolKind::Edit,
         status,
         content: diff_content(changes),

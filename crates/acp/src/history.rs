@@ -52,6 +52,15 @@ fn update_of(entry: &TurnEntry) -> Option<Update> {
             };
             Update::ToolCall(calls::patch_call(call_id, changes, status))
         }
+        TurnEntry::McpToolCall(end) => {
+            let mut call = calls::mcp_call(
+                &end.call_id,
+                &end.invocation,
+                calls::mcp_status(&end.result),
+            );
+            call.content = calls::mcp_result_content(&end.result);
+            Update::ToolCall(call)
+        }
         // The turn's error was the prompt's error answer; it is not part of the talk.
         TurnEntry::Error { .. } => return None,
     })

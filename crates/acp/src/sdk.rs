@@ -40,8 +40,8 @@ use crate::agent::{Agent, Settings};
 use crate::error::AcpError;
 use crate::turn;
 use crate::update::{
-    Mode, ModelChoice, Permission, PlanStatus, StopReason, ToolCall, ToolCallUpdate, ToolContent,
-    ToolKind, ToolStatus, Update,
+    Mode, ModelChoice, Permission, PlanStatus, SLASH_COMMANDS, StopReason, ToolCall,
+    ToolCallUpdate, ToolContent, ToolKind, ToolStatus, Update,
 };
 
 /// The id of the model config option.
@@ -276,14 +276,19 @@ pub(crate) async fn serve_stdio(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: NewSessionRequest, responder, _cx| {
+            async move |request: NewSessionRequest, responder, cx| {
                 let agent = s2.agent.clone();
-                serve(responder, async move {
+                let editor = Editor { connection: cx };
+                serve_then_offer_commands(responder, editor, async move {
                     let settings = settings(request.cwd, request.mcp_servers)?;
                     let state = agent.new_session(settings).await?;
-                    Ok(NewSessionResponse::new(state.id.clone())
-                        .modes(modes(state.mode))
-                        .config_options(config_options(&state.model)))
+                    let id = state.id.clone();
+                    Ok((
+                        id.clone(),
+                        NewSessionResponse::new(id)
+                            .modes(modes(state.mode))
+                            .config_options(config_options(&state.model)),
+                    ))
                 })
             },
             agent_client_protocol::on_receive_request!(),
@@ -292,29 +297,36 @@ pub(crate) async fn serve_stdio(
             async move |request: LoadSessionRequest, responder, cx| {
                 let agent = s3.agent.clone();
                 let editor = Editor { connection: cx };
-                serve(responder, async move {
+                serve_then_offer_commands(responder, editor.clone(), async move {
                     let settings = settings(request.cwd, request.mcp_servers)?;
                     let state = agent
                         .open_session(&request.session_id.0, settings, Some(&editor))
                         .await?;
-                    Ok(LoadSessionResponse::new()
-                        .modes(modes(state.mode))
-                        .config_options(config_options(&state.model)))
+                    Ok((
+                        state.id.clone(),
+                        LoadSessionResponse::new()
+                            .modes(modes(state.mode))
+                            .config_options(config_options(&state.model)),
+                    ))
                 })
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: ResumeSessionRequest, responder, _cx| {
+            async move |request: ResumeSessionRequest, responder, cx| {
                 let agent = s4.agent.clone();
-                serve(responder, async move {
+                let editor = Editor { connection: cx };
+                serve_then_offer_commands(responder, editor, async move {
                     let settings = settings(request.cwd, request.mcp_servers)?;
                     let state = agent
                         .open_session(&request.session_id.0, settings, None)
                         .await?;
-                    Ok(ResumeSessionResponse::new()
-                        .modes(modes(state.mode))
-                        .config_options(config_options(&state.model)))
+                    Ok((
+                        state.id.clone(),
+                        ResumeSessionResponse::new()
+                            .modes(modes(state.mode))
+                            .config_options(config_options(&state.model)),
+                    ))
                 })
             },
             agent_client_protocol::on_receive_request!(),
@@ -412,6 +424,32 @@ where
     tokio::spawn(async move {
         if let Err(e) = responder.respond_with_result(work.await.map_err(wire_error)) {
             tracing::debug!("answer not sent: {e}");
+        }
+    });
+    Ok(())
+}
+
+/// [`serve`] for a request that opens a session: once it is answered (the editor then
+/// knows the session), the slash commands are offered for it.
+fn serve_then_offer_commands<T>(
+    responder: Responder<T>,
+    editor: Editor,
+    work: impl Future<Output = Result<(String, T), AcpError>> + Send + 'static,
+) -> Result<(), Error>
+where
+    T: JsonRpcResponse + Send + 'static,
+{
+    tokio::spawn(async move {
+        let (session, result) = match work.await {
+            Ok((session, response)) => (Some(session), Ok(response)),
+            Err(e) => (None, Err(wire_error(e))),
+        };
+        if let Err(e) = responder.respond_with_result(result) {
+            tracing::debug!("answer not sent: {e}");
+            return;
+        }
+        if let Some(session) = session {
+            editor.update(&session, Update::Commands(SLASH_COMMANDS));
         }
     });
     Ok(())
@@ -600,6 +638,14 @@ fn session_update(update: Update) -> wire::SessionUpdate {
         Update::Thought(text) => U::AgentThoughtChunk(ContentChunk::new(text_block(text))),
         Update::ToolCall(call) => U::ToolCall(tool_call(call)),
         Update::ToolCallUpdate(update) => U::ToolCallUpdate(tool_call_update(update)),
+        Update::Commands(commands) => {
+            U::AvailableCommandsUpdate(wire::AvailableCommandsUpdate::new(
+                commands
+                    .iter()
+                    .map(|c| wire::AvailableCommand::new(c.name, c.description))
+                    .collect(),
+            ))
+        }
         Update::Plan(entries) => U::Plan(wire::Plan::new(
             entries
                 .into_iter()

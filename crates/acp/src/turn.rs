@@ -61,7 +61,12 @@ async fn run(
         slot = thread.turn_slot() => slot,
         () = cancel.cancelled() => return Ok(StopReason::Cancelled),
     };
-    let turn_id = thread.submit(Op::UserInput { items: input }).await?;
+    let op = if is_command(&input, "compact") {
+        Op::Compact
+    } else {
+        Op::UserInput { items: input }
+    };
+    let turn_id = thread.submit(op).await?;
     let mut view = TurnView {
         session_id: session_id.to_string(),
         editor,
@@ -92,6 +97,17 @@ async fn run(
         if let Some(end) = view.handle(&turn_id, &id, msg).await {
             return end;
         }
+    }
+}
+
+/// Whether the prompt is exactly the slash command `/<name>` (surrounding space allowed).
+fn is_command(input: &[UserInput], name: &str) -> bool {
+    match input {
+        [UserInput::Text { text }] => text
+            .trim()
+            .strip_prefix('/')
+            .is_some_and(|command| command == name),
+        _ => false,
     }
 }
 
@@ -366,6 +382,10 @@ impl TurnView {
                 });
             }
             EventMsg::PlanUpdate(plan) => self.send(Update::Plan(calls::plan_entries(&plan))),
+            EventMsg::ContextCompacted(compacted) => self.send(Update::AgentText(format!(
+                "Compacted the conversation: {} items of history are now {}.",
+                compacted.items_before, compacted.items_after
+            ))),
             EventMsg::Error(error) => self.last_error = Some(error.message),
             EventMsg::StreamError(error) => tracing::info!(
                 "model stream failed, retrying ({}/{}): {}",

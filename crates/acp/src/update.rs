@@ -15,7 +15,23 @@ pub(crate) enum Update {
     ToolCallUpdate(ToolCallUpdate),
     /// The whole plan, replacing the previous one.
     Plan(Vec<PlanEntry>),
+    /// The slash commands the editor may offer (sent when a session opens).
+    Commands(&'static [SlashCommand]),
 }
+
+/// A slash command: a prompt that is exactly `/<name>` runs it instead of a model turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlashCommand {
+    pub name: &'static str,
+    pub description: &'static str,
+}
+
+/// What this agent does for a slash command. Only what the engine does differently from
+/// a prompt is a command; anything else would just be a canned prompt.
+pub(crate) const SLASH_COMMANDS: &[SlashCommand] = &[SlashCommand {
+    name: "compact",
+    description: "Summarise the conversation so far, to free up the model's context",
+}];
 
 /// A tool call as first announced.
 #[derive(Debug, Clone, PartialEq)]

@@ -322,35 +322,7 @@ pub(crate) async fn drive(
                 start_once(loaded, &mut items, &begin.call_id, item);
             }
             EventMsg::McpToolCallEnd(end) => {
-                let (status, result, error) = match end.result {
-                    Ok(value) => (
-                        McpToolCallStatus::Completed,
-                        Some(v2::McpToolCallResult {
-                            content: value
-                                .get("content")
-                                .and_then(|c| c.as_array().cloned())
-                                .unwrap_or_default(),
-                            structured_content: value.get("structuredContent").cloned(),
-                            meta: value.get("_meta").cloned(),
-                        }),
-                        None,
-                    ),
-                    Err(message) => (
-                        McpToolCallStatus::Failed,
-                        None,
-                        Some(v2::McpToolCallError { message }),
-                    ),
-                };
-                let item = ThreadItem::McpToolCall {
-                    id: end.call_id.clone(),
-                    server: end.invocation.server,
-                    tool: end.invocation.tool,
-                    status,
-                    arguments: end.invocation.arguments.unwrap_or_default(),
-                    result,
-                    error,
-                    duration_ms: i64::try_from(end.duration_ms).ok(),
-                };
+                let item = mapping::mcp_call_item(&end);
                 start_once(loaded, &mut items, &end.call_id, item.clone());
                 complete_once(loaded, &mut items, &end.call_id, item);
             }

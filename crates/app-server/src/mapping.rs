@@ -5,13 +5,15 @@ use std::path::Path;
 
 use interpreter_core::rollout::{ThreadRecord, TurnEntry, TurnOutcome, TurnRecord};
 use interpreter_protocol as core;
-use interpreter_protocol::{ExecCommandStatus, FileChange, FileChanges, ParsedCommand};
+use interpreter_protocol::{
+    ExecCommandStatus, FileChange, FileChanges, McpToolCallEndEvent, ParsedCommand,
+};
 use interpreter_tools::display_command;
 
 use crate::protocol::v2::{
     self, CommandAction, CommandExecutionSource, CommandExecutionStatus, FileUpdateChange,
-    ItemsView, PatchApplyStatus, PatchChangeKind, SessionSource, SessionSourceValue, Thread,
-    ThreadItem, ThreadStatus, Turn, TurnError, TurnStatus, UserInput,
+    ItemsView, McpToolCallStatus, PatchApplyStatus, PatchChangeKind, SessionSource,
+    SessionSourceValue, Thread, ThreadItem, ThreadStatus, Turn, TurnError, TurnStatus, UserInput,
 };
 
 pub fn session_source(source: core::SessionSource) -> SessionSource {
@@ -293,6 +295,41 @@ pub fn turn_error(message: String, kind: Option<core::ErrorKind>) -> TurnError {
     }
 }
 
+/// A finished MCP tool call as its item, live or from the history.
+pub fn mcp_call_item(end: &McpToolCallEndEvent) -> ThreadItem {
+    let (status, result, error) = match &end.result {
+        Ok(value) => (
+            McpToolCallStatus::Completed,
+            Some(v2::McpToolCallResult {
+                content: value
+                    .get("content")
+                    .and_then(|c| c.as_array().cloned())
+                    .unwrap_or_default(),
+                structured_content: value.get("structuredContent").cloned(),
+                meta: value.get("_meta").cloned(),
+            }),
+            None,
+        ),
+        Err(message) => (
+            McpToolCallStatus::Failed,
+            None,
+            Some(v2::McpToolCallError {
+                message: message.clone(),
+            }),
+        ),
+    };
+    ThreadItem::McpToolCall {
+        id: end.call_id.clone(),
+        server: end.invocation.server.clone(),
+        tool: end.invocation.tool.clone(),
+        status,
+        arguments: end.invocation.arguments.clone().unwrap_or_default(),
+        result,
+        error,
+        duration_ms: i64::try_from(end.duration_ms).ok(),
+    }
+}
+
 /// A recorded turn with its items (`thread/read includeTurns`, `thread/resume`).
 pub fn turn_from_record(record: &TurnRecord) -> Turn {
     let mut items = Vec::new();
@@ -333,6 +370,7 @@ pub fn turn_from_record(record: &TurnRecord) -> Turn {
                     PatchApplyStatus::Failed
                 },
             },
+            TurnEntry::McpToolCall(end) => mcp_call_item(end),
             // Errors are not items; they live in the turn's `error`.
             TurnEntry::Error { .. } => continue,
         };

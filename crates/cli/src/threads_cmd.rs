@@ -315,6 +315,23 @@ fn render_entry(out: &mut String, entry: &TurnEntry) {
                 }
             }
         }
+        TurnEntry::McpToolCall(end) => {
+            let outcome = match &end.result {
+                Ok(result) if result.get("isError").and_then(|e| e.as_bool()) == Some(true) => {
+                    "returned an error"
+                }
+                Ok(_) => "done",
+                Err(_) => "failed",
+            };
+            let _ = writeln!(
+                out,
+                "\n⚙ {}.{} {outcome} ({} ms)",
+                end.invocation.server, end.invocation.tool, end.duration_ms
+            );
+            if let Err(message) = &end.result {
+                indented(out, "  │ ", message);
+            }
+        }
         TurnEntry::Error { message } => {
             let _ = writeln!(out, "! {message}");
         }

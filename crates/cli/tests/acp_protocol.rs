@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use acp_support::{AcpEnv, is_permission_request, text_of, tool_updates};
 use interpreter_test_support::MockResponse;
+use interpreter_test_support::mock_model::chunk;
 use serde_json::{Value, json};
 
 fn prompt_params(session: &str, text: &str) -> Value {
@@ -746,4 +747,158 @@ async fn a_file_changed_while_its_patch_waited_for_approval_is_not_overwritten()
         second.contains("the files changed while the patch waited for approval"),
         "{second}"
     );
+}
+
+/// The `mock-mcp-server` binary of the test-support package, built next to `interpreter`.
+fn mock_mcp_server() -> std::path::PathBuf {
+    interpreter_test_support::bins::mock_mcp_server(
+        std::path::Path::new(env!("CARGO_BIN_EXE_interpreter")),
+        env!("CARGO"),
+    )
+    .expect("mock-mcp-server")
+}
+
+#[tokio::test]
+async fn an_editors_stdio_mcp_server_is_called_and_its_call_replayed_after_a_restart() {
+    let env = AcpEnv::new().await;
+    let arguments = json!({"text": "hello from the editor"}).to_string();
+    env.model.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "mcp-1", "mcp__mock__echo", &arguments),
+        chunk::finish("tool_calls"),
+    ]));
+    env.script_text("echoed");
+    let servers = json!([{
+        "name": "mock",
+        "command": mock_mcp_server(),
+        "args": [],
+        "env": [],
+    }]);
+    let mut client = env.start().await;
+    let session = client
+        .request(
+            "session/new",
+            json!({"cwd": env.work_path(), "mcpServers": servers}),
+        )
+        .await["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_string();
+    client
+        .request(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "full-access"}),
+        )
+        .await;
+    let result = client
+        .request("session/prompt", prompt_params(&session, "echo it"))
+        .await;
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    let updates = client.updates(&session);
+    let card = tool_updates(&updates, "mcp-1");
+    assert_eq!(card[0]["sessionUpdate"], "tool_call", "{updates:?}");
+    assert_eq!(final_status(&updates, "mcp-1"), "completed", "{updates:?}");
+    let second = env
+        .model
+        .requests()
+        .get(1)
+        .map(Value::to_string)
+        .unwrap_or_default();
+    assert!(second.contains("hello from the editor"), "{second}");
+
+    client.process.close_stdin();
+    client
+        .process
+        .wait_exit(acp_support::READ_DEADLINE)
+        .await
+        .expect("agent exits at end of input");
+    let mut client = env.start().await;
+    let id = client
+        .send_request(
+            "session/load",
+            json!({"sessionId": session, "cwd": env.work_path(), "mcpServers": servers}),
+        )
+        .await;
+    let response = client.response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let replayed = client.updates(&session);
+    let card = tool_updates(&replayed, "mcp-1");
+    assert_eq!(card.len(), 1, "{replayed:?}");
+    assert_eq!(card[0]["sessionUpdate"], "tool_call");
+    assert_eq!(card[0]["status"], "completed");
+    assert!(
+        card[0].to_string().contains("hello from the editor"),
+        "{replayed:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_patch_that_does_not_fit_its_file_is_a_failed_tool_call() {
+    let env = AcpEnv::new().await;
+    std::fs::write(env.work_path().join("a.txt"), "one\n").expect("write a.txt");
+    env.script_apply_patch(
+        "patch-1",
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n not there\n+two\n*** End Patch\n",
+    );
+    env.script_text("that failed");
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    let result = client
+        .request("session/prompt", prompt_params(&session, "edit"))
+        .await;
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    let updates = client.updates(&session);
+    let card = tool_updates(&updates, "patch-1");
+    assert_eq!(card[0]["sessionUpdate"], "tool_call", "{updates:?}");
+    assert_eq!(card[0]["kind"], "edit");
+    assert_eq!(final_status(&updates, "patch-1"), "failed", "{updates:?}");
+    assert!(
+        card.last()
+            .map(|u| u.to_string())
+            .unwrap_or_default()
+            .contains("apply_patch failed"),
+        "{card:?}"
+    );
+}
+
+#[tokio::test]
+async fn slash_compact_is_offered_and_summarises_the_conversation() {
+    let env = AcpEnv::new().await;
+    env.script_text("first answer");
+    env.script_text("SUMMARY: the user said hello");
+    env.script_text("after the summary");
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    let offered = client
+        .read_until(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
+        .await;
+    assert_eq!(
+        offered["params"]["sessionId"],
+        session.as_str(),
+        "{offered}"
+    );
+    let commands = offered["params"]["update"]["availableCommands"].to_string();
+    assert!(commands.contains("\"compact\""), "{commands}");
+
+    let result = client
+        .request("session/prompt", prompt_params(&session, "hello"))
+        .await;
+    assert_eq!(result["stopReason"], "end_turn");
+    let result = client
+        .request("session/prompt", prompt_params(&session, "/compact"))
+        .await;
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    let said = text_of(&client.updates(&session), "agent_message_chunk");
+    assert!(said.contains("Compacted the conversation"), "{said}");
+    let result = client
+        .request("session/prompt", prompt_params(&session, "go on"))
+        .await;
+    assert_eq!(result["stopReason"], "end_turn");
+
+    let requests = env.model.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    // The third request continues from the summary, not from the old messages.
+    let third = requests[2].to_string();
+    assert!(third.contains("SUMMARY: the user said hello"), "{third}");
+    assert!(!third.contains("first answer"), "{third}");
+    assert!(!requests[1].to_string().contains("/compact"));
 }

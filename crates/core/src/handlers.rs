@@ -679,13 +679,21 @@ async fn handle_patch(
     cancel: &CancellationToken,
 ) -> ToolOutcome {
     let cwd = sess.config.cwd.clone();
-    let patch = match apply_patch::parse_patch(patch_text) {
-        Ok(patch) => patch,
-        Err(err) => return ToolOutcome::Output(format!("apply_patch failed: {err}")),
+    // A patch that does not parse or fit its files is still an edit the model tried:
+    // front ends show it failed, with why.
+    let planned = match apply_patch::parse_patch(patch_text) {
+        Ok(patch) => plan_patch(sess, &patch, &cwd)
+            .await
+            .map(|plan| (patch, plan.changes())),
+        Err(err) => Err(err),
     };
-    let changes = match plan_patch(sess, &patch, &cwd).await {
-        Ok(plan) => plan.changes(),
-        Err(err) => return ToolOutcome::Output(format!("apply_patch failed: {err}")),
+    let (patch, changes) = match planned {
+        Ok(planned) => planned,
+        Err(err) => {
+            let text = format!("apply_patch failed: {err}");
+            report_refused_patch(sess, sub_id, call_id, FileChanges::new(), &text).await;
+            return ToolOutcome::Output(text);
+        }
     };
     let paths = patch.affected_paths(&cwd);
     let unwritable = unwritable_reason(sess, &cwd, &paths);

@@ -117,7 +117,8 @@ impl Session {
     /// Send an event to the front end, and persist it when it belongs in the rollout.
     pub async fn emit(&self, sub_id: &str, msg: EventMsg) {
         if rollout::should_persist_event(&msg) {
-            self.persist(&[RolloutItem::EventMsg(msg.clone())]).await;
+            self.persist(&[RolloutItem::EventMsg(bounded_for_rollout(&msg))])
+                .await;
         }
         // A closed receiver means the front end is gone; the turn still finishes and is
         // persisted, so there is nothing else to do with the error.
@@ -566,6 +567,27 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
                         }
                     }
+                    Op::Compact => {
+                        if running.is_some() {
+                            session
+                                .emit(
+                                    &sub.id,
+                                    EventMsg::Error(interpreter_protocol::ErrorEvent {
+                                        message: "a turn is running; compact after it ends".to_string(),
+                                        kind: None,
+                                    }),
+                                )
+                                .await;
+                        } else {
+                            let cancel = CancellationToken::new();
+                            let handle = tokio::spawn(turn::run_compact_turn(
+                                session.clone(),
+                                sub.id.clone(),
+                                cancel.clone(),
+                            ));
+                            running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
+                        }
+                    }
                     Op::Interrupt => {
                         if let Some(turn) = &running {
                             tracing::debug!(turn = %turn.sub_id, "interrupt requested");
@@ -606,6 +628,67 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
             }
         }
     }
+}
+
+/// The most of an MCP tool result a rollout keeps. The live event carries the whole
+/// result; the history keeps what fits here, so one huge answer cannot make the thread
+/// slow to read back (the model saw a capped form anyway).
+const PERSISTED_MCP_RESULT_MAX_BYTES: usize = 64 * 1024;
+
+/// `msg` as the rollout keeps it: an MCP result past [`PERSISTED_MCP_RESULT_MAX_BYTES`]
+/// becomes its text, head and tail, with images and structured content named, not kept.
+fn bounded_for_rollout(msg: &EventMsg) -> EventMsg {
+    let EventMsg::McpToolCallEnd(end) = msg else {
+        return msg.clone();
+    };
+    let size = match &end.result {
+        Ok(value) => serde_json::to_string(value).map_or(usize::MAX, |s| s.len()),
+        Err(message) => message.len(),
+    };
+    if size <= PERSISTED_MCP_RESULT_MAX_BYTES {
+        return msg.clone();
+    }
+    let max = PERSISTED_MCP_RESULT_MAX_BYTES - 1024;
+    let result = match &end.result {
+        Err(message) => Err(crate::handlers::cap_tool_result(message.clone(), max)),
+        Ok(value) => {
+            let mut text = Vec::new();
+            for block in value
+                .get("content")
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                match block.get("text").and_then(serde_json::Value::as_str) {
+                    Some(t) => text.push(t.to_string()),
+                    None => text.push(format!(
+                        "[{} block not kept in the history]",
+                        block
+                            .get("type")
+                            .and_then(serde_json::Value::as_str)
+                            .unwrap_or("non-text")
+                    )),
+                }
+            }
+            if value.get("structuredContent").is_some() {
+                text.push("[structured content not kept in the history]".to_string());
+            }
+            let mut kept = serde_json::json!({
+                "content": [{
+                    "type": "text",
+                    "text": crate::handlers::cap_tool_result(text.join("\n"), max),
+                }],
+            });
+            if let Some(is_error) = value.get("isError") {
+                kept["isError"] = is_error.clone();
+            }
+            Ok(kept)
+        }
+    };
+    EventMsg::McpToolCallEnd(interpreter_protocol::McpToolCallEndEvent {
+        result,
+        ..end.clone()
+    })
 }
 
 fn user_input_to_items(items: Vec<UserInput>) -> Vec<ResponseItem> {

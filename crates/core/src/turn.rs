@@ -113,6 +113,47 @@ pub(crate) async fn run_turn(
     }
 }
 
+/// `Op::Compact`: a turn that only summarises the conversation so far.
+pub(crate) async fn run_compact_turn(
+    sess: Arc<Session>,
+    sub_id: String,
+    cancel: CancellationToken,
+) {
+    let model_context_window = sess.context.lock().await.window;
+    sess.emit(
+        &sub_id,
+        EventMsg::TaskStarted(TaskStartedEvent {
+            turn_id: sub_id.clone(),
+            model_context_window,
+        }),
+    )
+    .await;
+    *sess.turn_base_len.lock().await = sess.history.lock().await.len();
+    let end = match compact::compact(&sess, &sub_id, &[], &cancel).await {
+        Ok(()) => EventMsg::TaskComplete(TaskCompleteEvent {
+            turn_id: sub_id.clone(),
+            last_agent_message: None,
+            error: None,
+            output_limit: false,
+        }),
+        Err(TurnStop::Interrupted) => EventMsg::TurnAborted(TurnAbortedEvent {
+            turn_id: sub_id.clone(),
+            reason: TurnAbortReason::Interrupted,
+        }),
+        Err(TurnStop::Failed(error)) => {
+            let message = error.message.clone();
+            sess.emit(&sub_id, EventMsg::Error(error)).await;
+            EventMsg::TaskComplete(TaskCompleteEvent {
+                turn_id: sub_id.clone(),
+                last_agent_message: None,
+                error: Some(message),
+                output_limit: false,
+            })
+        }
+    };
+    sess.emit(&sub_id, end).await;
+}
+
 async fn record_user_input(sess: &Session, sub_id: &str, input: Vec<ResponseItem>) {
     for item in &input {
         if let Some(message) = item.message_text() {

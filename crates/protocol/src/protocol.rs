@@ -33,6 +33,10 @@ pub enum Op {
         id: String,
         response: ElicitationResponse,
     },
+    /// Summarise the conversation now, as a turn of its own (`task_started`,
+    /// `context_compacted`, `task_complete`). Refused with an `error` event while a turn
+    /// runs.
+    Compact,
     /// Finish the running turn's bookkeeping and stop the thread's task.
     Shutdown,
 }

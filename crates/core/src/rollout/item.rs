@@ -88,6 +88,7 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::TokenCount(_)
         | EventMsg::ExecCommandEnd(_)
         | EventMsg::PatchApplyEnd(_)
+        | EventMsg::McpToolCallEnd(_)
         | EventMsg::ContextCompacted(_)
         | EventMsg::Error(_) => true,
         EventMsg::SessionConfigured(_)
@@ -102,7 +103,6 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::PatchApplyBegin(_)
         | EventMsg::PlanUpdate(_)
         | EventMsg::McpToolCallBegin(_)
-        | EventMsg::McpToolCallEnd(_)
         | EventMsg::McpStartupUpdate(_)
         | EventMsg::ElicitationRequest(_)
         | EventMsg::ShutdownComplete => false,

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use interpreter_protocol::{EventMsg, ExecCommandStatus, FileChanges};
+use interpreter_protocol::{EventMsg, ExecCommandStatus, FileChanges, McpToolCallEndEvent};
 
 use super::item::RolloutItem;
 
@@ -45,6 +45,9 @@ pub enum TurnEntry {
         changes: FileChanges,
         success: bool,
     },
+    /// A call to an MCP server's tool (recorded since rollouts keep them; older ones
+    /// have none).
+    McpToolCall(McpToolCallEndEvent),
     Error {
         message: String,
     },
@@ -136,6 +139,9 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                         success: e.success,
                     })
             }
+            EventMsg::McpToolCallEnd(e) => current(&mut open, &mut implicit)
+                .entries
+                .push(TurnEntry::McpToolCall(e.clone())),
             EventMsg::Error(e) => {
                 current(&mut open, &mut implicit)
                     .entries
