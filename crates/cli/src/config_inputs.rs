@@ -53,6 +53,23 @@ pub async fn with_local_server(
     Ok(args)
 }
 
+/// The config inputs of a serving front end (`mcp-server`, `app-server`, `acp`): the
+/// merged `-c`/`-p` arguments, with `--oss` choosing the local server, for the process's
+/// directory.
+pub async fn for_serving(
+    args: ConfigArgs,
+    oss: bool,
+    env: HashMap<String, String>,
+    cwd: PathBuf,
+) -> anyhow::Result<ConfigInputs> {
+    let args = if oss {
+        with_local_server_for_serving(args, &env, &cwd).await?
+    } else {
+        args
+    };
+    build(&args, env, cwd, ConfigOverrides::default())
+}
+
 /// [`with_local_server`] for `mcp-server` and `app-server`, which must start even when
 /// no local server answers yet (an MCP host would only show "connection closed"): that
 /// is said on stderr, and the flags keep a local provider so that calls fail naming it

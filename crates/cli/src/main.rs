@@ -120,17 +120,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
                 .merged(&args.config)
                 .with_model(args.model.as_deref());
             let cwd = exec::resolve_cwd(None)?;
-            let config_args = if args.oss {
-                config_inputs::with_local_server_for_serving(config_args, &env, &cwd).await?
-            } else {
-                config_args
-            };
-            let inputs = config_inputs::build(
-                &config_args,
-                env,
-                cwd,
-                interpreter_core::config::ConfigOverrides::default(),
-            )?;
+            let inputs = config_inputs::for_serving(config_args, args.oss, env, cwd).await?;
             let listen = mcp_server_listen(&args, &inputs)?;
             let stop = tokio_util::sync::CancellationToken::new();
             signals::cancel_on_stop_signal(stop.clone());
@@ -158,17 +148,8 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             }
             let config_args = cli.config.merged(&args.config);
             let cwd = exec::resolve_cwd(None)?;
-            let config_args = if args.oss {
-                config_inputs::with_local_server_for_serving(config_args, &env, &cwd).await?
-            } else {
-                config_args
-            };
-            let inputs = config_inputs::build(
-                &config_args,
-                env,
-                cwd.clone(),
-                interpreter_core::config::ConfigOverrides::default(),
-            )?;
+            let inputs =
+                config_inputs::for_serving(config_args, args.oss, env, cwd.clone()).await?;
             let listen = interpreter_app_server::Listen::parse(&args.listen, &inputs.home, &cwd)?;
             if !matches!(listen, interpreter_app_server::Listen::WebSocket(_))
                 && (args.ws_token_file.is_some() || args.no_auth)
@@ -192,17 +173,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
         Some(Command::Acp(args)) => {
             let config_args = cli.config.merged(&args.config);
             let cwd = exec::resolve_cwd(None)?;
-            let config_args = if args.oss {
-                config_inputs::with_local_server_for_serving(config_args, &env, &cwd).await?
-            } else {
-                config_args
-            };
-            let inputs = config_inputs::build(
-                &config_args,
-                env,
-                cwd,
-                interpreter_core::config::ConfigOverrides::default(),
-            )?;
+            let inputs = config_inputs::for_serving(config_args, args.oss, env, cwd).await?;
             let stop = tokio_util::sync::CancellationToken::new();
             signals::cancel_on_stop_signal(stop.clone());
             Box::pin(interpreter_acp::run(

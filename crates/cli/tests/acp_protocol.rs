@@ -93,9 +93,7 @@ async fn a_failed_model_call_is_an_error_with_the_providers_message() {
     ));
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "hi"))
-        .await;
+    let id = client.send_prompt(&session, "hi").await;
     let response = client.response(id).await;
     let error = &response["error"];
     assert_eq!(error["code"], -32603, "{response}");
@@ -110,9 +108,7 @@ async fn an_allowed_command_runs_and_its_tool_call_completes() {
     env.script_command_then_text("call-1", "printf hi > out.txt", "written");
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "write it"))
-        .await;
+    let id = client.send_prompt(&session, "write it").await;
     let ask = client.read_until(is_permission_request).await;
     let tool_call = &ask["params"]["toolCall"];
     assert_eq!(tool_call["toolCallId"], "call-1", "{ask}");
@@ -134,12 +130,7 @@ async fn an_allowed_command_runs_and_its_tool_call_completes() {
         .filter_map(|o| o["kind"].as_str())
         .collect();
     assert_eq!(options, ["allow_once", "allow_always", "reject_once"]);
-    client
-        .answer(
-            &ask,
-            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
-        )
-        .await;
+    client.choose(&ask, "allow_once").await;
     let response = client.response(id).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(
@@ -158,16 +149,9 @@ async fn a_rejected_command_does_not_run_and_its_tool_call_fails() {
     env.script_command_then_text("call-1", "printf hi > out.txt", "ok, not written");
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "write it"))
-        .await;
+    let id = client.send_prompt(&session, "write it").await;
     let ask = client.read_until(is_permission_request).await;
-    client
-        .answer(
-            &ask,
-            json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
-        )
-        .await;
+    client.choose(&ask, "reject_once").await;
     let response = client.response(id).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(!env.work_path().join("out.txt").exists());
@@ -181,9 +165,7 @@ async fn a_failed_permission_request_denies() {
     env.script_command_then_text("call-1", "printf hi > out.txt", "not written");
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "write it"))
-        .await;
+    let id = client.send_prompt(&session, "write it").await;
     let ask = client.read_until(is_permission_request).await;
     client
         .send(json!({"jsonrpc": "2.0", "id": ask["id"], "error": {"code": -32603, "message": "editor broke"}}))
@@ -200,15 +182,8 @@ async fn cancel_during_a_command_kills_it_and_the_session_goes_on() {
     env.script_text("after the cancel");
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    client
-        .request(
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "full-access"}),
-        )
-        .await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "run it"))
-        .await;
+    client.set_mode(&session, "full-access").await;
+    let id = client.send_prompt(&session, "run it").await;
     // The command has started once its card is in progress.
     client
         .read_until(|m| {
@@ -254,9 +229,7 @@ async fn cancel_during_a_permission_question_withdraws_it() {
     env.script_command("call-1", "printf hi > out.txt");
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "write it"))
-        .await;
+    let id = client.send_prompt(&session, "write it").await;
     let ask = client.read_until(is_permission_request).await;
     client
         .notify("session/cancel", json!({"sessionId": session}))
@@ -268,12 +241,7 @@ async fn cancel_during_a_permission_question_withdraws_it() {
     let response = client.response(id).await;
     assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
     // An answer that arrives after the cancel changes nothing.
-    client
-        .answer(
-            &ask,
-            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
-        )
-        .await;
+    client.choose(&ask, "allow_once").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!env.work_path().join("out.txt").exists());
 }
@@ -286,12 +254,8 @@ async fn two_sessions_prompting_at_once_each_get_only_their_own_updates() {
     let mut client = env.start().await;
     let a = client.new_session(&env.work_path()).await;
     let b = client.new_session(&env.work_path()).await;
-    let id_a = client
-        .send_request("session/prompt", prompt_params(&a, "one"))
-        .await;
-    let id_b = client
-        .send_request("session/prompt", prompt_params(&b, "two"))
-        .await;
+    let id_a = client.send_prompt(&a, "one").await;
+    let id_b = client.send_prompt(&b, "two").await;
     let mut answers = Vec::new();
     for id in [id_a, id_b] {
         let response = client.response(id).await;
@@ -323,12 +287,7 @@ async fn load_after_a_restart_replays_the_history_before_answering() {
     env.script_command_then_text("call-1", "printf hi > out.txt", "wrote out.txt");
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    client
-        .request(
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "full-access"}),
-        )
-        .await;
+    client.set_mode(&session, "full-access").await;
     let result = client
         .request("session/prompt", prompt_params(&session, "please write"))
         .await;
@@ -404,9 +363,7 @@ async fn malformed_input_gets_the_right_errors_and_the_agent_stays_up() {
     assert_eq!(relative["error"]["code"], -32602, "{relative}");
 
     for session in ["0190f1b2-0000-7000-8000-000000000000", "not-a-session"] {
-        let id = client
-            .send_request("session/prompt", prompt_params(session, "hi"))
-            .await;
+        let id = client.send_prompt(session, "hi").await;
         let missing = client.response(id).await;
         assert_eq!(missing["error"]["code"], -32002, "{missing}");
     }
@@ -423,9 +380,7 @@ async fn an_allowed_patch_shows_its_diff_and_completes() {
     env.script_text("added notes");
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "add notes"))
-        .await;
+    let id = client.send_prompt(&session, "add notes").await;
     let ask = client.read_until(is_permission_request).await;
     let tool_call = &ask["params"]["toolCall"];
     assert_eq!(tool_call["toolCallId"], "patch-1", "{ask}");
@@ -440,12 +395,7 @@ async fn an_allowed_patch_shows_its_diff_and_completes() {
             .unwrap_or_default()
             .ends_with("notes.txt")
     );
-    client
-        .answer(
-            &ask,
-            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
-        )
-        .await;
+    client.choose(&ask, "allow_once").await;
     let response = client.response(id).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(
@@ -571,15 +521,8 @@ async fn with_the_editors_fs_a_patch_reads_its_buffer_and_saves_through_it() {
         .start_with(serde_json::from_str(EDITOR_FS).expect("capabilities"))
         .await;
     let session = client.new_session(&env.work_path()).await;
-    client
-        .request(
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "full-access"}),
-        )
-        .await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "edit"))
-        .await;
+    client.set_mode(&session, "full-access").await;
+    let id = client.send_prompt(&session, "edit").await;
     let mut fs = EditorFs::default();
     // The disk says "one"; the editor's unsaved buffer says "one\ntwo": the patch only
     // fits the buffer.
@@ -640,22 +583,10 @@ async fn with_the_editors_fs_a_rejected_patch_never_reaches_the_editor() {
         .start_with(serde_json::from_str(EDITOR_FS).expect("capabilities"))
         .await;
     let session = client.new_session(&env.work_path()).await;
-    client
-        .request(
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "read-only"}),
-        )
-        .await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "add notes"))
-        .await;
+    client.set_mode(&session, "read-only").await;
+    let id = client.send_prompt(&session, "add notes").await;
     let ask = client.read_until(is_permission_request).await;
-    client
-        .answer(
-            &ask,
-            json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
-        )
-        .await;
+    client.choose(&ask, "reject_once").await;
     let mut fs = EditorFs::default();
     let response = serve_fs_until(&mut client, id, &[], &mut fs).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
@@ -671,9 +602,7 @@ async fn delete_removes_a_session_for_good() {
     env.script_text("remember me");
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "hello"))
-        .await;
+    let id = client.send_prompt(&session, "hello").await;
     let response = client.response(id).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let listed = client
@@ -716,19 +645,12 @@ async fn a_file_changed_while_its_patch_waited_for_approval_is_not_overwritten()
     env.script_text("noted");
     let mut client = env.start().await;
     let session = client.new_session(&env.work_path()).await;
-    let id = client
-        .send_request("session/prompt", prompt_params(&session, "edit"))
-        .await;
+    let id = client.send_prompt(&session, "edit").await;
     let ask = client.read_until(is_permission_request).await;
     // Someone edits the file while the question is open: what was approved is no longer
     // what the patch would do.
     std::fs::write(&file, "one\nedited meanwhile\n").expect("edit a.txt");
-    client
-        .answer(
-            &ask,
-            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
-        )
-        .await;
+    client.choose(&ask, "allow_once").await;
     let response = client.response(id).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(
@@ -737,12 +659,7 @@ async fn a_file_changed_while_its_patch_waited_for_approval_is_not_overwritten()
     );
     let updates = client.updates(&session);
     assert_eq!(final_status(&updates, "patch-1"), "failed", "{updates:?}");
-    let second = env
-        .model
-        .requests()
-        .get(1)
-        .map(Value::to_string)
-        .unwrap_or_default();
+    let second = env.model_request(1);
     assert!(
         second.contains("the files changed while the patch waited for approval"),
         "{second}"
@@ -783,12 +700,7 @@ async fn an_editors_stdio_mcp_server_is_called_and_its_call_replayed_after_a_res
         .as_str()
         .expect("sessionId")
         .to_string();
-    client
-        .request(
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "full-access"}),
-        )
-        .await;
+    client.set_mode(&session, "full-access").await;
     let result = client
         .request("session/prompt", prompt_params(&session, "echo it"))
         .await;
@@ -797,12 +709,7 @@ async fn an_editors_stdio_mcp_server_is_called_and_its_call_replayed_after_a_res
     let card = tool_updates(&updates, "mcp-1");
     assert_eq!(card[0]["sessionUpdate"], "tool_call", "{updates:?}");
     assert_eq!(final_status(&updates, "mcp-1"), "completed", "{updates:?}");
-    let second = env
-        .model
-        .requests()
-        .get(1)
-        .map(Value::to_string)
-        .unwrap_or_default();
+    let second = env.model_request(1);
     assert!(second.contains("hello from the editor"), "{second}");
 
     client.process.close_stdin();

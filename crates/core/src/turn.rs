@@ -39,15 +39,7 @@ pub(crate) async fn run_turn(
     cancel: CancellationToken,
 ) {
     let server_warning = learn_from_server(&sess).await;
-    let model_context_window = sess.context.lock().await.window;
-    sess.emit(
-        &sub_id,
-        EventMsg::TaskStarted(TaskStartedEvent {
-            turn_id: sub_id.clone(),
-            model_context_window,
-        }),
-    )
-    .await;
+    emit_task_started(&sess, &sub_id).await;
     if let Some(message) = server_warning {
         sess.emit(&sub_id, EventMsg::Warning(WarningEvent { message }))
             .await;
@@ -119,15 +111,7 @@ pub(crate) async fn run_compact_turn(
     sub_id: String,
     cancel: CancellationToken,
 ) {
-    let model_context_window = sess.context.lock().await.window;
-    sess.emit(
-        &sub_id,
-        EventMsg::TaskStarted(TaskStartedEvent {
-            turn_id: sub_id.clone(),
-            model_context_window,
-        }),
-    )
-    .await;
+    emit_task_started(&sess, &sub_id).await;
     *sess.turn_base_len.lock().await = sess.history.lock().await.len();
     let end = match compact::compact(&sess, &sub_id, &[], &cancel).await {
         Ok(()) => EventMsg::TaskComplete(TaskCompleteEvent {
@@ -152,6 +136,18 @@ pub(crate) async fn run_compact_turn(
         }
     };
     sess.emit(&sub_id, end).await;
+}
+
+async fn emit_task_started(sess: &Session, sub_id: &str) {
+    let model_context_window = sess.context.lock().await.window;
+    sess.emit(
+        sub_id,
+        EventMsg::TaskStarted(TaskStartedEvent {
+            turn_id: sub_id.to_string(),
+            model_context_window,
+        }),
+    )
+    .await;
 }
 
 async fn record_user_input(sess: &Session, sub_id: &str, input: Vec<ResponseItem>) {

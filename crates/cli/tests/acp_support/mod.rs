@@ -96,6 +96,15 @@ impl AcpEnv {
         client
     }
 
+    /// The `n`th request the model got, as JSON text (empty when there was none).
+    pub fn model_request(&self, n: usize) -> String {
+        self.model
+            .requests()
+            .get(n)
+            .map(Value::to_string)
+            .unwrap_or_default()
+    }
+
     /// Script: run `command` through the shell tool, then answer `final_text`.
     pub fn script_command_then_text(&self, call_id: &str, command: &str, final_text: &str) {
         self.script_command(call_id, command);
@@ -236,6 +245,32 @@ impl AcpClient {
     pub async fn answer(&mut self, request: &Value, result: Value) {
         self.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": result}))
             .await;
+    }
+
+    pub async fn set_mode(&mut self, session: &str, mode: &str) {
+        self.request(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": mode}),
+        )
+        .await;
+    }
+
+    /// Send a text prompt; returns the request id (the answer comes later).
+    pub async fn send_prompt(&mut self, session: &str, text: &str) -> i64 {
+        self.send_request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await
+    }
+
+    /// Answer a permission request with one of its options.
+    pub async fn choose(&mut self, ask: &Value, option: &str) {
+        self.answer(
+            ask,
+            json!({"outcome": {"outcome": "selected", "optionId": option}}),
+        )
+        .await;
     }
 
     pub async fn new_session(&mut self, cwd: &std::path::Path) -> String {
