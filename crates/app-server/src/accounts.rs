@@ -8,8 +8,8 @@ use interpreter_core::config::credentials;
 
 use crate::connection::Connection;
 use crate::error::AppServerError;
-use crate::processor::{Reply, ServerState};
 use crate::protocol::v2;
+use crate::state::{Reply, ServerState};
 
 /// Whether the configured provider has a key, and from where.
 pub(crate) async fn current_key(state: &ServerState) -> Result<Option<String>, AppServerError> {

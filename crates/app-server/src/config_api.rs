@@ -7,8 +7,8 @@ use interpreter_core::config::edit::{self, CONFIG_FILE};
 use serde_json::{Value, json};
 
 use crate::error::AppServerError;
-use crate::processor::{Reply, ServerState};
 use crate::protocol::v2;
+use crate::state::{Reply, ServerState};
 
 pub(crate) async fn read(
     state: &ServerState,

@@ -41,6 +41,8 @@ pub struct Connection {
     initialized: AtomicBool,
     /// v1 approval requests instead of v2 ones (decided by `initialize`).
     legacy_approvals: AtomicBool,
+    /// The client asked for `capabilities.experimentalApi`: experimental methods are open.
+    experimental_api: AtomicBool,
     opt_out: std::sync::Mutex<HashSet<String>>,
     pending: std::sync::Mutex<HashMap<RequestId, oneshot::Sender<ClientAnswer>>>,
     next_request_id: AtomicI64,
@@ -57,6 +59,7 @@ impl Connection {
             sink,
             initialized: AtomicBool::new(false),
             legacy_approvals: AtomicBool::new(false),
+            experimental_api: AtomicBool::new(false),
             opt_out: std::sync::Mutex::default(),
             pending: std::sync::Mutex::default(),
             next_request_id: AtomicI64::new(0),
@@ -90,6 +93,15 @@ impl Connection {
             set.extend(opt_out);
         }
         true
+    }
+
+    /// Open the experimental methods to this client.
+    pub(crate) fn allow_experimental(&self) {
+        self.experimental_api.store(true, Ordering::Release);
+    }
+
+    pub fn experimental_api(&self) -> bool {
+        self.experimental_api.load(Ordering::Acquire)
     }
 
     pub fn legacy_approvals(&self) -> bool {

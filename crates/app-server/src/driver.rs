@@ -21,13 +21,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connection::{ClientAnswer, Connection};
 use crate::mapping;
-use crate::processor::{LoadedThread, ServerState};
 use crate::protocol::v1;
 use crate::protocol::v2::{
     self, CommandExecutionStatus, ItemsView, McpToolCallStatus, PatchApplyStatus, ThreadItem,
     ThreadStatus, Turn, TurnStatus,
 };
 use crate::protocol::{METHOD_NOT_FOUND, RequestId, now_ms};
+use crate::state::{LoadedThread, ServerState};
 
 /// How long an interrupted turn may take to confirm before the driver stops waiting.
 const INTERRUPT_DRAIN: Duration = Duration::from_secs(10);

@@ -7,9 +7,7 @@ use interpreter_core::rollout::RolloutError;
 use serde_json::json;
 
 use crate::protocol::v2::ConfigWriteErrorCode;
-use crate::protocol::{
-    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, JsonRpcError, METHOD_NOT_FOUND,
-};
+use crate::protocol::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, JsonRpcError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppServerError {
@@ -17,13 +15,15 @@ pub enum AppServerError {
     NotInitialized,
     #[error("Already initialized")]
     AlreadyInitialized,
-    #[error("method not found: {0}")]
-    MethodNotFound(String),
+    /// A method this server does not serve. Codex decodes the method name as an enum, so
+    /// an unknown one is an invalid request (`-32600`), not `-32601`; clients match that.
+    #[error("Invalid request: unknown variant `{0}`")]
+    UnknownMethod(String),
     #[error("Invalid params: {0}")]
     InvalidParams(String),
     #[error(
         "Input exceeds the maximum length of {} characters.",
-        crate::processor::MAX_INPUT_CHARS
+        crate::turns::MAX_INPUT_CHARS
     )]
     InputTooLarge { actual: usize },
     /// A precondition of the request does not hold (`-32600`, like the reference).
@@ -58,16 +58,16 @@ impl AppServerError {
     pub fn to_rpc(&self) -> JsonRpcError {
         let message = self.to_string();
         match self {
-            Self::NotInitialized | Self::AlreadyInitialized | Self::InvalidRequest(_) => {
-                JsonRpcError::new(INVALID_REQUEST, message)
-            }
+            Self::NotInitialized
+            | Self::AlreadyInitialized
+            | Self::InvalidRequest(_)
+            | Self::UnknownMethod(_) => JsonRpcError::new(INVALID_REQUEST, message),
             Self::ThreadNotFound(_) => JsonRpcError::new(INVALID_REQUEST, message),
-            Self::MethodNotFound(_) => JsonRpcError::new(METHOD_NOT_FOUND, message),
             Self::InvalidParams(_) => JsonRpcError::new(INVALID_PARAMS, message),
             Self::InputTooLarge { actual } => {
                 JsonRpcError::new(INVALID_PARAMS, message).with_data(json!({
                     "input_error_code": "input_too_large",
-                    "max_chars": crate::processor::MAX_INPUT_CHARS,
+                    "max_chars": crate::turns::MAX_INPUT_CHARS,
                     "actual_chars": actual,
                 }))
             }

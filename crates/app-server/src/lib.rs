@@ -29,7 +29,10 @@ pub mod models;
 pub mod processor;
 pub mod protocol;
 pub mod schema;
+mod state;
+mod threads;
 pub mod transport;
+mod turns;
 pub mod v1_api;
 
 use std::path::PathBuf;

@@ -5,8 +5,8 @@ use std::time::Duration;
 use interpreter_model_client::list_models;
 
 use crate::error::AppServerError;
-use crate::processor::{Reply, ServerState};
 use crate::protocol::v2;
+use crate::state::{Reply, ServerState};
 
 /// Deadline of the endpoint's `GET /models`; a slow or absent endpoint leaves the list to
 /// the configured model.

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
-use crate::processor::{Reply, ServerState, parse_thread_id};
 use crate::protocol::v1;
 use crate::protocol::v2::EmptyResponse;
+use crate::state::{Reply, ServerState, parse_thread_id};
 
 /// Results returned by one fuzzy search.
 const FUZZY_MAX_RESULTS: usize = 50;

@@ -360,6 +360,17 @@ async fn models_and_collaboration_modes() {
     assert_eq!(paged["data"].as_array().map(Vec::len), Some(1));
     let bad = client.call("model/list", json!({"cursor": "x"})).await;
     assert_eq!(bad["error"]["code"], -32600);
+    // Experimental in Codex: only for clients that ask for the experimental API.
+    let gated = client.call("collaborationMode/list", json!({})).await;
+    assert_eq!(gated["error"]["code"], -32600, "{gated}");
+    assert_eq!(
+        gated["error"]["message"],
+        "collaborationMode/list requires experimentalApi capability"
+    );
+    let mut client = env.spawn();
+    client
+        .initialize_with(json!({"experimentalApi": true}))
+        .await;
     let modes = client.ok("collaborationMode/list", json!({})).await;
     assert_eq!(
         modes,
@@ -398,7 +409,10 @@ async fn v1_helpers() {
     std::fs::write(work.join("readme.md"), "hi there\n").expect("edit");
 
     let mut client = env.spawn();
-    client.initialize().await;
+    // The fuzzy file search sessions are experimental in Codex.
+    client
+        .initialize_with(json!({"experimentalApi": true}))
+        .await;
     let summary = client
         .ok(
             "getConversationSummary",

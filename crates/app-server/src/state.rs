@@ -1,0 +1,548 @@
+//! The state every method shares, below the method families: the server's config
+//! inputs and thread manager, the threads this server has loaded and who follows them,
+//! the thread index, and what a handler returns ([`Reply`]). Method families
+//! (`threads`, `turns`, `accounts`, …) build on this; the processor dispatches to them.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use interpreter_core::config::{Config, ConfigInputs, load_config};
+use interpreter_core::rollout::{self, ThreadIndex, ThreadRecord};
+use interpreter_core::{Thread, ThreadManager};
+use interpreter_protocol::{SessionSource, ThreadId};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::Connection;
+use crate::error::AppServerError;
+use crate::mapping;
+use crate::protocol::v2::{self, ThreadStatus};
+use crate::v1_api;
+
+/// Idle threads kept loaded; past this the least recently used ones are unloaded (they
+/// resume from disk when next used).
+const MAX_LIVE_IDLE_THREADS: usize = 32;
+
+/// A thread this server has loaded, with who follows it.
+pub(crate) struct LoadedThread {
+    pub thread: Arc<Thread>,
+    pub ephemeral: bool,
+    pub forked_from: Option<ThreadId>,
+    subscribers: std::sync::Mutex<Vec<Arc<Connection>>>,
+    pub active: std::sync::Mutex<Option<ActiveTurn>>,
+}
+
+/// The turn a loaded thread is running.
+#[derive(Clone)]
+pub(crate) struct ActiveTurn {
+    pub turn_id: String,
+    /// Who started it: approval requests go there first.
+    pub owner: Arc<Connection>,
+}
+
+impl LoadedThread {
+    fn new(thread: Arc<Thread>, ephemeral: bool, forked_from: Option<ThreadId>) -> Self {
+        Self {
+            thread,
+            ephemeral,
+            forked_from,
+            subscribers: std::sync::Mutex::default(),
+            active: std::sync::Mutex::default(),
+        }
+    }
+
+    pub fn id(&self) -> ThreadId {
+        self.thread.id()
+    }
+
+    pub fn subscribe(&self, connection: &Arc<Connection>) {
+        if let Ok(mut subs) = self.subscribers.lock() {
+            subs.retain(|c| !c.is_closed());
+            if !subs.iter().any(|c| c.id == connection.id) {
+                subs.push(connection.clone());
+            }
+        }
+    }
+
+    pub fn subscribers(&self) -> Vec<Arc<Connection>> {
+        self.subscribers
+            .lock()
+            .map(|mut subs| {
+                subs.retain(|c| !c.is_closed());
+                subs.clone()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Send a notification to every connection following the thread.
+    pub fn broadcast<T: Serialize>(&self, method: &str, params: &T) {
+        for connection in self.subscribers() {
+            connection.notify(method, params);
+        }
+    }
+
+    pub fn active_turn(&self) -> Option<ActiveTurn> {
+        self.active.lock().ok().and_then(|a| a.clone())
+    }
+
+    pub fn status(&self) -> ThreadStatus {
+        if self.active_turn().is_some() {
+            ThreadStatus::Active {
+                active_flags: Vec::new(),
+            }
+        } else {
+            ThreadStatus::Idle
+        }
+    }
+}
+
+/// State shared by every connection of one server.
+pub(crate) struct ServerState {
+    pub inputs: ConfigInputs,
+    pub session_source: SessionSource,
+    pub thread_manager: Arc<ThreadManager>,
+    loaded: std::sync::Mutex<HashMap<ThreadId, Arc<LoadedThread>>>,
+    /// One index connection for listings, opened on first use.
+    index: Arc<std::sync::Mutex<Option<ThreadIndex>>>,
+    pub next_connection_id: AtomicU64,
+    pub fuzzy: v1_api::FuzzySessions,
+    /// Fires when the server stops: running turns are interrupted.
+    pub shutdown: CancellationToken,
+}
+/// Work that must happen after the response is on its way (e.g. `thread/started` after
+/// the `thread/start` response, a turn's events after the `turn/start` response).
+pub(crate) type AfterResponse = Vec<Box<dyn FnOnce() + Send>>;
+
+/// What a request handler returns.
+pub(crate) struct Reply {
+    pub result: Value,
+    pub after: AfterResponse,
+}
+
+impl Reply {
+    pub fn new<T: Serialize>(result: &T) -> Result<Self, AppServerError> {
+        Ok(Self {
+            result: serde_json::to_value(result)
+                .map_err(|e| AppServerError::Internal(e.to_string()))?,
+            after: Vec::new(),
+        })
+    }
+
+    pub fn then(mut self, f: impl FnOnce() + Send + 'static) -> Self {
+        self.after.push(Box::new(f));
+        self
+    }
+}
+
+impl ServerState {
+    pub fn new(
+        inputs: ConfigInputs,
+        session_source: SessionSource,
+        thread_manager: Arc<ThreadManager>,
+    ) -> Self {
+        Self {
+            inputs,
+            session_source,
+            thread_manager,
+            loaded: std::sync::Mutex::default(),
+            index: Arc::default(),
+            next_connection_id: AtomicU64::new(1),
+            fuzzy: v1_api::FuzzySessions::default(),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    pub fn loaded(&self, id: ThreadId) -> Option<Arc<LoadedThread>> {
+        self.loaded.lock().ok().and_then(|l| l.get(&id).cloned())
+    }
+
+    pub(crate) fn register(
+        &self,
+        thread: Arc<Thread>,
+        ephemeral: bool,
+        forked_from: Option<ThreadId>,
+    ) -> Arc<LoadedThread> {
+        let loaded = Arc::new(LoadedThread::new(thread, ephemeral, forked_from));
+        if let Ok(mut map) = self.loaded.lock() {
+            map.insert(loaded.id(), loaded.clone());
+        }
+        loaded
+    }
+
+    /// Apply `turn/start`'s settings (model, cwd, approval policy, sandbox policy,
+    /// effort) to an idle thread. They stick for later turns, as in the reference. The
+    /// engine fixes a session's settings for its lifetime, so changed settings restart the
+    /// thread from its rollout (core's `reconfigure_thread`); its subscribers carry over.
+    pub(crate) async fn apply_turn_settings(
+        &self,
+        loaded: Arc<LoadedThread>,
+        params: &v2::TurnStartParams,
+    ) -> Result<Arc<LoadedThread>, AppServerError> {
+        let mut config = loaded.thread.config().clone();
+        let before = (
+            config.model.clone(),
+            config.cwd.clone(),
+            config.approval_policy,
+            config.sandbox_policy.clone(),
+            config.model_reasoning_effort,
+        );
+        if let Some(model) = &params.model {
+            config.model = model.clone();
+        }
+        if let Some(cwd) = &params.cwd {
+            let cwd = self.inputs.cwd.join(cwd);
+            if !cwd.is_dir() {
+                return Err(AppServerError::InvalidParams(format!(
+                    "cwd {} is not a directory",
+                    cwd.display()
+                )));
+            }
+            config.cwd = cwd;
+        }
+        if let Some(policy) = params.approval_policy {
+            config.approval_policy = mapping::approval_policy_in(policy);
+        }
+        if let Some(policy) = &params.sandbox_policy {
+            config.sandbox_policy = mapping::sandbox_policy_in(policy);
+        }
+        if let Some(effort) = &params.effort {
+            config.model_reasoning_effort = Some(
+                serde_json::from_value(serde_json::Value::String(effort.clone())).map_err(
+                    |_| AppServerError::InvalidParams(format!("unknown effort `{effort}`")),
+                )?,
+            );
+        }
+        let after = (
+            config.model.clone(),
+            config.cwd.clone(),
+            config.approval_policy,
+            config.sandbox_policy.clone(),
+            config.model_reasoning_effort,
+        );
+        if before == after {
+            return Ok(loaded);
+        }
+        let restarted = self
+            .thread_manager
+            .reconfigure_thread(loaded.id(), config, std::time::Duration::from_secs(5))
+            .await?;
+        let replacement = Arc::new(LoadedThread::new(
+            restarted.thread,
+            loaded.ephemeral,
+            loaded.forked_from,
+        ));
+        for subscriber in loaded.subscribers() {
+            replacement.subscribe(&subscriber);
+        }
+        if let Ok(mut map) = self.loaded.lock() {
+            map.insert(replacement.id(), replacement.clone());
+        }
+        Ok(replacement)
+    }
+
+    /// A loaded thread, or the saved one loaded from disk (a client may start a turn on a
+    /// thread it listed without resuming it first).
+    pub(crate) async fn load_for_turn(
+        &self,
+        id: ThreadId,
+    ) -> Result<Arc<LoadedThread>, AppServerError> {
+        if let Some(loaded) = self.loaded(id) {
+            return Ok(loaded);
+        }
+        let thread = match self.thread_manager.get_thread(id).await {
+            Some(thread) => thread,
+            None => {
+                let record = self.record(id).await?;
+                let config = self
+                    .session_config(
+                        &mut v2::ThreadSettingsParams::default(),
+                        false,
+                        record.map(|r| r.cwd),
+                    )
+                    .await?;
+                match self.thread_manager.resume_thread(config, id).await {
+                    Ok(resumed) => resumed.thread,
+                    Err(interpreter_core::CoreError::ThreadAlreadyLive(_)) => self
+                        .thread_manager
+                        .get_thread(id)
+                        .await
+                        .ok_or_else(|| AppServerError::ThreadNotFound(id.to_string()))?,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        Ok(self.register(thread, false, None))
+    }
+
+    pub(crate) async fn retire_idle(&self, just_used: ThreadId) {
+        let retired = self
+            .thread_manager
+            .retire_idle(just_used, MAX_LIVE_IDLE_THREADS)
+            .await;
+        if let Ok(mut map) = self.loaded.lock() {
+            for id in retired {
+                map.remove(&id);
+            }
+        }
+    }
+
+    /// The config a thread runs with: the server's inputs plus the request's settings.
+    pub async fn session_config(
+        &self,
+        settings: &mut v2::ThreadSettingsParams,
+        ephemeral: bool,
+        default_cwd: Option<PathBuf>,
+    ) -> Result<Config, AppServerError> {
+        let mut inputs = self.inputs.clone();
+        if let Some(config) = settings.config.take() {
+            for (key, value) in config {
+                let value = json_to_toml(&value).ok_or_else(|| {
+                    AppServerError::InvalidParams(format!("config.{key}: null is not a value"))
+                })?;
+                inputs.cli_overrides.push((key, value));
+            }
+        }
+        let cwd = settings
+            .cwd
+            .take()
+            .map(PathBuf::from)
+            .or(default_cwd.filter(|d| d.is_dir()));
+        if let Some(cwd) = cwd {
+            inputs.overrides.cwd = Some(if cwd.is_absolute() {
+                cwd
+            } else {
+                self.inputs.cwd.join(cwd)
+            });
+        }
+        if let Some(model) = settings.model.take() {
+            inputs.overrides.model = Some(model);
+        }
+        if let Some(provider) = settings.model_provider.take() {
+            inputs.overrides.model_provider = Some(provider);
+        }
+        if let Some(policy) = settings.approval_policy {
+            inputs.overrides.approval_policy = Some(mapping::approval_policy_in(policy));
+        }
+        if let Some(mode) = settings.sandbox {
+            inputs.overrides.sandbox_mode = Some(mapping::sandbox_mode_in(mode));
+        }
+        if let Some(text) = settings.base_instructions.take() {
+            inputs.overrides.base_instructions = Some(text);
+        }
+        if let Some(text) = settings.developer_instructions.take() {
+            inputs.overrides.developer_instructions = Some(text);
+        }
+        inputs.overrides.ephemeral = ephemeral;
+        load_config_blocking(inputs).await
+    }
+
+    /// The server's own effective config (no thread settings).
+    pub async fn base_config(&self) -> Result<Config, AppServerError> {
+        load_config_blocking(self.inputs.clone()).await
+    }
+
+    /// Run `f` on the shared index connection, off the async workers.
+    pub async fn with_index<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&ThreadIndex) -> Result<T, rollout::RolloutError> + Send + 'static,
+    ) -> Result<T, AppServerError> {
+        let index = self.index.clone();
+        let home = self.inputs.home.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = index
+                .lock()
+                .map_err(|_| AppServerError::Internal("thread index lock poisoned".into()))?;
+            if guard.is_none() {
+                *guard = Some(ThreadIndex::open(&home)?);
+            }
+            match guard.as_ref() {
+                Some(index) => f(index).map_err(AppServerError::from),
+                None => Err(AppServerError::Internal("thread index unavailable".into())),
+            }
+        })
+        .await
+        .map_err(|e| AppServerError::Internal(format!("index task stopped: {e}")))?
+    }
+
+    /// The index record of a thread, finding (and indexing) its rollout when the index
+    /// does not know it yet.
+    pub async fn record(&self, id: ThreadId) -> Result<Option<ThreadRecord>, AppServerError> {
+        if let Some(record) = self.with_index(move |index| index.get(id)).await? {
+            return Ok(Some(record));
+        }
+        let home = self.inputs.home.clone();
+        let found = tokio::task::spawn_blocking(move || rollout::find_rollout(&home, id))
+            .await
+            .map_err(|e| AppServerError::Internal(e.to_string()))??;
+        if found.is_none() {
+            return Ok(None);
+        }
+        self.with_index(move |index| index.get(id)).await
+    }
+
+    pub(crate) async fn thread_object(
+        &self,
+        loaded: &LoadedThread,
+    ) -> Result<v2::Thread, AppServerError> {
+        let record = if loaded.ephemeral {
+            None
+        } else {
+            self.record(loaded.id()).await?
+        };
+        let config = loaded.thread.config();
+        let mut thread = match record {
+            Some(record) => mapping::thread_from_record(&record, loaded.status()),
+            None => {
+                let now = chrono::Utc::now().timestamp();
+                v2::Thread {
+                    id: loaded.id().to_string(),
+                    session_id: loaded.id().to_string(),
+                    forked_from_id: None,
+                    parent_thread_id: None,
+                    preview: String::new(),
+                    ephemeral: loaded.ephemeral,
+                    model_provider: config.model_provider_id.clone(),
+                    created_at: now,
+                    updated_at: now,
+                    recency_at: None,
+                    status: loaded.status(),
+                    path: None,
+                    cwd: config.cwd.to_string_lossy().into_owned(),
+                    cli_version: env!("CARGO_PKG_VERSION").to_string(),
+                    source: mapping::session_source(self.session_source),
+                    thread_source: None,
+                    agent_nickname: None,
+                    agent_role: None,
+                    git_info: None,
+                    name: None,
+                    turns: Vec::new(),
+                }
+            }
+        };
+        thread.ephemeral = loaded.ephemeral;
+        thread.forked_from_id = loaded.forked_from.map(|id| id.to_string());
+        thread.model_provider = config.model_provider_id.clone();
+        Ok(thread)
+    }
+
+    pub(crate) async fn recorded_turns(
+        &self,
+        thread: &Thread,
+    ) -> Result<Vec<v2::Turn>, AppServerError> {
+        match thread.rollout_path() {
+            Some(path) => read_turns(path.clone()).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    pub(crate) async fn start_response(
+        &self,
+        loaded: &LoadedThread,
+        turns: Vec<v2::Turn>,
+    ) -> Result<v2::ThreadStartResponse, AppServerError> {
+        let mut thread = self.thread_object(loaded).await?;
+        thread.turns = turns;
+        let config = loaded.thread.config();
+        Ok(v2::ThreadStartResponse {
+            thread,
+            model: config.model.clone(),
+            model_provider: config.model_provider_id.clone(),
+            service_tier: None,
+            cwd: config.cwd.to_string_lossy().into_owned(),
+            instruction_sources: instruction_sources(&config.cwd),
+            approval_policy: mapping::approval_policy(config.approval_policy),
+            approvals_reviewer: "user".to_string(),
+            sandbox: mapping::sandbox_policy(&config.sandbox_policy),
+            reasoning_effort: config
+                .model_reasoning_effort
+                .map(|e| e.as_str().to_string()),
+        })
+    }
+}
+
+async fn load_config_blocking(inputs: ConfigInputs) -> Result<Config, AppServerError> {
+    tokio::task::spawn_blocking(move || load_config(inputs))
+        .await
+        .map_err(|e| AppServerError::Internal(format!("configuration loader stopped: {e}")))?
+        .map_err(AppServerError::from)
+}
+
+pub(crate) async fn read_turns(path: PathBuf) -> Result<Vec<v2::Turn>, AppServerError> {
+    tokio::task::spawn_blocking(move || {
+        let items = rollout::read_rollout(&path)?;
+        Ok(rollout::turns_from_rollout(&items)
+            .iter()
+            .map(mapping::turn_from_record)
+            .collect())
+    })
+    .await
+    .map_err(|e| AppServerError::Internal(format!("rollout reader stopped: {e}")))?
+}
+
+/// AGENTS.md files from the cwd up to the filesystem root that exist (what the engine
+/// loads into the context).
+fn instruction_sources(cwd: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for dir in cwd.ancestors() {
+        let candidate = dir.join("AGENTS.md");
+        if candidate.is_file() {
+            found.push(candidate.to_string_lossy().into_owned());
+        }
+        if dir.join(".git").exists() {
+            break;
+        }
+    }
+    found.reverse();
+    found
+}
+
+pub(crate) fn parse_thread_id(text: &str) -> Result<ThreadId, AppServerError> {
+    ThreadId::from_str(text)
+        .map_err(|_| AppServerError::InvalidRequest(format!("invalid thread id: {text}")))
+}
+
+pub(crate) fn normalize_dir(base: &Path, dir: &str) -> PathBuf {
+    let path = base.join(dir);
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+pub(crate) fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, AppServerError> {
+    serde_json::from_value(params.unwrap_or_else(|| json!({})))
+        .map_err(|e| AppServerError::InvalidParams(e.to_string()))
+}
+
+/// For "no params" methods: omitted, `null` and `{}` all mean the defaults.
+pub(crate) fn parse_or_default<T: DeserializeOwned + Default>(
+    params: Option<Value>,
+) -> Result<T, AppServerError> {
+    match params {
+        None | Some(Value::Null) => Ok(T::default()),
+        Some(value) => {
+            serde_json::from_value(value).map_err(|e| AppServerError::InvalidParams(e.to_string()))
+        }
+    }
+}
+
+/// JSON → TOML for config overrides; `None` for `null`, which TOML cannot express.
+pub(crate) fn json_to_toml(value: &Value) -> Option<toml::Value> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Bool(b) => toml::Value::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64()?),
+        },
+        Value::String(s) => toml::Value::String(s.clone()),
+        Value::Array(items) => toml::Value::Array(items.iter().filter_map(json_to_toml).collect()),
+        Value::Object(map) => toml::Value::Table(
+            map.iter()
+                .filter_map(|(k, v)| json_to_toml(v).map(|v| (k.clone(), v)))
+                .collect(),
+        ),
+    })
+}

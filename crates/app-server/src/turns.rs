@@ -1,0 +1,175 @@
+//! The `turn/*` methods: start (or join the running turn), steer, interrupt.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use interpreter_protocol::{Op, ThreadId};
+
+use crate::connection::Connection;
+use crate::driver;
+use crate::error::AppServerError;
+use crate::protocol::v2;
+use crate::state::{ActiveTurn, LoadedThread, Reply, ServerState, parse_thread_id};
+
+/// Max total characters of text in one `input[]`, as the reference.
+pub const MAX_INPUT_CHARS: usize = 1_048_576;
+
+pub(crate) async fn start(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::TurnStartParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let items = user_inputs(&params.input)?;
+    let mut loaded = state.load_for_turn(thread_id).await?;
+    loaded.subscribe(connection);
+    if loaded.active_turn().is_none() {
+        loaded = state.apply_turn_settings(loaded, &params).await?;
+    }
+    // A turn is running: the input joins it (as the reference's start_or_steer).
+    if let Some(active) = loaded.active_turn() {
+        loaded.thread.submit(Op::UserInput { items }).await?;
+        return Reply::new(&v2::TurnStartResponse {
+            turn: pending_turn(&active.turn_id),
+        });
+    }
+    let slot = tokio::select! {
+        slot = loaded.thread.turn_slot() => slot,
+        () = connection.closed.cancelled() => {
+            return Err(AppServerError::InvalidRequest("connection closed".into()));
+        }
+    };
+    let turn_id = loaded.thread.submit(Op::UserInput { items }).await?;
+    if let Ok(mut active) = loaded.active.lock() {
+        *active = Some(ActiveTurn {
+            turn_id: turn_id.clone(),
+            owner: connection.clone(),
+        });
+    }
+    let (gate, released) = tokio::sync::oneshot::channel::<()>();
+    let state = state.clone();
+    let driven = loaded.clone();
+    let id = turn_id.clone();
+    let client_id = params.client_user_message_id;
+    tokio::spawn(async move {
+        // Events follow the turn/start response on the wire.
+        let _ = released.await;
+        driver::drive(&state, &driven, &id, client_id, slot).await;
+        if let Ok(mut active) = driven.active.lock() {
+            *active = None;
+        }
+        state.retire_idle(driven.id()).await;
+    });
+    Ok(Reply::new(&v2::TurnStartResponse {
+        turn: pending_turn(&turn_id),
+    })?
+    .then(move || {
+        let _ = gate.send(());
+    }))
+}
+
+pub(crate) async fn steer(
+    state: &Arc<ServerState>,
+    params: v2::TurnSteerParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let items = user_inputs(&params.input)?;
+    let (loaded, active) =
+        expected_active_turn(state, thread_id, &params.expected_turn_id, "steer")?;
+    loaded.thread.submit(Op::UserInput { items }).await?;
+    Reply::new(&v2::TurnSteerResponse {
+        turn_id: active.turn_id,
+    })
+}
+
+pub(crate) async fn interrupt(
+    state: &Arc<ServerState>,
+    params: v2::TurnInterruptParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let (loaded, _) = expected_active_turn(state, thread_id, &params.turn_id, "interrupt")?;
+    loaded.thread.submit(Op::Interrupt).await?;
+    Reply::new(&v2::EmptyResponse {})
+}
+
+/// The running turn of a thread, which must be the one the client names (`turn/steer`,
+/// `turn/interrupt`); `verb` words the error when none runs.
+fn expected_active_turn(
+    state: &Arc<ServerState>,
+    thread_id: ThreadId,
+    expected: &str,
+    verb: &str,
+) -> Result<(Arc<LoadedThread>, ActiveTurn), AppServerError> {
+    let active = state
+        .loaded(thread_id)
+        .and_then(|l| l.active_turn().map(|a| (l, a)));
+    let Some((loaded, active)) = active else {
+        return Err(AppServerError::InvalidRequest(format!(
+            "no active turn to {verb}"
+        )));
+    };
+    if active.turn_id != expected {
+        return Err(AppServerError::InvalidRequest(format!(
+            "expected active turn id `{expected}` but found `{}`",
+            active.turn_id
+        )));
+    }
+    Ok((loaded, active))
+}
+
+fn pending_turn(id: &str) -> v2::Turn {
+    v2::Turn {
+        id: id.to_string(),
+        items: Vec::new(),
+        items_view: v2::ItemsView::NotLoaded,
+        status: v2::TurnStatus::InProgress,
+        error: None,
+        started_at: None,
+        completed_at: None,
+        duration_ms: None,
+    }
+}
+
+/// Wire input → engine input, with the reference's size limit.
+fn user_inputs(
+    input: &[v2::UserInput],
+) -> Result<Vec<interpreter_protocol::UserInput>, AppServerError> {
+    let total: usize = input
+        .iter()
+        .map(|item| match item {
+            v2::UserInput::Text { text, .. } => text.chars().count(),
+            _ => 0,
+        })
+        .sum();
+    if total > MAX_INPUT_CHARS {
+        return Err(AppServerError::InputTooLarge { actual: total });
+    }
+    let mut items = Vec::new();
+    for item in input {
+        match item {
+            v2::UserInput::Text { text, .. } => {
+                items.push(interpreter_protocol::UserInput::Text { text: text.clone() });
+            }
+            v2::UserInput::LocalImage { path, .. } => {
+                items.push(interpreter_protocol::UserInput::LocalImage {
+                    path: PathBuf::from(path),
+                });
+            }
+            // Mentions and skills name files; the model gets their paths as text.
+            v2::UserInput::Mention { name, path } | v2::UserInput::Skill { name, path } => {
+                items.push(interpreter_protocol::UserInput::Text {
+                    text: format!("{name}: {path}"),
+                });
+            }
+            v2::UserInput::Image { .. } => {
+                return Err(AppServerError::InvalidParams(
+                    "image URLs are not supported; send a localImage".into(),
+                ));
+            }
+        }
+    }
+    if items.is_empty() {
+        return Err(AppServerError::InvalidParams("input is empty".into()));
+    }
+    Ok(items)
+}
