@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from openai_codex import ApprovalMode, Codex, CodexConfig
@@ -37,6 +38,7 @@ def main():
             text_step("first answer"),
             command_step("call_1", "echo from-sdk"),
             text_step("second answer"),
+            text_step("SUMMARY: a greeting and a command"),
         ]))
         mock = subprocess.Popen([str(BIN_DIR / "mock-model"), "--script", str(script)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -68,6 +70,20 @@ def main():
                 assert len(read.thread.turns) == 2, read
                 models = codex.models()
                 assert models.data[0].id == "mock-model", models
+                thread.set_name("Greeting and a command")
+                named = thread.read()
+                assert named.thread.name == "Greeting and a command", named
+                thread.compact()
+                # The compaction runs as a turn of its own; wait for the thread to be idle.
+                deadline = time.monotonic() + 60
+                while True:
+                    read = thread.read(include_turns=True)
+                    if len(read.thread.turns) == 3 and read.thread.turns[-1].status.value == "completed":
+                        break
+                    assert time.monotonic() < deadline, read
+                    time.sleep(0.1)
+                kinds = [item.root.type for item in read.thread.turns[-1].items]
+                assert "contextCompaction" in kinds, kinds
         finally:
             mock.kill()
             mock.wait(timeout=10)

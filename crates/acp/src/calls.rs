@@ -197,6 +197,11 @@ pub(crate) fn mcp_status(result: &Result<serde_json::Value, String>) -> ToolStat
     }
 }
 
+/// What the editor is told when the conversation was compacted (live or replayed).
+pub(crate) fn compaction_text(items_before: usize, items_after: usize) -> String {
+    format!("Compacted the conversation: {items_before} items of history are now {items_after}.")
+}
+
 pub(crate) fn plan_entries(plan: &UpdatePlanArgs) -> Vec<PlanEntry> {
     plan.plan
         .iter()

@@ -61,6 +61,10 @@ fn update_of(entry: &TurnEntry) -> Option<Update> {
             call.content = calls::mcp_result_content(&end.result);
             Update::ToolCall(call)
         }
+        TurnEntry::Compaction {
+            items_before,
+            items_after,
+        } => Update::AgentText(calls::compaction_text(*items_before, *items_after)),
         // The turn's error was the prompt's error answer; it is not part of the talk.
         TurnEntry::Error { .. } => return None,
     })

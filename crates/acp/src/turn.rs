@@ -382,10 +382,9 @@ impl TurnView {
                 });
             }
             EventMsg::PlanUpdate(plan) => self.send(Update::Plan(calls::plan_entries(&plan))),
-            EventMsg::ContextCompacted(compacted) => self.send(Update::AgentText(format!(
-                "Compacted the conversation: {} items of history are now {}.",
-                compacted.items_before, compacted.items_after
-            ))),
+            EventMsg::ContextCompacted(compacted) => self.send(Update::AgentText(
+                calls::compaction_text(compacted.items_before, compacted.items_after),
+            )),
             EventMsg::Error(error) => self.last_error = Some(error.message),
             EventMsg::StreamError(error) => tracing::info!(
                 "model stream failed, retrying ({}/{}): {}",

@@ -24,6 +24,7 @@ pub mod connection;
 mod driver;
 pub mod error;
 pub mod listener;
+mod listings;
 pub mod mapping;
 pub mod models;
 pub mod processor;

@@ -149,7 +149,9 @@ pub fn thread_from_record(record: &ThreadRecord, status: ThreadStatus) -> Thread
         agent_nickname: None,
         agent_role: None,
         git_info: None,
-        name: None,
+        name: record.name.clone(),
+        project_id: None,
+        history_mode: v2::ThreadHistoryMode::Legacy,
         turns: Vec::new(),
     }
 }
@@ -371,6 +373,7 @@ pub fn turn_from_record(record: &TurnRecord) -> Turn {
                 },
             },
             TurnEntry::McpToolCall(end) => mcp_call_item(end),
+            TurnEntry::Compaction { .. } => ThreadItem::ContextCompaction { id },
             // Errors are not items; they live in the turn's `error`.
             TurnEntry::Error { .. } => continue,
         };

@@ -19,7 +19,7 @@ use crate::error::AppServerError;
 use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
-use crate::{accounts, config_api, models, threads, turns, v1_api};
+use crate::{accounts, config_api, listings, models, threads, turns, v1_api};
 
 /// What the processor needs from the process that hosts it.
 #[derive(Clone)]
@@ -326,6 +326,29 @@ static METHODS: &[Method] = &[
     method!("thread/unarchive", |c| {
         threads::archive(c.state, c.connection, parse(c.params)?, false).await
     }),
+    method!("thread/name/set", |c| {
+        threads::name_set(c.state, c.connection, parse(c.params)?).await
+    }),
+    method!("thread/compact/start", |c| {
+        threads::compact_start(c.state, c.connection, parse(c.params)?).await
+    }),
+    method!("thread/unsubscribe", |c| {
+        threads::unsubscribe(c.state, c.connection, parse(c.params)?)
+    }),
+    method!("thread/loaded/list", |c| {
+        threads::loaded_list(c.state, parse_or_default(c.params)?)
+    }),
+    method!("thread/delete", |c| threads::delete(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
+    method!("thread/turns/list", |c| threads::turns_list(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
     method!("turn/start", |c| turns::start(
         c.state,
         c.connection,
@@ -376,6 +399,13 @@ static METHODS: &[Method] = &[
         parse_or_default(c.params)?
     )
     .await),
+    method!("permissionProfile/list", |c| {
+        listings::permission_profiles(parse_or_default(c.params)?)
+    }),
+    method!("skills/list", |c| listings::skills(
+        c.state,
+        parse_or_default(c.params)?
+    )),
     method!(experimental "collaborationMode/list", |_c| models::collaboration_modes()),
     method!("getConversationSummary", |c| {
         v1_api::conversation_summary(c.state, parse(c.params)?).await

@@ -87,6 +87,17 @@ pub fn schema_files() -> BTreeMap<String, String> {
         CommandExecutionRequestApprovalResponse,
         FileChangeRequestApprovalParams,
         FileChangeRequestApprovalResponse,
+        ThreadSetNameParams,
+        ThreadNameUpdatedNotification,
+        ThreadUnsubscribeResponse,
+        ThreadLoadedListParams,
+        ThreadLoadedListResponse,
+        ThreadTurnsListParams,
+        ThreadTurnsListResponse,
+        PermissionProfileListParams,
+        PermissionProfileListResponse,
+        SkillsListParams,
+        SkillsListResponse,
     );
     v1!(
         GetConversationSummaryParams,
@@ -138,6 +149,14 @@ fn methods() -> Value {
             "thread/list": ["v2/ThreadListParams", "v2/ThreadListResponse"],
             "thread/archive": ["v2/ThreadIdParams", "v2/EmptyResponse"],
             "thread/unarchive": ["v2/ThreadIdParams", "v2/ThreadUnarchiveResponse"],
+            "thread/name/set": ["v2/ThreadSetNameParams", "v2/EmptyResponse"],
+            "thread/compact/start": ["v2/ThreadIdParams", "v2/EmptyResponse"],
+            "thread/unsubscribe": ["v2/ThreadIdParams", "v2/ThreadUnsubscribeResponse"],
+            "thread/loaded/list": ["v2/ThreadLoadedListParams", "v2/ThreadLoadedListResponse"],
+            "thread/delete": ["v2/ThreadIdParams", "v2/EmptyResponse"],
+            "thread/turns/list": ["v2/ThreadTurnsListParams", "v2/ThreadTurnsListResponse"],
+            "permissionProfile/list": ["v2/PermissionProfileListParams", "v2/PermissionProfileListResponse"],
+            "skills/list": ["v2/SkillsListParams", "v2/SkillsListResponse"],
             "turn/start": ["v2/TurnStartParams", "v2/TurnStartResponse"],
             "turn/steer": ["v2/TurnSteerParams", "v2/TurnSteerResponse"],
             "turn/interrupt": ["v2/TurnInterruptParams", "v2/EmptyResponse"],
@@ -163,6 +182,8 @@ fn methods() -> Value {
             "thread/started": "v2/ThreadStartedNotification",
             "thread/archived": "v2/ThreadIdNotification",
             "thread/unarchived": "v2/ThreadIdNotification",
+            "thread/deleted": "v2/ThreadIdNotification",
+            "thread/name/updated": "v2/ThreadNameUpdatedNotification",
             "thread/status/changed": "v2/ThreadStatusChangedNotification",
             "thread/tokenUsage/updated": "v2/ThreadTokenUsageUpdatedNotification",
             "turn/started": "v2/TurnStartedNotification",
@@ -210,6 +231,19 @@ mod tests {
     /// The checked-in copy under `crates/app-server/schema/` is what clients read; it must
     /// match the types. Regenerate with
     /// `interpreter app-server generate-json-schema crates/app-server/schema`.
+    /// `methods.json` names exactly the methods the dispatch table serves.
+    #[test]
+    fn methods_json_names_every_served_method() {
+        let listed: std::collections::BTreeSet<String> = methods()["clientRequests"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        let served: std::collections::BTreeSet<String> = crate::processor::method_names()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(listed, served);
+    }
+
     #[test]
     fn checked_in_schema_is_current() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema");

@@ -69,6 +69,15 @@ impl LoadedThread {
         }
     }
 
+    /// Stop `connection` following the thread; whether it did.
+    pub fn unsubscribe(&self, connection: &Arc<Connection>) -> bool {
+        self.subscribers.lock().is_ok_and(|mut subs| {
+            let before = subs.len();
+            subs.retain(|c| c.id != connection.id && !c.is_closed());
+            subs.len() < before
+        })
+    }
+
     pub fn subscribers(&self) -> Vec<Arc<Connection>> {
         self.subscribers
             .lock()
@@ -159,6 +168,22 @@ impl ServerState {
 
     pub fn loaded(&self, id: ThreadId) -> Option<Arc<LoadedThread>> {
         self.loaded.lock().ok().and_then(|l| l.get(&id).cloned())
+    }
+
+    /// The ids of the loaded threads, in a stable order.
+    pub fn loaded_ids(&self) -> Vec<ThreadId> {
+        let mut ids: Vec<ThreadId> = self
+            .loaded
+            .lock()
+            .map(|l| l.keys().copied().collect())
+            .unwrap_or_default();
+        ids.sort_by_key(|id| id.to_string());
+        ids
+    }
+
+    /// Forget a loaded thread (the engine keeps or drops it separately).
+    pub fn unload(&self, id: ThreadId) -> Option<Arc<LoadedThread>> {
+        self.loaded.lock().ok().and_then(|mut l| l.remove(&id))
     }
 
     pub(crate) fn register(
@@ -420,6 +445,8 @@ impl ServerState {
                     agent_role: None,
                     git_info: None,
                     name: None,
+                    project_id: None,
+                    history_mode: v2::ThreadHistoryMode::Legacy,
                     turns: Vec::new(),
                 }
             }
@@ -514,6 +541,28 @@ pub(crate) fn normalize_dir(base: &Path, dir: &str) -> PathBuf {
 pub(crate) fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, AppServerError> {
     serde_json::from_value(params.unwrap_or_else(|| json!({})))
         .map_err(|e| AppServerError::InvalidParams(e.to_string()))
+}
+
+/// One page of `items` from an offset cursor (what an earlier page returned as
+/// `nextCursor`); `limit` `None` is the rest. Returns the page and the next cursor.
+pub(crate) fn offset_page<T: Clone>(
+    items: &[T],
+    cursor: Option<&str>,
+    limit: Option<u32>,
+) -> Result<(Vec<T>, Option<String>), AppServerError> {
+    let start = match cursor {
+        None => 0,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n <= items.len())
+            .ok_or_else(|| AppServerError::InvalidRequest(format!("invalid cursor: {text}")))?,
+    };
+    let end = limit.map_or(items.len(), |n| {
+        start.saturating_add(n.max(1) as usize).min(items.len())
+    });
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
 }
 
 /// For "no params" methods: omitted, `null` and `{}` all mean the defaults.

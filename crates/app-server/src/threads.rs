@@ -1,4 +1,5 @@
-//! The `thread/*` methods: start, resume, fork, read, list, archive.
+//! The `thread/*` methods: start, resume, fork, read, list, archive, name, compact,
+//! unsubscribe, loaded list, delete, paged turns.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +10,9 @@ use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
 use crate::protocol::v2::{self, ThreadStatus};
-use crate::state::{Reply, ServerState, normalize_dir, parse_thread_id, read_turns};
+use interpreter_protocol::Op;
+
+use crate::state::{Reply, ServerState, normalize_dir, offset_page, parse_thread_id, read_turns};
 
 pub(crate) async fn start(
     state: &Arc<ServerState>,
@@ -213,4 +216,170 @@ pub(crate) async fn archive(
         })?
     };
     Ok(reply.then(move || notify_to.notify(method, &notification)))
+}
+
+/// How long a deleted thread that is running may take to stop.
+const DELETE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+pub(crate) async fn name_set(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::ThreadSetNameParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let name = params.name.trim().to_string();
+    if name.is_empty() {
+        return Err(AppServerError::InvalidRequest(
+            "thread name must not be empty".into(),
+        ));
+    }
+    state
+        .record(thread_id)
+        .await?
+        .ok_or_else(|| AppServerError::ThreadNotFound(thread_id.to_string()))?;
+    let stored = name.clone();
+    state
+        .with_index(move |index| index.set_name(thread_id, Some(&stored)))
+        .await?;
+    let notification = v2::ThreadNameUpdatedNotification {
+        thread_id: thread_id.to_string(),
+        thread_name: Some(name),
+    };
+    let mut notify_to = state
+        .loaded(thread_id)
+        .map(|loaded| loaded.subscribers())
+        .unwrap_or_default();
+    if !notify_to.iter().any(|c| c.id == connection.id) {
+        notify_to.push(connection.clone());
+    }
+    Ok(Reply::new(&v2::EmptyResponse {})?.then(move || {
+        for connection in notify_to {
+            connection.notify("thread/name/updated", &notification);
+        }
+    }))
+}
+
+/// `thread/compact/start`: a turn that summarises the conversation (its events are
+/// `turn/started`, a `contextCompaction` item and `turn/completed`).
+pub(crate) async fn compact_start(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::ThreadIdParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let loaded = state.load_for_turn(thread_id).await?;
+    loaded.subscribe(connection);
+    if loaded.active_turn().is_some() {
+        return Err(AppServerError::InvalidRequest(
+            "a turn is running; compact after it ends".into(),
+        ));
+    }
+    let (_turn_id, release) =
+        crate::turns::run_turn(state, connection, loaded, Op::Compact, None).await?;
+    Ok(Reply::new(&v2::EmptyResponse {})?.then(release))
+}
+
+pub(crate) fn unsubscribe(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::ThreadIdParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let status = match state.loaded(thread_id) {
+        None => v2::ThreadUnsubscribeStatus::NotLoaded,
+        Some(loaded) if loaded.unsubscribe(connection) => v2::ThreadUnsubscribeStatus::Unsubscribed,
+        Some(_) => v2::ThreadUnsubscribeStatus::NotSubscribed,
+    };
+    Reply::new(&v2::ThreadUnsubscribeResponse { status })
+}
+
+pub(crate) fn loaded_list(
+    state: &Arc<ServerState>,
+    params: v2::ThreadLoadedListParams,
+) -> Result<Reply, AppServerError> {
+    let ids: Vec<String> = state.loaded_ids().iter().map(ToString::to_string).collect();
+    let (data, next_cursor) = offset_page(&ids, params.cursor.as_deref(), params.limit)?;
+    Reply::new(&v2::ThreadLoadedListResponse { data, next_cursor })
+}
+
+/// `thread/delete`: stop the thread if it runs, then remove its history for good.
+pub(crate) async fn delete(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::ThreadIdParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let mut notify_to = state
+        .unload(thread_id)
+        .map(|loaded| loaded.subscribers())
+        .unwrap_or_default();
+    state
+        .thread_manager
+        .delete_thread(state.inputs.home.clone(), thread_id, DELETE_GRACE)
+        .await
+        .map_err(|e| match e {
+            interpreter_core::CoreError::ThreadNotFound(_) => {
+                AppServerError::ThreadNotFound(thread_id.to_string())
+            }
+            other => other.into(),
+        })?;
+    if !notify_to.iter().any(|c| c.id == connection.id) {
+        notify_to.push(connection.clone());
+    }
+    let notification = v2::ThreadIdNotification {
+        thread_id: thread_id.to_string(),
+    };
+    Ok(Reply::new(&v2::EmptyResponse {})?.then(move || {
+        for connection in notify_to {
+            connection.notify("thread/deleted", &notification);
+        }
+    }))
+}
+
+/// `thread/turns/list`: the recorded turns, a page at a time (offset cursors).
+pub(crate) async fn turns_list(
+    state: &Arc<ServerState>,
+    params: v2::ThreadTurnsListParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let mut turns = match state.loaded(thread_id) {
+        Some(loaded) => state.recorded_turns(&loaded.thread).await?,
+        None => {
+            let record = state
+                .record(thread_id)
+                .await?
+                .ok_or_else(|| AppServerError::ThreadNotFound(thread_id.to_string()))?;
+            read_turns(record.rollout_path).await?
+        }
+    };
+    if params.sort_direction != Some(v2::SortDirection::Asc) {
+        turns.reverse();
+    }
+    let total = turns.len();
+    let (mut data, next_cursor) = offset_page(&turns, params.cursor.as_deref(), params.limit)?;
+    let start = params
+        .cursor
+        .as_deref()
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(0);
+    let backwards_cursor = (!data.is_empty()).then(|| (total - start).to_string());
+    let view = params.items_view.unwrap_or(v2::ItemsView::Summary);
+    for turn in &mut data {
+        match view {
+            v2::ItemsView::Full => {}
+            v2::ItemsView::Summary => turn.items.retain(|item| {
+                matches!(
+                    item,
+                    v2::ThreadItem::UserMessage { .. } | v2::ThreadItem::AgentMessage { .. }
+                )
+            }),
+            v2::ItemsView::NotLoaded => turn.items.clear(),
+        }
+        turn.items_view = view;
+    }
+    Reply::new(&v2::ThreadTurnsListResponse {
+        data,
+        next_cursor,
+        backwards_cursor,
+    })
 }

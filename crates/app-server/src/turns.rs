@@ -33,13 +33,37 @@ pub(crate) async fn start(
             turn: pending_turn(&active.turn_id),
         });
     }
+    let (turn_id, release) = run_turn(
+        state,
+        connection,
+        loaded,
+        Op::UserInput { items },
+        params.client_user_message_id,
+    )
+    .await?;
+    Ok(Reply::new(&v2::TurnStartResponse {
+        turn: pending_turn(&turn_id),
+    })?
+    .then(release))
+}
+
+/// Start a turn of `op` on an idle loaded thread, owned by `connection`, and drive its
+/// events to the thread's subscribers. Returns the turn id and what releases the events:
+/// call it once the response is on its way, so they follow it on the wire.
+pub(crate) async fn run_turn(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    loaded: Arc<LoadedThread>,
+    op: Op,
+    client_user_message_id: Option<String>,
+) -> Result<(String, impl FnOnce() + Send + 'static), AppServerError> {
     let slot = tokio::select! {
         slot = loaded.thread.turn_slot() => slot,
         () = connection.closed.cancelled() => {
             return Err(AppServerError::InvalidRequest("connection closed".into()));
         }
     };
-    let turn_id = loaded.thread.submit(Op::UserInput { items }).await?;
+    let turn_id = loaded.thread.submit(op).await?;
     if let Ok(mut active) = loaded.active.lock() {
         *active = Some(ActiveTurn {
             turn_id: turn_id.clone(),
@@ -48,22 +72,16 @@ pub(crate) async fn start(
     }
     let (gate, released) = tokio::sync::oneshot::channel::<()>();
     let state = state.clone();
-    let driven = loaded.clone();
     let id = turn_id.clone();
-    let client_id = params.client_user_message_id;
     tokio::spawn(async move {
-        // Events follow the turn/start response on the wire.
         let _ = released.await;
-        driver::drive(&state, &driven, &id, client_id, slot).await;
-        if let Ok(mut active) = driven.active.lock() {
+        driver::drive(&state, &loaded, &id, client_user_message_id, slot).await;
+        if let Ok(mut active) = loaded.active.lock() {
             *active = None;
         }
-        state.retire_idle(driven.id()).await;
+        state.retire_idle(loaded.id()).await;
     });
-    Ok(Reply::new(&v2::TurnStartResponse {
-        turn: pending_turn(&turn_id),
-    })?
-    .then(move || {
+    Ok((turn_id, move || {
         let _ = gate.send(());
     }))
 }

@@ -332,6 +332,15 @@ fn render_entry(out: &mut String, entry: &TurnEntry) {
                 indented(out, "  │ ", message);
             }
         }
+        TurnEntry::Compaction {
+            items_before,
+            items_after,
+        } => {
+            let _ = writeln!(
+                out,
+                "\n~ conversation compacted ({items_before} items of history → {items_after})"
+            );
+        }
         TurnEntry::Error { message } => {
             let _ = writeln!(out, "! {message}");
         }

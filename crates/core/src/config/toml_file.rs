@@ -72,7 +72,7 @@ pub(crate) struct SandboxWorkspaceWriteToml {
 /// Top-level keys accepted for compatibility with existing Codex config files and
 /// otherwise ignored: they configure features this agent does not have (web search, the
 /// TUI, prompt history, notifications, project trust, reasoning summaries/verbosity,
-/// feature flags). `profile` (selects a profile when no `--profile` is given) and the
+/// feature flags, skills: codex-acp disables one on every thread it starts). `profile` (selects a profile when no `--profile` is given) and the
 /// selected `[profiles.NAME]` table are read from the raw file before deserialization.
 pub const ACCEPTED_IGNORED_KEYS: &[&str] = &[
     "profile",
@@ -104,6 +104,8 @@ pub const ACCEPTED_IGNORED_KEYS: &[&str] = &[
     "disable_response_storage",
     "preferred_auth_method",
     "chatgpt_base_url",
+    "skills",
+    "hooks",
 ];
 
 /// One source of configuration, already parsed into a table.

@@ -28,6 +28,8 @@ pub const STATE_DB_FILE: &str = "state.sqlite";
 /// Beside the index: every archive/unarchive decision, one JSON line each, so that the
 /// decisions survive a rebuild of the index from the rollouts.
 pub const ARCHIVE_LOG_FILE: &str = "archived_threads.jsonl";
+/// Where thread names are recorded, beside the index (which is a cache).
+pub const NAME_LOG_FILE: &str = "thread_names.jsonl";
 /// Directory under the home that holds the rollouts.
 pub const SESSIONS_DIR: &str = "sessions";
 /// Longest preview kept, in characters.
@@ -48,6 +50,8 @@ pub struct ThreadRecord {
     pub source: SessionSource,
     /// The first user message, truncated to [`PREVIEW_MAX_CHARS`].
     pub preview: Option<String>,
+    /// The name a user gave the thread (`thread/name/set`), if any.
+    pub name: Option<String>,
 }
 
 impl ThreadRecord {
@@ -77,6 +81,7 @@ impl ThreadRecord {
             model: meta.model,
             source: meta.source,
             preview: first_user_message.as_deref().map(truncate_preview),
+            name: None,
         })
     }
 }
@@ -98,7 +103,7 @@ pub struct ThreadIndex {
 }
 
 const SELECT_COLUMNS: &str =
-    "id, rollout_path, created_at, updated_at, cwd, model_provider, model, source, preview";
+    "id, rollout_path, created_at, updated_at, cwd, model_provider, model, source, preview, name";
 
 /// What healing the index did; its `Display` is one line for the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,6 +281,7 @@ impl ThreadIndex {
             let must_report = matches!(cause, RebuildCause::Unreadable { .. }) || !files.is_empty();
             let (indexed, skipped) = index.index_files(&files)?;
             index.apply_archive_log()?;
+            index.apply_name_log()?;
             if must_report {
                 repairs.push(IndexRepair::Rebuilt {
                     db: index.path.clone(),
@@ -642,6 +648,70 @@ impl ThreadIndex {
         Ok(removed > 0)
     }
 
+    /// Names a thread (`None` or an empty name clears it). Returns whether the index
+    /// knows the thread. Like archiving, the name is also appended to
+    /// `<home>/thread_names.jsonl`, from which a rebuilt index takes it back.
+    pub fn set_name(&self, id: ThreadId, name: Option<&str>) -> Result<bool, RolloutError> {
+        let name = name.map(str::trim).filter(|n| !n.is_empty());
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE threads SET name = ?2 WHERE id = ?1",
+                params![id.to_string(), name],
+            )
+            .map_err(|e| self.db_err(e))?;
+        if changed > 0 {
+            let log = self.path.with_file_name(NAME_LOG_FILE);
+            let line = serde_json::json!({
+                "id": id.to_string(),
+                "name": name,
+                "at": format_timestamp(&Utc::now()),
+            })
+            .to_string()
+                + "\n";
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()))
+                .map_err(|source| RolloutError::io("append to", &log, source))?;
+        }
+        Ok(changed > 0)
+    }
+
+    /// Re-applies `thread_names.jsonl` (the last line per thread wins) to a freshly
+    /// built index. Unreadable lines are skipped.
+    fn apply_name_log(&self) -> Result<(), RolloutError> {
+        let log = self.path.with_file_name(NAME_LOG_FILE);
+        let text = match std::fs::read_to_string(&log) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(RolloutError::io("read", &log, source)),
+        };
+        let mut latest: HashMap<String, Option<String>> = HashMap::new();
+        for line in text.lines() {
+            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let Some(id) = entry.get("id").and_then(serde_json::Value::as_str) {
+                let name = entry
+                    .get("name")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_string);
+                latest.insert(id.to_string(), name);
+            }
+        }
+        for (id, name) in latest {
+            self.conn
+                .execute(
+                    "UPDATE threads SET name = ?2 WHERE id = ?1",
+                    params![id, name],
+                )
+                .map_err(|e| self.db_err(e))?;
+        }
+        Ok(())
+    }
+
     /// Whether a thread is archived (`None` when the index does not know it).
     pub fn is_archived(&self, id: ThreadId) -> Result<Option<bool>, RolloutError> {
         self.conn
@@ -782,6 +852,7 @@ impl ThreadIndex {
             model: raw.model,
             source: source_from_text(&raw.source),
             preview: raw.preview,
+            name: raw.name,
         })
     }
 }
@@ -840,6 +911,7 @@ struct RawRow {
     model: Option<String>,
     source: String,
     preview: Option<String>,
+    name: Option<String>,
 }
 
 fn raw_row(row: &Row<'_>) -> rusqlite::Result<RawRow> {
@@ -853,6 +925,7 @@ fn raw_row(row: &Row<'_>) -> rusqlite::Result<RawRow> {
         model: row.get(6)?,
         source: row.get(7)?,
         preview: row.get(8)?,
+        name: row.get(9)?,
     })
 }
 
@@ -1058,6 +1131,14 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     )?;
     if !has_archived {
         conn.execute_batch("ALTER TABLE threads ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;")?;
+    }
+    let has_name: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('threads') WHERE name = 'name')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_name {
+        conn.execute_batch("ALTER TABLE threads ADD COLUMN name TEXT;")?;
     }
     // Paged listings filter on `archived` and sort by a timestamp; these serve both sorts.
     conn.execute_batch(

@@ -228,6 +228,7 @@ fn create_blocking(
         model: meta.model,
         source: meta.source,
         preview: None,
+        name: None,
     };
     let index = match index.and_then(|index| {
         index.upsert(&record)?;

@@ -253,6 +253,7 @@ fn record_at(dir: &Path, id: ThreadId, cwd: &str, minutes: i64) -> ThreadRecord 
         model: None,
         source: SessionSource::Mcp,
         preview: None,
+        name: None,
     }
 }
 

@@ -48,6 +48,11 @@ pub enum TurnEntry {
     /// A call to an MCP server's tool (recorded since rollouts keep them; older ones
     /// have none).
     McpToolCall(McpToolCallEndEvent),
+    /// The conversation so far was replaced by a summary.
+    Compaction {
+        items_before: usize,
+        items_after: usize,
+    },
     Error {
         message: String,
     },
@@ -142,6 +147,14 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
             EventMsg::McpToolCallEnd(e) => current(&mut open, &mut implicit)
                 .entries
                 .push(TurnEntry::McpToolCall(e.clone())),
+            EventMsg::ContextCompacted(c) => {
+                current(&mut open, &mut implicit)
+                    .entries
+                    .push(TurnEntry::Compaction {
+                        items_before: c.items_before,
+                        items_after: c.items_after,
+                    })
+            }
             EventMsg::Error(e) => {
                 current(&mut open, &mut implicit)
                     .entries

@@ -1,0 +1,243 @@
+//! The thread administration methods of `interpreter app-server` that Codex 0.171 serves
+//! and its clients call: names, compaction, paged turns, loaded threads, unsubscribe,
+//! delete, and the listings codex-acp asks for before it starts a session.
+
+// Test code: a failed expectation should panic with its message.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod app_server_support;
+
+use app_server_support::{AppEnv, trace};
+use serde_json::{Value, json};
+
+/// A thread with two finished turns ("first answer", "second answer").
+async fn thread_with_two_turns(env: &AppEnv, client: &mut app_server_support::AppClient) -> String {
+    env.script_text("first answer");
+    env.script_text("second answer");
+    let thread_id = client.start_thread(json!({})).await;
+    for text in ["one", "two"] {
+        client.start_turn(&thread_id, text).await;
+        client.until_turn_completed().await;
+    }
+    thread_id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_set_name_names_the_thread_and_says_so() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = thread_with_two_turns(&env, &mut client).await;
+    let done = client
+        .ok(
+            "thread/name/set",
+            json!({"threadId": thread_id, "name": "  Fix the build  "}),
+        )
+        .await;
+    assert_eq!(done, json!({}));
+    let updated = client.notification("thread/name/updated").await;
+    assert_eq!(
+        updated["params"],
+        json!({"threadId": thread_id, "threadName": "Fix the build"})
+    );
+    let read = client
+        .ok("thread/read", json!({"threadId": thread_id}))
+        .await;
+    assert_eq!(read["thread"]["name"], "Fix the build");
+    assert_eq!(read["thread"]["projectId"], Value::Null);
+    assert!(
+        read["thread"]
+            .as_object()
+            .is_some_and(|t| t.contains_key("projectId"))
+    );
+    assert_eq!(read["thread"]["historyMode"], "legacy");
+    let listed = client.ok("thread/list", json!({})).await;
+    assert_eq!(listed["data"][0]["name"], "Fix the build");
+
+    let blank = client
+        .call(
+            "thread/name/set",
+            json!({"threadId": thread_id, "name": " "}),
+        )
+        .await;
+    assert_eq!(blank["error"]["code"], -32600, "{blank}");
+    let missing = client
+        .call(
+            "thread/name/set",
+            json!({"threadId": "0190f1b2-0000-7000-8000-000000000000", "name": "x"}),
+        )
+        .await;
+    assert_eq!(missing["error"]["code"], -32600, "{missing}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_compact_summarises_as_a_turn_of_its_own() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = thread_with_two_turns(&env, &mut client).await;
+    env.script_text("SUMMARY: two greetings");
+    env.script_text("after the summary");
+    let done = client
+        .ok("thread/compact/start", json!({"threadId": thread_id}))
+        .await;
+    assert_eq!(done, json!({}));
+    let messages = client.until_turn_completed().await;
+    let order = trace(&messages);
+    assert!(order.iter().any(|m| m == "turn/started"), "{order:?}");
+    assert!(
+        order.iter().any(|m| m.contains("contextCompaction")),
+        "{order:?}"
+    );
+    let completed = messages
+        .iter()
+        .find(|m| m["method"] == "turn/completed")
+        .expect("turn/completed");
+    assert_eq!(completed["params"]["turn"]["status"], "completed");
+
+    client.start_turn(&thread_id, "go on").await;
+    client.until_turn_completed().await;
+    let requests = env.model.requests();
+    let last = requests.last().map(Value::to_string).unwrap_or_default();
+    assert!(last.contains("SUMMARY: two greetings"), "{last}");
+    assert!(!last.contains("first answer"), "{last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_list_pages_newest_first_with_the_asked_detail() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = thread_with_two_turns(&env, &mut client).await;
+
+    let page = client
+        .ok(
+            "thread/turns/list",
+            json!({"threadId": thread_id, "limit": 1, "itemsView": "notLoaded"}),
+        )
+        .await;
+    let turns = page["data"].as_array().expect("data");
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0]["itemsView"], "notLoaded");
+    assert_eq!(turns[0]["items"], json!([]));
+    let next = page["nextCursor"]
+        .as_str()
+        .expect("a second page")
+        .to_string();
+    let second = client
+        .ok(
+            "thread/turns/list",
+            json!({"threadId": thread_id, "cursor": next, "itemsView": "full"}),
+        )
+        .await;
+    assert_eq!(second["nextCursor"], Value::Null);
+    let oldest = &second["data"][0];
+    assert!(oldest.to_string().contains("first answer"), "{oldest}");
+
+    let ascending = client
+        .ok(
+            "thread/turns/list",
+            json!({"threadId": thread_id, "sortDirection": "asc"}),
+        )
+        .await;
+    let texts = ascending["data"].to_string();
+    let first_at = texts.find("first answer").expect("first");
+    let second_at = texts.find("second answer").expect("second");
+    assert!(first_at < second_at, "{texts}");
+    assert_eq!(ascending["data"][0]["itemsView"], "summary");
+
+    let bad = client
+        .call(
+            "thread/turns/list",
+            json!({"threadId": thread_id, "cursor": "nonsense"}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], -32600, "{bad}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loaded_list_unsubscribe_and_delete() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = thread_with_two_turns(&env, &mut client).await;
+
+    let loaded = client.ok("thread/loaded/list", json!({})).await;
+    assert_eq!(loaded["data"], json!([thread_id]), "{loaded}");
+    let status = |v: &Value| v["status"].as_str().unwrap_or_default().to_string();
+    let first = client
+        .ok("thread/unsubscribe", json!({"threadId": thread_id}))
+        .await;
+    assert_eq!(status(&first), "unsubscribed");
+    let again = client
+        .ok("thread/unsubscribe", json!({"threadId": thread_id}))
+        .await;
+    assert_eq!(status(&again), "notSubscribed");
+    let unknown = client
+        .ok(
+            "thread/unsubscribe",
+            json!({"threadId": "0190f1b2-0000-7000-8000-000000000000"}),
+        )
+        .await;
+    assert_eq!(status(&unknown), "notLoaded");
+
+    let rollout = client
+        .ok("thread/read", json!({"threadId": thread_id}))
+        .await["thread"]["path"]
+        .as_str()
+        .expect("path")
+        .to_string();
+    client
+        .ok("thread/delete", json!({"threadId": thread_id}))
+        .await;
+    let deleted = client.notification("thread/deleted").await;
+    assert_eq!(deleted["params"]["threadId"], thread_id.as_str());
+    assert!(!std::path::Path::new(&rollout).exists());
+    let gone = client
+        .call("thread/read", json!({"threadId": thread_id}))
+        .await;
+    assert!(gone.get("error").is_some(), "{gone}");
+    let listed = client.ok("thread/list", json!({})).await;
+    assert_eq!(listed["data"], json!([]), "{listed}");
+    let loaded = client.ok("thread/loaded/list", json!({})).await;
+    assert_eq!(loaded["data"], json!([]));
+    let twice = client
+        .call("thread/delete", json!({"threadId": thread_id}))
+        .await;
+    assert!(twice.get("error").is_some(), "{twice}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_acp_listings_permission_profiles_and_skills() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let profiles = client
+        .ok(
+            "permissionProfile/list",
+            json!({"cwd": env.work_path(), "cursor": null}),
+        )
+        .await;
+    let ids: Vec<&str> = profiles["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    assert_eq!(ids, [":read-only", ":workspace", ":danger-full-access"]);
+    assert!(
+        profiles["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .all(|p| p["allowed"] == true)
+    );
+    assert_eq!(profiles["nextCursor"], Value::Null);
+
+    let work = env.work_path().to_string_lossy().into_owned();
+    let skills = client.ok("skills/list", json!({"cwds": [work]})).await;
+    assert_eq!(
+        skills,
+        json!({"data": [{"cwd": work, "skills": [], "errors": []}]})
+    );
+}
