@@ -18,6 +18,10 @@
 //! Engine rules (one turn per thread, thread settings, idle retirement, rollouts and the
 //! thread index) are the core's; this crate translates.
 
+// `schema::methods` is one `json!` literal naming every method; it nests past the
+// default macro recursion limit.
+#![recursion_limit = "256"]
+
 pub mod accounts;
 pub mod config_api;
 pub mod connection;

@@ -344,6 +344,11 @@ static METHODS: &[Method] = &[
         parse(c.params)?
     )
     .await),
+    method!("thread/goal/get", |c| threads::goal_get(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
     method!("thread/turns/list", |c| threads::turns_list(
         c.state,
         parse(c.params)?
@@ -401,6 +406,18 @@ static METHODS: &[Method] = &[
     .await),
     method!("permissionProfile/list", |c| {
         listings::permission_profiles(parse_or_default(c.params)?)
+    }),
+    method!("hooks/list", |c| listings::hooks(
+        c.state,
+        parse_or_default(c.params)?
+    )),
+    method!("modelProvider/list", |c| listings::model_providers(c.state)
+        .await),
+    method!("experimentalFeature/list", |_c| {
+        listings::experimental_features()
+    }),
+    method!("configRequirements/read", |_c| {
+        listings::config_requirements()
     }),
     method!("skills/list", |c| listings::skills(
         c.state,

@@ -218,6 +218,18 @@ pub(crate) async fn archive(
     Ok(reply.then(move || notify_to.notify(method, &notification)))
 }
 
+/// `thread/goal/get`: goal mode does not exist here yet, so no thread has a goal.
+pub(crate) async fn goal_get(
+    state: &Arc<ServerState>,
+    params: v2::ThreadIdParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    if state.loaded(thread_id).is_none() && state.record(thread_id).await?.is_none() {
+        return Err(AppServerError::ThreadNotFound(thread_id.to_string()));
+    }
+    Reply::new(&v2::ThreadGoalGetResponse { goal: None })
+}
+
 /// How long a deleted thread that is running may take to stop.
 const DELETE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 

@@ -240,4 +240,54 @@ async fn codex_acp_listings_permission_profiles_and_skills() {
         skills,
         json!({"data": [{"cwd": work, "skills": [], "errors": []}]})
     );
+    let hooks = client.ok("hooks/list", json!({"cwds": [work]})).await;
+    assert_eq!(
+        hooks,
+        json!({"data": [{"cwd": work, "hooks": [], "errors": [], "warnings": []}]})
+    );
+    let features = client.ok("experimentalFeature/list", json!({})).await;
+    assert_eq!(features, json!({"data": [], "nextCursor": null}));
+    let requirements = client.ok("configRequirements/read", Value::Null).await;
+    assert_eq!(requirements, json!({"requirements": null}));
+
+    let providers = client.ok("modelProvider/list", json!({})).await;
+    assert_eq!(providers["defaultProviderId"], "mock");
+    assert_eq!(providers["canChangeDefault"], false);
+    let mock = providers["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .find(|p| p["id"] == "mock")
+        .expect("the configured provider is listed");
+    assert_eq!(
+        mock["settings"],
+        json!({"type": "customGateway", "auth": {"mode": "environmentVariable", "envKey": "MOCK_API_KEY"}})
+    );
+    assert!(
+        providers["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .any(|p| p["id"] == "ollama"),
+        "{providers}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_acp_goal_get_says_no_goal() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = thread_with_two_turns(&env, &mut client).await;
+    let goal = client
+        .ok("thread/goal/get", json!({"threadId": thread_id}))
+        .await;
+    assert_eq!(goal, json!({"goal": null}));
+    let missing = client
+        .call(
+            "thread/goal/get",
+            json!({"threadId": "0190f1b2-0000-7000-8000-000000000000"}),
+        )
+        .await;
+    assert_eq!(missing["error"]["code"], -32600, "{missing}");
 }

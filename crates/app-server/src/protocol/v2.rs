@@ -1339,3 +1339,106 @@ pub struct SkillsListEntry {
 pub struct SkillsListResponse {
     pub data: Vec<SkillsListEntry>,
 }
+
+// ---------------------------------------------------------------------------------------
+// Listings: providers, features, hooks, requirements, goals.
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelProviderListResponse {
+    pub data: Vec<ModelProviderSummary>,
+    pub default_provider_id: String,
+    /// `modelProvider/default/set` is not served; the default is `model_provider` in
+    /// config.toml (`config/value/write`).
+    pub can_change_default: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelProviderSummary {
+    pub id: String,
+    pub name: String,
+    /// `null` when absent or when it carries credentials.
+    pub base_url: Option<String>,
+    pub can_edit: bool,
+    pub settings: ProviderSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ProviderSettings {
+    Openai,
+    CustomGateway { auth: GatewayAuth },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "mode", rename_all = "camelCase")]
+pub enum GatewayAuth {
+    None,
+    #[serde(rename_all = "camelCase")]
+    EnvironmentVariable {
+        env_key: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ExternallyConfigured {
+        env_key: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExperimentalFeatureListParams {
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExperimentalFeatureListResponse {
+    /// Always empty: no feature flags here.
+    pub data: Vec<Value>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HooksListParams {
+    #[serde(default)]
+    pub cwds: Vec<String>,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HooksListEntry {
+    pub cwd: String,
+    /// Always empty: this agent runs no hooks.
+    pub hooks: Vec<Value>,
+    pub errors: Vec<Value>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HooksListResponse {
+    pub data: Vec<HooksListEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigRequirementsReadResponse {
+    /// `null`: no managed requirements (requirements.toml, MDM) exist here.
+    pub requirements: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadGoalGetResponse {
+    /// Always `null` until goal mode exists here.
+    pub goal: Option<Value>,
+}

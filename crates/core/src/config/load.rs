@@ -161,6 +161,10 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         .collect();
     provider_key_variables.sort();
     provider_key_variables.dedup();
+    let known_providers: BTreeMap<String, ModelProviderInfo> = providers
+        .iter()
+        .map(|(id, provider)| (id.clone(), provider.clone()))
+        .collect();
     let mut model_provider =
         providers
             .remove(&model_provider_id)
@@ -260,6 +264,7 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         model,
         model_provider_id,
         model_provider,
+        known_providers,
         model_reasoning_effort: model_reasoning_effort.or(toml.model_reasoning_effort),
         model_context_window,
         model_max_output_tokens,

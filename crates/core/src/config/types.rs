@@ -23,6 +23,9 @@ pub struct Config {
     pub model: String,
     pub model_provider_id: String,
     pub model_provider: ModelProviderInfo,
+    /// Every provider this config knows (built-in and `[model_providers.*]`) by id, the
+    /// chosen one included, for front ends that list them. Only `model_provider` is used.
+    pub known_providers: BTreeMap<String, ModelProviderInfo>,
     pub model_reasoning_effort: Option<ReasoningEffort>,
     /// The model's context window: the top-level key, else the provider table's. The
     /// engine also asks self-hosted servers and learns it from overflow errors.
