@@ -43,13 +43,20 @@ pub fn core_source_name(source: core::SessionSource) -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
-pub fn source_kind(kind: v2::ThreadSourceKind) -> core::SessionSource {
+/// The engine's source for a `thread/list` source kind; `None` for kinds no thread here
+/// has (sub-agents).
+pub fn source_kind(kind: v2::ThreadSourceKind) -> Option<core::SessionSource> {
     match kind {
-        v2::ThreadSourceKind::Cli | v2::ThreadSourceKind::Vscode => core::SessionSource::Cli,
-        v2::ThreadSourceKind::Exec => core::SessionSource::Exec,
-        v2::ThreadSourceKind::AppServer => core::SessionSource::AppServer,
-        v2::ThreadSourceKind::Mcp => core::SessionSource::Mcp,
-        v2::ThreadSourceKind::Unknown => core::SessionSource::Unknown,
+        v2::ThreadSourceKind::Cli | v2::ThreadSourceKind::Vscode => Some(core::SessionSource::Cli),
+        v2::ThreadSourceKind::Exec => Some(core::SessionSource::Exec),
+        v2::ThreadSourceKind::AppServer => Some(core::SessionSource::AppServer),
+        v2::ThreadSourceKind::Mcp => Some(core::SessionSource::Mcp),
+        v2::ThreadSourceKind::Unknown => Some(core::SessionSource::Unknown),
+        v2::ThreadSourceKind::SubAgent
+        | v2::ThreadSourceKind::SubAgentReview
+        | v2::ThreadSourceKind::SubAgentCompact
+        | v2::ThreadSourceKind::SubAgentThreadSpawn
+        | v2::ThreadSourceKind::SubAgentOther => None,
     }
 }
 

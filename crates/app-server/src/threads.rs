@@ -141,12 +141,29 @@ pub(crate) async fn list(
         Some(v2::CwdFilter::One(one)) => vec![one],
         Some(v2::CwdFilter::Many(many)) => many,
     };
+    let kinds = params.source_kinds.unwrap_or_default();
+    let sources: Vec<_> = kinds
+        .iter()
+        .filter_map(|k| mapping::source_kind(*k))
+        .collect();
+    // Only kinds no thread here has (sub-agents): nothing matches.
+    if !kinds.is_empty() && sources.is_empty() {
+        return Reply::new(&v2::ThreadListResponse {
+            data: Vec::new(),
+            next_cursor: None,
+            backwards_cursor: None,
+        });
+    }
     let query = ListQuery {
         limit,
         cursor: params.cursor,
         sort_key: match params.sort_key {
-            Some(v2::ThreadSortKey::UpdatedAt) => ListSortKey::UpdatedAt,
-            _ => ListSortKey::CreatedAt,
+            Some(
+                v2::ThreadSortKey::UpdatedAt
+                | v2::ThreadSortKey::RecencyAt
+                | v2::ThreadSortKey::SectionPosition,
+            ) => ListSortKey::UpdatedAt,
+            Some(v2::ThreadSortKey::CreatedAt) | None => ListSortKey::CreatedAt,
         },
         direction,
         archived: params.archived.unwrap_or(false),
@@ -154,12 +171,7 @@ pub(crate) async fn list(
             .iter()
             .map(|cwd| normalize_dir(&state.inputs.cwd, cwd))
             .collect(),
-        sources: params
-            .source_kinds
-            .unwrap_or_default()
-            .into_iter()
-            .map(mapping::source_kind)
-            .collect(),
+        sources,
         model_providers: params.model_providers.unwrap_or_default(),
         search_term: params.search_term,
         require_preview: true,

@@ -179,9 +179,23 @@ fn user_inputs(
                     text: format!("{name}: {path}"),
                 });
             }
+            v2::UserInput::Image {
+                url: Some(url),
+                file_id: None,
+                ..
+            } => {
+                items.push(interpreter_protocol::UserInput::Image {
+                    image_url: url.clone(),
+                });
+            }
             v2::UserInput::Image { .. } => {
                 return Err(AppServerError::InvalidParams(
-                    "image URLs are not supported; send a localImage".into(),
+                    "an image needs exactly one of `url` or `fileId`, and `fileId` (an OpenAI files upload) is not supported here; send a `url` (http(s) or data:) or a `localImage`".into(),
+                ));
+            }
+            v2::UserInput::Audio { .. } | v2::UserInput::LocalAudio { .. } => {
+                return Err(AppServerError::InvalidParams(
+                    "audio input is not supported: the model endpoints served here take text and images".into(),
                 ));
             }
         }

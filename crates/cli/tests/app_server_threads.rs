@@ -291,3 +291,79 @@ async fn codex_acp_goal_get_says_no_goal() {
         .await;
     assert_eq!(missing["error"]["code"], -32600, "{missing}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_inputs_images_by_url_reach_the_model_and_audio_is_refused_clearly() {
+    let env = AppEnv::new().await;
+    env.script_text("a red pixel");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(json!({})).await;
+    let pixel = "data:image/png;base64,iVBORw0KGgo=";
+    client
+        .ok(
+            "turn/start",
+            json!({"threadId": thread_id, "input": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "url": pixel}
+            ]}),
+        )
+        .await;
+    client.until_turn_completed().await;
+    let sent = env.model.requests()[0].to_string();
+    assert!(sent.contains(pixel), "{sent}");
+
+    for (input, says) in [
+        (json!({"type": "image", "fileId": "file-123"}), "fileId"),
+        (
+            json!({"type": "audio", "url": "https://example.com/a.wav"}),
+            "audio",
+        ),
+        (json!({"type": "localAudio", "path": "/tmp/a.wav"}), "audio"),
+    ] {
+        let refused = client
+            .call(
+                "turn/start",
+                json!({"threadId": thread_id, "input": [input]}),
+            )
+            .await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(says),
+            "{refused}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_list_keys_recency_and_sub_agent_kinds_are_accepted() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = thread_with_two_turns(&env, &mut client).await;
+    for key in ["recency_at", "section_position"] {
+        let listed = client.ok("thread/list", json!({"sortKey": key})).await;
+        assert_eq!(
+            listed["data"][0]["id"],
+            thread_id.as_str(),
+            "{key}: {listed}"
+        );
+    }
+    let sub_agents = client
+        .ok(
+            "thread/list",
+            json!({"sourceKinds": ["subAgent", "subAgentReview"]}),
+        )
+        .await;
+    assert_eq!(sub_agents["data"], json!([]), "{sub_agents}");
+    let mixed = client
+        .ok(
+            "thread/list",
+            json!({"sourceKinds": ["subAgent", "appServer"]}),
+        )
+        .await;
+    assert_eq!(mixed["data"][0]["id"], thread_id.as_str(), "{mixed}");
+}

@@ -46,7 +46,8 @@ pub fn approval_form_schema() -> Value {
 ///   decisions or `{"approved_execpolicy_amendment": {...}}` (approve once);
 /// * the app-server v2 answer `{"decision": D}`, where `D` is `accept`,
 ///   `acceptForSession`, `decline`, `cancel` (refuse and stop the turn) or
-///   `{"acceptWithExecpolicyAmendment": {...}}` (approve once).
+///   `{"acceptWithExecpolicyAmendment": {...}}` (approve once) or
+///   `{"applyNetworkPolicyAmendment": {...}}` (approve once when its action is `allow`).
 pub fn decode_approval_answer(answer: &Value) -> ReviewDecision {
     let Some(object) = answer.as_object() else {
         return ReviewDecision::Denied;
@@ -97,6 +98,32 @@ fn decode_legacy(object: &Map<String, Value>) -> ReviewDecision {
                         .get("acceptWithExecpolicyAmendment")
                         .is_some_and(Value::is_object)) =>
         {
+            ReviewDecision::Approved
+        }
+        Some(Value::Object(map)) if map.len() == 1 => {
+            match map.get("applyNetworkPolicyAmendment") {
+                Some(amendment) => network_amendment(amendment),
+                None => ReviewDecision::Denied,
+            }
+        }
+        _ => ReviewDecision::Denied,
+    }
+}
+
+/// `{"applyNetworkPolicyAmendment": {"network_policy_amendment": {"host", "action"}}}`:
+/// the person chose a rule for a host. `allow` approves this command once (no rule is
+/// kept: the sandbox has no per-host policy); `deny`, and anything else, denies.
+fn network_amendment(amendment: &Value) -> ReviewDecision {
+    let Some(outer) = amendment.as_object() else {
+        return ReviewDecision::Denied;
+    };
+    let rule = match outer.get("network_policy_amendment") {
+        Some(Value::Object(rule)) if outer.len() == 1 => rule,
+        _ => return ReviewDecision::Denied,
+    };
+    let host_ok = rule.get("host").is_some_and(Value::is_string);
+    match rule.get("action") {
+        Some(Value::String(action)) if action == "allow" && host_ok && rule.len() == 2 => {
             ReviewDecision::Approved
         }
         _ => ReviewDecision::Denied,
@@ -175,6 +202,11 @@ mod tests {
             json!({"decision": {"acceptWithExecpolicyAmendment": "ls"}}),
             json!({"decision": {"acceptWithExecpolicyAmendment": {}, "accept": {}}}),
             json!({"decision": {"applyNetworkPolicyAmendment": {}}}),
+            json!({"decision": {"applyNetworkPolicyAmendment": {"network_policy_amendment": {"host": "x.org", "action": "deny"}}}}),
+            json!({"decision": {"applyNetworkPolicyAmendment": {"network_policy_amendment": {"host": "x.org", "action": "Allow"}}}}),
+            json!({"decision": {"applyNetworkPolicyAmendment": {"network_policy_amendment": {"action": "allow"}}}}),
+            json!({"decision": {"applyNetworkPolicyAmendment": {"network_policy_amendment": {"host": "x.org", "action": "allow", "extra": 1}}}}),
+            json!({"decision": {"applyNetworkPolicyAmendment": {"network_policy_amendment": {"host": "x.org", "action": "allow"}, "x": 1}}}),
             json!({"action": "accept", "content": {"decision": "accept"}}),
             json!({"whatever": 1}),
         ];
@@ -219,6 +251,10 @@ mod tests {
                 ReviewDecision::ApprovedForSession,
             ),
             (json!({"decision": "cancel"}), ReviewDecision::Abort),
+            (
+                json!({"decision": {"applyNetworkPolicyAmendment": {"network_policy_amendment": {"host": "x.org", "action": "allow"}}}}),
+                ReviewDecision::Approved,
+            ),
             (
                 json!({"decision": {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["ls"]}}}),
                 ReviewDecision::Approved,

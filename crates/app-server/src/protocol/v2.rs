@@ -161,10 +161,25 @@ pub enum UserInput {
         #[serde(default)]
         text_elements: Vec<Value>,
     },
+    /// By `url` (`http(s):` or `data:`) or by an uploaded `fileId` (refused: that is an
+    /// OpenAI files upload).
     Image {
-        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
+    },
+    /// Refused with a clear error: the chat endpoints served here take text and images.
+    Audio {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file_id: Option<String>,
+    },
+    LocalAudio {
+        path: String,
     },
     LocalImage {
         path: String,
@@ -568,6 +583,10 @@ pub struct ThreadReadResponse {
 pub enum ThreadSortKey {
     CreatedAt,
     UpdatedAt,
+    /// Last activity: the same as `updated_at` here.
+    RecencyAt,
+    /// Codex's manual order within a sidebar section; no sections here, so `updated_at`.
+    SectionPosition,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -584,6 +603,12 @@ pub enum ThreadSourceKind {
     Vscode,
     Exec,
     AppServer,
+    /// Codex's sub-agent threads; there are none here, so these match nothing.
+    SubAgent,
+    SubAgentReview,
+    SubAgentCompact,
+    SubAgentThreadSpawn,
+    SubAgentOther,
     Mcp,
     Unknown,
 }
