@@ -344,6 +344,9 @@ static METHODS: &[Method] = &[
         parse(c.params)?
     )
     .await),
+    method!(experimental "thread/backgroundTerminals/list", |c| {
+        threads::background_terminals(c.state, parse(c.params)?).await
+    }),
     method!("thread/goal/get", |c| threads::goal_get(
         c.state,
         parse(c.params)?

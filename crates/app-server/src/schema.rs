@@ -105,6 +105,8 @@ pub fn schema_files() -> BTreeMap<String, String> {
         HooksListResponse,
         ConfigRequirementsReadResponse,
         ThreadGoalGetResponse,
+        ThreadBackgroundTerminalsListParams,
+        ThreadBackgroundTerminalsListResponse,
     );
     v1!(
         GetConversationSummaryParams,
@@ -169,6 +171,7 @@ fn methods() -> Value {
             "experimentalFeature/list": ["v2/ExperimentalFeatureListParams", "v2/ExperimentalFeatureListResponse"],
             "configRequirements/read": [null, "v2/ConfigRequirementsReadResponse"],
             "thread/goal/get": ["v2/ThreadIdParams", "v2/ThreadGoalGetResponse"],
+            "thread/backgroundTerminals/list": ["v2/ThreadBackgroundTerminalsListParams", "v2/ThreadBackgroundTerminalsListResponse"],
             "turn/start": ["v2/TurnStartParams", "v2/TurnStartResponse"],
             "turn/steer": ["v2/TurnSteerParams", "v2/TurnSteerResponse"],
             "turn/interrupt": ["v2/TurnInterruptParams", "v2/EmptyResponse"],

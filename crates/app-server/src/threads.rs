@@ -242,6 +242,21 @@ pub(crate) async fn goal_get(
     Reply::new(&v2::ThreadGoalGetResponse { goal: None })
 }
 
+/// `thread/backgroundTerminals/list` (experimental in Codex): none exist here.
+pub(crate) async fn background_terminals(
+    state: &Arc<ServerState>,
+    params: v2::ThreadBackgroundTerminalsListParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    if state.loaded(thread_id).is_none() && state.record(thread_id).await?.is_none() {
+        return Err(AppServerError::ThreadNotFound(thread_id.to_string()));
+    }
+    Reply::new(&v2::ThreadBackgroundTerminalsListResponse {
+        data: Vec::new(),
+        next_cursor: None,
+    })
+}
+
 /// How long a deleted thread that is running may take to stop.
 const DELETE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 

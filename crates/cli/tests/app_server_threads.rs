@@ -274,7 +274,7 @@ async fn codex_acp_listings_permission_profiles_and_skills() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_acp_goal_get_says_no_goal() {
+async fn codex_acp_goal_and_background_terminals_say_none() {
     let env = AppEnv::new().await;
     let mut client = env.spawn();
     client.initialize().await;
@@ -283,6 +283,25 @@ async fn codex_acp_goal_get_says_no_goal() {
         .ok("thread/goal/get", json!({"threadId": thread_id}))
         .await;
     assert_eq!(goal, json!({"goal": null}));
+    // Experimental in Codex: closed to this client, open to one that asks.
+    let gated = client
+        .call(
+            "thread/backgroundTerminals/list",
+            json!({"threadId": thread_id}),
+        )
+        .await;
+    assert_eq!(gated["error"]["code"], -32600, "{gated}");
+    let mut experimental = env.spawn();
+    experimental
+        .initialize_with(json!({"experimentalApi": true}))
+        .await;
+    let terminals = experimental
+        .ok(
+            "thread/backgroundTerminals/list",
+            json!({"threadId": thread_id}),
+        )
+        .await;
+    assert_eq!(terminals, json!({"data": [], "nextCursor": null}));
     let missing = client
         .call(
             "thread/goal/get",

@@ -1467,3 +1467,22 @@ pub struct ThreadGoalGetResponse {
     /// Always `null` until goal mode exists here.
     pub goal: Option<Value>,
 }
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadBackgroundTerminalsListParams {
+    pub thread_id: String,
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadBackgroundTerminalsListResponse {
+    /// Always empty: commands here run to completion inside their turn (or are killed
+    /// with it); none is left running in the background.
+    pub data: Vec<Value>,
+    pub next_cursor: Option<String>,
+}
