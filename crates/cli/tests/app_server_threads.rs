@@ -334,6 +334,7 @@ async fn codex_inputs_images_by_url_reach_the_model_and_audio_is_refused_clearly
 
     for (input, says) in [
         (json!({"type": "image", "fileId": "file-123"}), "fileId"),
+        (json!({"type": "image"}), "url"),
         (
             json!({"type": "audio", "url": "https://example.com/a.wav"}),
             "audio",

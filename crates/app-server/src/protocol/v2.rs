@@ -166,7 +166,7 @@ pub enum UserInput {
     Image {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         url: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, rename = "fileId", skip_serializing_if = "Option::is_none")]
         file_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
@@ -175,7 +175,7 @@ pub enum UserInput {
     Audio {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         url: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, rename = "fileId", skip_serializing_if = "Option::is_none")]
         file_id: Option<String>,
     },
     LocalAudio {
