@@ -556,6 +556,9 @@ fn finish(
         }
         complete_once(loaded, items, &call_id, item);
     }
+    // Idle before the client hears it: a request sent on `turn/completed` (the next
+    // turn, a compaction) must not find this turn still running.
+    loaded.end_turn(&items.turn_id);
     loaded.broadcast(
         "turn/completed",
         &v2::TurnCompletedNotification {

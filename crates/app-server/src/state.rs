@@ -95,6 +95,16 @@ impl LoadedThread {
         }
     }
 
+    /// The turn `turn_id` is over: the thread is idle to clients (unless another turn
+    /// already took its place).
+    pub fn end_turn(&self, turn_id: &str) {
+        if let Ok(mut active) = self.active.lock()
+            && active.as_ref().is_some_and(|a| a.turn_id == turn_id)
+        {
+            *active = None;
+        }
+    }
+
     pub fn active_turn(&self) -> Option<ActiveTurn> {
         self.active.lock().ok().and_then(|a| a.clone())
     }

@@ -76,9 +76,9 @@ pub(crate) async fn run_turn(
     tokio::spawn(async move {
         let _ = released.await;
         driver::drive(&state, &loaded, &id, client_user_message_id, slot).await;
-        if let Ok(mut active) = loaded.active.lock() {
-            *active = None;
-        }
+        // Already done when the turn finished normally; this covers a drive that ended
+        // otherwise (the thread stopped).
+        loaded.end_turn(&id);
         state.retire_idle(loaded.id()).await;
     });
     Ok((turn_id, move || {

@@ -387,3 +387,38 @@ async fn codex_list_keys_recency_and_sub_agent_kinds_are_accepted() {
         .await;
     assert_eq!(mixed["data"][0]["id"], thread_id.as_str(), "{mixed}");
 }
+
+/// Found by `python_sdk_compact_summarises_as_a_turn_of_its_own` failing under load: a
+/// request sent the moment `turn/completed` arrived found the finished turn still
+/// running (a compaction was refused; a `turn/start` would have been taken as steering
+/// into it). Each request here goes out as soon as the previous turn completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_sent_on_turn_completed_finds_the_thread_idle() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(json!({})).await;
+    let mut turn_ids = Vec::new();
+    for n in 0..5 {
+        env.script_text(&format!("answer {n}"));
+        let turn_id = client
+            .start_turn(&thread_id, &format!("question {n}"))
+            .await;
+        let messages = client.until_turn_completed().await;
+        let completed = messages
+            .iter()
+            .find(|m| m["method"] == "turn/completed")
+            .expect("turn/completed");
+        assert_eq!(completed["params"]["turn"]["id"], turn_id.as_str());
+        turn_ids.push(turn_id);
+        if n == 2 {
+            env.script_text("SUMMARY: three questions");
+            client
+                .ok("thread/compact/start", json!({"threadId": thread_id}))
+                .await;
+            client.until_turn_completed().await;
+        }
+    }
+    let distinct: std::collections::HashSet<&String> = turn_ids.iter().collect();
+    assert_eq!(distinct.len(), 5, "{turn_ids:?}");
+}
