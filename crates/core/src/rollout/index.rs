@@ -585,50 +585,18 @@ impl ThreadIndex {
             )
             .map_err(|e| self.db_err(e))?;
         if changed > 0 {
-            let log = self.archive_log_path();
-            let line = serde_json::json!({
-                "id": id.to_string(),
-                "archived": archived,
-                "at": format_timestamp(&Utc::now()),
-            })
-            .to_string()
-                + "\n";
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()))
-                .map_err(|source| RolloutError::io("append to", &log, source))?;
+            self.append_decision(ARCHIVE_LOG_FILE, id, "archived", archived.into())?;
         }
         Ok(changed > 0)
-    }
-
-    fn archive_log_path(&self) -> PathBuf {
-        self.path.with_file_name(ARCHIVE_LOG_FILE)
     }
 
     /// Re-applies the archive decisions of `archived_threads.jsonl` (the last line per
     /// thread wins) to a freshly built index. Unreadable lines are skipped.
     fn apply_archive_log(&self) -> Result<(), RolloutError> {
-        let log = self.archive_log_path();
-        let text = match std::fs::read_to_string(&log) {
-            Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => return Err(RolloutError::io("read", &log, source)),
-        };
-        let mut latest: HashMap<String, bool> = HashMap::new();
-        for line in text.lines() {
-            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+        for (id, archived) in self.latest_decisions(ARCHIVE_LOG_FILE, "archived")? {
+            let Some(archived) = archived.as_bool() else {
                 continue;
             };
-            if let (Some(id), Some(archived)) = (
-                entry.get("id").and_then(serde_json::Value::as_str),
-                entry.get("archived").and_then(serde_json::Value::as_bool),
-            ) {
-                latest.insert(id.to_string(), archived);
-            }
-        }
-        for (id, archived) in latest {
             self.conn
                 .execute(
                     "UPDATE threads SET archived = ?2 WHERE id = ?1",
@@ -637,6 +605,57 @@ impl ThreadIndex {
                 .map_err(|e| self.db_err(e))?;
         }
         Ok(())
+    }
+
+    /// Appends one decision about thread `id` (`field` = `value`) to the log `file`
+    /// beside the index. The index is a cache; these logs are what a rebuilt index takes
+    /// user decisions (archiving, names) back from.
+    fn append_decision(
+        &self,
+        file: &str,
+        id: ThreadId,
+        field: &str,
+        value: serde_json::Value,
+    ) -> Result<(), RolloutError> {
+        let log = self.path.with_file_name(file);
+        let mut entry = serde_json::Map::new();
+        entry.insert("id".into(), id.to_string().into());
+        entry.insert(field.into(), value);
+        entry.insert("at".into(), format_timestamp(&Utc::now()).into());
+        let line = serde_json::Value::Object(entry).to_string() + "\n";
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()))
+            .map_err(|source| RolloutError::io("append to", &log, source))
+    }
+
+    /// The last `field` value per thread id in the decision log `file` (empty when the
+    /// log does not exist). Unreadable lines are skipped.
+    fn latest_decisions(
+        &self,
+        file: &str,
+        field: &str,
+    ) -> Result<HashMap<String, serde_json::Value>, RolloutError> {
+        let log = self.path.with_file_name(file);
+        let text = match std::fs::read_to_string(&log) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
+            Err(source) => return Err(RolloutError::io("read", &log, source)),
+        };
+        let mut latest = HashMap::new();
+        for line in text.lines() {
+            let Ok(serde_json::Value::Object(mut entry)) = serde_json::from_str(line) else {
+                continue;
+            };
+            if let (Some(serde_json::Value::String(id)), Some(value)) =
+                (entry.remove("id"), entry.remove(field))
+            {
+                latest.insert(id, value);
+            }
+        }
+        Ok(latest)
     }
 
     /// Forgets thread `id`; returns whether the index knew it.
@@ -661,20 +680,7 @@ impl ThreadIndex {
             )
             .map_err(|e| self.db_err(e))?;
         if changed > 0 {
-            let log = self.path.with_file_name(NAME_LOG_FILE);
-            let line = serde_json::json!({
-                "id": id.to_string(),
-                "name": name,
-                "at": format_timestamp(&Utc::now()),
-            })
-            .to_string()
-                + "\n";
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()))
-                .map_err(|source| RolloutError::io("append to", &log, source))?;
+            self.append_decision(NAME_LOG_FILE, id, "name", name.into())?;
         }
         Ok(changed > 0)
     }
@@ -682,30 +688,11 @@ impl ThreadIndex {
     /// Re-applies `thread_names.jsonl` (the last line per thread wins) to a freshly
     /// built index. Unreadable lines are skipped.
     fn apply_name_log(&self) -> Result<(), RolloutError> {
-        let log = self.path.with_file_name(NAME_LOG_FILE);
-        let text = match std::fs::read_to_string(&log) {
-            Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => return Err(RolloutError::io("read", &log, source)),
-        };
-        let mut latest: HashMap<String, Option<String>> = HashMap::new();
-        for line in text.lines() {
-            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if let Some(id) = entry.get("id").and_then(serde_json::Value::as_str) {
-                let name = entry
-                    .get("name")
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_string);
-                latest.insert(id.to_string(), name);
-            }
-        }
-        for (id, name) in latest {
+        for (id, name) in self.latest_decisions(NAME_LOG_FILE, "name")? {
             self.conn
                 .execute(
                     "UPDATE threads SET name = ?2 WHERE id = ?1",
-                    params![id, name],
+                    params![id, name.as_str()],
                 )
                 .map_err(|e| self.db_err(e))?;
         }

@@ -815,3 +815,22 @@ fn byte_sizes_read_naturally() {
     assert_eq!(super::human_bytes(1536), "1.5 KiB");
     assert_eq!(super::human_bytes(50 * 1024 * 1024), "50 MiB");
 }
+
+#[tokio::test]
+async fn thread_names_survive_a_rebuilt_index_and_the_last_one_wins() {
+    let home = tempfile::tempdir().unwrap();
+    let (a, _) = recorded_thread(home.path(), "first").await;
+    let (b, _) = recorded_thread(home.path(), "second").await;
+    let index = ThreadIndex::open(home.path()).unwrap();
+    assert!(index.set_name(a, Some("old name")).unwrap());
+    assert!(index.set_name(a, Some("  new name ")).unwrap());
+    assert!(index.set_name(b, Some("b")).unwrap());
+    assert!(index.set_name(b, None).unwrap());
+    assert!(!index.set_name(ThreadId::new(), Some("nobody")).unwrap());
+    assert_eq!(index.get(a).unwrap().unwrap().name.as_deref(), Some("new name"));
+    drop(index);
+    remove_index(home.path());
+    let index = ThreadIndex::open(home.path()).unwrap();
+    assert_eq!(index.get(a).unwrap().unwrap().name.as_deref(), Some("new name"));
+    assert_eq!(index.get(b).unwrap().unwrap().name, None);
+}
