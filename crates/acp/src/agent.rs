@@ -357,6 +357,7 @@ impl Agent {
             model_providers: Vec::new(),
             search_term: None,
             require_preview: true,
+            ..ListQuery::default()
         };
         let index = self.index.clone();
         let home = self.inputs.home.clone();

@@ -64,7 +64,11 @@ pub(crate) async fn resume(
         }
     };
     loaded.subscribe(connection);
-    let turns = state.recorded_turns(&loaded.thread).await?;
+    let turns = if params.exclude_turns {
+        Vec::new()
+    } else {
+        state.recorded_turns(&loaded.thread).await?
+    };
     let response = state.start_response(&loaded, turns).await?;
     Reply::new(&response)
 }
@@ -94,7 +98,11 @@ pub(crate) async fn fork(
         .await?;
     let loaded = state.register(new.thread, false, Some(source));
     loaded.subscribe(connection);
-    let turns = state.recorded_turns(&loaded.thread).await?;
+    let turns = if params.exclude_turns {
+        Vec::new()
+    } else {
+        state.recorded_turns(&loaded.thread).await?
+    };
     let response = state.start_response(&loaded, turns).await?;
     let mut thread = response.thread.clone();
     thread.turns = Vec::new();
@@ -146,8 +154,26 @@ pub(crate) async fn list(
         .iter()
         .filter_map(|k| mapping::source_kind(*k))
         .collect();
-    // Only kinds no thread here has (sub-agents): nothing matches.
-    if !kinds.is_empty() && sources.is_empty() {
+    let parse_ids = |ids: Option<Vec<String>>| -> Result<Vec<_>, AppServerError> {
+        ids.unwrap_or_default()
+            .iter()
+            .map(|id| parse_thread_id(id))
+            .collect()
+    };
+    let included = params.included_thread_ids.clone();
+    let ids = parse_ids(params.included_thread_ids)?;
+    let excluded_ids = parse_ids(params.excluded_thread_ids)?;
+    let foreign_originators = params
+        .originators
+        .as_ref()
+        .is_some_and(|o| !o.is_empty() && !o.iter().any(|o| o == "interpreter"));
+    // Filters nothing here can match: only sub-agent kinds, another originator, a
+    // section, or an empty list of threads to include.
+    if (!kinds.is_empty() && sources.is_empty())
+        || foreign_originators
+        || params.section_id.is_some()
+        || included.is_some_and(|i| i.is_empty())
+    {
         return Reply::new(&v2::ThreadListResponse {
             data: Vec::new(),
             next_cursor: None,
@@ -175,6 +201,8 @@ pub(crate) async fn list(
         model_providers: params.model_providers.unwrap_or_default(),
         search_term: params.search_term,
         require_preview: true,
+        ids,
+        excluded_ids,
     };
     let page = state
         .with_index(move |index| index.list_page(&query))

@@ -422,3 +422,60 @@ async fn a_request_sent_on_turn_completed_finds_the_thread_idle() {
     let distinct: std::collections::HashSet<&String> = turn_ids.iter().collect();
     assert_eq!(distinct.len(), 5, "{turn_ids:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_list_filters_and_exclude_turns_are_applied() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let first = thread_with_two_turns(&env, &mut client).await;
+    env.script_text("another");
+    let second = client.start_thread(json!({})).await;
+    client.start_turn(&second, "hello").await;
+    client.until_turn_completed().await;
+
+    let ids = |listed: &Value| -> Vec<String> {
+        listed["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .filter_map(|t| t["id"].as_str().map(str::to_string))
+            .collect()
+    };
+    let only = client
+        .ok("thread/list", json!({"includedThreadIds": [first]}))
+        .await;
+    assert_eq!(ids(&only), [first.clone()]);
+    let without = client
+        .ok("thread/list", json!({"excludedThreadIds": [first]}))
+        .await;
+    assert_eq!(ids(&without), [second.clone()]);
+    let ours = client
+        .ok("thread/list", json!({"originators": ["interpreter"]}))
+        .await;
+    assert_eq!(ids(&ours).len(), 2);
+    for nothing in [
+        json!({"originators": ["codex_vscode"]}),
+        json!({"sectionId": "pinned"}),
+        json!({"includedThreadIds": []}),
+    ] {
+        let listed = client.ok("thread/list", nothing.clone()).await;
+        assert_eq!(listed["data"], json!([]), "{nothing}: {listed}");
+    }
+    let bad = client
+        .call("thread/list", json!({"excludedThreadIds": ["nope"]}))
+        .await;
+    assert!(bad.get("error").is_some(), "{bad}");
+
+    let mut other = env.spawn();
+    other.initialize().await;
+    let resumed = other
+        .ok(
+            "thread/resume",
+            json!({"threadId": first, "excludeTurns": true}),
+        )
+        .await;
+    assert_eq!(resumed["thread"]["turns"], json!([]), "{resumed}");
+    let resumed = other.ok("thread/resume", json!({"threadId": first})).await;
+    assert_eq!(resumed["thread"]["turns"].as_array().map(Vec::len), Some(2));
+}

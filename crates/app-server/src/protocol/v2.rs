@@ -534,6 +534,9 @@ pub type ThreadForkResponse = ThreadStartResponse;
 #[serde(rename_all = "camelCase")]
 pub struct ThreadResumeParams {
     pub thread_id: String,
+    /// Leave `thread.turns` empty (the client pages them with `thread/turns/list`).
+    #[serde(default)]
+    pub exclude_turns: bool,
     #[serde(flatten)]
     pub settings: ThreadSettingsParams,
     #[serde(default)]
@@ -548,6 +551,9 @@ pub struct ThreadResumeParams {
 #[serde(rename_all = "camelCase")]
 pub struct ThreadForkParams {
     pub thread_id: String,
+    /// Leave `thread.turns` empty.
+    #[serde(default)]
+    pub exclude_turns: bool,
     /// Fork through this turn (inclusive).
     #[serde(default)]
     pub last_turn_id: Option<String>,
@@ -650,6 +656,18 @@ pub struct ThreadListParams {
     /// Accepted; the index is always the answer.
     #[serde(default)]
     pub use_state_db_only: Option<bool>,
+    /// Only these threads.
+    #[serde(default)]
+    pub included_thread_ids: Option<Vec<String>>,
+    /// Never these threads.
+    #[serde(default)]
+    pub excluded_thread_ids: Option<Vec<String>>,
+    /// Threads started by these originators; every thread here is `interpreter`'s.
+    #[serde(default)]
+    pub originators: Option<Vec<String>>,
+    /// Codex's sidebar sections; there are none here, so a section matches nothing.
+    #[serde(default)]
+    pub section_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

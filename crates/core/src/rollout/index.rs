@@ -761,6 +761,18 @@ impl ThreadIndex {
         let sources: Vec<String> = query.sources.iter().map(|s| source_to_text(*s)).collect();
         any_of("source", &sources);
         any_of("model_provider", &query.model_providers);
+        let ids: Vec<String> = query.ids.iter().map(ToString::to_string).collect();
+        any_of("id", &ids);
+        if !query.excluded_ids.is_empty() {
+            let marks = vec!["?"; query.excluded_ids.len()].join(", ");
+            conditions.push(format!("id NOT IN ({marks})"));
+            values.extend(
+                query
+                    .excluded_ids
+                    .iter()
+                    .map(|id| rusqlite::types::Value::Text(id.to_string())),
+            );
+        }
         if let Some(term) = query.search_term.as_deref().filter(|t| !t.is_empty()) {
             conditions.push("instr(preview, ?) > 0".to_string());
             values.push(rusqlite::types::Value::Text(term.to_string()));
@@ -876,6 +888,10 @@ pub struct ListQuery {
     pub search_term: Option<String>,
     /// Skip threads with no user message yet.
     pub require_preview: bool,
+    /// Only these threads (any when empty).
+    pub ids: Vec<ThreadId>,
+    /// Never these threads.
+    pub excluded_ids: Vec<ThreadId>,
 }
 
 /// One page of [`ThreadIndex::list_page`].

@@ -827,10 +827,16 @@ async fn thread_names_survive_a_rebuilt_index_and_the_last_one_wins() {
     assert!(index.set_name(b, Some("b")).unwrap());
     assert!(index.set_name(b, None).unwrap());
     assert!(!index.set_name(ThreadId::new(), Some("nobody")).unwrap());
-    assert_eq!(index.get(a).unwrap().unwrap().name.as_deref(), Some("new name"));
+    assert_eq!(
+        index.get(a).unwrap().unwrap().name.as_deref(),
+        Some("new name")
+    );
     drop(index);
     remove_index(home.path());
     let index = ThreadIndex::open(home.path()).unwrap();
-    assert_eq!(index.get(a).unwrap().unwrap().name.as_deref(), Some("new name"));
+    assert_eq!(
+        index.get(a).unwrap().unwrap().name.as_deref(),
+        Some("new name")
+    );
     assert_eq!(index.get(b).unwrap().unwrap().name, None);
 }
