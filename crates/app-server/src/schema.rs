@@ -198,6 +198,7 @@ fn methods() -> Value {
             "thread/archived": "v2/ThreadIdNotification",
             "thread/unarchived": "v2/ThreadIdNotification",
             "thread/deleted": "v2/ThreadIdNotification",
+            "thread/closed": "v2/ThreadIdNotification",
             "thread/name/updated": "v2/ThreadNameUpdatedNotification",
             "thread/status/changed": "v2/ThreadStatusChangedNotification",
             "thread/tokenUsage/updated": "v2/ThreadTokenUsageUpdatedNotification",

@@ -319,10 +319,18 @@ impl ServerState {
             .thread_manager
             .retire_idle(just_used, MAX_LIVE_IDLE_THREADS)
             .await;
-        if let Ok(mut map) = self.loaded.lock() {
-            for id in retired {
-                map.remove(&id);
-            }
+        let unloaded: Vec<Arc<LoadedThread>> = match self.loaded.lock() {
+            Ok(mut map) => retired.iter().filter_map(|id| map.remove(id)).collect(),
+            Err(_) => Vec::new(),
+        };
+        // Its followers learn it is no longer loaded here (`thread/resume` loads it again).
+        for loaded in unloaded {
+            loaded.broadcast(
+                "thread/closed",
+                &v2::ThreadIdNotification {
+                    thread_id: loaded.id().to_string(),
+                },
+            );
         }
     }
 

@@ -479,3 +479,54 @@ async fn codex_list_filters_and_exclude_turns_are_applied() {
     let resumed = other.ok("thread/resume", json!({"threadId": first})).await;
     assert_eq!(resumed["thread"]["turns"].as_array().map(Vec::len), Some(2));
 }
+
+/// Past 32 idle loaded threads the least recently used one is unloaded; its followers
+/// hear `thread/closed`, and `thread/resume` loads it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_thread_unloaded_for_room_is_announced_closed() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let mut threads = Vec::new();
+    let mut closed = Vec::new();
+    for n in 0..34 {
+        env.script_text(&format!("answer {n}"));
+        let thread_id = client.start_thread(json!({})).await;
+        client
+            .start_turn(&thread_id, &format!("question {n}"))
+            .await;
+        closed.extend(
+            client
+                .until_turn_completed()
+                .await
+                .into_iter()
+                .filter(|m| m["method"] == "thread/closed")
+                .map(|m| {
+                    m["params"]["threadId"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                }),
+        );
+        threads.push(thread_id);
+    }
+    // The rest may still be on the way: the last turn's retirement follows its end.
+    while closed.len() < 2 {
+        let message = client.notification("thread/closed").await;
+        closed.push(
+            message["params"]["threadId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    assert_eq!(closed[..2], threads[..2], "{closed:?}");
+    let loaded = client.ok("thread/loaded/list", json!({})).await;
+    let loaded = loaded["data"].to_string();
+    assert!(!loaded.contains(&threads[0]), "{loaded}");
+    assert!(loaded.contains(&threads[33]), "{loaded}");
+    let resumed = client
+        .ok("thread/resume", json!({"threadId": threads[0]}))
+        .await;
+    assert_eq!(resumed["thread"]["turns"].as_array().map(Vec::len), Some(1));
+}
