@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use interpreter_core::config::{Config, ConfigInputs, McpServerConfig, load_config};
 use interpreter_core::rollout::{ListDirection, ListQuery, ListSortKey, ThreadIndex};
-use interpreter_core::{CoreError, Thread, ThreadManager, WorkspaceFiles};
+use interpreter_core::{Thread, ThreadManager, WorkspaceFiles};
 use interpreter_protocol::{AskForApproval, Op, SandboxMode, SessionSource, ThreadId};
 use tokio_util::sync::CancellationToken;
 
@@ -204,10 +204,7 @@ impl Agent {
                 let models = offered_models(config.clone());
                 let resumed = self.threads.resume_thread(config, thread_id);
                 let (resumed, models) = tokio::join!(resumed, models);
-                let resumed = resumed.map_err(|e| match e {
-                    CoreError::ThreadNotFound(_) => AcpError::SessionNotFound(id.to_string()),
-                    other => AcpError::from(other),
-                })?;
+                let resumed = resumed?;
                 self.register(resumed.thread, settings, models)
             }
         };
@@ -331,10 +328,7 @@ impl Agent {
         self.threads
             .delete_thread(self.inputs.home.clone(), thread_id, SHUTDOWN_GRACE)
             .await
-            .map_err(|e| match e {
-                CoreError::ThreadNotFound(_) => AcpError::SessionNotFound(id.to_string()),
-                other => AcpError::from(other),
-            })
+            .map_err(AcpError::from)
     }
 
     /// Saved threads (any front end's), newest first; only those in `cwd` when given.

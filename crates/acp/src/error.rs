@@ -21,7 +21,7 @@ pub enum AcpError {
     #[error("error loading config: {0}")]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    Core(#[from] CoreError),
+    Core(CoreError),
     #[error(transparent)]
     Rollout(#[from] RolloutError),
     #[error("{0}")]
@@ -29,4 +29,14 @@ pub enum AcpError {
     /// The stdio connection failed.
     #[error("the editor connection failed: {0}")]
     Connection(String),
+}
+
+/// A session is a thread: an unknown thread is an unknown session (`-32002`).
+impl From<CoreError> for AcpError {
+    fn from(err: CoreError) -> Self {
+        match err {
+            CoreError::ThreadNotFound(id) => Self::SessionNotFound(id.to_string()),
+            other => Self::Core(other),
+        }
+    }
 }

@@ -428,6 +428,21 @@ impl ServerState {
         self.with_index(move |index| index.get(id)).await
     }
 
+    /// The thread's record; [`AppServerError::ThreadNotFound`] when there is none.
+    pub async fn required_record(&self, id: ThreadId) -> Result<ThreadRecord, AppServerError> {
+        self.record(id)
+            .await?
+            .ok_or_else(|| AppServerError::ThreadNotFound(id.to_string()))
+    }
+
+    /// [`AppServerError::ThreadNotFound`] unless the thread is loaded here or recorded.
+    pub async fn require_known(&self, id: ThreadId) -> Result<(), AppServerError> {
+        if self.loaded(id).is_none() {
+            self.required_record(id).await?;
+        }
+        Ok(())
+    }
+
     pub(crate) async fn thread_object(
         &self,
         loaded: &LoadedThread,

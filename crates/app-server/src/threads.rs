@@ -12,7 +12,9 @@ use crate::mapping;
 use crate::protocol::v2::{self, ThreadStatus};
 use interpreter_protocol::Op;
 
-use crate::state::{Reply, ServerState, normalize_dir, offset_page, parse_thread_id, read_turns};
+use crate::state::{
+    LoadedThread, Reply, ServerState, normalize_dir, offset_page, parse_thread_id, read_turns,
+};
 
 pub(crate) async fn start(
     state: &Arc<ServerState>,
@@ -64,11 +66,7 @@ pub(crate) async fn resume(
         }
     };
     loaded.subscribe(connection);
-    let turns = if params.exclude_turns {
-        Vec::new()
-    } else {
-        state.recorded_turns(&loaded.thread).await?
-    };
+    let turns = response_turns(state, &loaded, params.exclude_turns).await?;
     let response = state.start_response(&loaded, turns).await?;
     Reply::new(&response)
 }
@@ -98,11 +96,7 @@ pub(crate) async fn fork(
         .await?;
     let loaded = state.register(new.thread, false, Some(source));
     loaded.subscribe(connection);
-    let turns = if params.exclude_turns {
-        Vec::new()
-    } else {
-        state.recorded_turns(&loaded.thread).await?
-    };
+    let turns = response_turns(state, &loaded, params.exclude_turns).await?;
     let response = state.start_response(&loaded, turns).await?;
     let mut thread = response.thread.clone();
     thread.turns = Vec::new();
@@ -120,10 +114,7 @@ pub(crate) async fn read(
     let mut thread = match state.loaded(thread_id) {
         Some(loaded) => state.thread_object(&loaded).await?,
         None => {
-            let record = state
-                .record(thread_id)
-                .await?
-                .ok_or_else(|| AppServerError::ThreadNotFound(thread_id.to_string()))?;
+            let record = state.required_record(thread_id).await?;
             mapping::thread_from_record(&record, ThreadStatus::NotLoaded)
         }
     };
@@ -232,10 +223,7 @@ pub(crate) async fn archive(
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
     // Make sure the index knows the thread (a rollout it has not seen yet).
-    let record = state
-        .record(thread_id)
-        .await?
-        .ok_or_else(|| AppServerError::ThreadNotFound(thread_id.to_string()))?;
+    let record = state.required_record(thread_id).await?;
     state
         .with_index(move |index| index.set_archived(thread_id, archived))
         .await?;
@@ -264,9 +252,7 @@ pub(crate) async fn goal_get(
     params: v2::ThreadIdParams,
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
-    if state.loaded(thread_id).is_none() && state.record(thread_id).await?.is_none() {
-        return Err(AppServerError::ThreadNotFound(thread_id.to_string()));
-    }
+    state.require_known(thread_id).await?;
     Reply::new(&v2::ThreadGoalGetResponse { goal: None })
 }
 
@@ -276,13 +262,36 @@ pub(crate) async fn background_terminals(
     params: v2::ThreadBackgroundTerminalsListParams,
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
-    if state.loaded(thread_id).is_none() && state.record(thread_id).await?.is_none() {
-        return Err(AppServerError::ThreadNotFound(thread_id.to_string()));
-    }
+    state.require_known(thread_id).await?;
     Reply::new(&v2::ThreadBackgroundTerminalsListResponse {
         data: Vec::new(),
         next_cursor: None,
     })
+}
+
+/// The recorded turns a `thread/resume`/`thread/fork` answer carries: none with
+/// `excludeTurns`.
+async fn response_turns(
+    state: &ServerState,
+    loaded: &LoadedThread,
+    exclude_turns: bool,
+) -> Result<Vec<v2::Turn>, AppServerError> {
+    if exclude_turns {
+        return Ok(Vec::new());
+    }
+    state.recorded_turns(&loaded.thread).await
+}
+
+/// Who hears about a change to a thread: its followers and the client that made it.
+fn followers_and(
+    loaded: Option<Arc<LoadedThread>>,
+    caller: &Arc<Connection>,
+) -> Vec<Arc<Connection>> {
+    let mut notify_to = loaded.map(|l| l.subscribers()).unwrap_or_default();
+    if !notify_to.iter().any(|c| c.id == caller.id) {
+        notify_to.push(caller.clone());
+    }
+    notify_to
 }
 
 /// How long a deleted thread that is running may take to stop.
@@ -300,10 +309,7 @@ pub(crate) async fn name_set(
             "thread name must not be empty".into(),
         ));
     }
-    state
-        .record(thread_id)
-        .await?
-        .ok_or_else(|| AppServerError::ThreadNotFound(thread_id.to_string()))?;
+    state.required_record(thread_id).await?;
     let stored = name.clone();
     state
         .with_index(move |index| index.set_name(thread_id, Some(&stored)))
@@ -312,13 +318,7 @@ pub(crate) async fn name_set(
         thread_id: thread_id.to_string(),
         thread_name: Some(name),
     };
-    let mut notify_to = state
-        .loaded(thread_id)
-        .map(|loaded| loaded.subscribers())
-        .unwrap_or_default();
-    if !notify_to.iter().any(|c| c.id == connection.id) {
-        notify_to.push(connection.clone());
-    }
+    let notify_to = followers_and(state.loaded(thread_id), connection);
     Ok(Reply::new(&v2::EmptyResponse {})?.then(move || {
         for connection in notify_to {
             connection.notify("thread/name/updated", &notification);
@@ -376,23 +376,11 @@ pub(crate) async fn delete(
     params: v2::ThreadIdParams,
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
-    let mut notify_to = state
-        .unload(thread_id)
-        .map(|loaded| loaded.subscribers())
-        .unwrap_or_default();
+    let notify_to = followers_and(state.unload(thread_id), connection);
     state
         .thread_manager
         .delete_thread(state.inputs.home.clone(), thread_id, DELETE_GRACE)
-        .await
-        .map_err(|e| match e {
-            interpreter_core::CoreError::ThreadNotFound(_) => {
-                AppServerError::ThreadNotFound(thread_id.to_string())
-            }
-            other => other.into(),
-        })?;
-    if !notify_to.iter().any(|c| c.id == connection.id) {
-        notify_to.push(connection.clone());
-    }
+        .await?;
     let notification = v2::ThreadIdNotification {
         thread_id: thread_id.to_string(),
     };
@@ -412,10 +400,7 @@ pub(crate) async fn turns_list(
     let mut turns = match state.loaded(thread_id) {
         Some(loaded) => state.recorded_turns(&loaded.thread).await?,
         None => {
-            let record = state
-                .record(thread_id)
-                .await?
-                .ok_or_else(|| AppServerError::ThreadNotFound(thread_id.to_string()))?;
+            let record = state.required_record(thread_id).await?;
             read_turns(record.rollout_path).await?
         }
     };
