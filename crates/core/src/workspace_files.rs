@@ -38,14 +38,7 @@ pub struct LocalFiles;
 impl WorkspaceFiles for LocalFiles {
     fn read_text<'a>(&'a self, _thread: ThreadId, path: &'a Path) -> FileFuture<'a, String> {
         let path = path.to_path_buf();
-        Box::pin(async move {
-            blocking(move || {
-                interpreter_tools::read_sources_locally(std::slice::from_ref(&path))
-                    .remove(&path)
-                    .unwrap_or_else(|| Err(io::Error::other("the file was not read")))
-            })
-            .await
-        })
+        Box::pin(async move { blocking(move || interpreter_tools::read_target(&path)).await })
     }
 
     fn write_text<'a>(
@@ -54,14 +47,11 @@ impl WorkspaceFiles for LocalFiles {
         path: &'a Path,
         contents: &'a str,
     ) -> FileFuture<'a, ()> {
-        let edit = interpreter_tools::FileEdit {
-            absolute: path.to_path_buf(),
-            shown: path.to_path_buf(),
-            action: interpreter_tools::EditAction::Write(contents.to_string()),
-        };
-        Box::pin(
-            async move { blocking(move || edit.apply_locally().map_err(patch_error_to_io)).await },
-        )
+        let path = path.to_path_buf();
+        let contents = contents.to_string();
+        Box::pin(async move {
+            blocking(move || interpreter_tools::write_target(&path, &contents)).await
+        })
     }
 }
 
@@ -71,13 +61,6 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| io::Error::other(format!("file task stopped: {e}")))?
-}
-
-fn patch_error_to_io(err: interpreter_tools::PatchError) -> io::Error {
-    match err {
-        interpreter_tools::PatchError::Io { source, .. } => source,
-        other => io::Error::other(other.to_string()),
-    }
 }
 
 /// Reads every path through `files`, keeping each one's own error.

@@ -17,7 +17,7 @@ pub mod shell;
 
 pub use apply_patch::{
     ApplyReport, EditAction, FileEdit, Hunk, Patch, PatchError, PatchPlan, Sources, UpdateChunk,
-    apply_patch, extract_patch_from_shell, parse_patch, read_sources_locally,
+    apply_patch, extract_patch_from_shell, parse_patch, read_target, write_target,
 };
 pub use env_policy::{EnvironmentInherit, ShellEnvironmentPolicy, create_env};
 pub use safety::{

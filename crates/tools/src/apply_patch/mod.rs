@@ -156,13 +156,24 @@ impl Patch {
 /// The contents of a patch's source files by absolute path, or why one could not be read.
 pub type Sources = HashMap<PathBuf, io::Result<String>>;
 
-/// Reads `paths` from the local disk, as [`apply_patch`] does: regular UTF-8 files only,
-/// at most [`MAX_FILE_BYTES`] each.
-pub fn read_sources_locally(paths: &[PathBuf]) -> Sources {
+/// Reads `paths` from the local disk with [`read_target`].
+fn read_sources_locally(paths: &[PathBuf]) -> Sources {
     paths
         .iter()
-        .map(|path| (path.clone(), files::read_regular(path)))
+        .map(|path| (path.clone(), read_target(path)))
         .collect()
+}
+
+/// A patch target's text from the local disk: regular UTF-8 files only, at most
+/// [`MAX_FILE_BYTES`], never blocking on a FIFO.
+pub fn read_target(path: &Path) -> io::Result<String> {
+    files::read_regular(path)
+}
+
+/// Writes a patch target on the local disk, replacing only a regular file; its directory
+/// must exist.
+pub fn write_target(path: &Path, contents: &str) -> io::Result<()> {
+    files::write_regular(path, contents)
 }
 
 /// A patch resolved against its files' contents: what it changes and the writes that
