@@ -684,10 +684,10 @@ async fn handle_patch(
     let planned = match apply_patch::parse_patch(patch_text) {
         Ok(patch) => plan_patch(sess, &patch, &cwd)
             .await
-            .map(|plan| (patch, plan.changes())),
+            .map(|plan| (patch, plan)),
         Err(err) => Err(err),
     };
-    let (patch, changes) = match planned {
+    let (patch, plan) = match planned {
         Ok(planned) => planned,
         Err(err) => {
             let text = format!("apply_patch failed: {err}");
@@ -695,6 +695,7 @@ async fn handle_patch(
             return ToolOutcome::Output(text);
         }
     };
+    let changes = plan.changes();
     let paths = patch.affected_paths(&cwd);
     let unwritable = unwritable_reason(sess, &cwd, &paths);
     let all_writable = unwritable.is_none();
@@ -750,7 +751,7 @@ async fn handle_patch(
         }),
     )
     .await;
-    let applied = apply_planned(sess, &patch, &cwd, (!auto_approved).then_some(&changes)).await;
+    let applied = apply_planned(sess, &patch, &cwd, plan, !auto_approved).await;
     let (success, stdout, stderr) = match applied {
         Ok(report) => (true, report.summary(), String::new()),
         Err(err) => (false, String::new(), format!("apply_patch failed: {err}")),
@@ -781,22 +782,28 @@ async fn plan_patch(
     patch.plan(cwd, &sources)
 }
 
-/// Re-resolve the patch and make its edits. `approved`: the changes a person approved;
-/// when the files changed while the question was open, the patch no longer is what they
-/// saw, so nothing is written.
+/// Make the patch's edits. `waited`: a person was asked, so the files are read again;
+/// when they changed while the question was open, the patch no longer is what the
+/// person approved, so nothing is written.
 async fn apply_planned(
     sess: &Session,
     patch: &apply_patch::Patch,
     cwd: &Path,
-    approved: Option<&FileChanges>,
+    planned: apply_patch::PatchPlan,
+    waited: bool,
 ) -> Result<apply_patch::ApplyReport, apply_patch::PatchError> {
-    let plan = plan_patch(sess, patch, cwd).await?;
-    if approved.is_some_and(|approved| *approved != plan.changes()) {
-        return Err(apply_patch::PatchError::Mismatch {
-            path: cwd.to_path_buf(),
-            message: "the files changed while the patch waited for approval; nothing was written. Read them again and make a new patch.".to_string(),
-        });
-    }
+    let plan = if waited {
+        let now = plan_patch(sess, patch, cwd).await?;
+        if now.changes() != planned.changes() {
+            return Err(apply_patch::PatchError::Mismatch {
+                path: cwd.to_path_buf(),
+                message: "the files changed while the patch waited for approval; nothing was written. Read them again and make a new patch.".to_string(),
+            });
+        }
+        now
+    } else {
+        planned
+    };
     for edit in plan.edits() {
         match &edit.action {
             apply_patch::EditAction::Write(contents) => {
