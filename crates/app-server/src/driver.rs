@@ -347,6 +347,14 @@ pub(crate) async fn drive(
                         .collect(),
                 },
             ),
+            EventMsg::TurnDiff(diff) => loaded.broadcast(
+                "turn/diff/updated",
+                &v2::TurnDiffUpdatedNotification {
+                    thread_id: thread_id.clone(),
+                    turn_id: items.turn_id.clone(),
+                    diff: diff.unified_diff,
+                },
+            ),
             EventMsg::TokenCount(count) => {
                 if let Some(info) = count.info {
                     let breakdown =

@@ -357,6 +357,11 @@ static METHODS: &[Method] = &[
         parse(c.params)?
     )
     .await),
+    method!("thread/items/list", |c| threads::items_list(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
     method!("turn/start", |c| turns::start(
         c.state,
         c.connection,

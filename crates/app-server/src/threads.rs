@@ -1,5 +1,5 @@
 //! The `thread/*` methods: start, resume, fork, read, list, archive, name, compact,
-//! unsubscribe, loaded list, delete, paged turns.
+//! unsubscribe, loaded list, delete, paged turns and items.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -392,18 +392,26 @@ pub(crate) async fn delete(
 }
 
 /// `thread/turns/list`: the recorded turns, a page at a time (offset cursors).
+/// Every recorded turn of a thread, loaded or not.
+async fn thread_turns(
+    state: &Arc<ServerState>,
+    thread_id: &str,
+) -> Result<Vec<v2::Turn>, AppServerError> {
+    let thread_id = parse_thread_id(thread_id)?;
+    match state.loaded(thread_id) {
+        Some(loaded) => state.recorded_turns(&loaded.thread).await,
+        None => {
+            let record = state.required_record(thread_id).await?;
+            read_turns(record.rollout_path).await
+        }
+    }
+}
+
 pub(crate) async fn turns_list(
     state: &Arc<ServerState>,
     params: v2::ThreadTurnsListParams,
 ) -> Result<Reply, AppServerError> {
-    let thread_id = parse_thread_id(&params.thread_id)?;
-    let mut turns = match state.loaded(thread_id) {
-        Some(loaded) => state.recorded_turns(&loaded.thread).await?,
-        None => {
-            let record = state.required_record(thread_id).await?;
-            read_turns(record.rollout_path).await?
-        }
-    };
+    let mut turns = thread_turns(state, &params.thread_id).await?;
     if params.sort_direction != Some(v2::SortDirection::Asc) {
         turns.reverse();
     }
@@ -430,6 +438,70 @@ pub(crate) async fn turns_list(
         turn.items_view = view;
     }
     Reply::new(&v2::ThreadTurnsListResponse {
+        data,
+        next_cursor,
+        backwards_cursor,
+    })
+}
+
+/// `thread/items/list`: the thread's items (or one turn's) as one list, paged in either
+/// direction. Cursors are offsets into the list in the requested direction, so a page's
+/// `backwardsCursor` is where the same list read the other way resumes before it.
+pub(crate) async fn items_list(
+    state: &Arc<ServerState>,
+    params: v2::ThreadItemsListParams,
+) -> Result<Reply, AppServerError> {
+    let turns = thread_turns(state, &params.thread_id).await?;
+    if let Some(turn_id) = &params.turn_id
+        && !turns.iter().any(|turn| &turn.id == turn_id)
+    {
+        return Err(AppServerError::InvalidRequest(format!(
+            "turn not found: {turn_id}"
+        )));
+    }
+    let mut entries: Vec<v2::ThreadItemEntry> = turns
+        .into_iter()
+        .filter(|turn| params.turn_id.as_ref().is_none_or(|id| *id == turn.id))
+        .flat_map(|turn| {
+            let turn_id = turn.id;
+            turn.items.into_iter().map(move |item| v2::ThreadItemEntry {
+                turn_id: turn_id.clone(),
+                item,
+                started_at_ms: None,
+                completed_at_ms: None,
+            })
+        })
+        .collect();
+    if params.sort_direction == Some(v2::SortDirection::Desc) {
+        entries.reverse();
+    }
+    let start = match &params.cursor {
+        None => 0,
+        Some(v2::ThreadItemsListCursor::Opaque(text)) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n <= entries.len())
+            .ok_or_else(|| AppServerError::InvalidRequest(format!("invalid cursor: {text}")))?,
+        Some(v2::ThreadItemsListCursor::Anchor(v2::ThreadItemsListAnchor::Item { item_id })) => {
+            if params.turn_id.is_none() {
+                return Err(AppServerError::InvalidRequest(
+                    "an item anchor needs turnId".to_string(),
+                ));
+            }
+            entries
+                .iter()
+                .position(|entry| entry.item.id() == item_id)
+                .map(|at| at + 1)
+                .ok_or_else(|| {
+                    AppServerError::InvalidRequest(format!("item not found: {item_id}"))
+                })?
+        }
+    };
+    let total = entries.len();
+    let cursor = start.to_string();
+    let (data, next_cursor) = offset_page(&entries, Some(&cursor), params.limit)?;
+    let backwards_cursor = (!data.is_empty()).then(|| (total - start).to_string());
+    Reply::new(&v2::ThreadItemsListResponse {
         data,
         next_cursor,
         backwards_cursor,

@@ -257,6 +257,8 @@ impl HumanOutput {
             | EventMsg::ExecCommandOutputDelta(_)
             | EventMsg::SessionConfigured(_)
             | EventMsg::UserMessage(_)
+            // Each patch's own diff is shown as it is applied.
+            | EventMsg::TurnDiff(_)
             | EventMsg::ShutdownComplete => return,
             EventMsg::TokenCount(count) => {
                 if let Some(info) = &count.info {

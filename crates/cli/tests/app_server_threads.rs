@@ -156,6 +156,96 @@ async fn turns_list_pages_newest_first_with_the_asked_detail() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_list_pages_items_across_turns_both_ways() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = thread_with_two_turns(&env, &mut client).await;
+
+    let all = client
+        .ok("thread/items/list", json!({"threadId": thread_id}))
+        .await;
+    let entries = all["data"].as_array().expect("data");
+    let kinds: Vec<&str> = entries
+        .iter()
+        .map(|e| e["item"]["type"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["userMessage", "agentMessage", "userMessage", "agentMessage"],
+        "{all}"
+    );
+    assert_eq!(all["nextCursor"], Value::Null);
+    let second_turn = entries[2]["turnId"].as_str().expect("turnId").to_string();
+    assert_ne!(entries[0]["turnId"], second_turn.as_str());
+    assert!(entries[3].to_string().contains("second answer"));
+    assert!(entries.iter().all(|e| {
+        e.as_object()
+            .is_some_and(|o| o.contains_key("startedAtMs") && o.contains_key("completedAtMs"))
+    }));
+
+    // Newest first, one at a time, then back the other way from the second page.
+    let first = client
+        .ok(
+            "thread/items/list",
+            json!({"threadId": thread_id, "sortDirection": "desc", "limit": 1}),
+        )
+        .await;
+    assert!(
+        first["data"][0].to_string().contains("second answer"),
+        "{first}"
+    );
+    let next = first["nextCursor"].as_str().expect("next").to_string();
+    let second = client
+        .ok(
+            "thread/items/list",
+            json!({"threadId": thread_id, "sortDirection": "desc", "limit": 1, "cursor": next}),
+        )
+        .await;
+    assert_eq!(second["data"][0]["item"]["type"], "userMessage", "{second}");
+    let back = second["backwardsCursor"]
+        .as_str()
+        .expect("back")
+        .to_string();
+    let forward = client
+        .ok(
+            "thread/items/list",
+            json!({"threadId": thread_id, "cursor": back}),
+        )
+        .await;
+    assert_eq!(
+        forward["data"].as_array().map(Vec::len),
+        Some(1),
+        "{forward}"
+    );
+    assert!(forward["data"][0].to_string().contains("second answer"));
+
+    // One turn, after an item of it.
+    let anchor = entries[2]["item"]["id"].clone();
+    let after = client
+        .ok(
+            "thread/items/list",
+            json!({
+                "threadId": thread_id,
+                "turnId": second_turn,
+                "cursor": {"type": "item", "itemId": anchor},
+            }),
+        )
+        .await;
+    assert_eq!(after["data"].as_array().map(Vec::len), Some(1), "{after}");
+    assert_eq!(after["data"][0]["item"]["type"], "agentMessage");
+
+    for bad in [
+        json!({"threadId": thread_id, "cursor": {"type": "item", "itemId": anchor}}),
+        json!({"threadId": thread_id, "turnId": "no-such-turn"}),
+        json!({"threadId": thread_id, "cursor": "99"}),
+    ] {
+        let answer = client.call("thread/items/list", bad).await;
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loaded_list_unsubscribe_and_delete() {
     let env = AppEnv::new().await;
     let mut client = env.spawn();

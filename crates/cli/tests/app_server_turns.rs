@@ -90,12 +90,25 @@ async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
             "item/completed:commandExecution",
             "item/started:fileChange",
             "item/completed:fileChange",
+            "turn/diff/updated",
             "item/started:agentMessage",
             "item/agentMessage/delta",
             "item/completed:agentMessage",
             "turn/completed",
         ],
         "{messages:#?}"
+    );
+    let diff = messages
+        .iter()
+        .find(|m| m["method"] == "turn/diff/updated")
+        .expect("turn/diff/updated");
+    assert_eq!(
+        diff["params"],
+        json!({
+            "threadId": thread_id,
+            "turnId": turn_id,
+            "diff": "diff --git a/notes.txt b/notes.txt\nnew file mode 100644\n--- /dev/null\n+++ b/notes.txt\n@@ -0,0 +1 @@\n+hi\n",
+        })
     );
     for message in &messages {
         let params = &message["params"];

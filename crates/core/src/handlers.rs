@@ -15,7 +15,7 @@ use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
     ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus, ExecOutputStream,
     FileChanges, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent, PatchApplyBeginEvent,
-    PatchApplyEndEvent, ReviewDecision, SandboxMode, UpdatePlanArgs, WarningEvent,
+    PatchApplyEndEvent, ReviewDecision, SandboxMode, TurnDiffEvent, UpdatePlanArgs, WarningEvent,
 };
 use interpreter_tools::{apply_patch, safety, sandbox, shell};
 use serde::Deserialize;
@@ -752,8 +752,8 @@ async fn handle_patch(
     )
     .await;
     let applied = apply_planned(sess, &patch, &cwd, plan, !auto_approved).await;
-    let (success, stdout, stderr) = match applied {
-        Ok(report) => (true, report.summary(), String::new()),
+    let (success, stdout, stderr) = match &applied {
+        Ok(plan) => (true, plan.report().summary(), String::new()),
         Err(err) => (false, String::new(), format!("apply_patch failed: {err}")),
     };
     sess.emit(
@@ -768,6 +768,11 @@ async fn handle_patch(
         }),
     )
     .await;
+    if let Ok(plan) = &applied {
+        let unified_diff = sess.record_turn_diff(sub_id, plan).await;
+        sess.emit(sub_id, EventMsg::TurnDiff(TurnDiffEvent { unified_diff }))
+            .await;
+    }
     ToolOutcome::Output(if success { stdout } else { stderr })
 }
 
@@ -784,14 +789,14 @@ async fn plan_patch(
 
 /// Make the patch's edits. `waited`: a person was asked, so the files are read again;
 /// when they changed while the question was open, the patch no longer is what the
-/// person approved, so nothing is written.
+/// person approved, so nothing is written. Returns the plan that was written.
 async fn apply_planned(
     sess: &Session,
     patch: &apply_patch::Patch,
     cwd: &Path,
     planned: apply_patch::PatchPlan,
     waited: bool,
-) -> Result<apply_patch::ApplyReport, apply_patch::PatchError> {
+) -> Result<apply_patch::PatchPlan, apply_patch::PatchError> {
     let plan = if waited {
         let now = plan_patch(sess, patch, cwd).await?;
         if now.changes() != planned.changes() {
@@ -822,7 +827,7 @@ async fn apply_planned(
             }
         }
     }
-    Ok(plan.report())
+    Ok(plan)
 }
 
 async fn create_parent_directories(

@@ -16,6 +16,7 @@ use interpreter_protocol::{
     Event, EventMsg, McpStartupStatus, McpStartupUpdateEvent, Op, ResponseItem, ReviewDecision,
     SessionConfiguredEvent, SessionSource, ThreadId, TokenUsage, UserInput,
 };
+use interpreter_tools::apply_patch::{PatchPlan, TurnDiff};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -84,6 +85,8 @@ pub(crate) struct Session {
     pub turn_base_len: Mutex<usize>,
     /// Servers whose tools the caps cut, already reported to the user.
     pub tools_cut_reported: Mutex<HashSet<String>>,
+    /// The files the running turn's patches changed, with that turn's id.
+    turn_diff: Mutex<Option<(String, TurnDiff)>>,
 }
 
 /// The context window as far as it is known, and the calibration of the prompt estimate.
@@ -186,6 +189,18 @@ impl Session {
                 }),
             });
         }
+    }
+
+    /// Take in a patch turn `sub_id` applied; the turn's whole diff so far. A new turn
+    /// id starts a new diff (one turn runs at a time).
+    pub async fn record_turn_diff(&self, sub_id: &str, plan: &PatchPlan) -> String {
+        let mut current = self.turn_diff.lock().await;
+        let diff = match current.as_mut() {
+            Some((turn, diff)) if turn == sub_id => diff,
+            _ => &mut current.insert((sub_id.to_string(), TurnDiff::default())).1,
+        };
+        diff.record(plan);
+        diff.unified_diff(&self.config.cwd)
     }
 
     /// One warning per server whose tools the caps left out, the first time it happens
@@ -403,6 +418,7 @@ pub(crate) async fn start(
         }),
         turn_base_len: Mutex::new(0),
         tools_cut_reported: Mutex::new(HashSet::new()),
+        turn_diff: Mutex::new(None),
     });
 
     // Read before the warnings go out, so that a truncated AGENTS.md is among them. A

@@ -156,6 +156,9 @@ pub enum EventMsg {
     ApplyPatchApprovalRequest(ApplyPatchApprovalRequestEvent),
     PatchApplyBegin(PatchApplyBeginEvent),
     PatchApplyEnd(PatchApplyEndEvent),
+    /// Every file the running turn's patches changed, as one diff from before the turn;
+    /// sent again after each patch that was applied.
+    TurnDiff(TurnDiffEvent),
     PlanUpdate(UpdatePlanArgs),
     McpToolCallBegin(McpToolCallBeginEvent),
     McpToolCallEnd(McpToolCallEndEvent),
@@ -193,6 +196,7 @@ impl EventMsg {
             Self::ApplyPatchApprovalRequest(_) => "apply_patch_approval_request",
             Self::PatchApplyBegin(_) => "patch_apply_begin",
             Self::PatchApplyEnd(_) => "patch_apply_end",
+            Self::TurnDiff(_) => "turn_diff",
             Self::PlanUpdate(_) => "plan_update",
             Self::McpToolCallBegin(_) => "mcp_tool_call_begin",
             Self::McpToolCallEnd(_) => "mcp_tool_call_end",
@@ -216,6 +220,12 @@ pub struct SessionConfiguredEvent {
     pub cwd: PathBuf,
     pub reasoning_effort: Option<ReasoningEffort>,
     pub rollout_path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnDiffEvent {
+    /// Git-style unified diff; paths relative to the thread's cwd.
+    pub unified_diff: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1166,6 +1166,16 @@ pub struct TurnPlanUpdatedNotification {
     pub plan: Vec<PlanStep>,
 }
 
+/// `turn/diff/updated`: every file the turn changed so far, as one unified diff from
+/// before the turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnDiffUpdatedNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub diff: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenUsageBreakdown {
@@ -1331,6 +1341,63 @@ pub struct ThreadTurnsListResponse {
     pub data: Vec<Turn>,
     pub next_cursor: Option<String>,
     pub backwards_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadItemsListParams {
+    pub thread_id: String,
+    /// Only this turn's items; every turn's when absent.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    #[serde(default)]
+    pub cursor: Option<ThreadItemsListCursor>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Default ascending (oldest first), as Codex.
+    #[serde(default)]
+    pub sort_direction: Option<SortDirection>,
+    /// Codex's per-item output deferral; every output is inline here, so it changes
+    /// nothing.
+    #[serde(default)]
+    pub defer_output: Option<ThreadItemOutputDeferral>,
+}
+
+/// Where an item page starts: a cursor an earlier page returned, or an item of the
+/// requested turn (exclusive).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ThreadItemsListCursor {
+    Opaque(String),
+    Anchor(ThreadItemsListAnchor),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ThreadItemsListAnchor {
+    #[serde(rename_all = "camelCase")]
+    Item { item_id: String },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ThreadItemOutputDeferral {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadItemsListResponse {
+    pub data: Vec<ThreadItemEntry>,
+    pub next_cursor: Option<String>,
+    pub backwards_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadItemEntry {
+    pub turn_id: String,
+    pub item: ThreadItem,
+    /// Unix milliseconds; not recorded per item here, so `null`.
+    pub started_at_ms: Option<i64>,
+    pub completed_at_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

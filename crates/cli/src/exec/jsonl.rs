@@ -457,6 +457,8 @@ impl JsonlTranslator {
             | EventMsg::ElicitationRequest(_)
             // Compaction is bookkeeping the SDK's item types have no shape for.
             | EventMsg::ContextCompacted(_)
+            // The SDK has no turn diff; each `file_change` item carries its own changes.
+            | EventMsg::TurnDiff(_)
             | EventMsg::ShutdownComplete => Vec::new(),
         }
     }

@@ -101,6 +101,8 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::ExecApprovalRequest(_)
         | EventMsg::ApplyPatchApprovalRequest(_)
         | EventMsg::PatchApplyBegin(_)
+        // Derived from the patches, which are recorded.
+        | EventMsg::TurnDiff(_)
         | EventMsg::PlanUpdate(_)
         | EventMsg::McpToolCallBegin(_)
         | EventMsg::McpStartupUpdate(_)

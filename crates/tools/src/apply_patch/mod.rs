@@ -8,6 +8,7 @@
 mod files;
 mod parser;
 mod seek;
+mod turn_diff;
 
 use std::collections::HashMap;
 use std::io;
@@ -17,6 +18,7 @@ use interpreter_protocol::{FileChange, FileChanges};
 
 pub use files::MAX_FILE_BYTES;
 pub use parser::parse_patch;
+pub use turn_diff::TurnDiff;
 
 /// A parsed patch: file operations in the order they appear.
 #[derive(Debug, Clone, PartialEq, Eq)]
