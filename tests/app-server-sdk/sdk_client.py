@@ -1,6 +1,7 @@
 """The Codex Python SDK (openai-codex, pinned) drives `interpreter app-server` over stdio
 against the mock model: it launches our binary through CodexConfig.codex_bin, starts a
-thread, runs two turns on it, then lists and reads the thread. Exits non-zero on failure."""
+thread, runs two turns on it, lists and reads the thread, names and compacts it, and runs a
+goal to completion with the goal helpers. Exits non-zero on failure."""
 
 import json
 import os
@@ -30,6 +31,33 @@ def command_step(call_id, command):
     return {"chunks": [chunk({"tool_calls": [call]}), chunk({}, "tool_calls")]}
 
 
+def update_goal_step(call_id, status):
+    call = {"index": 0, "id": call_id, "type": "function",
+            "function": {"name": "update_goal", "arguments": json.dumps({"status": status})}}
+    return {"chunks": [chunk({"tool_calls": [call]}), chunk({}, "tool_calls")]}
+
+
+def run_goal(codex, thread):
+    """The SDK's goal helpers: a goal whose turns the server starts, to completion."""
+    client = codex._client
+    state, first_turn = client.start_goal_operation(thread.id, "Write the changelog")
+    try:
+        seen = []
+        while not state.is_finished():
+            seen.append(client.next_goal_notification(state).method)
+    finally:
+        state.finish()
+        client.unregister_goal_operation(state)
+    assert state.status.value == "complete", (state.status, seen)
+    assert seen.count("turn/started") == 2, seen
+    assert state.logical_turn_id == first_turn, state
+    paused = client.pause_goal(thread.id)
+    assert paused.goal.status.value == "paused", paused
+    assert paused.goal.objective == "Write the changelog", paused
+    assert client.thread_goal_clear(thread.id).cleared is True
+    assert client.thread_goal_clear(thread.id).cleared is False
+
+
 def main():
     with tempfile.TemporaryDirectory() as home_dir, tempfile.TemporaryDirectory() as work_dir:
         home = Path(home_dir)
@@ -39,6 +67,10 @@ def main():
             command_step("call_1", "echo from-sdk"),
             text_step("second answer"),
             text_step("SUMMARY: a greeting and a command"),
+            # The goal's two turns: a start, then the model ends the goal.
+            text_step("started on the changelog"),
+            update_goal_step("call_goal", "complete"),
+            text_step("the changelog is written"),
         ]))
         mock = subprocess.Popen([str(BIN_DIR / "mock-model"), "--script", str(script)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -84,6 +116,7 @@ def main():
                     time.sleep(0.1)
                 kinds = [item.root.type for item in read.thread.turns[-1].items]
                 assert "contextCompaction" in kinds, kinds
+                run_goal(codex, thread)
         finally:
             mock.kill()
             mock.wait(timeout=10)

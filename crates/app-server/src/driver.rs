@@ -106,7 +106,10 @@ pub(crate) async fn drive(
                 return;
             }
         };
-        let Event { msg, .. } = event;
+        let Event {
+            id: event_turn,
+            msg,
+        } = event;
         match msg {
             EventMsg::TaskStarted(started) => {
                 // A follow-up turn (input that arrived as the previous turn ended) is
@@ -347,6 +350,17 @@ pub(crate) async fn drive(
                         .collect(),
                 },
             ),
+            // Changes this turn made to the goal; those recorded for a client's
+            // `thread/goal/set` were announced by that method and are skipped here.
+            EventMsg::GoalUpdated(updated) if event_turn == items.turn_id => loaded.broadcast(
+                "thread/goal/updated",
+                &v2::ThreadGoalUpdatedNotification {
+                    thread_id: thread_id.clone(),
+                    turn_id: Some(items.turn_id.clone()),
+                    goal: crate::goals::wire_goal(loaded.id(), updated.goal),
+                },
+            ),
+            EventMsg::GoalUpdated(_) | EventMsg::GoalCleared(_) => {}
             EventMsg::TurnDiff(diff) => loaded.broadcast(
                 "turn/diff/updated",
                 &v2::TurnDiffUpdatedNotification {

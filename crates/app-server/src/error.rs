@@ -48,7 +48,9 @@ impl From<CoreError> for AppServerError {
         match err {
             CoreError::ThreadNotFound(id) => Self::ThreadNotFound(id.to_string()),
             CoreError::Config(e) => Self::Config(e),
-            CoreError::TurnNotFound { .. } => Self::InvalidRequest(err.to_string()),
+            CoreError::TurnNotFound { .. } | CoreError::Goal(_) => {
+                Self::InvalidRequest(err.to_string())
+            }
             other => Self::Core(other),
         }
     }

@@ -19,7 +19,7 @@ use crate::error::AppServerError;
 use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
-use crate::{accounts, config_api, listings, models, threads, turns, v1_api};
+use crate::{accounts, config_api, goals, listings, models, threads, turns, v1_api};
 
 /// What the processor needs from the process that hosts it.
 #[derive(Clone)]
@@ -347,8 +347,17 @@ static METHODS: &[Method] = &[
     method!(experimental "thread/backgroundTerminals/list", |c| {
         threads::background_terminals(c.state, parse(c.params)?).await
     }),
-    method!("thread/goal/get", |c| threads::goal_get(
+    method!("thread/goal/get", |c| goals::get(c.state, parse(c.params)?)
+        .await),
+    method!("thread/goal/set", |c| goals::set(
         c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
+    method!("thread/goal/clear", |c| goals::clear(
+        c.state,
+        c.connection,
         parse(c.params)?
     )
     .await),

@@ -247,15 +247,6 @@ pub(crate) async fn archive(
 }
 
 /// `thread/goal/get`: goal mode does not exist here yet, so no thread has a goal.
-pub(crate) async fn goal_get(
-    state: &Arc<ServerState>,
-    params: v2::ThreadIdParams,
-) -> Result<Reply, AppServerError> {
-    let thread_id = parse_thread_id(&params.thread_id)?;
-    state.require_known(thread_id).await?;
-    Reply::new(&v2::ThreadGoalGetResponse { goal: None })
-}
-
 /// `thread/backgroundTerminals/list` (experimental in Codex): none exist here.
 pub(crate) async fn background_terminals(
     state: &Arc<ServerState>,
@@ -283,7 +274,7 @@ async fn response_turns(
 }
 
 /// Who hears about a change to a thread: its followers and the client that made it.
-fn followers_and(
+pub(crate) fn followers_and(
     loaded: Option<Arc<LoadedThread>>,
     caller: &Arc<Connection>,
 ) -> Vec<Arc<Connection>> {

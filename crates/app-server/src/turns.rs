@@ -8,6 +8,7 @@ use interpreter_protocol::{Op, ThreadId};
 use crate::connection::Connection;
 use crate::driver;
 use crate::error::AppServerError;
+use crate::goals;
 use crate::protocol::v2;
 use crate::state::{ActiveTurn, LoadedThread, Reply, ServerState, parse_thread_id};
 
@@ -72,6 +73,7 @@ pub(crate) async fn run_turn(
     }
     let (gate, released) = tokio::sync::oneshot::channel::<()>();
     let state = state.clone();
+    let owner = connection.clone();
     let id = turn_id.clone();
     tokio::spawn(async move {
         let _ = released.await;
@@ -79,6 +81,8 @@ pub(crate) async fn run_turn(
         // Already done when the turn finished normally; this covers a drive that ended
         // otherwise (the thread stopped).
         loaded.end_turn(&id);
+        // A thread with an active goal goes on with its next turn.
+        goals::continue_after_turn(state.clone(), owner, loaded.clone()).await;
         state.retire_idle(loaded.id()).await;
     });
     Ok((turn_id, move || {

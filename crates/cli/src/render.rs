@@ -259,6 +259,9 @@ impl HumanOutput {
             | EventMsg::UserMessage(_)
             // Each patch's own diff is shown as it is applied.
             | EventMsg::TurnDiff(_)
+            // Goals are set through app-server, which shows them.
+            | EventMsg::GoalUpdated(_)
+            | EventMsg::GoalCleared(_)
             | EventMsg::ShutdownComplete => return,
             EventMsg::TokenCount(count) => {
                 if let Some(info) = &count.info {

@@ -30,6 +30,8 @@ pub enum CoreError {
     ThreadBusy(ThreadId),
     #[error("thread {0} is ephemeral (not persisted), so it cannot be restarted")]
     ThreadNotPersisted(ThreadId),
+    #[error(transparent)]
+    Goal(#[from] crate::goal::GoalError),
     #[error("{0}")]
     Internal(String),
 }

@@ -14,8 +14,9 @@ use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
     ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus, ExecOutputStream,
-    FileChanges, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent, PatchApplyBeginEvent,
-    PatchApplyEndEvent, ReviewDecision, SandboxMode, TurnDiffEvent, UpdatePlanArgs, WarningEvent,
+    FileChanges, GoalStatus, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent,
+    PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, SandboxMode, TurnDiffEvent,
+    UpdatePlanArgs, WarningEvent,
 };
 use interpreter_tools::{apply_patch, safety, sandbox, shell};
 use serde::Deserialize;
@@ -23,6 +24,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{self, CommandAssessment, McpAssessment, PatchAssessment};
+use crate::goal;
 use crate::session::Session;
 use crate::workspace_files::read_sources;
 
@@ -68,11 +70,44 @@ impl OfferedTools {
     }
 }
 
+/// The model ends the thread's active goal.
+async fn handle_update_goal(
+    sess: &Session,
+    sub_id: &str,
+    args: goal::UpdateGoalArgs,
+) -> ToolOutcome {
+    let updated = sess.goal.lock().ok().and_then(|mut slot| {
+        let goal = slot
+            .goal
+            .as_mut()
+            .filter(|g| g.status == GoalStatus::Active)?;
+        goal.status = args.status.into();
+        goal.updated_at = chrono::Utc::now().timestamp();
+        Some(goal.clone())
+    });
+    let Some(goal) = updated else {
+        return ToolOutcome::Output("update_goal: the thread has no active goal".to_string());
+    };
+    let status = goal.status;
+    sess.record_goal(sub_id, Some(goal)).await;
+    let reason = args.reason.map(|r| format!(" ({r})")).unwrap_or_default();
+    ToolOutcome::Output(format!(
+        "Goal marked {}{reason}; no further goal turns will run.",
+        match status {
+            GoalStatus::Complete => "complete",
+            _ => "blocked",
+        }
+    ))
+}
+
 /// The built-in tools, the resource tools when a server offers resources, then the
 /// thread's MCP tools (`mcp__<server>__<tool>`), as far as the MCP client's caps on tool
 /// count and schema size let them in.
 pub(crate) fn tool_specs(sess: &Session) -> OfferedTools {
     let mut specs = builtin_tool_specs();
+    if sess.goal.lock().is_ok_and(|slot| slot.is_active()) {
+        specs.push(goal::tool_spec());
+    }
     let mut left_out = Vec::new();
     if let Some(mcp) = &sess.mcp {
         let resource_servers = mcp.resource_servers();
@@ -251,6 +286,10 @@ pub(crate) async fn handle_call(
                 sess.emit(sub_id, EventMsg::PlanUpdate(args)).await;
                 ToolOutcome::Output("Plan updated".to_string())
             }
+            Err(text) => ToolOutcome::Output(text),
+        },
+        goal::UPDATE_GOAL_TOOL => match parse_args::<goal::UpdateGoalArgs>(name, arguments) {
+            Ok(args) => handle_update_goal(sess, sub_id, args).await,
             Err(text) => ToolOutcome::Output(text),
         },
         LIST_RESOURCES_TOOL | READ_RESOURCE_TOOL if sess.mcp.is_some() => {

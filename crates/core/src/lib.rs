@@ -13,6 +13,7 @@ mod elicitation;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod goal;
 mod handlers;
 mod project_doc;
 pub mod rollout;

@@ -8,13 +8,15 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::goal::SharedGoal;
 use base64::prelude::*;
 use chrono::Utc;
 use interpreter_mcp_client::{McpConnectionManager, McpPool, StartupStatus, StartupUpdate};
 use interpreter_model_client::ModelClient;
 use interpreter_protocol::{
-    Event, EventMsg, McpStartupStatus, McpStartupUpdateEvent, Op, ResponseItem, ReviewDecision,
-    SessionConfiguredEvent, SessionSource, ThreadId, TokenUsage, UserInput,
+    Event, EventMsg, GoalClearedEvent, GoalUpdatedEvent, McpStartupStatus, McpStartupUpdateEvent,
+    Op, ResponseItem, ReviewDecision, SessionConfiguredEvent, SessionSource, ThreadGoal, ThreadId,
+    TokenUsage, UserInput,
 };
 use interpreter_tools::apply_patch::{PatchPlan, TurnDiff};
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -50,6 +52,8 @@ pub(crate) struct Started {
     /// The first submission (and so turn) id this session hands out: past every turn id
     /// the rollout already holds, so turn ids stay unique within a thread across resumes.
     pub first_submission_id: u64,
+    /// The thread's goal (restored from the rollout on resume).
+    pub goal: SharedGoal,
 }
 
 /// State shared between the session loop and its running turn.
@@ -69,6 +73,11 @@ pub(crate) struct Session {
     /// Input that arrived while a turn was running; the turn picks it up before its next
     /// model call.
     pub pending_input: Mutex<Vec<ResponseItem>>,
+    /// Whether the running turn still takes input into `pending_input`. Written only
+    /// with that lock held: a turn closes it when it has made its last model call, so
+    /// input that arrives after that starts a turn of its own, under its own id, instead
+    /// of trailing the turn that already ended for the front end.
+    accepting_input: std::sync::atomic::AtomicBool,
     /// Questions of the thread's MCP servers waiting for the front end's answer.
     elicitations: ElicitationBroker,
     /// Approval requests waiting for an answer, by call id.
@@ -87,6 +96,8 @@ pub(crate) struct Session {
     pub tools_cut_reported: Mutex<HashSet<String>>,
     /// The files the running turn's patches changed, with that turn's id.
     turn_diff: Mutex<Option<(String, TurnDiff)>>,
+    /// The thread's goal, shared with its handle (see [`crate::goal`]).
+    pub goal: SharedGoal,
 }
 
 /// The context window as far as it is known, and the calibration of the prompt estimate.
@@ -191,6 +202,87 @@ impl Session {
         }
     }
 
+    /// Add `items` to the running turn's input if it still takes input (they are moved
+    /// out); whether it did.
+    async fn offer_input(&self, items: &mut Vec<ResponseItem>) -> bool {
+        let mut pending = self.pending_input.lock().await;
+        let open = self
+            .accepting_input
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if open {
+            pending.append(items);
+        }
+        open
+    }
+
+    /// A new turn starts taking input; what was left over from the last one.
+    async fn open_input(&self) -> Vec<ResponseItem> {
+        let mut pending = self.pending_input.lock().await;
+        self.accepting_input
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        std::mem::take(&mut *pending)
+    }
+
+    /// Whether the running turn still takes input.
+    async fn takes_input(&self) -> bool {
+        let _pending = self.pending_input.lock().await;
+        self.accepting_input
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Take input again, keeping what is waiting.
+    async fn reopen_input(&self) {
+        let _pending = self.pending_input.lock().await;
+        self.accepting_input
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The running turn takes no more input. With `only_if_none_waiting`, only when none
+    /// is waiting (the turn would otherwise have to make another model call); whether
+    /// it closed.
+    pub async fn close_input(&self, only_if_none_waiting: bool) -> bool {
+        let pending = self.pending_input.lock().await;
+        if only_if_none_waiting && !pending.is_empty() {
+            return false;
+        }
+        self.accepting_input
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        true
+    }
+
+    /// Make `goal` the thread's goal (if it is not already), write it to the rollout and
+    /// tell the front end.
+    pub async fn record_goal(&self, sub_id: &str, goal: Option<ThreadGoal>) {
+        if let Ok(mut slot) = self.goal.lock()
+            && slot.goal != goal
+        {
+            slot.set(goal.clone());
+        }
+        let msg = match goal {
+            Some(goal) => EventMsg::GoalUpdated(GoalUpdatedEvent { goal }),
+            None => EventMsg::GoalCleared(GoalClearedEvent {}),
+        };
+        self.emit(sub_id, msg).await;
+    }
+
+    /// What turn `sub_id` cost the thread's active goal (see [`crate::goal::account_turn`]).
+    pub async fn account_goal_turn(
+        &self,
+        sub_id: &str,
+        tokens: i64,
+        seconds: i64,
+        interrupted: bool,
+    ) {
+        let changed = self.goal.lock().ok().and_then(|mut slot| {
+            let goal = slot.goal.as_mut()?;
+            crate::goal::account_turn(goal, tokens, seconds, interrupted, Utc::now().timestamp())
+                .then(|| goal.clone())
+        });
+        if let Some(goal) = changed {
+            self.record_goal(sub_id, Some(goal)).await;
+        }
+    }
+
     /// Take in a patch turn `sub_id` applied; the turn's whole diff so far. A new turn
     /// id starts a new diff (one turn runs at a time).
     pub async fn record_turn_diff(&self, sub_id: &str, plan: &PatchPlan) -> String {
@@ -282,6 +374,7 @@ pub(crate) async fn start(
     // What the user must hear about this thread's start, emitted as `warning` events once
     // the session exists: the only path such notices take to every front end.
     let mut startup_warnings = Vec::new();
+    let mut restored_goal = None;
     let (config, thread_id, history, total_usage, recorder, is_new, first_submission_id) =
         match init {
             SessionInit::New { config, source } => {
@@ -332,6 +425,7 @@ pub(crate) async fn start(
                 let history = rollout::history_from_rollout(&items);
                 let total_usage = last_total_usage(&items);
                 let first_submission_id = next_turn_number(&items);
+                restored_goal = last_goal(&items);
                 let recorder = RolloutRecorder::open_existing(&path).await?;
                 (
                     config,
@@ -406,6 +500,7 @@ pub(crate) async fn start(
         recorder,
         history: Mutex::new(history),
         pending_input: Mutex::new(Vec::new()),
+        accepting_input: std::sync::atomic::AtomicBool::new(false),
         elicitations,
         pending_approvals: Mutex::new(HashMap::new()),
         approved_for_session: Mutex::new(HashSet::new()),
@@ -419,7 +514,11 @@ pub(crate) async fn start(
         turn_base_len: Mutex::new(0),
         tools_cut_reported: Mutex::new(HashSet::new()),
         turn_diff: Mutex::new(None),
+        goal: Arc::default(),
     });
+    if let Ok(mut slot) = session.goal.lock() {
+        slot.set(restored_goal);
+    }
 
     // Read before the warnings go out, so that a truncated AGENTS.md is among them. A
     // resumed thread keeps the context it started with, so only a new one reads it.
@@ -463,11 +562,13 @@ pub(crate) async fn start(
         }
     }
 
+    let goal = session.goal.clone();
     tokio::spawn(run_loop(session, rx_sub));
     Ok(Started {
         thread_id,
         session_configured,
         first_submission_id,
+        goal,
     })
 }
 
@@ -528,6 +629,15 @@ fn last_total_usage(items: &[RolloutItem]) -> TokenUsage {
         .unwrap_or_default()
 }
 
+/// The goal the rollout ends with: the last one recorded, unless cleared after it.
+fn last_goal(items: &[RolloutItem]) -> Option<interpreter_protocol::ThreadGoal> {
+    items.iter().rev().find_map(|item| match item {
+        RolloutItem::EventMsg(EventMsg::GoalUpdated(updated)) => Some(Some(updated.goal.clone())),
+        RolloutItem::EventMsg(EventMsg::GoalCleared(_)) => Some(None),
+        _ => None,
+    })?
+}
+
 struct RunningTurn {
     sub_id: String,
     cancel: CancellationToken,
@@ -569,21 +679,33 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                 };
                 match sub.op {
                     Op::UserInput { items } => {
-                        let items = user_input_to_items(items);
-                        if running.is_some() {
-                            session.pending_input.lock().await.extend(items);
-                        } else {
+                        let mut items = user_input_to_items(items);
+                        let joined = running.is_some() && session.offer_input(&mut items).await;
+                        if !joined {
+                            // A turn that no longer takes input is only finishing its
+                            // bookkeeping: wait for it, then this input is a turn of its own.
+                            if let Some(turn) = running.take() {
+                                let _ = turn.handle.await;
+                            }
+                            let mut input = session.open_input().await;
+                            input.append(&mut items);
                             let cancel = CancellationToken::new();
                             let handle = tokio::spawn(turn::run_turn(
                                 session.clone(),
                                 sub.id.clone(),
-                                items,
+                                input,
                                 cancel.clone(),
                             ));
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
                         }
                     }
                     Op::Compact => {
+                        if running.is_some() && !session.takes_input().await {
+                            // The turn is only finishing its bookkeeping.
+                            if let Some(turn) = running.take() {
+                                let _ = turn.handle.await;
+                            }
+                        }
                         if running.is_some() {
                             session
                                 .emit(
@@ -595,6 +717,9 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                                 )
                                 .await;
                         } else {
+                            // Input sent during the compaction waits for it, then runs
+                            // as a turn of its own.
+                            session.reopen_input().await;
                             let cancel = CancellationToken::new();
                             let handle = tokio::spawn(turn::run_compact_turn(
                                 session.clone(),
@@ -616,6 +741,7 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                     Op::ResolveElicitation { id, response } => {
                         session.elicitations.resolve(&id, response);
                     }
+                    Op::SetGoal { goal } => session.record_goal(&sub.id, goal).await,
                     Op::Shutdown => {
                         if let Some(turn) = running.take() {
                             turn.cancel.cancel();
@@ -628,8 +754,9 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
             }
             () = turn_finished => {
                 running = None;
-                // Input that arrived after the turn's last model call starts a new turn.
-                let leftover = std::mem::take(&mut *session.pending_input.lock().await);
+                // Input the turn took but did not use (it stopped first) starts a new
+                // turn.
+                let leftover = session.open_input().await;
                 if !leftover.is_empty() {
                     let cancel = CancellationToken::new();
                     let sub_id = format!("{}-followup", session.thread_id);

@@ -15,12 +15,16 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use chrono::Utc;
 use interpreter_mcp_client::McpPool;
-use interpreter_protocol::{Event, Op, SessionConfiguredEvent, SessionSource, ThreadId};
+use interpreter_protocol::{
+    Event, Op, SessionConfiguredEvent, SessionSource, ThreadGoal, ThreadId,
+};
 use tokio::sync::{Mutex, OwnedMutexGuard, RwLock, mpsc};
 
 use crate::config::Config;
 use crate::error::CoreError;
+use crate::goal::{self, GoalUpdate, NextTurn, SharedGoal};
 use crate::rollout::{self, RolloutItem, SessionMeta, ThreadIndex};
 use crate::session::{self, SessionInit};
 use crate::workspace_files::{LocalFiles, WorkspaceFiles};
@@ -38,6 +42,7 @@ pub struct Thread {
     rollout_path: Option<PathBuf>,
     config: Arc<Config>,
     turn_slot: Arc<Mutex<()>>,
+    goal: SharedGoal,
 }
 
 /// An [`Op`] with the id its events will carry.
@@ -84,6 +89,61 @@ impl Thread {
             .await
             .map_err(|_| CoreError::ThreadClosed(self.id))?;
         Ok(id)
+    }
+
+    /// The thread's goal, if it has one.
+    pub fn goal(&self) -> Option<ThreadGoal> {
+        self.goal.lock().ok().and_then(|slot| slot.goal.clone())
+    }
+
+    /// Change the thread's goal under the engine's goal rules; the change is recorded
+    /// (and `goal_updated` emitted) through the op queue. Returns the goal as it now is.
+    pub async fn set_goal(&self, update: GoalUpdate) -> Result<ThreadGoal, CoreError> {
+        let goal = {
+            let mut slot = self
+                .goal
+                .lock()
+                .map_err(|_| CoreError::Internal("goal state poisoned".into()))?;
+            let goal = goal::apply_update(slot.goal.as_ref(), update, Utc::now().timestamp())?;
+            slot.set(Some(goal.clone()));
+            goal
+        };
+        self.submit(Op::SetGoal {
+            goal: Some(goal.clone()),
+        })
+        .await?;
+        Ok(goal)
+    }
+
+    /// Remove the thread's goal; whether it had one.
+    pub async fn clear_goal(&self) -> Result<bool, CoreError> {
+        let had = self
+            .goal
+            .lock()
+            .map_err(|_| CoreError::Internal("goal state poisoned".into()))?
+            .goal
+            .take()
+            .is_some();
+        self.submit(Op::SetGoal { goal: None }).await?;
+        Ok(had)
+    }
+
+    /// Whether the goal wants another turn, and its input. Front ends call this when a
+    /// turn of the thread ends and start the turn it names; a goal that reached the
+    /// automatic-turn cap is paused here (and recorded).
+    pub async fn next_goal_turn(&self) -> Result<NextTurn, CoreError> {
+        let next = self
+            .goal
+            .lock()
+            .map_err(|_| CoreError::Internal("goal state poisoned".into()))?
+            .next_turn(Utc::now().timestamp());
+        if let NextTurn::Paused(goal) = &next {
+            self.submit(Op::SetGoal {
+                goal: Some(goal.clone()),
+            })
+            .await?;
+        }
+        Ok(next)
     }
 
     /// The next event. Errors once the session task has ended and the queue is drained.
@@ -433,6 +493,7 @@ impl ThreadManager {
             rollout_path: started.session_configured.rollout_path.clone(),
             config,
             turn_slot: Arc::default(),
+            goal: started.goal,
         });
         self.threads
             .write()

@@ -55,8 +55,28 @@ pub(crate) async fn run_turn(
     .await;
     *sess.turn_base_len.lock().await = sess.history.lock().await.len();
     record_user_input(&sess, &sub_id, input.clone()).await;
+    let started = std::time::Instant::now();
+    let tokens_before = sess.total_usage.lock().await.total_tokens;
 
-    match sampling_loop(&sess, &sub_id, &input, &cancel).await {
+    let outcome = sampling_loop(&sess, &sub_id, &input, &cancel).await;
+    // A turn that stopped early closes its input here (one that answered did already).
+    sess.close_input(false).await;
+    // Before the turn's end goes out, so a front end that sees the turn end already has
+    // what it did to the goal.
+    let tokens = sess
+        .total_usage
+        .lock()
+        .await
+        .total_tokens
+        .saturating_sub(tokens_before);
+    sess.account_goal_turn(
+        &sub_id,
+        i64::try_from(tokens).unwrap_or(i64::MAX),
+        i64::try_from(started.elapsed().as_secs()).unwrap_or(i64::MAX),
+        matches!(outcome, Err(TurnStop::Interrupted)),
+    )
+    .await;
+    match outcome {
         Ok(TurnEnd {
             last_agent_message,
             output_limit,
@@ -274,7 +294,7 @@ async fn sampling_loop(
         }
 
         if calls.is_empty() {
-            if sess.pending_input.lock().await.is_empty() {
+            if sess.close_input(true).await {
                 // An answer that was cut off says so where the user reads it.
                 if let (Some(note), Some(message)) = (&cut_note, &mut last_agent_message) {
                     message.push_str(&format!("\n\n[{note}]"));

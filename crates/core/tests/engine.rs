@@ -647,6 +647,55 @@ async fn turn_ids_stay_unique_across_resume() {
     assert!(second.parse::<u64>().unwrap() > first.parse::<u64>().unwrap());
 }
 
+/// Found by goal mode, which starts the next turn the moment one ends: input sent as
+/// soon as `task_complete` arrives used to join the finished turn as steering and ran as
+/// a follow-up turn under another id, so a front end waiting for its own turn id waited
+/// forever. It is now a turn of its own, every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_sent_the_moment_a_turn_completes_is_a_turn_under_its_own_id() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    let rounds = 20;
+    for n in 0..rounds {
+        mock.push(chat_answer(&format!("answer {n}")));
+    }
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            SessionSource::Exec,
+        )
+        .await
+        .unwrap();
+    let mut expected = new
+        .thread
+        .submit(Op::UserInput {
+            items: vec![UserInput::Text { text: "go".into() }],
+        })
+        .await
+        .unwrap();
+    for n in 1..=rounds {
+        let events = events_until(&new.thread, is_turn_end).await;
+        let started = events.iter().find_map(|e| match e {
+            EventMsg::TaskStarted(started) => Some(started.turn_id.clone()),
+            _ => None,
+        });
+        assert_eq!(started.as_deref(), Some(expected.as_str()), "{events:?}");
+        if n < rounds {
+            expected = new
+                .thread
+                .submit(Op::UserInput {
+                    items: vec![UserInput::Text {
+                        text: "again".into(),
+                    }],
+                })
+                .await
+                .unwrap();
+        }
+    }
+}
+
 /// Found by resuming a thread under another approval policy: the model's environment
 /// context still named the old one. A resumed thread whose settings changed gets a fresh
 /// environment context; one resumed unchanged does not repeat it.

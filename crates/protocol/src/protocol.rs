@@ -37,8 +37,44 @@ pub enum Op {
     /// `context_compacted`, `task_complete`). Refused with an `error` event while a turn
     /// runs.
     Compact,
+    /// Record the thread's goal as it now is (`None`: cleared). The goal itself is
+    /// changed through the thread's handle, which applies the engine's goal rules and
+    /// queues this op; the session writes it to the rollout and emits `goal_updated` or
+    /// `goal_cleared`.
+    SetGoal { goal: Option<ThreadGoal> },
     /// Finish the running turn's bookkeeping and stop the thread's task.
     Shutdown,
+}
+
+/// An objective a thread works toward over several turns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadGoal {
+    pub objective: String,
+    pub status: GoalStatus,
+    /// Tokens the goal may use in all; `None` is no limit.
+    pub token_budget: Option<i64>,
+    pub tokens_used: i64,
+    pub time_used_seconds: i64,
+    /// Unix seconds.
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalStatus {
+    /// Turns run until the model marks it complete or blocked.
+    Active,
+    /// Stopped by the user (or interrupted, or at the automatic-turn cap); setting it
+    /// active again resumes it.
+    Paused,
+    /// The model says it cannot go on without the user.
+    Blocked,
+    /// Not produced here (the reference's account usage limits); accepted from clients.
+    UsageLimited,
+    /// The token budget is spent.
+    BudgetLimited,
+    Complete,
 }
 
 /// What the user (or the front end on their behalf) answers to an elicitation.
@@ -156,6 +192,9 @@ pub enum EventMsg {
     ApplyPatchApprovalRequest(ApplyPatchApprovalRequestEvent),
     PatchApplyBegin(PatchApplyBeginEvent),
     PatchApplyEnd(PatchApplyEndEvent),
+    /// The thread's goal changed (set, accounted after a turn, or marked by the model).
+    GoalUpdated(GoalUpdatedEvent),
+    GoalCleared(GoalClearedEvent),
     /// Every file the running turn's patches changed, as one diff from before the turn;
     /// sent again after each patch that was applied.
     TurnDiff(TurnDiffEvent),
@@ -197,6 +236,8 @@ impl EventMsg {
             Self::PatchApplyBegin(_) => "patch_apply_begin",
             Self::PatchApplyEnd(_) => "patch_apply_end",
             Self::TurnDiff(_) => "turn_diff",
+            Self::GoalUpdated(_) => "goal_updated",
+            Self::GoalCleared(_) => "goal_cleared",
             Self::PlanUpdate(_) => "plan_update",
             Self::McpToolCallBegin(_) => "mcp_tool_call_begin",
             Self::McpToolCallEnd(_) => "mcp_tool_call_end",
@@ -221,6 +262,14 @@ pub struct SessionConfiguredEvent {
     pub reasoning_effort: Option<ReasoningEffort>,
     pub rollout_path: Option<PathBuf>,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoalUpdatedEvent {
+    pub goal: ThreadGoal,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoalClearedEvent {}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnDiffEvent {

@@ -1549,9 +1549,100 @@ pub struct ConfigRequirementsReadResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadGoalGetResponse {
-    /// Always `null` until goal mode exists here.
-    pub goal: Option<Value>,
+    pub goal: Option<ThreadGoal>,
 }
+
+/// An objective the thread works toward over several turns (goal mode).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadGoal {
+    pub thread_id: String,
+    pub objective: String,
+    pub status: ThreadGoalStatus,
+    pub token_budget: Option<i64>,
+    pub tokens_used: i64,
+    pub time_used_seconds: i64,
+    /// Unix seconds.
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ThreadGoalStatus {
+    Active,
+    Paused,
+    Blocked,
+    UsageLimited,
+    BudgetLimited,
+    Complete,
+}
+
+/// Who changed a goal; recorded by the reference for its own authorization rules, taken
+/// and ignored here (every client that may call the method may change the goal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ThreadGoalMutationOrigin {
+    User,
+    Automatic,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadGoalSetParams {
+    pub thread_id: String,
+    #[serde(default)]
+    pub objective: Option<String>,
+    #[serde(default)]
+    pub status: Option<ThreadGoalStatus>,
+    /// Absent: unchanged; `null`: no budget; a number: the budget in tokens.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schemars(with = "Option<i64>")]
+    pub token_budget: Option<Option<i64>>,
+    #[serde(default)]
+    pub origin: Option<ThreadGoalMutationOrigin>,
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a value.
+fn present_or_null<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadGoalSetResponse {
+    pub goal: ThreadGoal,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadGoalClearParams {
+    pub thread_id: String,
+    #[serde(default)]
+    pub origin: Option<ThreadGoalMutationOrigin>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadGoalClearResponse {
+    pub cleared: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadGoalUpdatedNotification {
+    pub thread_id: String,
+    /// The turn that changed it (accounting, the model's `update_goal`); `null` for a
+    /// client's `thread/goal/set`.
+    pub turn_id: Option<String>,
+    pub goal: ThreadGoal,
+}
+
+pub type ThreadGoalClearedNotification = ThreadIdNotification;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -459,6 +459,9 @@ impl JsonlTranslator {
             | EventMsg::ContextCompacted(_)
             // The SDK has no turn diff; each `file_change` item carries its own changes.
             | EventMsg::TurnDiff(_)
+            // Goals are set through app-server; exec has no way to set one.
+            | EventMsg::GoalUpdated(_)
+            | EventMsg::GoalCleared(_)
             | EventMsg::ShutdownComplete => Vec::new(),
         }
     }

@@ -90,6 +90,9 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::PatchApplyEnd(_)
         | EventMsg::McpToolCallEnd(_)
         | EventMsg::ContextCompacted(_)
+        // A resumed thread takes its goal back from the last of these.
+        | EventMsg::GoalUpdated(_)
+        | EventMsg::GoalCleared(_)
         | EventMsg::Error(_) => true,
         EventMsg::SessionConfigured(_)
         | EventMsg::Warning(_)

@@ -1,0 +1,175 @@
+//! `thread/goal/*`: goal mode. The engine owns the goal and its rules
+//! (`interpreter_core::goal`); this family maps it to the wire, tells the thread's
+//! followers about changes, and starts the turns the goal asks for, one after another,
+//! until the engine says it is over (complete, blocked, paused, out of budget, or at the
+//! automatic-turn cap).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use interpreter_core::goal::{GoalUpdate, NextTurn};
+use interpreter_protocol::{GoalStatus, Op, ThreadId, UserInput};
+
+use crate::connection::Connection;
+use crate::error::AppServerError;
+use crate::protocol::v2;
+use crate::state::{LoadedThread, Reply, ServerState, parse_thread_id};
+use crate::threads::followers_and;
+use crate::turns;
+
+pub(crate) async fn get(
+    state: &Arc<ServerState>,
+    params: v2::ThreadIdParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let loaded = state.load_for_turn(thread_id).await?;
+    Reply::new(&v2::ThreadGoalGetResponse {
+        goal: loaded.thread.goal().map(|goal| wire_goal(thread_id, goal)),
+    })
+}
+
+/// Create or change the goal; a goal left active on an idle thread starts its first
+/// turn right after the response (then `thread/goal/updated`, then `turn/started`).
+pub(crate) async fn set(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::ThreadGoalSetParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let loaded = state.load_for_turn(thread_id).await?;
+    loaded.subscribe(connection);
+    let goal = loaded
+        .thread
+        .set_goal(GoalUpdate {
+            objective: params.objective,
+            status: params.status.map(core_status),
+            token_budget: params.token_budget,
+        })
+        .await?;
+    let active = goal.status == GoalStatus::Active;
+    let goal = wire_goal(thread_id, goal);
+    let notify_to = followers_and(Some(loaded.clone()), connection);
+    let updated = v2::ThreadGoalUpdatedNotification {
+        thread_id: params.thread_id,
+        turn_id: None,
+        goal: goal.clone(),
+    };
+    let mut reply = Reply::new(&v2::ThreadGoalSetResponse { goal })?.then(move || {
+        for connection in notify_to {
+            connection.notify("thread/goal/updated", &updated);
+        }
+    });
+    if active
+        && loaded.active_turn().is_none()
+        && let Some(release) = start_goal_turn(state, connection, loaded).await?
+    {
+        reply = reply.then(release);
+    }
+    Ok(reply)
+}
+
+pub(crate) async fn clear(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::ThreadGoalClearParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let loaded = state.load_for_turn(thread_id).await?;
+    let cleared = loaded.thread.clear_goal().await?;
+    let reply = Reply::new(&v2::ThreadGoalClearResponse { cleared })?;
+    if !cleared {
+        return Ok(reply);
+    }
+    let notify_to = followers_and(Some(loaded), connection);
+    let notification = v2::ThreadIdNotification {
+        thread_id: params.thread_id,
+    };
+    Ok(reply.then(move || {
+        for connection in notify_to {
+            connection.notify("thread/goal/cleared", &notification);
+        }
+    }))
+}
+
+/// After a turn of `loaded` ends: the goal's next turn, if it wants one and no other
+/// turn took the thread meanwhile. Boxed: it starts a turn whose end calls it again.
+pub(crate) fn continue_after_turn(
+    state: Arc<ServerState>,
+    connection: Arc<Connection>,
+    loaded: Arc<LoadedThread>,
+) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        if loaded.active_turn().is_some() || connection.is_closed() {
+            return;
+        }
+        match start_goal_turn(&state, &connection, loaded).await {
+            Ok(Some(release)) => release(),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("the goal's next turn did not start: {e}"),
+        }
+    })
+}
+
+/// Start the turn the goal asks for, owned by `connection`; what releases its events.
+async fn start_goal_turn(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    loaded: Arc<LoadedThread>,
+) -> Result<Option<Box<dyn FnOnce() + Send>>, AppServerError> {
+    match loaded.thread.next_goal_turn().await? {
+        NextTurn::Run(text) => {
+            let op = Op::UserInput {
+                items: vec![UserInput::Text { text }],
+            };
+            let (_, release) = turns::run_turn(state, connection, loaded, op, None).await?;
+            Ok(Some(Box::new(release)))
+        }
+        NextTurn::Paused(goal) => {
+            let thread_id = loaded.id();
+            loaded.broadcast(
+                "thread/goal/updated",
+                &v2::ThreadGoalUpdatedNotification {
+                    thread_id: thread_id.to_string(),
+                    turn_id: None,
+                    goal: wire_goal(thread_id, goal),
+                },
+            );
+            Ok(None)
+        }
+        NextTurn::Idle => Ok(None),
+    }
+}
+
+pub(crate) fn wire_goal(
+    thread_id: ThreadId,
+    goal: interpreter_protocol::ThreadGoal,
+) -> v2::ThreadGoal {
+    v2::ThreadGoal {
+        thread_id: thread_id.to_string(),
+        objective: goal.objective,
+        status: match goal.status {
+            GoalStatus::Active => v2::ThreadGoalStatus::Active,
+            GoalStatus::Paused => v2::ThreadGoalStatus::Paused,
+            GoalStatus::Blocked => v2::ThreadGoalStatus::Blocked,
+            GoalStatus::UsageLimited => v2::ThreadGoalStatus::UsageLimited,
+            GoalStatus::BudgetLimited => v2::ThreadGoalStatus::BudgetLimited,
+            GoalStatus::Complete => v2::ThreadGoalStatus::Complete,
+        },
+        token_budget: goal.token_budget,
+        tokens_used: goal.tokens_used,
+        time_used_seconds: goal.time_used_seconds,
+        created_at: goal.created_at,
+        updated_at: goal.updated_at,
+    }
+}
+
+fn core_status(status: v2::ThreadGoalStatus) -> GoalStatus {
+    match status {
+        v2::ThreadGoalStatus::Active => GoalStatus::Active,
+        v2::ThreadGoalStatus::Paused => GoalStatus::Paused,
+        v2::ThreadGoalStatus::Blocked => GoalStatus::Blocked,
+        v2::ThreadGoalStatus::UsageLimited => GoalStatus::UsageLimited,
+        v2::ThreadGoalStatus::BudgetLimited => GoalStatus::BudgetLimited,
+        v2::ThreadGoalStatus::Complete => GoalStatus::Complete,
+    }
+}
