@@ -27,6 +27,7 @@ pub mod config_api;
 pub mod connection;
 mod driver;
 pub mod error;
+mod fs_api;
 pub mod listener;
 mod listings;
 pub mod mapping;
