@@ -216,11 +216,14 @@ pub(crate) async fn read_directory(
                     resolved.display()
                 )));
             }
-            let path = entry.path();
             // What a symlink leads to is only looked at when the client could read it:
             // the type of a file outside the roots is not the client's to learn.
-            let metadata = match rule.check(&path, FileAccess::Read) {
-                Ok(target) => std::fs::metadata(target).ok(),
+            let metadata = match entry.file_type() {
+                Ok(kind) if kind.is_symlink() => rule
+                    .check(&entry.path(), FileAccess::Read)
+                    .ok()
+                    .and_then(|target| std::fs::metadata(target).ok()),
+                Ok(_) => entry.metadata().ok(),
                 Err(_) => None,
             };
             entries.push(v2::FsReadDirectoryEntry {
@@ -330,8 +333,9 @@ fn copy_tree(rule: &FileAccessRule, source: &Path, destination: &Path) -> Result
         )));
     }
     // A protected path that does not exist yet (an agent home inside the workspace)
-    // must not be created by the copy.
+    // must not be created by the copy, and one inside the source not copied out.
     rule.check_tree(destination)?;
+    rule.check_tree_readable(source)?;
     let mut entries: Vec<(PathBuf, std::fs::FileType)> = Vec::new();
     let mut pending = vec![source.to_path_buf()];
     while let Some(dir) = pending.pop() {

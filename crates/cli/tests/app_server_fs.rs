@@ -905,3 +905,63 @@ async fn adversarial_full_access_still_confines_files_to_the_workspace() {
     .await;
     assert!(!outside.join("dropped.txt").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_an_agent_home_inside_the_workspace_stays_out_of_reach() {
+    let env = AppEnv::with_config(WORKSPACE_WRITE).await;
+    let ws = env.work_path();
+    let home = ws.join("state/agent-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::copy(
+        env.home.path().join("config.toml"),
+        home.join("config.toml"),
+    )
+    .unwrap();
+    std::fs::write(home.join("credentials.json"), "{\"key\":\"secret\"}").unwrap();
+    std::fs::write(ws.join("state/notes.txt"), "notes").unwrap();
+    let mut command = env.command(&[]);
+    command.env("INTERPRETER_HOME", &home);
+    let mut client = env.spawn_command(command);
+    client.initialize().await;
+
+    refused(
+        &mut client,
+        "fs/readFile",
+        json!({"path": s(&home.join("credentials.json"))}),
+        "is protected",
+    )
+    .await;
+    refused(
+        &mut client,
+        "fs/writeFile",
+        json!({"path": s(&home.join("config.toml")), "dataBase64": b64(b"sandbox_mode = \"danger-full-access\"\n")}),
+        "is protected",
+    )
+    .await;
+    refused(
+        &mut client,
+        "fs/copy",
+        json!({"sourcePath": s(&ws.join("state")), "destinationPath": s(&ws.join("state-copy")), "recursive": true}),
+        "which is protected",
+    )
+    .await;
+    refused(
+        &mut client,
+        "fs/remove",
+        json!({"path": s(&ws.join("state"))}),
+        "which is protected",
+    )
+    .await;
+    // The rest of the directory is the client's as usual.
+    assert_eq!(
+        read(&mut client, &ws.join("state/notes.txt")).await,
+        b"notes"
+    );
+    assert!(!ws.join("state-copy").exists());
+    assert!(home.join("credentials.json").is_file());
+    assert!(
+        std::fs::read_to_string(home.join("config.toml"))
+            .unwrap()
+            .contains("mock-model")
+    );
+}

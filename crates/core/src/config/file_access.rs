@@ -59,7 +59,9 @@ pub enum PathRefused {
     ReadOnlyInSandbox(PathBuf),
     #[error("{0} is a workspace or writable root (or holds one) and cannot be removed or replaced")]
     Root(PathBuf),
-    #[error("{path} holds {protected}, which is protected, so it cannot be removed or replaced")]
+    #[error(
+        "{path} holds {protected}, which is protected, so it cannot be removed, replaced or copied"
+    )]
     HoldsProtected { path: PathBuf, protected: PathBuf },
 }
 
@@ -198,6 +200,23 @@ impl FileAccessRule {
         }
         Ok(())
     }
+
+    /// For a resolved path read as a whole tree (the source of a recursive copy): it
+    /// must not hold a protected path, which [`check`](Self::check) on the top alone does
+    /// not see (an agent home inside the workspace would be copied out of protection).
+    pub fn check_tree_readable(&self, resolved: &Path) -> Result<(), PathRefused> {
+        match self
+            .protected_resolved
+            .iter()
+            .find(|protected| protected.starts_with(resolved))
+        {
+            Some(protected) => Err(PathRefused::HoldsProtected {
+                path: resolved.to_path_buf(),
+                protected: protected.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 #[cfg(all(test, unix))]
@@ -272,6 +291,11 @@ mod tests {
         ));
         std::fs::create_dir_all(ws.join("sub")).unwrap();
         assert!(ws_rule.check_tree(&ws.join("sub")).is_ok());
+        assert!(ws_rule.check_tree_readable(&ws.join("sub")).is_ok());
+        assert!(matches!(
+            ws_rule.check_tree_readable(&base),
+            Err(PathRefused::HoldsProtected { .. })
+        ));
 
         let read_only = rule(
             SandboxPolicy::ReadOnly {
