@@ -554,23 +554,47 @@ pub(crate) struct FsWatches {
     connections: Mutex<HashMap<u64, Arc<ConnectionWatches>>>,
 }
 
-/// One connection's watches: one native watcher, the watched paths by watch id, and how
-/// many watches share each path (the native watch is removed with the last one).
+/// One connection's watches: one native watcher and the watched paths by watch id. Watches
+/// sharing a native watch share it until the last one ends.
 struct ConnectionWatches {
     watcher: Mutex<Option<notify::RecommendedWatcher>>,
-    by_id: Mutex<HashMap<String, PathBuf>>,
+    by_id: Mutex<HashMap<String, Watched>>,
+}
+
+/// What one watch follows (resolved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Watched {
+    path: PathBuf,
+    directory: bool,
+}
+
+impl Watched {
+    /// What is watched natively: a directory itself, or a file's directory. A file is
+    /// often replaced by a rename (as `fs/writeFile` does), which a watch on the file's
+    /// own inode would stop seeing after the first time.
+    fn native(&self) -> &Path {
+        match (self.directory, self.path.parent()) {
+            (false, Some(parent)) => parent,
+            _ => &self.path,
+        }
+    }
+
+    /// Whether a change of `changed` concerns this watch: the path itself, or for a
+    /// directory what sits directly in it (watches are not recursive, as Codex's).
+    fn covers(&self, changed: &Path) -> bool {
+        changed == self.path || (self.directory && changed.parent() == Some(&self.path))
+    }
 }
 
 impl ConnectionWatches {
-    /// The watch ids whose path `changed` is or sits directly in (watches are not
-    /// recursive, as Codex's).
+    /// The ids of the watches that `changed` concerns.
     fn ids_for(&self, changed: &Path) -> Vec<String> {
         let Ok(by_id) = self.by_id.lock() else {
             return Vec::new();
         };
         by_id
             .iter()
-            .filter(|(_, watched)| changed == *watched || changed.parent() == Some(watched))
+            .filter(|(_, watched)| watched.covers(changed))
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -700,10 +724,13 @@ pub(crate) async fn watch(
     params: v2::FsWatchParams,
 ) -> Result<Reply, AppServerError> {
     let path = params.path.clone();
-    let resolved = with_rule(state, "fs/watch", move |rule| {
+    let watched = with_rule(state, "fs/watch", move |rule| {
         let resolved = rule.check(Path::new(&path), FileAccess::Read)?;
-        std::fs::metadata(&resolved).map_err(io_error(&resolved))?;
-        Ok(resolved)
+        let metadata = std::fs::metadata(&resolved).map_err(io_error(&resolved))?;
+        Ok(Watched {
+            path: resolved,
+            directory: metadata.is_dir(),
+        })
     })
     .await?;
     let watches = state.fs_watches.for_connection(connection)?;
@@ -723,8 +750,8 @@ pub(crate) async fn watch(
                 "a connection may hold at most {MAX_WATCHES_PER_CONNECTION} watches; unwatch one first"
             )));
         }
-        let already_watched = by_id.values().any(|p| *p == resolved);
-        if !already_watched {
+        let native = watched.native();
+        if !by_id.values().any(|other| other.native() == native) {
             let mut watcher = watches
                 .watcher
                 .lock()
@@ -735,15 +762,15 @@ pub(crate) async fn watch(
                 ));
             };
             watcher
-                .watch(&resolved, notify::RecursiveMode::NonRecursive)
+                .watch(native, notify::RecursiveMode::NonRecursive)
                 .map_err(|e| {
-                    AppServerError::Internal(format!("cannot watch {}: {e}", resolved.display()))
+                    AppServerError::Internal(format!("cannot watch {}: {e}", native.display()))
                 })?;
         }
-        by_id.insert(params.watch_id, resolved.clone());
+        by_id.insert(params.watch_id, watched.clone());
     }
     Reply::new(&v2::FsWatchResponse {
-        path: resolved.to_string_lossy().into_owned(),
+        path: watched.path.to_string_lossy().into_owned(),
     })
 }
 
@@ -762,13 +789,15 @@ pub(crate) fn unwatch(
         .and_then(|map| map.get(&connection.id).cloned());
     if let Some(watches) = watches
         && let Ok(mut by_id) = watches.by_id.lock()
-        && let Some(path) = by_id.remove(&params.watch_id)
-        && !by_id.values().any(|p| *p == path)
+        && let Some(watched) = by_id.remove(&params.watch_id)
+        && !by_id
+            .values()
+            .any(|other| other.native() == watched.native())
         && let Ok(mut watcher) = watches.watcher.lock()
         && let Some(watcher) = watcher.as_mut()
     {
         // The path may be gone already (its native watch went with it).
-        let _ = watcher.unwatch(&path);
+        let _ = watcher.unwatch(watched.native());
     }
     Reply::new(&v2::FsUnwatchResponse {})
 }

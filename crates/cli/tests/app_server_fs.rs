@@ -339,6 +339,31 @@ async fn watches_report_changes_until_unwatched() {
         client.seen
     );
 
+    // A watched file is followed across replacements (fs/writeFile renames over it);
+    // its siblings are not reported.
+    let file = ws.join("watched/file.txt");
+    std::fs::write(&file, "one").unwrap();
+    client
+        .ok("fs/watch", json!({"watchId": "file", "path": s(&file)}))
+        .await;
+    for contents in [b"two".as_slice(), b"three".as_slice()] {
+        std::fs::write(ws.join("watched/sibling.txt"), "x").unwrap();
+        client
+            .ok(
+                "fs/writeFile",
+                json!({"path": s(&file), "dataBase64": b64(contents)}),
+            )
+            .await;
+        let notification = client.notification("fs/changed").await;
+        assert_eq!(notification["params"]["watchId"], "file");
+        assert_eq!(
+            notification["params"]["changedPaths"],
+            json!([s(&file)]),
+            "{notification}"
+        );
+    }
+    client.ok("fs/unwatch", json!({"watchId": "file"})).await;
+
     // At most 64 watches per connection.
     for n in 0..64 {
         client
