@@ -27,6 +27,7 @@ pub mod config_api;
 pub mod connection;
 mod driver;
 pub mod error;
+mod fs_api;
 mod goals;
 pub mod listener;
 mod listings;

@@ -19,7 +19,7 @@ use crate::error::AppServerError;
 use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
-use crate::{accounts, config_api, goals, listings, models, threads, turns, v1_api};
+use crate::{accounts, config_api, fs_api, goals, listings, models, threads, turns, v1_api};
 
 /// What the processor needs from the process that hosts it.
 #[derive(Clone)]
@@ -72,10 +72,12 @@ impl MessageProcessor {
     }
 
     /// The client went away: its pending server requests end (their approvals fall back
-    /// to the deadline's denial at once) and it stops following threads.
+    /// to the deadline's denial at once), it stops following threads, and its `fs/watch`
+    /// watches end.
     pub fn disconnect(&self, connection: &Arc<Connection>) {
         connection.close();
         self.state.fuzzy.stop_connection(connection.id);
+        self.state.fs_watches.stop_connection(connection.id);
     }
 
     /// Stop: interrupt running turns and give them a bounded moment to record it.
@@ -467,6 +469,45 @@ static METHODS: &[Method] = &[
     method!(experimental "fuzzyFileSearch/sessionStop", |c| {
         v1_api::session_stop(c.state, c.connection, parse(c.params)?)
     }),
+    method!("fs/readFile", |c| fs_api::read_file(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
+    method!("fs/writeFile", |c| fs_api::write_file(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
+    method!("fs/createDirectory", |c| fs_api::create_directory(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
+    method!("fs/getMetadata", |c| fs_api::get_metadata(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
+    method!("fs/readDirectory", |c| fs_api::read_directory(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
+    method!("fs/remove", |c| fs_api::remove(c.state, parse(c.params)?)
+        .await),
+    method!("fs/copy", |c| fs_api::copy(c.state, parse(c.params)?).await),
+    method!("fs/watch", |c| fs_api::watch(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
+    method!("fs/unwatch", |c| fs_api::unwatch(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )),
 ];
 
 fn method_entry(name: &str) -> Option<&'static Method> {

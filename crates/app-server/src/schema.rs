@@ -115,6 +115,25 @@ pub fn schema_files() -> BTreeMap<String, String> {
         ThreadGoalUpdatedNotification,
         ThreadBackgroundTerminalsListParams,
         ThreadBackgroundTerminalsListResponse,
+        FsReadFileParams,
+        FsReadFileResponse,
+        FsWriteFileParams,
+        FsWriteFileResponse,
+        FsCreateDirectoryParams,
+        FsCreateDirectoryResponse,
+        FsGetMetadataParams,
+        FsGetMetadataResponse,
+        FsReadDirectoryParams,
+        FsReadDirectoryResponse,
+        FsRemoveParams,
+        FsRemoveResponse,
+        FsCopyParams,
+        FsCopyResponse,
+        FsWatchParams,
+        FsWatchResponse,
+        FsUnwatchParams,
+        FsUnwatchResponse,
+        FsChangedNotification,
     );
     v1!(
         GetConversationSummaryParams,
@@ -202,7 +221,16 @@ fn methods() -> Value {
             "fuzzyFileSearch": ["v1/FuzzyFileSearchParams", "v1/FuzzyFileSearchResponse"],
             "fuzzyFileSearch/sessionStart": ["v1/FuzzyFileSearchSessionStartParams", "v2/EmptyResponse"],
             "fuzzyFileSearch/sessionUpdate": ["v1/FuzzyFileSearchSessionUpdateParams", "v2/EmptyResponse"],
-            "fuzzyFileSearch/sessionStop": ["v1/FuzzyFileSearchSessionStopParams", "v2/EmptyResponse"]
+            "fuzzyFileSearch/sessionStop": ["v1/FuzzyFileSearchSessionStopParams", "v2/EmptyResponse"],
+            "fs/readFile": ["v2/FsReadFileParams", "v2/FsReadFileResponse"],
+            "fs/writeFile": ["v2/FsWriteFileParams", "v2/FsWriteFileResponse"],
+            "fs/createDirectory": ["v2/FsCreateDirectoryParams", "v2/FsCreateDirectoryResponse"],
+            "fs/getMetadata": ["v2/FsGetMetadataParams", "v2/FsGetMetadataResponse"],
+            "fs/readDirectory": ["v2/FsReadDirectoryParams", "v2/FsReadDirectoryResponse"],
+            "fs/remove": ["v2/FsRemoveParams", "v2/FsRemoveResponse"],
+            "fs/copy": ["v2/FsCopyParams", "v2/FsCopyResponse"],
+            "fs/watch": ["v2/FsWatchParams", "v2/FsWatchResponse"],
+            "fs/unwatch": ["v2/FsUnwatchParams", "v2/FsUnwatchResponse"]
         },
         "serverNotifications": {
             "thread/started": "v2/ThreadStartedNotification",
@@ -230,7 +258,8 @@ fn methods() -> Value {
             "account/updated": "v2/AccountUpdatedNotification",
             "account/login/completed": "v2/AccountLoginCompletedNotification",
             "fuzzyFileSearch/sessionUpdated": "v1/FuzzyFileSearchSessionUpdatedNotification",
-            "fuzzyFileSearch/sessionCompleted": "v1/FuzzyFileSearchSessionCompletedNotification"
+            "fuzzyFileSearch/sessionCompleted": "v1/FuzzyFileSearchSessionCompletedNotification",
+            "fs/changed": "v2/FsChangedNotification"
         },
         "serverRequests": {
             "item/commandExecution/requestApproval": ["v2/CommandExecutionRequestApprovalParams", "v2/CommandExecutionRequestApprovalResponse"],

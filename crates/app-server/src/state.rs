@@ -130,6 +130,8 @@ pub(crate) struct ServerState {
     index: Arc<std::sync::Mutex<Option<ThreadIndex>>>,
     pub next_connection_id: AtomicU64,
     pub fuzzy: v1_api::FuzzySessions,
+    /// `fs/watch` watches, by connection.
+    pub fs_watches: crate::fs_api::FsWatches,
     /// Fires when the server stops: running turns are interrupted.
     pub shutdown: CancellationToken,
 }
@@ -172,6 +174,7 @@ impl ServerState {
             index: Arc::default(),
             next_connection_id: AtomicU64::new(1),
             fuzzy: v1_api::FuzzySessions::default(),
+            fs_watches: crate::fs_api::FsWatches::default(),
             shutdown: CancellationToken::new(),
         }
     }

@@ -33,7 +33,9 @@ pub use helper_args::{
     HELPER_SUBCOMMAND, LinuxHelperArgs, NETWORK_DISABLED_ENV_VAR, parse_linux_helper_args,
     sandbox_argv,
 };
-pub use paths::{PROTECTED_DIR_NAMES, WritableRoot, is_path_writable, writable_roots};
+pub use paths::{
+    PROTECTED_DIR_NAMES, WritableRoot, is_path_writable, resolve_for_write, writable_roots,
+};
 pub use support::SandboxSupport;
 
 #[cfg(target_os = "linux")]

@@ -284,7 +284,10 @@ pub fn is_path_writable(
 /// Resolves `..` and symlinks along an absolute path, including a final dangling symlink
 /// (writing through it would create its target). Components below the deepest existing
 /// directory are appended as they are. `None` on a symlink loop or a relative path.
-pub(crate) fn resolve_for_write(path: &Path) -> Option<PathBuf> {
+///
+/// Public so that rules built on [`is_path_writable`] (the app-server's `fs/*`
+/// confinement) resolve paths exactly the way it does.
+pub fn resolve_for_write(path: &Path) -> Option<PathBuf> {
     if !path.is_absolute() {
         return None;
     }
