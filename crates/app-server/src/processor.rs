@@ -19,7 +19,7 @@ use crate::error::AppServerError;
 use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
-use crate::{accounts, config_api, listings, models, threads, turns, v1_api};
+use crate::{accounts, command_exec, config_api, listings, models, threads, turns, v1_api};
 
 /// What the processor needs from the process that hosts it.
 #[derive(Clone)]
@@ -76,11 +76,14 @@ impl MessageProcessor {
     pub fn disconnect(&self, connection: &Arc<Connection>) {
         connection.close();
         self.state.fuzzy.stop_connection(connection.id);
+        // Its `command/exec` processes are killed with their process groups.
+        self.state.command_exec.stop_connection(connection.id);
     }
 
     /// Stop: interrupt running turns and give them a bounded moment to record it.
     pub async fn shutdown(&self, grace: std::time::Duration) {
         self.state.shutdown.cancel();
+        self.state.command_exec.stop_all();
         self.state.thread_manager.shutdown_all(grace).await;
     }
 
@@ -375,6 +378,28 @@ static METHODS: &[Method] = &[
         parse(c.params)?
     )
     .await),
+    method!("command/exec", |c| command_exec::exec(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
+    method!("command/exec/write", |c| command_exec::write(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
+    method!("command/exec/terminate", |c| command_exec::terminate(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )),
+    method!("command/exec/resize", |c| command_exec::resize(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )),
     method!("account/read", |c| accounts::read(
         c.state,
         parse_or_default(c.params)?

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::command_exec;
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
@@ -130,6 +131,8 @@ pub(crate) struct ServerState {
     index: Arc<std::sync::Mutex<Option<ThreadIndex>>>,
     pub next_connection_id: AtomicU64,
     pub fuzzy: v1_api::FuzzySessions,
+    /// `command/exec` processes, by connection and client process id.
+    pub command_exec: command_exec::CommandExecProcesses,
     /// Fires when the server stops: running turns are interrupted.
     pub shutdown: CancellationToken,
 }
@@ -172,6 +175,7 @@ impl ServerState {
             index: Arc::default(),
             next_connection_id: AtomicU64::new(1),
             fuzzy: v1_api::FuzzySessions::default(),
+            command_exec: command_exec::CommandExecProcesses::default(),
             shutdown: CancellationToken::new(),
         }
     }
