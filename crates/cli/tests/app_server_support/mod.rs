@@ -73,7 +73,12 @@ impl AppEnv {
     }
 
     pub fn spawn_with_args(&self, args: &[&str]) -> AppClient {
-        let process = JsonLinesProcess::spawn(self.command(args)).expect("spawn app-server");
+        self.spawn_command(self.command(args))
+    }
+
+    /// A stdio client of the server `command` starts (from [`Self::command`], adjusted).
+    pub fn spawn_command(&self, command: tokio::process::Command) -> AppClient {
+        let process = JsonLinesProcess::spawn(command).expect("spawn app-server");
         AppClient {
             wire: Wire::Stdio(Box::new(process)),
             seen: Vec::new(),
