@@ -62,7 +62,11 @@ async fn server(extra: &str) -> (AppEnv, AppClient, bool) {
 
 fn decode(delta: &Value) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
-        .decode(delta["params"]["deltaBase64"].as_str().expect("deltaBase64"))
+        .decode(
+            delta["params"]["deltaBase64"]
+                .as_str()
+                .expect("deltaBase64"),
+        )
         .expect("base64")
 }
 
@@ -75,9 +79,10 @@ async fn until_response(client: &mut AppClient, id: i64) -> (Vec<Value>, Value) 
     let deadline = tokio::time::Instant::now() + READ_DEADLINE;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let message = client.read(left).await.unwrap_or_else(|e| {
-            panic!("no response to {id}: {e:#}\nstderr:\n{}", client.stderr())
-        });
+        let message = client
+            .read(left)
+            .await
+            .unwrap_or_else(|e| panic!("no response to {id}: {e:#}\nstderr:\n{}", client.stderr()));
         if message["id"] == json!(id) && message.get("method").is_none() {
             return (deltas, message);
         }
@@ -517,10 +522,16 @@ async fn a_command_cannot_write_outside_the_workspace() {
         .ok("command/exec", json!({"command": ["sh", "-c", script]}))
         .await;
     assert_ne!(result["exitCode"], 0, "{result}");
-    assert!(!target.exists(), "a sandboxed command wrote outside the workspace");
+    assert!(
+        !target.exists(),
+        "a sandboxed command wrote outside the workspace"
+    );
     // The agent's home is out of reach even though it is a plain directory.
     let home_target = env.home.path().join("config.toml");
-    let script = format!("echo 'sandbox_mode = \"danger-full-access\"' >> '{}'", home_target.display());
+    let script = format!(
+        "echo 'sandbox_mode = \"danger-full-access\"' >> '{}'",
+        home_target.display()
+    );
     client
         .ok("command/exec", json!({"command": ["sh", "-c", script]}))
         .await;
@@ -551,7 +562,10 @@ async fn a_command_cannot_write_outside_the_workspace() {
         assert!(!target.exists());
     }
     // Narrower is fine: read-only cannot write even the workspace.
-    let script = format!("echo no > '{}'", env.work_path().join("read-only").display());
+    let script = format!(
+        "echo no > '{}'",
+        env.work_path().join("read-only").display()
+    );
     let result = client
         .ok(
             "command/exec",
@@ -632,4 +646,65 @@ async fn the_environment_policy_can_pass_a_variable() {
     let result = client.ok("command/exec", json!({"command": ["env"]})).await;
     let stdout = result["stdout"].as_str().expect("stdout");
     assert!(stdout.contains(SECRET), "{stdout}");
+}
+
+/// Without a sandbox the terminal is the command's controlling terminal: `/dev/tty` opens
+/// and a resize reaches it as `SIGWINCH`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsandboxed_pty_is_the_controlling_terminal() {
+    let env = AppEnv::with_config("sandbox_mode = \"danger-full-access\"").await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let script = "exec 3</dev/tty && echo has-ctty; trap 'stty size' WINCH; echo ready; while :; do sleep 0.1; done";
+    let id = client
+        .request(
+            "command/exec",
+            json!({"command": ["sh", "-c", script], "processId": "ctty", "tty": true}),
+        )
+        .await;
+    let seen = wait_for_output(&mut client, "ready").await;
+    assert!(seen.contains("has-ctty"), "{seen:?}");
+    client
+        .ok(
+            "command/exec/resize",
+            json!({"processId": "ctty", "size": {"rows": 50, "cols": 132}}),
+        )
+        .await;
+    wait_for_output(&mut client, "50 132").await;
+    client
+        .ok("command/exec/terminate", json!({"processId": "ctty"}))
+        .await;
+    let (_, response) = until_response(&mut client, id).await;
+    assert_eq!(response["result"]["exitCode"], 137, "{response}");
+}
+
+/// The server stops (its stdin closes) while a command runs: the command dies with it and
+/// the server still exits promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_shutdown_kills_running_commands() {
+    let (env, mut client, _) = server("").await;
+    let marker = env.work_path().join("survived-the-server");
+    let script = format!(
+        "echo started; sleep 2; touch '{}'; sleep 60",
+        marker.display()
+    );
+    client
+        .request(
+            "command/exec",
+            json!({"command": ["sh", "-c", script], "processId": "long", "streamStdoutStderr": true, "disableTimeout": true}),
+        )
+        .await;
+    wait_for_output(&mut client, "started").await;
+    let app_server_support::Wire::Stdio(process) = &mut client.wire else {
+        panic!("stdio client");
+    };
+    process.close_stdin();
+    process
+        .wait_exit(READ_DEADLINE)
+        .await
+        .expect("the server exits once its stdin closes");
+    assert!(
+        !appears(&marker, Duration::from_secs(4)).await,
+        "the command outlived the server"
+    );
 }
