@@ -18,6 +18,9 @@
 //!   narrow it. "Looser" is decided on what the sandbox would really allow (network, and
 //!   the writable roots as the sandbox computes them, with the request's environment,
 //!   since `$TMPDIR` is a root), so an `env` override cannot widen the policy either;
+//! * a request's `env` may not name the dynamic loader's variables (`LD_*`, …) when the
+//!   command is sandboxed: the sandbox helper, our own executable, starts with them before
+//!   it has sandboxed itself;
 //! * its whole process group is killed on terminate, timeout, connection close and server
 //!   shutdown, and when it exits (what it left behind in the background goes with it);
 //! * output is capped per stream (the client's cap, never above [`MAX_OUTPUT_BYTES_CAP`]).
@@ -311,6 +314,9 @@ pub(crate) async fn exec(
     }
     ensure_no_looser(&config, &policy, &env, &base_env)?;
     let sandboxed = policy != SandboxPolicy::DangerFullAccess;
+    if sandboxed {
+        refuse_loader_variables(params.env.as_ref())?;
+    }
     let argv = if sandboxed {
         sandboxed_command_argv(&config, &policy, &cwd, &params.command)
             .map_err(|err| AppServerError::InvalidRequest(err.to_string()))?
@@ -399,11 +405,11 @@ pub(crate) async fn exec(
             Ok(Ok(status)) => status,
             Ok(Err(err)) => {
                 tracing::warn!(%err, "waiting for a killed command/exec process failed");
-                ExitStatus::from_raw(libc_sigkill())
+                ExitStatus::from_raw(sigkill_status())
             }
             Err(_elapsed) => {
                 tracing::warn!("a command/exec process did not exit after SIGKILL");
-                ExitStatus::from_raw(libc_sigkill())
+                ExitStatus::from_raw(sigkill_status())
             }
         },
     };
@@ -440,7 +446,7 @@ pub(crate) async fn exec(
 }
 
 /// `SIGKILL` as a wait status, for a process we could not reap.
-fn libc_sigkill() -> i32 {
+fn sigkill_status() -> i32 {
     rustix::process::Signal::KILL.as_raw()
 }
 
@@ -582,6 +588,30 @@ fn ensure_no_looser(
     for root in writable_roots(policy, &config.cwd, env, &protected) {
         if !within(&root.root, &allowed_roots) {
             return refuse(&format!("writing {}", root.root.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Variables the dynamic loader (or the C library) acts on at startup, before `main`.
+///
+/// The sandbox helper is our own executable, started with the command's environment; it
+/// restricts itself only once it runs. A client that could set `LD_PRELOAD` (to a library
+/// an earlier sandboxed command wrote into the workspace, say) would run code in the helper
+/// before the sandbox exists. The configured environment is the server owner's and is
+/// trusted; these names are refused only in a request's `env`.
+fn refuse_loader_variables(
+    overrides: Option<&HashMap<String, Option<String>>>,
+) -> Result<(), AppServerError> {
+    let Some(overrides) = overrides else {
+        return Ok(());
+    };
+    for name in overrides.keys() {
+        let upper = name.to_ascii_uppercase();
+        if upper.starts_with("LD_") || upper == "GLIBC_TUNABLES" || upper.starts_with("MALLOC_") {
+            return Err(AppServerError::InvalidRequest(format!(
+                "env: {name} is not accepted for a sandboxed command (the dynamic loader reads it before the sandbox is in place)"
+            )));
         }
     }
     Ok(())

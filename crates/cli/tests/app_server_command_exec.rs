@@ -561,6 +561,27 @@ async fn a_command_cannot_write_outside_the_workspace() {
         );
         assert!(!target.exists());
     }
+    // The sandbox helper is started with the command's environment: a loader variable
+    // from the client would run code in it before it sandboxes itself.
+    let library = env.work_path().join("planted.so");
+    std::fs::write(&library, b"not really a library").expect("plant");
+    for name in [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "GLIBC_TUNABLES",
+    ] {
+        let response = client
+            .call(
+                "command/exec",
+                json!({"command": ["true"], "env": {name: library}}),
+            )
+            .await;
+        assert!(
+            error_message(&response).contains(name),
+            "{name} → {response}"
+        );
+    }
     // Narrower is fine: read-only cannot write even the workspace.
     let script = format!(
         "echo no > '{}'",
