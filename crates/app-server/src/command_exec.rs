@@ -38,6 +38,7 @@ use interpreter_core::sandboxed_command_argv;
 use interpreter_protocol::SandboxPolicy;
 use interpreter_tools::exec_process::{ProcessRequest, ProcessStdio, PtyMaster, RunningProcess};
 use interpreter_tools::sandbox::{WritableRoot, writable_roots};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
@@ -80,10 +81,20 @@ const READ_CHUNK_BYTES: usize = 8192;
 /// input cannot be closed while its output is still read.
 const PTY_EOF: u8 = 0x04;
 
+/// How long a follow-up call waits for a `command/exec` that arrived before it (and names
+/// its id) to take that id. Only reached when that request fails before reserving it.
+const ARRIVAL_WAIT: Duration = Duration::from_secs(5);
+
 /// The live processes of every connection, by (connection, client `processId`).
 #[derive(Default)]
 pub(crate) struct CommandExecProcesses {
     live: std::sync::Mutex<HashMap<(u64, String), Arc<LiveProcess>>>,
+    /// `command/exec` requests that arrived but have not reserved their id yet (each
+    /// request runs in its own task, and a later one can run first). Follow-up calls for
+    /// such an id wait for it rather than failing.
+    arriving: std::sync::Mutex<HashMap<(u64, String), usize>>,
+    /// Fires whenever an arriving request settles (reserved its id, or failed).
+    settled: tokio::sync::Notify,
 }
 
 /// What follow-up calls reach of a running process.
@@ -134,21 +145,66 @@ impl CommandExecProcesses {
         Ok((Registration { table: self, key }, process))
     }
 
-    fn get(&self, connection: u64, process_id: &str) -> Result<Arc<LiveProcess>, AppServerError> {
-        self.live
+    /// A `command/exec` naming `process_id` arrived on `connection`: called in arrival
+    /// order, before the request's task runs. Settled by [`Arrival`]'s drop.
+    pub fn note_arrival(&self, connection: u64, process_id: &str) {
+        if let Ok(mut arriving) = self.arriving.lock() {
+            *arriving
+                .entry((connection, process_id.to_string()))
+                .or_default() += 1;
+        }
+    }
+
+    fn settle_arrival(&self, key: &(u64, String)) {
+        if let Ok(mut arriving) = self.arriving.lock()
+            && let Some(count) = arriving.get_mut(key)
+        {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                arriving.remove(key);
+            }
+        }
+        self.settled.notify_waiters();
+    }
+
+    fn is_arriving(&self, key: &(u64, String)) -> bool {
+        self.arriving
             .lock()
-            .ok()
-            .and_then(|live| live.get(&(connection, process_id.to_string())).cloned())
-            .ok_or_else(|| {
-                AppServerError::InvalidRequest(format!(
+            .is_ok_and(|arriving| arriving.contains_key(key))
+    }
+
+    /// The live process `process_id` of `connection`, waiting (boundedly) for a
+    /// `command/exec` that arrived earlier to take the id.
+    async fn get(
+        &self,
+        connection: u64,
+        process_id: &str,
+    ) -> Result<Arc<LiveProcess>, AppServerError> {
+        let key = (connection, process_id.to_string());
+        let deadline = tokio::time::Instant::now() + ARRIVAL_WAIT;
+        loop {
+            // Registered before looking, so a settle between the look and the wait wakes us.
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if let Some(live) = self.live.lock().ok().and_then(|l| l.get(&key).cloned()) {
+                return Ok(live);
+            }
+            if !self.is_arriving(&key) || tokio::time::timeout_at(deadline, settled).await.is_err()
+            {
+                return Err(AppServerError::InvalidRequest(format!(
                     "no active command/exec for process id {process_id}"
-                ))
-            })
+                )));
+            }
+        }
     }
 
     /// The connection went away: its processes are killed (their requests see it too;
     /// this also covers one that has not reached its wait yet).
     pub fn stop_connection(&self, connection: u64) {
+        if let Ok(mut arriving) = self.arriving.lock() {
+            arriving.retain(|(owner, _), _| *owner != connection);
+        }
         if let Ok(live) = self.live.lock() {
             for ((owner, _), process) in live.iter() {
                 if *owner == connection {
@@ -165,6 +221,18 @@ impl CommandExecProcesses {
                 process.terminate.cancel();
             }
         }
+    }
+}
+
+/// Settles a noted arrival when the request has reserved its id (or failed before).
+struct Arrival<'a> {
+    table: &'a CommandExecProcesses,
+    key: (u64, String),
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        self.table.settle_arrival(&self.key);
     }
 }
 
@@ -253,12 +321,34 @@ fn mode(params: &v2::CommandExecParams) -> Result<Mode, AppServerError> {
     })
 }
 
+/// Called by the processor, in arrival order, for a `command/exec` request about to run
+/// (see [`CommandExecProcesses::note_arrival`]).
+///
+/// Only params that decode are noted: those are exactly the requests that reach [`exec`],
+/// which settles the note (anything else would leave it behind).
+pub(crate) fn note_arrival(state: &ServerState, connection: &Connection, params: Option<&Value>) {
+    let Some(params) = params else {
+        return;
+    };
+    if let Ok(v2::CommandExecParams {
+        process_id: Some(id),
+        ..
+    }) = serde_json::from_value::<v2::CommandExecParams>(params.clone())
+    {
+        state.command_exec.note_arrival(connection.id, &id);
+    }
+}
+
 /// `command/exec`.
 pub(crate) async fn exec(
     state: &Arc<ServerState>,
     connection: &Arc<Connection>,
     params: v2::CommandExecParams,
 ) -> Result<Reply, AppServerError> {
+    let arrival = params.process_id.as_ref().map(|id| Arrival {
+        table: &state.command_exec,
+        key: (connection.id, id.clone()),
+    });
     let mode = mode(&params)?;
     // Reserved first, before anything is awaited: a duplicate id must not run anything,
     // and follow-up calls sent right behind this request find the id.
@@ -281,6 +371,7 @@ pub(crate) async fn exec(
             }),
         ),
     };
+    drop(arrival);
     // Uncontended: nobody else can have locked it yet. Released once stdin is wired up
     // (or the request fails, leaving stdin unavailable).
     let mut stdin_slot = live.stdin.clone().lock_owned().await;
@@ -463,7 +554,10 @@ pub(crate) async fn write(
     connection: &Arc<Connection>,
     params: v2::CommandExecWriteParams,
 ) -> Result<Reply, AppServerError> {
-    let live = state.command_exec.get(connection.id, &params.process_id)?;
+    let live = state
+        .command_exec
+        .get(connection.id, &params.process_id)
+        .await?;
     if !live.stream_stdin {
         return Err(AppServerError::InvalidRequest(format!(
             "stdin streaming is not enabled for process id {}",
@@ -522,23 +616,29 @@ pub(crate) async fn write(
 
 /// `command/exec/terminate`: the process group is killed; the `command/exec` request
 /// answers with the exit status.
-pub(crate) fn terminate(
+pub(crate) async fn terminate(
     state: &Arc<ServerState>,
     connection: &Arc<Connection>,
     params: v2::CommandExecTerminateParams,
 ) -> Result<Reply, AppServerError> {
-    let live = state.command_exec.get(connection.id, &params.process_id)?;
+    let live = state
+        .command_exec
+        .get(connection.id, &params.process_id)
+        .await?;
     live.terminate.cancel();
     Reply::new(&v2::EmptyResponse {})
 }
 
 /// `command/exec/resize`.
-pub(crate) fn resize(
+pub(crate) async fn resize(
     state: &Arc<ServerState>,
     connection: &Arc<Connection>,
     params: v2::CommandExecResizeParams,
 ) -> Result<Reply, AppServerError> {
-    let live = state.command_exec.get(connection.id, &params.process_id)?;
+    let live = state
+        .command_exec
+        .get(connection.id, &params.process_id)
+        .await?;
     let Some(pty) = live.pty.get() else {
         return Err(AppServerError::InvalidRequest(format!(
             "process id {} is not a PTY session (start it with tty: true)",

@@ -109,6 +109,12 @@ impl MessageProcessor {
                     );
                     return;
                 };
+                // Requests run in tasks of their own, which may start in any order; a
+                // `command/exec` takes its `processId` in arrival order, so the follow-ups a
+                // client sends right behind it find the process.
+                if request.method == "command/exec" && connection.is_initialized() {
+                    command_exec::note_arrival(&self.state, connection, request.params.as_ref());
+                }
                 let this = self.clone();
                 let connection = connection.clone();
                 tokio::spawn(async move {
@@ -394,12 +400,14 @@ static METHODS: &[Method] = &[
         c.state,
         c.connection,
         parse(c.params)?
-    )),
+    )
+    .await),
     method!("command/exec/resize", |c| command_exec::resize(
         c.state,
         c.connection,
         parse(c.params)?
-    )),
+    )
+    .await),
     method!("account/read", |c| accounts::read(
         c.state,
         parse_or_default(c.params)?

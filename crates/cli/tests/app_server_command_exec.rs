@@ -222,6 +222,27 @@ async fn stdin_writes_reach_the_command_and_close_ends_it() {
     let (deltas, response) = until_response(&mut client, id).await;
     assert_eq!(joined(&deltas, "stdout"), "hello\n");
     assert_eq!(response["result"]["exitCode"], 0, "{response}");
+    // Pipelined: the write and the close go out right behind the request, before it can
+    // have started anything; they wait for it instead of finding no process.
+    let id = client
+        .request(
+            "command/exec",
+            json!({"command": ["cat"], "processId": "cat-2", "streamStdin": true}),
+        )
+        .await;
+    let write = client
+        .request(
+            "command/exec/write",
+            json!({"processId": "cat-2", "deltaBase64": hello, "closeStdin": true}),
+        )
+        .await;
+    let written = client.response(write).await;
+    assert!(written.get("result").is_some(), "{written}");
+    let (_, response) = until_response(&mut client, id).await;
+    assert_eq!(
+        response["result"],
+        json!({"exitCode": 0, "stdout": "hello\n", "stderr": ""})
+    );
     // Without streamStdin, writes are refused.
     let id = client
         .request(
