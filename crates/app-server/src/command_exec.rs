@@ -848,6 +848,44 @@ async fn forward_pty(pty: Arc<PtyMaster>, sink: mpsc::Sender<(CommandExecOutputS
 mod tests {
     use super::*;
 
+    /// A follow-up that runs before the `command/exec` it follows (requests run in tasks
+    /// of their own) waits for it to take the id; one for an id nobody is taking fails.
+    #[tokio::test]
+    async fn a_follow_up_waits_for_an_arrived_exec_to_take_its_id() {
+        let table = Arc::new(CommandExecProcesses::default());
+        assert!(table.get(1, "p").await.is_err());
+        table.note_arrival(1, "p");
+        let waiter = {
+            let table = table.clone();
+            tokio::spawn(async move { table.get(1, "p").await.is_ok() })
+        };
+        tokio::task::yield_now().await;
+        let arrival = Arrival {
+            table: &table,
+            key: (1, "p".into()),
+        };
+        let reserved = table.reserve(1, "p", true);
+        assert!(reserved.is_ok());
+        drop(arrival);
+        assert!(waiter.await.unwrap_or(false));
+        drop(reserved);
+
+        // The request failed before reserving: the waiter is told at once, not at the
+        // deadline.
+        table.note_arrival(1, "q");
+        let waiter = {
+            let table = table.clone();
+            tokio::spawn(async move { table.get(1, "q").await.is_err() })
+        };
+        tokio::task::yield_now().await;
+        drop(Arrival {
+            table: &table,
+            key: (1, "q".into()),
+        });
+        let answered = tokio::time::timeout(ARRIVAL_WAIT / 2, waiter).await;
+        assert!(matches!(answered, Ok(Ok(true))));
+    }
+
     #[test]
     fn capture_keeps_the_head_and_marks_the_cut() {
         let mut capture = Capture::new(5);
