@@ -23,6 +23,7 @@
 #![recursion_limit = "256"]
 
 pub mod accounts;
+mod command_exec;
 pub mod config_api;
 pub mod connection;
 mod driver;

@@ -19,7 +19,9 @@ use crate::error::AppServerError;
 use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
-use crate::{accounts, config_api, fs_api, goals, listings, models, threads, turns, v1_api};
+use crate::{
+    accounts, command_exec, config_api, fs_api, goals, listings, models, threads, turns, v1_api,
+};
 
 /// What the processor needs from the process that hosts it.
 #[derive(Clone)]
@@ -78,11 +80,14 @@ impl MessageProcessor {
         connection.close();
         self.state.fuzzy.stop_connection(connection.id);
         self.state.fs_watches.stop_connection(connection.id);
+        // Its `command/exec` processes are killed with their process groups.
+        self.state.command_exec.stop_connection(connection.id);
     }
 
     /// Stop: interrupt running turns and give them a bounded moment to record it.
     pub async fn shutdown(&self, grace: std::time::Duration) {
         self.state.shutdown.cancel();
+        self.state.command_exec.stop_all();
         self.state.thread_manager.shutdown_all(grace).await;
     }
 
@@ -108,6 +113,12 @@ impl MessageProcessor {
                     );
                     return;
                 };
+                // Requests run in tasks of their own, which may start in any order; a
+                // `command/exec` takes its `processId` in arrival order, so the follow-ups a
+                // client sends right behind it find the process.
+                if request.method == "command/exec" && connection.is_initialized() {
+                    command_exec::note_arrival(&self.state, connection, request.params.as_ref());
+                }
                 let this = self.clone();
                 let connection = connection.clone();
                 tokio::spawn(async move {
@@ -383,6 +394,30 @@ static METHODS: &[Method] = &[
         .await),
     method!("turn/interrupt", |c| turns::interrupt(
         c.state,
+        parse(c.params)?
+    )
+    .await),
+    method!("command/exec", |c| command_exec::exec(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
+    method!("command/exec/write", |c| command_exec::write(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
+    method!("command/exec/terminate", |c| command_exec::terminate(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
+    method!("command/exec/resize", |c| command_exec::resize(
+        c.state,
+        c.connection,
         parse(c.params)?
     )
     .await),

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::command_exec;
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
@@ -132,6 +133,8 @@ pub(crate) struct ServerState {
     pub fuzzy: v1_api::FuzzySessions,
     /// `fs/watch` watches, by connection.
     pub fs_watches: crate::fs_api::FsWatches,
+    /// `command/exec` processes, by connection and client process id.
+    pub command_exec: command_exec::CommandExecProcesses,
     /// Fires when the server stops: running turns are interrupted.
     pub shutdown: CancellationToken,
 }
@@ -175,6 +178,7 @@ impl ServerState {
             next_connection_id: AtomicU64::new(1),
             fuzzy: v1_api::FuzzySessions::default(),
             fs_watches: crate::fs_api::FsWatches::default(),
+            command_exec: command_exec::CommandExecProcesses::default(),
             shutdown: CancellationToken::new(),
         }
     }

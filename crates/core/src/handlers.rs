@@ -15,8 +15,8 @@ use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
     ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus, ExecOutputStream,
     FileChanges, GoalStatus, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent,
-    PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, SandboxMode, TurnDiffEvent,
-    UpdatePlanArgs, WarningEvent,
+    PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, SandboxMode, SandboxPolicy,
+    TurnDiffEvent, UpdatePlanArgs, WarningEvent,
 };
 use interpreter_tools::{apply_patch, safety, sandbox, shell};
 use serde::Deserialize;
@@ -24,6 +24,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{self, CommandAssessment, McpAssessment, PatchAssessment};
+use crate::config::Config;
 use crate::goal;
 use crate::session::Session;
 use crate::workspace_files::read_sources;
@@ -520,6 +521,40 @@ async fn handle_shell(
     }
 }
 
+/// The sandbox helper cannot be started from this process (no path to our executable).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the sandbox helper is unavailable in this process; choose `danger-full-access` explicitly to run without a sandbox"
+)]
+pub struct SandboxHelperUnavailable;
+
+/// The argv that runs `argv` in `cwd` under `policy` through the sandbox helper: the one
+/// rule for how a sandboxed command is launched, shared by the shell tool and front ends
+/// that run commands outside a turn (the app-server's `command/exec`).
+///
+/// The writable roots come from `config.cwd` (the session's or server's working
+/// directory), never from `cwd`: where a command runs is the caller's choice and must not
+/// widen what is writable. The agent's home and credential sockets stay protected.
+pub fn sandboxed_command_argv(
+    config: &Config,
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    argv: &[String],
+) -> Result<Vec<String>, SandboxHelperUnavailable> {
+    let exe = config
+        .sandbox_exe
+        .as_ref()
+        .ok_or(SandboxHelperUnavailable)?;
+    Ok(sandbox::sandbox_argv(
+        exe,
+        policy,
+        &config.cwd,
+        cwd,
+        &config.sandbox_protected_paths(),
+        argv,
+    ))
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn run_command(
     sess: &Arc<Session>,
@@ -534,24 +569,8 @@ async fn run_command(
     // The sandbox helper itself tells a sandboxed command that the network is off.
     let env = sess.config.command_env();
     let argv = if sandboxed {
-        match &sess.config.sandbox_exe {
-            // The roots come from the session's cwd: `workdir` is the model's choice and
-            // must never widen what is writable.
-            Some(exe) => sandbox::sandbox_argv(
-                exe,
-                &sess.config.sandbox_policy,
-                &sess.config.cwd,
-                cwd,
-                &sess.config.sandbox_protected_paths(),
-                argv,
-            ),
-            None => {
-                return Err(
-                    "the sandbox helper is unavailable in this process; choose `danger-full-access` explicitly to run without a sandbox"
-                        .to_string(),
-                );
-            }
-        }
+        sandboxed_command_argv(&sess.config, &sess.config.sandbox_policy, cwd, argv)
+            .map_err(|err| err.to_string())?
     } else {
         argv.to_vec()
     };

@@ -23,6 +23,7 @@ mod turn;
 pub mod workspace_files;
 
 pub use error::CoreError;
+pub use handlers::{SandboxHelperUnavailable, sandboxed_command_argv};
 /// How deeply `interpreter` processes are nested; owned by the MCP client, which decides
 /// which configured servers would start the agent recursively.
 pub use interpreter_mcp_client::NESTING_DEPTH_ENV;

@@ -10,6 +10,7 @@
 
 pub mod apply_patch;
 pub mod env_policy;
+pub mod exec_process;
 pub mod git;
 pub mod safety;
 pub mod sandbox;

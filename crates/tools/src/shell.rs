@@ -294,7 +294,7 @@ async fn forward_pipe(
 /// from the runtime's worker threads, which live as long as the runtime (that is, the
 /// agent); `getppid()` is compared with our pid so a parent that died before the request
 /// was made is noticed too.
-fn start_in_own_session_and_die_with_us(command: &mut Command) {
+pub(crate) fn start_in_own_session_and_die_with_us(command: &mut Command) {
     let parent = rustix::process::getpid();
     #[allow(unsafe_code)]
     // SAFETY: the hook runs between fork and exec in the child of a multi-threaded process,
@@ -329,7 +329,7 @@ impl Drop for GroupKillGuard {
 }
 
 /// Sends SIGKILL to every process in `group`.
-fn kill_process_group(group: i32) {
+pub(crate) fn kill_process_group(group: i32) {
     if group <= 1 {
         // 0 would signal our own group and 1 would be init's; never do either.
         return;

@@ -76,7 +76,7 @@ impl AppEnv {
         self.spawn_command(self.command(args))
     }
 
-    /// A stdio client of `command` (one of [`Self::command`]'s, adjusted).
+    /// A stdio client of the server `command` starts (from [`Self::command`], adjusted).
     pub fn spawn_command(&self, command: tokio::process::Command) -> AppClient {
         let process = JsonLinesProcess::spawn(command).expect("spawn app-server");
         AppClient {
