@@ -68,6 +68,7 @@ pub fn approval_policy(policy: core::AskForApproval) -> v2::AskForApproval {
             v2::AskForApproval::OnRequest
         }
         core::AskForApproval::Never => v2::AskForApproval::Never,
+        core::AskForApproval::Granular(granular) => v2::AskForApproval::Granular(granular),
     }
 }
 
@@ -76,6 +77,7 @@ pub fn approval_policy_in(policy: v2::AskForApproval) -> core::AskForApproval {
         v2::AskForApproval::Untrusted => core::AskForApproval::Untrusted,
         v2::AskForApproval::OnRequest => core::AskForApproval::OnRequest,
         v2::AskForApproval::Never => core::AskForApproval::Never,
+        v2::AskForApproval::Granular(granular) => core::AskForApproval::Granular(granular),
     }
 }
 

@@ -634,3 +634,84 @@ async fn an_unreachable_model_server_is_an_http_connection_failure() {
         serde_json::json!({"httpConnectionFailed": {"httpStatusCode": null}})
     );
 }
+
+/// Codex's granular approval policy (a stable input we used to refuse with -32602): a
+/// kind of question that is on is asked, one that is off is refused without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granular_policy_asks_what_is_on_and_refuses_what_is_off() {
+    let env = AppEnv::new().await;
+    let outside = tempfile::TempDir::new().expect("outside dir");
+    let target = outside.path().join("planted.txt");
+    // A patch outside the workspace (a sandbox question, off), then a forceful delete
+    // (a rule question, on).
+    let arguments = json!({
+        "input": format!("*** Begin Patch\n*** Add File: {}\n+x\n*** End Patch\n", target.display())
+    })
+    .to_string();
+    env.model
+        .push(interpreter_test_support::MockResponse::sse(vec![
+            interpreter_test_support::mock_model::chunk::tool_call(
+                0,
+                "call_p",
+                "apply_patch",
+                &arguments,
+            ),
+            interpreter_test_support::mock_model::chunk::finish("tool_calls"),
+        ]));
+    env.script_command_then_text("call_rm", "rm -rf build", "done");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let granular =
+        json!({"granular": {"sandbox_approval": false, "rules": true, "mcp_elicitations": false}});
+    let started = client
+        .ok(
+            "thread/start",
+            json!({
+                "approvalPolicy": granular,
+                "sandbox": "workspace-write",
+                // /tmp (where the test's directories are) is not a writable root then.
+                "config": {
+                    "sandbox_workspace_write.exclude_slash_tmp": true,
+                    "sandbox_workspace_write.exclude_tmpdir_env_var": true,
+                },
+            }),
+        )
+        .await;
+    assert_eq!(
+        started["approvalPolicy"],
+        json!({"granular": {
+            "sandbox_approval": false,
+            "rules": true,
+            "mcp_elicitations": false,
+            "request_permissions": false,
+            "skill_approval": false,
+        }}),
+        "{started}"
+    );
+    let thread_id = started["thread"]["id"].as_str().expect("id").to_string();
+    client.start_turn(&thread_id, "go").await;
+    let request = client
+        .server_request("item/commandExecution/requestApproval")
+        .await;
+    assert_eq!(request["params"]["itemId"], "call_rm", "{request}");
+    client
+        .respond(&request["id"], json!({"decision": "decline"}))
+        .await;
+    let messages = client.until_turn_completed().await;
+    assert!(
+        !messages
+            .iter()
+            .any(|m| m["method"] == "item/fileChange/requestApproval"),
+        "a sandbox question was asked: {messages:#?}"
+    );
+    assert!(
+        !target.exists(),
+        "the patch outside the workspace was written"
+    );
+    let requests = env.model.requests();
+    let after_patch = requests[1].to_string();
+    assert!(
+        after_patch.contains("turns sandbox questions off"),
+        "{after_patch}"
+    );
+}

@@ -3,7 +3,7 @@
 //! tested without a model.
 
 use interpreter_mcp_client::{McpApprovalMode, ToolHints};
-use interpreter_protocol::{AskForApproval, SandboxPolicy};
+use interpreter_protocol::{AskForApproval, Question, SandboxPolicy};
 use interpreter_tools::safety;
 
 /// What to do with a shell command before running it.
@@ -52,13 +52,23 @@ pub fn assess_command(
                 }
             }
         }
-        AskForApproval::OnRequest | AskForApproval::OnFailure => {
+        AskForApproval::OnRequest | AskForApproval::OnFailure | AskForApproval::Granular(_) => {
             if escalation_requested && !unsandboxed {
+                if !policy.may_ask(Question::Sandbox) {
+                    return CommandAssessment::Reject(
+                        "running outside the sandbox needs approval, but the approval policy turns sandbox questions off; run the command inside the sandbox or do without it".to_string(),
+                    );
+                }
                 CommandAssessment::Ask {
                     sandboxed: false,
                     reason: "the command asks to run outside the sandbox".to_string(),
                 }
             } else if dangerous {
+                if !policy.may_ask(Question::Rules) {
+                    return CommandAssessment::Reject(
+                        "this command deletes files forcefully and needs approval, but the approval policy turns rule questions off".to_string(),
+                    );
+                }
                 CommandAssessment::Ask {
                     sandboxed: !unsandboxed,
                     reason: "the command deletes files forcefully".to_string(),
@@ -125,6 +135,15 @@ pub fn assess_patch(
                 reason: why.to_string(),
             },
         },
+        AskForApproval::Granular(_) => match unwritable {
+            None => PatchAssessment::Apply,
+            Some(why) if policy.may_ask(Question::Sandbox) => PatchAssessment::Ask {
+                reason: why.to_string(),
+            },
+            Some(why) => PatchAssessment::Reject(format!(
+                "{why}; writing there needs approval, but the approval policy turns sandbox questions off"
+            )),
+        },
         AskForApproval::Never => match unwritable {
             None => PatchAssessment::Apply,
             Some(why) => PatchAssessment::Reject(format!(
@@ -160,13 +179,14 @@ pub fn assess_mcp(
     }
     let cannot_ask = |why: &str| {
         McpAssessment::Reject(format!(
-            "this MCP tool {why}, but approval policy `never` cannot ask; the call was not made"
+            "this MCP tool {why}, but approval policy `{}` cannot ask; the call was not made",
+            policy.as_str()
         ))
     };
     match mode {
         McpApprovalMode::Never => McpAssessment::Run,
         McpApprovalMode::Always => match policy {
-            AskForApproval::Never => {
+            _ if !policy.may_ask(Question::Rules) => {
                 cannot_ask("is configured to always ask (`approval = \"always\"`)")
             }
             _ => McpAssessment::Ask(
@@ -183,11 +203,15 @@ pub fn assess_mcp(
                     "approval policy `untrusted` asks before any MCP tool that is not read-only"
                         .to_string(),
                 ),
-                AskForApproval::OnRequest | AskForApproval::OnFailure if destructive => {
-                    McpAssessment::Ask("the server marks this tool as destructive".to_string())
-                }
-                AskForApproval::Never if destructive => {
+                _ if destructive && !policy.may_ask(Question::Rules) => {
                     cannot_ask("is marked destructive by its server")
+                }
+                AskForApproval::OnRequest
+                | AskForApproval::OnFailure
+                | AskForApproval::Granular(_)
+                    if destructive =>
+                {
+                    McpAssessment::Ask("the server marks this tool as destructive".to_string())
                 }
                 _ => McpAssessment::Run,
             }
@@ -201,6 +225,89 @@ mod tests {
 
     fn argv(s: &str) -> Vec<String> {
         vec!["bash".into(), "-lc".into(), s.into()]
+    }
+
+    fn granular(sandbox_approval: bool, rules: bool) -> AskForApproval {
+        AskForApproval::Granular(interpreter_protocol::GranularApproval {
+            sandbox_approval,
+            rules,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn granular_patches_and_mcp_tools_follow_their_kind_of_question() {
+        let outside = Some("the path lies outside the writable roots");
+        assert!(matches!(
+            assess_patch(granular(false, true), outside, false),
+            PatchAssessment::Reject(_)
+        ));
+        assert!(matches!(
+            assess_patch(granular(true, false), outside, false),
+            PatchAssessment::Ask { .. }
+        ));
+        assert_eq!(
+            assess_patch(granular(false, false), None, false),
+            PatchAssessment::Apply
+        );
+        let destructive = ToolHints {
+            destructive: Some(true),
+            ..Default::default()
+        };
+        assert!(matches!(
+            assess_mcp(
+                granular(true, false),
+                McpApprovalMode::Auto,
+                destructive,
+                false
+            ),
+            McpAssessment::Reject(_)
+        ));
+        assert!(matches!(
+            assess_mcp(
+                granular(false, true),
+                McpApprovalMode::Auto,
+                destructive,
+                false
+            ),
+            McpAssessment::Ask(_)
+        ));
+        assert!(matches!(
+            assess_mcp(
+                granular(true, false),
+                McpApprovalMode::Always,
+                ToolHints::default(),
+                false
+            ),
+            McpAssessment::Reject(_)
+        ));
+        assert!(!may_ask_to_retry_unsandboxed(granular(true, true)));
+    }
+
+    #[test]
+    fn granular_is_codex_wire_shape_and_elicitations_follow_their_flag() {
+        let policy: AskForApproval = serde_json::from_value(serde_json::json!({
+            "granular": {"sandbox_approval": true, "rules": false, "mcp_elicitations": false}
+        }))
+        .unwrap_or_default();
+        assert_eq!(policy, granular(true, false));
+        #[derive(serde::Deserialize)]
+        struct File {
+            approval_policy: AskForApproval,
+        }
+        let file: Result<File, _> = toml::from_str(
+            "approval_policy = { granular = { sandbox_approval = true, rules = false, mcp_elicitations = false } }",
+        );
+        assert_eq!(file.map(|f| f.approval_policy).ok(), Some(policy));
+        assert!(!policy.may_ask(Question::McpElicitation));
+        assert!(AskForApproval::Never.may_ask(Question::McpElicitation));
+        // The required flags are required: a policy missing one is not a guess.
+        assert!(
+            serde_json::from_value::<AskForApproval>(serde_json::json!({
+                "granular": {"sandbox_approval": true}
+            }))
+            .is_err()
+        );
     }
 
     fn ws() -> SandboxPolicy {
@@ -263,6 +370,48 @@ mod tests {
             (Never, &ws, "touch x", false, Run { sandboxed: true }),
             (Never, &ws, "touch x", true, Reject(String::new())),
             (Never, &ws, "rm -rf build", false, Reject(String::new())),
+            // Granular: on-request, with each kind of question on or off.
+            (
+                granular(true, false),
+                &ws,
+                "touch x",
+                false,
+                Run { sandboxed: true },
+            ),
+            (
+                granular(true, false),
+                &ws,
+                "touch x",
+                true,
+                Ask {
+                    sandboxed: false,
+                    reason: String::new(),
+                },
+            ),
+            (
+                granular(false, true),
+                &ws,
+                "touch x",
+                true,
+                Reject(String::new()),
+            ),
+            (
+                granular(false, true),
+                &ws,
+                "rm -rf build",
+                false,
+                Ask {
+                    sandboxed: true,
+                    reason: String::new(),
+                },
+            ),
+            (
+                granular(true, false),
+                &ws,
+                "rm -rf build",
+                false,
+                Reject(String::new()),
+            ),
         ];
         for (policy, sandbox, cmd, esc, want) in cases {
             let got = assess_command(policy, sandbox, &argv(cmd), esc, false);

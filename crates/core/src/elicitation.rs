@@ -26,6 +26,9 @@ pub(crate) struct ElicitationBroker {
 struct Inner {
     tx_event: mpsc::UnboundedSender<Event>,
     timeout: Duration,
+    /// The approval policy lets the user be asked; otherwise every question is declined
+    /// at once.
+    may_ask: bool,
     next_id: AtomicU64,
     pending: std::sync::Mutex<HashMap<String, oneshot::Sender<ElicitationResponse>>>,
 }
@@ -50,11 +53,16 @@ impl Inner {
 }
 
 impl ElicitationBroker {
-    pub(crate) fn new(tx_event: mpsc::UnboundedSender<Event>, timeout: Duration) -> Self {
+    pub(crate) fn new(
+        tx_event: mpsc::UnboundedSender<Event>,
+        timeout: Duration,
+        may_ask: bool,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 tx_event,
                 timeout,
+                may_ask,
                 next_id: AtomicU64::new(1),
                 pending: std::sync::Mutex::new(HashMap::new()),
             }),
@@ -80,6 +88,17 @@ impl ElicitationSink for ElicitationBroker {
     ) -> BoxFuture<'static, ElicitationAnswer> {
         let inner = self.inner.clone();
         Box::pin(async move {
+            if !inner.may_ask {
+                inner.send(EventMsg::Warning(WarningEvent {
+                    message: format!(
+                        "MCP server `{server}` asked a question; declined, because the approval policy turns MCP questions off"
+                    ),
+                }));
+                return ElicitationAnswer {
+                    action: ElicitationAction::Decline,
+                    content: None,
+                };
+            }
             let id = format!(
                 "mcp-elicitation-{}",
                 inner.next_id.fetch_add(1, Ordering::Relaxed)
@@ -124,7 +143,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_reaches_the_server_and_silence_declines() {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let broker = ElicitationBroker::new(tx, Duration::from_secs(3600));
+        let broker = ElicitationBroker::new(tx, Duration::from_secs(3600), true);
         let asking = broker.elicit("srv".into(), serde_json::json!({"message": "name?"}));
         let answering = async {
             let Some(Event {
@@ -148,7 +167,7 @@ mod tests {
         assert_eq!(answer.content, Some(serde_json::json!({"name": "Ada"})));
 
         let (tx, _rx) = mpsc::unbounded_channel();
-        let impatient = ElicitationBroker::new(tx, Duration::from_millis(1));
+        let impatient = ElicitationBroker::new(tx, Duration::from_millis(1), true);
         let answer = impatient
             .elicit("srv".into(), serde_json::json!({"message": "?"}))
             .await;

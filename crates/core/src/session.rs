@@ -453,7 +453,13 @@ pub(crate) async fn start(
     // goes on, and the first model request waits for them (see `Session::prepare_mcp`).
     // Config warnings first: they were found first.
     startup_warnings.splice(0..0, config.warnings.iter().cloned());
-    let elicitations = ElicitationBroker::new(tx_event.clone(), config.approval_timeout);
+    let elicitations = ElicitationBroker::new(
+        tx_event.clone(),
+        config.approval_timeout,
+        config
+            .approval_policy
+            .may_ask(interpreter_protocol::Question::McpElicitation),
+    );
     let mcp = if config.mcp_servers.values().any(|server| server.enabled) {
         let (mut manager, report) = McpConnectionManager::connect(
             mcp_pool,

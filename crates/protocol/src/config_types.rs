@@ -18,6 +18,37 @@ pub enum AskForApproval {
     OnRequest,
     /// Never ask. What would need approval is refused with a message the model can read.
     Never,
+    /// As `on-request`, with each kind of question turned on or off: a kind that is off is
+    /// refused as under `never` instead of asked (`{"granular": {...}}`, as Codex).
+    Granular(GranularApproval),
+}
+
+/// Which questions a `granular` policy may ask. Codex's field names; `false` means the
+/// question is never asked and what it would have allowed is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+pub struct GranularApproval {
+    /// Running a command outside the sandbox (escalation, retry unsandboxed) and writing
+    /// outside the writable roots.
+    pub sandbox_approval: bool,
+    /// Questions the command and tool rules raise: commands that delete files forcefully,
+    /// MCP tools marked destructive or configured to always ask.
+    pub rules: bool,
+    /// Questions the thread's MCP servers ask (elicitations).
+    pub mcp_elicitations: bool,
+    /// Codex's permission requests; none are asked here, so accepted and unused.
+    #[serde(default)]
+    pub request_permissions: bool,
+    /// Codex's skill approvals; no skills here, so accepted and unused.
+    #[serde(default)]
+    pub skill_approval: bool,
+}
+
+/// The kinds of question an approval policy may ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Question {
+    Sandbox,
+    Rules,
+    McpElicitation,
 }
 
 impl AskForApproval {
@@ -27,6 +58,23 @@ impl AskForApproval {
             Self::OnFailure => "on-failure",
             Self::OnRequest => "on-request",
             Self::Never => "never",
+            Self::Granular(_) => "granular",
+        }
+    }
+
+    /// Whether this policy may ask `question` at all (`never` and a `granular` policy with
+    /// that kind off may not; what the question would allow is then refused).
+    pub fn may_ask(&self, question: Question) -> bool {
+        match self {
+            // `never` is about what the agent does; an MCP server's own question is still
+            // put to whoever drives the thread (each front end's elicitation fallback).
+            Self::Never => question == Question::McpElicitation,
+            Self::Granular(granular) => match question {
+                Question::Sandbox => granular.sandbox_approval,
+                Question::Rules => granular.rules,
+                Question::McpElicitation => granular.mcp_elicitations,
+            },
+            Self::Untrusted | Self::OnFailure | Self::OnRequest => true,
         }
     }
 }

@@ -72,6 +72,9 @@ pub enum AskForApproval {
     Untrusted,
     OnRequest,
     Never,
+    /// `{"granular": {sandbox_approval, rules, mcp_elicitations, …}}`: on-request with
+    /// each kind of question on or off.
+    Granular(interpreter_protocol::GranularApproval),
 }
 
 /// `SandboxMode` (kebab-case on the wire).
