@@ -98,7 +98,10 @@ impl MessageProcessor {
             // client that pipelines `initialize` and its first requests is served.
             Ok(JsonRpcMessage::Request(request)) if request.method == "initialize" => {
                 match parse(request.params).and_then(|p| self.initialize(connection, p)) {
-                    Ok(reply) => connection.respond(request.id, reply.result),
+                    Ok(reply) => {
+                        connection.respond(request.id, reply.result);
+                        self.warn_about_config(connection);
+                    }
                     Err(err) => connection.respond_error(Some(request.id), err.to_rpc()),
                 }
             }
@@ -163,6 +166,45 @@ impl MessageProcessor {
                 ),
             ),
         }
+    }
+
+    /// After the handshake: one `configWarning` per problem the config has (unknown keys,
+    /// values it fell back on), or the error that keeps it from loading, as Codex tells a
+    /// client that just connected.
+    fn warn_about_config(&self, connection: &Arc<Connection>) {
+        let state = self.state.clone();
+        let connection = connection.clone();
+        tokio::spawn(async move {
+            let path = state
+                .inputs
+                .home
+                .join("config.toml")
+                .to_string_lossy()
+                .into_owned();
+            let warnings = match state.base_config().await {
+                Ok(config) => config
+                    .warnings
+                    .into_iter()
+                    .map(|summary| (summary, None))
+                    .collect(),
+                Err(e) => vec![(
+                    "the config could not be loaded; threads cannot start until it is fixed"
+                        .to_string(),
+                    Some(e.to_string()),
+                )],
+            };
+            for (summary, details) in warnings {
+                connection.notify(
+                    "configWarning",
+                    &v2::ConfigWarningNotification {
+                        summary,
+                        details,
+                        path: Some(path.clone()),
+                        range: None,
+                    },
+                );
+            }
+        });
     }
 
     /// A line (or frame) that is not JSON at all.

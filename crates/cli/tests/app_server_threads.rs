@@ -620,3 +620,21 @@ async fn an_idle_thread_unloaded_for_room_is_announced_closed() {
         .await;
     assert_eq!(resumed["thread"]["turns"].as_array().map(Vec::len), Some(1));
 }
+
+/// A config problem reaches a client as Codex tells it: `configWarning` after the
+/// handshake (it used to surface only as agent text in the first turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_problems_are_config_warnings_after_initialize() {
+    let env = AppEnv::with_config("frobnicate_the_model = true").await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let warning = client.notification("configWarning").await;
+    let summary = warning["params"]["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("frobnicate_the_model"), "{warning}");
+    assert!(
+        warning["params"]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("config.toml")),
+        "{warning}"
+    );
+}

@@ -1169,6 +1169,33 @@ pub struct TurnPlanUpdatedNotification {
     pub plan: Vec<PlanStep>,
 }
 
+/// `configWarning`: a problem with the config, sent after `initialize`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigWarningNotification {
+    pub summary: String,
+    pub details: Option<String>,
+    /// The config file.
+    pub path: Option<String>,
+    /// Where in the file; not known here, so `null`.
+    pub range: Option<TextRange>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TextRange {
+    pub start: TextPosition,
+    pub end: TextPosition,
+}
+
+/// 1-based line and column.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TextPosition {
+    pub line: u32,
+    pub column: u32,
+}
+
 /// `turn/diff/updated`: every file the turn changed so far, as one unified diff from
 /// before the turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
