@@ -404,7 +404,7 @@ pub(crate) async fn exec(
         };
     }
     ensure_no_looser(&config, &policy, &env, &base_env)?;
-    let sandboxed = policy != SandboxPolicy::DangerFullAccess;
+    let sandboxed = !policy.runs_unsandboxed();
     if sandboxed {
         refuse_loader_variables(params.env.as_ref())?;
     }
@@ -677,8 +677,11 @@ fn ensure_no_looser(
             allowed.mode().as_str()
         )))
     };
-    if *policy == SandboxPolicy::DangerFullAccess {
-        return refuse("dangerFullAccess");
+    if policy.runs_unsandboxed() {
+        return refuse(match policy {
+            SandboxPolicy::ExternalSandbox { .. } => "externalSandbox",
+            _ => "dangerFullAccess",
+        });
     }
     if policy.has_full_network_access() && !allowed.has_full_network_access() {
         return refuse("network access");

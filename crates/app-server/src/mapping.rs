@@ -92,6 +92,15 @@ pub fn sandbox_mode_in(mode: v2::SandboxMode) -> core::SandboxMode {
 pub fn sandbox_policy(policy: &core::SandboxPolicy) -> v2::SandboxPolicy {
     match policy {
         core::SandboxPolicy::DangerFullAccess => v2::SandboxPolicy::DangerFullAccess,
+        core::SandboxPolicy::ExternalSandbox { network_access } => {
+            v2::SandboxPolicy::ExternalSandbox {
+                network_access: if *network_access {
+                    v2::NetworkAccess::Enabled
+                } else {
+                    v2::NetworkAccess::Restricted
+                },
+            }
+        }
         core::SandboxPolicy::ReadOnly { network_access } => v2::SandboxPolicy::ReadOnly {
             network_access: *network_access,
         },
@@ -116,6 +125,11 @@ pub fn sandbox_policy(policy: &core::SandboxPolicy) -> v2::SandboxPolicy {
 pub fn sandbox_policy_in(policy: &v2::SandboxPolicy) -> core::SandboxPolicy {
     match policy {
         v2::SandboxPolicy::DangerFullAccess => core::SandboxPolicy::DangerFullAccess,
+        v2::SandboxPolicy::ExternalSandbox { network_access } => {
+            core::SandboxPolicy::ExternalSandbox {
+                network_access: *network_access == v2::NetworkAccess::Enabled,
+            }
+        }
         v2::SandboxPolicy::ReadOnly { network_access } => core::SandboxPolicy::ReadOnly {
             network_access: *network_access,
         },

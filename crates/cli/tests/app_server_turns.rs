@@ -715,3 +715,46 @@ async fn granular_policy_asks_what_is_on_and_refuses_what_is_off() {
         "{after_patch}"
     );
 }
+
+/// Codex's `externalSandbox` (a stable input we used to refuse with -32602): the client
+/// runs the agent inside its own sandbox, so commands run without ours, and the model is
+/// told so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_sandbox_runs_commands_without_ours_and_says_so() {
+    let env = AppEnv::new().await;
+    let outside = tempfile::TempDir::new().expect("outside dir");
+    let marker = outside.path().join("written-outside.txt");
+    env.script_command_then_text("call_1", &format!("touch {}", marker.display()), "done");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(json!({"approvalPolicy": "never", "sandbox": "read-only"}))
+        .await;
+    client
+        .ok(
+            "turn/start",
+            json!({"threadId": thread_id,
+                   "sandboxPolicy": {"type": "externalSandbox", "networkAccess": "enabled"},
+                   "input": [{"type": "text", "text": "touch it"}]}),
+        )
+        .await;
+    client.until_turn_completed().await;
+    assert!(
+        marker.is_file(),
+        "the command did not run outside our sandbox"
+    );
+    let body = env.model.requests()[0].to_string();
+    assert!(
+        body.contains("<sandbox_mode>external-sandbox</sandbox_mode>")
+            && body.contains("<network_access>enabled</network_access>"),
+        "{body}"
+    );
+    let resumed = client
+        .ok("thread/resume", json!({"threadId": thread_id}))
+        .await;
+    assert_eq!(
+        resumed["sandbox"],
+        json!({"type": "externalSandbox", "networkAccess": "enabled"}),
+        "{resumed}"
+    );
+}

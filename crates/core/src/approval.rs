@@ -28,7 +28,7 @@ pub fn assess_command(
     escalation_requested: bool,
     approved_for_session: bool,
 ) -> CommandAssessment {
-    let unsandboxed = matches!(sandbox, SandboxPolicy::DangerFullAccess);
+    let unsandboxed = sandbox.runs_unsandboxed();
     if approved_for_session {
         return CommandAssessment::Run {
             sandboxed: !unsandboxed && !escalation_requested,

@@ -131,7 +131,10 @@ pub fn environment_context(config: &Config) -> String {
         "<environment_context>\n  <cwd>{}</cwd>\n  <approval_policy>{}</approval_policy>\n  <sandbox_mode>{}</sandbox_mode>\n  <network_access>{network}</network_access>\n  <shell>bash</shell>\n</environment_context>",
         config.cwd.display(),
         config.approval_policy.as_str(),
-        config.sandbox_policy.mode().as_str(),
+        match config.sandbox_policy {
+            interpreter_protocol::SandboxPolicy::ExternalSandbox { .. } => "external-sandbox",
+            _ => config.sandbox_policy.mode().as_str(),
+        },
     )
 }
 

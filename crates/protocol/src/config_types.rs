@@ -106,6 +106,13 @@ impl SandboxMode {
 pub enum SandboxPolicy {
     /// No sandbox at all.
     DangerFullAccess,
+    /// The agent itself already runs inside a sandbox its client set up (a container, a
+    /// VM): commands run without ours, as under `DangerFullAccess`; `network_access` is
+    /// what the outer sandbox allows, for the model's information.
+    ExternalSandbox {
+        #[serde(default)]
+        network_access: bool,
+    },
     /// Read everywhere, write nowhere (but `/dev/null` and the like).
     ReadOnly {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -127,7 +134,8 @@ pub enum SandboxPolicy {
 impl SandboxPolicy {
     pub fn mode(&self) -> SandboxMode {
         match self {
-            Self::DangerFullAccess => SandboxMode::DangerFullAccess,
+            // Nothing of ours is enforced: every rule keyed on the mode treats it so.
+            Self::DangerFullAccess | Self::ExternalSandbox { .. } => SandboxMode::DangerFullAccess,
             Self::ReadOnly { .. } => SandboxMode::ReadOnly,
             Self::WorkspaceWrite { .. } => SandboxMode::WorkspaceWrite,
         }
@@ -136,14 +144,19 @@ impl SandboxPolicy {
     pub fn has_full_network_access(&self) -> bool {
         match self {
             Self::DangerFullAccess => true,
-            Self::ReadOnly { network_access } | Self::WorkspaceWrite { network_access, .. } => {
-                *network_access
-            }
+            Self::ReadOnly { network_access }
+            | Self::WorkspaceWrite { network_access, .. }
+            | Self::ExternalSandbox { network_access } => *network_access,
         }
     }
 
     pub fn has_full_disk_write_access(&self) -> bool {
-        matches!(self, Self::DangerFullAccess)
+        self.runs_unsandboxed()
+    }
+
+    /// Commands run without this agent's OS sandbox.
+    pub fn runs_unsandboxed(&self) -> bool {
+        matches!(self, Self::DangerFullAccess | Self::ExternalSandbox { .. })
     }
 }
 

@@ -91,6 +91,12 @@ pub enum SandboxMode {
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum SandboxPolicy {
     DangerFullAccess,
+    /// The client runs this agent inside its own sandbox: commands run without ours.
+    #[serde(rename_all = "camelCase")]
+    ExternalSandbox {
+        #[serde(default)]
+        network_access: NetworkAccess,
+    },
     #[serde(rename_all = "camelCase")]
     ReadOnly {
         #[serde(default)]
@@ -107,6 +113,15 @@ pub enum SandboxPolicy {
         #[serde(default)]
         exclude_slash_tmp: bool,
     },
+}
+
+/// What an external sandbox lets commands reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum NetworkAccess {
+    #[default]
+    Restricted,
+    Enabled,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -147,7 +147,7 @@ pub fn run_linux_helper(
 
     // Everything that reads the file system or allocates happens before restricting.
     let prepared = match policy {
-        SandboxPolicy::DangerFullAccess => None,
+        SandboxPolicy::DangerFullAccess | SandboxPolicy::ExternalSandbox { .. } => None,
         _ => Some(PreparedSandbox::new(&policy, &policy_cwd, env, &protected)?),
     };
     // Only now: a working directory entered before the bind mounts would still lead into

@@ -256,7 +256,7 @@ pub fn is_path_writable(
     path: &Path,
 ) -> bool {
     match policy {
-        SandboxPolicy::DangerFullAccess => true,
+        SandboxPolicy::DangerFullAccess | SandboxPolicy::ExternalSandbox { .. } => true,
         SandboxPolicy::ReadOnly { .. } => false,
         SandboxPolicy::WorkspaceWrite { .. } => {
             let Some(resolved) = resolve_for_write(&cwd.join(path)) else {
