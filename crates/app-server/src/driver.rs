@@ -454,7 +454,11 @@ pub(crate) async fn drive(
                 finish(loaded, &mut items, TurnStatus::Failed, Some(error));
                 return;
             }
-            EventMsg::SessionConfigured(_) | EventMsg::McpStartupUpdate(_) => {}
+            EventMsg::SessionConfigured(_) => {}
+            EventMsg::McpStartupUpdate(update) => loaded.broadcast(
+                "mcpServer/startupStatus/updated",
+                &crate::mcp_api::startup_notification(&thread_id, &update),
+            ),
             // Questions from the agent's MCP servers are not forwarded to app-server
             // clients yet: declined at once rather than left to time out.
             EventMsg::ElicitationRequest(request) => {
