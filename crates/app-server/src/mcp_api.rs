@@ -1,6 +1,13 @@
 //! The MCP servers the agent itself uses (`[mcp_servers.*]`), as a client sees them:
 //! `mcpServerStatus/list`, `config/mcpServer/reload`, and the `mcpServer/startupStatus/updated`
-//! notifications built from the engine's `McpStartupUpdate` events.
+//! notifications built from the engine's `McpStartupUpdate` events, and the
+//! `mcpServer/elicitation/request` server→client request that forwards a server's question
+//! (the engine's `ElicitationRequest` event, answered with `Op::ResolveElicitation`).
+//!
+//! Elicitations fail closed: no client to ask, no answer within the engine's deadline
+//! (`approval_timeout_sec`), a malformed answer, an error answer, the connection closing or
+//! the turn ending all decline. An accepted answer whose content does not fit the requested
+//! schema is declined by the engine, which checks every front end's answers.
 //!
 //! Everything about a server (whether it runs, its tools, how it authenticates) comes from
 //! the engine ([`interpreter_core::ThreadManager::mcp_inventory`]); this module only maps it
@@ -8,13 +15,21 @@
 //! is reported as `notStarted`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use interpreter_core::{ServerAuth, ServerInventory, ServerRuntimeStatus};
-use interpreter_protocol::{McpStartupStatus, McpStartupUpdateEvent};
+use interpreter_protocol::{
+    ElicitationAction, ElicitationRequestEvent, ElicitationResponse, McpStartupStatus,
+    McpStartupUpdateEvent, Op,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
+use crate::connection::{ClientAnswer, Connection};
 use crate::error::AppServerError;
 use crate::protocol::v2;
-use crate::state::{Reply, ServerState, parse_thread_id};
+use crate::state::{LoadedThread, Reply, ServerState, parse_thread_id};
 
 /// Page size when the client gives none.
 const DEFAULT_PAGE_SIZE: usize = 100;
@@ -148,4 +163,126 @@ pub(crate) fn startup_notification(
         status,
         thread_id: Some(thread_id.to_string()),
     }
+}
+
+/// Forward an MCP server's question to `connection` (the turn's owner, else a follower)
+/// and answer the engine with what comes back, or with a decline when nothing usable does.
+pub(crate) fn ask_elicitation(
+    loaded: &Arc<LoadedThread>,
+    connection: Option<Arc<Connection>>,
+    turn_id: &str,
+    request: ElicitationRequestEvent,
+    turn_over: &CancellationToken,
+) {
+    let params = elicitation_params(loaded, turn_id, &request);
+    let (Some(connection), Some(params)) = (connection, params) else {
+        // Nobody to ask, or a request we cannot represent: declined at once rather than
+        // left to the deadline.
+        resolve(
+            loaded.clone(),
+            None,
+            request.id,
+            ElicitationResponse::decline(),
+        );
+        return;
+    };
+    let (request_id, reply) = connection.request("mcpServer/elicitation/request", &params);
+    // The engine declines by itself at this deadline; stopping here too forgets the
+    // request and tells followers it is resolved.
+    let deadline = Duration::from_secs(request.timeout_sec);
+    let turn_over = turn_over.clone();
+    let loaded = loaded.clone();
+    tokio::spawn(async move {
+        let response = tokio::select! {
+            answer = reply => match answer {
+                Ok(answer) => decode_answer(answer),
+                Err(_) => ElicitationResponse::decline(),
+            },
+            () = tokio::time::sleep(deadline) => ElicitationResponse::decline(),
+            () = turn_over.cancelled() => ElicitationResponse::decline(),
+            () = connection.closed.cancelled() => ElicitationResponse::decline(),
+        };
+        connection.forget_request(&request_id);
+        resolve(loaded, Some(request_id), request.id, response);
+    });
+}
+
+fn elicitation_params(
+    loaded: &LoadedThread,
+    turn_id: &str,
+    request: &ElicitationRequestEvent,
+) -> Option<v2::McpServerElicitationRequestParams> {
+    let mut raw = request.request.clone();
+    // Servers following the 2025-06-18 spec send no `mode`: a form.
+    if let Value::Object(map) = &mut raw {
+        map.entry("mode").or_insert_with(|| Value::from("form"));
+    }
+    let parsed = serde_json::from_value::<v2::McpServerElicitationRequest>(raw);
+    match parsed {
+        Ok(parsed) => Some(v2::McpServerElicitationRequestParams {
+            environment_id: None,
+            server_name: request.server.clone(),
+            thread_id: loaded.id().to_string(),
+            turn_id: Some(turn_id.to_string()).filter(|t| !t.is_empty()),
+            request: parsed,
+        }),
+        Err(e) => {
+            tracing::info!(
+                "MCP elicitation from `{}` not forwarded: {e}",
+                request.server
+            );
+            None
+        }
+    }
+}
+
+/// The client's answer, strictly: anything but a well-formed response is a decline, and
+/// content only travels with `accept`.
+fn decode_answer(answer: ClientAnswer) -> ElicitationResponse {
+    let Ok(value) = answer else {
+        return ElicitationResponse::decline();
+    };
+    match serde_json::from_value::<v2::McpServerElicitationRequestResponse>(value) {
+        Ok(response) => match response.action {
+            v2::McpServerElicitationAction::Accept => ElicitationResponse {
+                action: ElicitationAction::Accept,
+                content: response.content,
+            },
+            v2::McpServerElicitationAction::Decline => ElicitationResponse::decline(),
+            v2::McpServerElicitationAction::Cancel => ElicitationResponse {
+                action: ElicitationAction::Cancel,
+                content: None,
+            },
+        },
+        Err(e) => {
+            tracing::info!("malformed elicitation answer ({e}); declined");
+            ElicitationResponse::decline()
+        }
+    }
+}
+
+fn resolve(
+    loaded: Arc<LoadedThread>,
+    request_id: Option<crate::protocol::RequestId>,
+    id: String,
+    response: ElicitationResponse,
+) {
+    tokio::spawn(async move {
+        if let Some(request_id) = request_id {
+            loaded.broadcast(
+                "serverRequest/resolved",
+                &v2::ServerRequestResolvedNotification {
+                    thread_id: loaded.id().to_string(),
+                    request_id,
+                },
+            );
+        }
+        if let Err(e) = loaded
+            .thread
+            .submit(Op::ResolveElicitation { id, response })
+            .await
+        {
+            tracing::debug!("answering an MCP server's question failed: {e}");
+        }
+    });
 }

@@ -144,6 +144,8 @@ pub fn schema_files() -> BTreeMap<String, String> {
         ListMcpServerStatusResponse,
         McpServerRefreshResponse,
         McpServerStatusUpdatedNotification,
+        McpServerElicitationRequestParams,
+        McpServerElicitationRequestResponse,
     );
     v1!(
         GetConversationSummaryParams,
@@ -283,7 +285,8 @@ fn methods() -> Value {
             "item/commandExecution/requestApproval": ["v2/CommandExecutionRequestApprovalParams", "v2/CommandExecutionRequestApprovalResponse"],
             "item/fileChange/requestApproval": ["v2/FileChangeRequestApprovalParams", "v2/FileChangeRequestApprovalResponse"],
             "execCommandApproval": ["v1/ExecCommandApprovalParams", "v1/ReviewDecisionResponse"],
-            "applyPatchApproval": ["v1/ApplyPatchApprovalParams", "v1/ReviewDecisionResponse"]
+            "applyPatchApproval": ["v1/ApplyPatchApprovalParams", "v1/ReviewDecisionResponse"],
+            "mcpServer/elicitation/request": ["v2/McpServerElicitationRequestParams", "v2/McpServerElicitationRequestResponse"]
         }
     })
 }

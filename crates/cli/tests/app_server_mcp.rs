@@ -1,7 +1,10 @@
 //! `interpreter app-server` over stdio: the MCP servers the agent itself uses, as a client
 //! sees them: `mcpServerStatus/list` (a ready server, a failing one, a disabled one, paging,
 //! never starting a server by listing it), `config/mcpServer/reload` picking up a server
-//! added to the config, and `mcpServer/startupStatus/updated` during a turn.
+//! added to the config, and `mcpServer/startupStatus/updated` during a turn; a server's
+//! question forwarded as `mcpServer/elicitation/request` and answered accept / decline /
+//! never (declined at the deadline) / with garbage or content that does not fit the form
+//! (declined).
 
 // Test code: a failed expectation should panic with its message.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -10,7 +13,9 @@ mod app_server_support;
 
 use std::path::PathBuf;
 
-use app_server_support::AppEnv;
+use app_server_support::{AppClient, AppEnv};
+use interpreter_test_support::MockResponse;
+use interpreter_test_support::mock_model::chunk;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -221,4 +226,140 @@ async fn reload_picks_up_a_server_added_to_the_config() {
     append_config(&env, "\n[mcp_servers.broken\n");
     let broken = client.call("config/mcpServer/reload", json!(null)).await;
     assert!(broken.get("error").is_some(), "{broken}");
+}
+
+/// A thread whose model calls the mock server's `ask` tool, then says "done"; returns the
+/// client with the `mcpServer/elicitation/request` it got, and the thread id.
+async fn asked(env: &AppEnv) -> (AppClient, Value, String) {
+    append_config(
+        env,
+        &format!(
+            "\n[mcp_servers.mock]\ncommand = \"{}\"\n",
+            mock_mcp_server().display()
+        ),
+    );
+    env.model.push(MockResponse::sse(vec![
+        chunk::tool_call(
+            0,
+            "call_ask",
+            "mcp__mock__ask",
+            r#"{"message":"which branch?"}"#,
+        ),
+        chunk::finish("tool_calls"),
+    ]));
+    env.script_text("done");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(serde_json::from_str(NO_APPROVALS).unwrap())
+        .await;
+    let turn_id = client.start_turn(&thread_id, "ask").await;
+    let request = client.server_request("mcpServer/elicitation/request").await;
+    let params = &request["params"];
+    assert_eq!(params["serverName"], "mock");
+    assert_eq!(params["threadId"], thread_id.as_str());
+    assert_eq!(params["turnId"], turn_id.as_str());
+    assert_eq!(params["mode"], "form");
+    assert_eq!(params["message"], "which branch?");
+    assert_eq!(
+        params["requestedSchema"]["properties"]["name"]["type"],
+        "string"
+    );
+    (client, request, thread_id)
+}
+
+/// What the server's `ask` tool returned to the model (its output, in the second request).
+fn tool_output(env: &AppEnv) -> String {
+    let requests = env.model.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    requests[1].to_string()
+}
+
+async fn answered(answer: Value) -> String {
+    let env = AppEnv::new().await;
+    let (mut client, request, _) = asked(&env).await;
+    client.respond(&request["id"], answer).await;
+    let messages = client.until_turn_completed().await;
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["method"] == "serverRequest/resolved"
+                && m["params"]["requestId"] == request["id"]),
+        "{messages:#?}"
+    );
+    tool_output(&env)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_elicitation_reaches_the_server_with_its_content() {
+    let output = answered(json!({"action": "accept", "content": {"name": "main"}})).await;
+    assert!(output.contains(r#"\"action\":\"accept\""#), "{output}");
+    assert!(output.contains(r#"\"name\":\"main\""#), "{output}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_elicitation_is_declined() {
+    let output = answered(json!({"action": "decline"})).await;
+    assert!(output.contains(r#"\"action\":\"decline\""#), "{output}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_elicitation_answers_are_declined() {
+    for answer in [
+        // Not a response at all.
+        json!("yes"),
+        json!({"action": "approve"}),
+        json!({"content": {"name": "main"}}),
+        // Accepted, but the content does not fit the requested form.
+        json!({"action": "accept", "content": {"name": 42}}),
+        json!({"action": "accept", "content": {"name": "main", "admin": true}}),
+        json!({"action": "accept", "content": "main"}),
+        json!({"action": "accept"}),
+    ] {
+        let output = answered(answer.clone()).await;
+        assert!(
+            output.contains(r#"\"action\":\"decline\""#),
+            "{answer} → {output}"
+        );
+        assert!(
+            !output.contains(r#"\"action\":\"accept\""#),
+            "{answer} → {output}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_answer_declines() {
+    let env = AppEnv::new().await;
+    let (mut client, request, _) = asked(&env).await;
+    client
+        .respond_error(&request["id"], -32601, "no forms here")
+        .await;
+    client.until_turn_completed().await;
+    let output = tool_output(&env);
+    assert!(output.contains(r#"\"action\":\"decline\""#), "{output}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_elicitation_is_declined_at_the_deadline() {
+    let env = AppEnv::with_config("approval_timeout_sec = 1").await;
+    let (mut client, request, _) = asked(&env).await;
+    // Never answered: the turn goes on after the deadline, with a decline.
+    let messages = client.until_turn_completed().await;
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["method"] == "serverRequest/resolved"
+                && m["params"]["requestId"] == request["id"]),
+        "{messages:#?}"
+    );
+    let output = tool_output(&env);
+    assert!(output.contains(r#"\"action\":\"decline\""#), "{output}");
+    // A late answer changes nothing.
+    client
+        .respond(
+            &request["id"],
+            json!({"action": "accept", "content": {"name": "x"}}),
+        )
+        .await;
 }
