@@ -454,20 +454,19 @@ pub(crate) async fn drive(
                 finish(loaded, &mut items, TurnStatus::Failed, Some(error));
                 return;
             }
-            EventMsg::SessionConfigured(_) | EventMsg::McpStartupUpdate(_) => {}
-            // Questions from the agent's MCP servers are not forwarded to app-server
-            // clients yet: declined at once rather than left to time out.
+            EventMsg::SessionConfigured(_) => {}
+            EventMsg::McpStartupUpdate(update) => loaded.broadcast(
+                "mcpServer/startupStatus/updated",
+                &crate::mcp_api::startup_notification(&thread_id, &update),
+            ),
             EventMsg::ElicitationRequest(request) => {
-                let answer = Op::ResolveElicitation {
-                    id: request.id,
-                    response: interpreter_protocol::ElicitationResponse {
-                        action: interpreter_protocol::ElicitationAction::Decline,
-                        content: None,
-                    },
-                };
-                if let Err(e) = loaded.thread.submit(answer).await {
-                    tracing::debug!("declining an MCP server's question failed: {e}");
-                }
+                crate::mcp_api::ask_elicitation(
+                    loaded,
+                    approver(loaded),
+                    &items.turn_id,
+                    request,
+                    &turn_over,
+                );
             }
         }
     }
@@ -598,7 +597,7 @@ fn finish(
 }
 
 /// Who is asked: the connection that started the turn, else any live follower.
-fn approver(loaded: &LoadedThread) -> Option<Arc<Connection>> {
+pub(crate) fn approver(loaded: &LoadedThread) -> Option<Arc<Connection>> {
     let owner = loaded
         .active_turn()
         .map(|turn| turn.owner)

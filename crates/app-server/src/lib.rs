@@ -33,6 +33,7 @@ mod goals;
 pub mod listener;
 mod listings;
 pub mod mapping;
+mod mcp_api;
 pub mod models;
 pub mod processor;
 pub mod protocol;

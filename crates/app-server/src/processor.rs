@@ -20,7 +20,8 @@ use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
 use crate::{
-    accounts, command_exec, config_api, fs_api, goals, listings, models, threads, turns, v1_api,
+    accounts, command_exec, config_api, fs_api, goals, listings, mcp_api, models, threads, turns,
+    v1_api,
 };
 
 /// What the processor needs from the process that hosts it.
@@ -495,6 +496,13 @@ static METHODS: &[Method] = &[
         parse(c.params)?
     )
     .await),
+    method!("mcpServerStatus/list", |c| mcp_api::list(
+        c.state,
+        parse_or_default(c.params)?
+    )
+    .await),
+    method!("config/mcpServer/reload", |c| mcp_api::reload(c.state)
+        .await),
     method!("model/list", |c| models::list(
         c.state,
         parse_or_default(c.params)?

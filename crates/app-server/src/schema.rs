@@ -141,6 +141,12 @@ pub fn schema_files() -> BTreeMap<String, String> {
         CommandExecTerminateParams,
         CommandExecResizeParams,
         CommandExecOutputDeltaNotification,
+        ListMcpServerStatusParams,
+        ListMcpServerStatusResponse,
+        McpServerRefreshResponse,
+        McpServerStatusUpdatedNotification,
+        McpServerElicitationRequestParams,
+        McpServerElicitationRequestResponse,
     );
     v1!(
         GetConversationSummaryParams,
@@ -241,7 +247,9 @@ fn methods() -> Value {
             "fs/remove": ["v2/FsRemoveParams", "v2/FsRemoveResponse"],
             "fs/copy": ["v2/FsCopyParams", "v2/FsCopyResponse"],
             "fs/watch": ["v2/FsWatchParams", "v2/FsWatchResponse"],
-            "fs/unwatch": ["v2/FsUnwatchParams", "v2/FsUnwatchResponse"]
+            "fs/unwatch": ["v2/FsUnwatchParams", "v2/FsUnwatchResponse"],
+            "mcpServerStatus/list": ["v2/ListMcpServerStatusParams", "v2/ListMcpServerStatusResponse"],
+            "config/mcpServer/reload": [null, "v2/McpServerRefreshResponse"]
         },
         "serverNotifications": {
             "thread/started": "v2/ThreadStartedNotification",
@@ -272,13 +280,15 @@ fn methods() -> Value {
             "account/login/completed": "v2/AccountLoginCompletedNotification",
             "fuzzyFileSearch/sessionUpdated": "v1/FuzzyFileSearchSessionUpdatedNotification",
             "fuzzyFileSearch/sessionCompleted": "v1/FuzzyFileSearchSessionCompletedNotification",
-            "fs/changed": "v2/FsChangedNotification"
+            "fs/changed": "v2/FsChangedNotification",
+            "mcpServer/startupStatus/updated": "v2/McpServerStatusUpdatedNotification"
         },
         "serverRequests": {
             "item/commandExecution/requestApproval": ["v2/CommandExecutionRequestApprovalParams", "v2/CommandExecutionRequestApprovalResponse"],
             "item/fileChange/requestApproval": ["v2/FileChangeRequestApprovalParams", "v2/FileChangeRequestApprovalResponse"],
             "execCommandApproval": ["v1/ExecCommandApprovalParams", "v1/ReviewDecisionResponse"],
-            "applyPatchApproval": ["v1/ApplyPatchApprovalParams", "v1/ReviewDecisionResponse"]
+            "applyPatchApproval": ["v1/ApplyPatchApprovalParams", "v1/ReviewDecisionResponse"],
+            "mcpServer/elicitation/request": ["v2/McpServerElicitationRequestParams", "v2/McpServerElicitationRequestResponse"]
         }
     })
 }

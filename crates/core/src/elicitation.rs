@@ -108,7 +108,7 @@ impl ElicitationSink for ElicitationBroker {
             inner.send(EventMsg::ElicitationRequest(ElicitationRequestEvent {
                 id: id.clone(),
                 server: server.clone(),
-                request,
+                request: request.clone(),
                 timeout_sec: inner.timeout.as_secs(),
             }));
             let response = tokio::select! {
@@ -124,6 +124,20 @@ impl ElicitationSink for ElicitationBroker {
                     ElicitationResponse::decline()
                 }
             };
+            // An accepted form must fit what the server asked for: a front end (or a
+            // client behind it) answering with anything else is treated as declining.
+            let response = match (&response.action, request_schema(&request)) {
+                (interpreter_protocol::ElicitationAction::Accept, Some(schema))
+                    if !content_matches(schema, response.content.as_ref()) =>
+                {
+                    tracing::info!(
+                        id,
+                        "elicitation answer does not match the requested schema; declined"
+                    );
+                    ElicitationResponse::decline()
+                }
+                _ => response,
+            };
             ElicitationAnswer {
                 action: match response.action {
                     interpreter_protocol::ElicitationAction::Accept => ElicitationAction::Accept,
@@ -134,6 +148,93 @@ impl ElicitationSink for ElicitationBroker {
             }
         })
     }
+}
+
+/// The `requestedSchema` of a form-mode request (`None` for URL mode, which has no content).
+fn request_schema(request: &serde_json::Value) -> Option<&serde_json::Value> {
+    match request.get("mode").and_then(|m| m.as_str()) {
+        Some("url") => None,
+        _ => request.get("requestedSchema"),
+    }
+}
+
+/// Whether `content` fits a form's `requestedSchema`: an object with only the declared
+/// properties, every `required` one present, each a value of its declared primitive type
+/// (string, number, integer, boolean, or an array of strings for multi-select), within
+/// its `enum` when it has one. MCP forms are flat, so this covers what a server may ask.
+pub(crate) fn content_matches(
+    schema: &serde_json::Value,
+    content: Option<&serde_json::Value>,
+) -> bool {
+    use serde_json::Value;
+    let Some(Value::Object(content)) = content else {
+        return false;
+    };
+    let empty = serde_json::Map::new();
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let required_present = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .all(|name| content.contains_key(name));
+    required_present
+        && content.iter().all(|(name, value)| {
+            properties
+                .get(name)
+                .is_some_and(|property| value_matches(property, value))
+        })
+}
+
+fn value_matches(property: &serde_json::Value, value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    let allowed = |v: &Value| {
+        let listed = property
+            .get("enum")
+            .and_then(Value::as_array)
+            .map(|options| options.contains(v));
+        let one_of = property
+            .get("oneOf")
+            .and_then(Value::as_array)
+            .map(|options| {
+                options
+                    .iter()
+                    .any(|o| o.get("const").is_some_and(|c| c == v))
+            });
+        listed.or(one_of).unwrap_or(true)
+    };
+    match (property.get("type").and_then(Value::as_str), value) {
+        (Some("string"), Value::String(_)) => allowed(value),
+        (Some("number"), Value::Number(_)) => allowed(value),
+        (Some("integer"), Value::Number(n)) => (n.is_i64() || n.is_u64()) && allowed(value),
+        (Some("boolean"), Value::Bool(_)) => true,
+        (Some("array"), Value::Array(items)) => {
+            let item_schema = property.get("items").cloned().unwrap_or(Value::Null);
+            items.iter().all(|item| {
+                item.is_string()
+                    && (item_schema.is_null() || value_matches_items(&item_schema, item))
+            })
+        }
+        _ => false,
+    }
+}
+
+/// A multi-select item against its `items` schema (`enum`, or `anyOf` of `const`s).
+fn value_matches_items(items: &serde_json::Value, item: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    if let Some(options) = items.get("enum").and_then(Value::as_array) {
+        return options.contains(item);
+    }
+    if let Some(options) = items.get("anyOf").and_then(Value::as_array) {
+        return options
+            .iter()
+            .any(|o| o.get("const").is_some_and(|c| c == item));
+    }
+    true
 }
 
 #[cfg(test)]
@@ -172,5 +273,40 @@ mod tests {
             .elicit("srv".into(), serde_json::json!({"message": "?"}))
             .await;
         assert_eq!(answer.action, ElicitationAction::Decline);
+    }
+
+    #[test]
+    fn accepted_content_must_fit_the_requested_schema() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "age": {"type": "integer"},
+                "color": {"type": "string", "enum": ["red", "blue"]},
+                "ok": {"type": "boolean"}
+            },
+            "required": ["name"]
+        });
+        let fits = |v: serde_json::Value| content_matches(&schema, Some(&v));
+        assert!(fits(serde_json::json!({"name": "Ada"})));
+        assert!(fits(
+            serde_json::json!({"name": "Ada", "age": 3, "color": "red", "ok": true})
+        ));
+        assert!(!fits(serde_json::json!({"age": 3})), "required missing");
+        assert!(!fits(serde_json::json!({"name": 7})), "wrong type");
+        assert!(
+            !fits(serde_json::json!({"name": "Ada", "age": 1.5})),
+            "not an integer"
+        );
+        assert!(
+            !fits(serde_json::json!({"name": "Ada", "color": "green"})),
+            "not in enum"
+        );
+        assert!(
+            !fits(serde_json::json!({"name": "Ada", "extra": 1})),
+            "undeclared"
+        );
+        assert!(!fits(serde_json::json!("Ada")), "not an object");
+        assert!(!content_matches(&schema, None), "no content");
     }
 }

@@ -210,6 +210,22 @@ impl ThreadManager {
         &self.mcp_pool
     }
 
+    /// The MCP servers a thread started with `config` would use, each with what the
+    /// process's pool knows of it (status, tools once ready). Looking never starts a
+    /// server: one no thread uses yet is reported as not started.
+    pub fn mcp_inventory(
+        &self,
+        config: &crate::config::Config,
+    ) -> Vec<interpreter_mcp_client::ServerInventory> {
+        self.mcp_pool.inventory(
+            &config.mcp_servers,
+            &config.env,
+            config.sandbox_exe.as_deref(),
+            Some(&config.cwd),
+            Some(&config.home),
+        )
+    }
+
     /// Start a new thread. Its rollout is on disk before this returns, so the id can be
     /// resumed even if the process dies before the first model call.
     pub async fn start_thread(

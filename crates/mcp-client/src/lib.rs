@@ -28,8 +28,9 @@ pub use elicitation::{ElicitationAction, ElicitationAnswer, ElicitationSink};
 pub use env::{BASE_ENV_VARS, child_env};
 pub use error::McpClientError;
 pub use manager::{
-    MAX_TOOL_SCHEMA_BYTES, MAX_TOOLS_PER_SERVER, McpConnectionManager, McpToolInfo, StartupReport,
-    StartupStatus, StartupUpdate, ToolHints, ToolTable, ToolsLeftOut,
+    MAX_TOOL_SCHEMA_BYTES, MAX_TOOLS_PER_SERVER, McpConnectionManager, McpToolInfo, ServerAuth,
+    ServerInventory, ServerRuntimeStatus, ServerToolInfo, StartupReport, StartupStatus,
+    StartupUpdate, ToolHints, ToolTable, ToolsLeftOut,
 };
 pub use naming::{MAX_TOOL_NAME_LEN, qualify_tool_names, sanitize_name_part};
 pub use nesting::NESTING_DEPTH_ENV;

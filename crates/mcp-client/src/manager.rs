@@ -628,6 +628,136 @@ impl McpConnectionManager {
     }
 }
 
+/// Where a configured server is, as far as the pool knows, without starting it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerRuntimeStatus {
+    /// `enabled = false` in the config.
+    Disabled,
+    /// No thread has started it (or it was stopped for idleness).
+    NotStarted,
+    Starting,
+    Ready,
+    /// The last start failed, the connection died, or the entry cannot be started at all
+    /// (invalid entry, missing bearer token, self-recursion); `error` is the user-facing text.
+    Failed {
+        error: String,
+    },
+}
+
+/// One tool as the server listed it (before any thread's filters).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerToolInfo {
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+}
+
+/// One configured server: its status and, when ready, the tools it listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerInventory {
+    pub name: String,
+    pub status: ServerRuntimeStatus,
+    /// The tools its `enabled_tools`/`disabled_tools` filters allow; empty unless ready.
+    pub tools: Vec<ServerToolInfo>,
+    /// How the agent authenticates to it.
+    pub auth: ServerAuth,
+    /// Scheme, host and port of a streamable HTTP server's URL (no credentials, path or
+    /// query); `None` for stdio servers.
+    pub http_origin: Option<String>,
+}
+
+/// How the agent authenticates to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerAuth {
+    /// A stdio server: no transport authentication.
+    Unsupported,
+    /// `bearer_token_env_var` is set.
+    BearerToken,
+    /// Tokens stored by `interpreter mcp login` are used.
+    OAuth,
+    /// An HTTP server with neither.
+    NotLoggedIn,
+}
+
+impl McpPool {
+    /// What the pool knows of each of `servers` (resolved as a thread with this config
+    /// would resolve them), in name order. Never starts, joins or keeps alive anything:
+    /// a server no thread uses is `NotStarted`.
+    pub fn inventory(
+        &self,
+        servers: &BTreeMap<String, McpServerConfig>,
+        env: &HashMap<String, String>,
+        self_exe: Option<&Path>,
+        default_cwd: Option<&Path>,
+        home: Option<&Path>,
+    ) -> Vec<ServerInventory> {
+        servers
+            .iter()
+            .map(|(name, config)| {
+                let url = match config.transport() {
+                    Ok(McpTransport::StreamableHttp { url }) => Some(url),
+                    _ => None,
+                };
+                let auth = match (&url, home) {
+                    (None, _) => ServerAuth::Unsupported,
+                    (Some(_), _) if config.bearer_token_env_var.is_some() => {
+                        ServerAuth::BearerToken
+                    }
+                    (Some(url), Some(home)) if crate::oauth::has_credentials(home, name, url) => {
+                        ServerAuth::OAuth
+                    }
+                    (Some(_), _) => ServerAuth::NotLoggedIn,
+                };
+                let http_origin = url
+                    .as_deref()
+                    .and_then(|url| reqwest::Url::parse(url).ok())
+                    .map(|url| url.origin().ascii_serialization())
+                    .filter(|origin| origin != "null");
+                let mut tools = Vec::new();
+                let status = if !config.enabled {
+                    ServerRuntimeStatus::Disabled
+                } else {
+                    let spec = self_recursion_warning(name, config, self_exe)
+                        .map_or_else(|| launch_spec(name, config, env, default_cwd, home), Err);
+                    match spec {
+                        Err(error) => ServerRuntimeStatus::Failed { error },
+                        Ok(spec) => match self.peek(&spec).map(|entry| entry.snapshot()) {
+                            None | Some(State::Idle) => ServerRuntimeStatus::NotStarted,
+                            Some(State::Starting) => ServerRuntimeStatus::Starting,
+                            Some(State::Ready(live)) if live.is_alive() => {
+                                tools = live
+                                    .tools
+                                    .iter()
+                                    .filter(|t| config.allows_tool(&t.name))
+                                    .map(|t| ServerToolInfo {
+                                        name: t.name.clone(),
+                                        description: t.description.clone(),
+                                        input_schema: t.input_schema.clone(),
+                                    })
+                                    .collect();
+                                ServerRuntimeStatus::Ready
+                            }
+                            Some(State::Ready(_)) => ServerRuntimeStatus::Failed {
+                                error: format!("MCP client for `{name}` failed: the server exited"),
+                            },
+                            Some(State::Failed { error, .. }) => ServerRuntimeStatus::Failed {
+                                error: failure_text(name, &error, config.startup_timeout()),
+                            },
+                        },
+                    }
+                };
+                ServerInventory {
+                    name: name.clone(),
+                    status,
+                    tools,
+                    auth,
+                    http_origin,
+                }
+            })
+            .collect()
+    }
+}
+
 fn ready(server: &ThreadServer) -> Option<Arc<Live>> {
     match server.lease.entry.snapshot() {
         State::Ready(live) if live.is_alive() => Some(live),

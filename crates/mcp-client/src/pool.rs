@@ -153,6 +153,12 @@ impl McpPool {
         Lease { entry }
     }
 
+    /// The entry for `spec` when the pool has one, without creating it or taking a lease:
+    /// looking at a server must not start it or keep it alive.
+    pub(crate) fn peek(&self, spec: &LaunchSpec) -> Option<Arc<Entry>> {
+        self.inner.lock_entries().get(spec).cloned()
+    }
+
     /// Stops every server (each within a grace period, then killed) and empties the pool.
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);

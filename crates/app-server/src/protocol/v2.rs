@@ -2015,3 +2015,258 @@ pub struct CommandExecOutputDeltaNotification {
     /// `true` on the last chunk of a stream that `outputBytesCap` cut short.
     pub cap_reached: bool,
 }
+
+// ---------------------------------------------------------------------------------------
+// mcpServerStatus/list, config/mcpServer/reload, mcpServer/startupStatus/updated
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerStatusDetail {
+    Full,
+    ToolsAndAuthOnly,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMcpServerStatusParams {
+    /// Opaque pagination cursor returned by a previous call.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Controls how much MCP inventory data to fetch for each server. Defaults to `Full`
+    /// when omitted.
+    #[serde(default)]
+    pub detail: Option<McpServerStatusDetail>,
+    /// Select this environment's registration. Requires `serverName` and `threadId`. When
+    /// omitted, a named request uses the same server as older clients.
+    #[serde(default)]
+    pub environment_id: Option<String>,
+    /// Optional page size; defaults to a server-defined value.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub limit: Option<u32>,
+    /// Limit discovery to one server. With a thread ID, reuse that thread's MCP connection.
+    #[serde(default)]
+    pub server_name: Option<String>,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum McpAuthStatus {
+    Unknown,
+    Unsupported,
+    NotLoggedIn,
+    BearerToken,
+    #[serde(rename = "oAuth")]
+    OAuth,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerConnectionStatus {
+    NotStarted,
+    Starting,
+    Connected,
+    AuthenticationRequired,
+    Failed,
+    Cancelled,
+    Disabled,
+}
+
+/// Presentation metadata advertised by an initialized MCP server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerInfo {
+    pub description: Option<String>,
+    pub icons: Option<Vec<Value>>,
+    pub name: String,
+    pub title: Option<String>,
+    pub version: String,
+    pub website_url: Option<String>,
+}
+
+/// Definition for a tool the client can call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpTool {
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub icons: Option<Vec<Value>>,
+    pub input_schema: Value,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+/// A known resource that the server is capable of reading.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpResource {
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub icons: Option<Vec<Value>>,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    pub name: String,
+    #[serde(default)]
+    pub size: Option<i64>,
+    #[serde(default)]
+    pub title: Option<String>,
+    pub uri: String,
+}
+
+/// A template description for resources available on the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpResourceTemplate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    pub name: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    pub uri_template: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerStatus {
+    pub auth_status: McpAuthStatus,
+    /// Environment that contributed this registration; null for a thread-wide server.
+    /// Older servers omit this field.
+    pub environment_id: Option<String>,
+    /// HTTP origin of the effective configured endpoint, including plugin servers.
+    /// Excludes credentials, path, query, and fragment; null for non-HTTP transports.
+    pub http_origin: Option<String>,
+    pub name: String,
+    pub plugin_id: Option<String>,
+    pub resource_templates: Vec<McpResourceTemplate>,
+    pub resources: Vec<McpResource>,
+    /// Current thread-runtime connection state; null when unavailable or the
+    /// configuration changed.
+    pub runtime_status: Option<McpServerConnectionStatus>,
+    /// Capabilities advertised by the initialized MCP server; null when unavailable.
+    pub server_capabilities: Option<Value>,
+    pub server_info: Option<McpServerInfo>,
+    /// Opaque `_meta` from the first page of the corresponding MCP tool catalog. Null when
+    /// unavailable.
+    pub tool_list_meta: Option<Value>,
+    pub tools: BTreeMap<String, McpTool>,
+    /// Tool discovery failed and no catalog was returned. Null when a catalog is returned,
+    /// including cached or empty catalogs.
+    pub tools_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMcpServerStatusResponse {
+    pub data: Vec<McpServerStatus>,
+    /// Opaque cursor to pass to the next call to continue after the last item. If None,
+    /// there are no more items to return.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct McpServerRefreshResponse {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerStartupState {
+    Starting,
+    Ready,
+    Failed,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerStartupFailureReason {
+    ReauthenticationRequired,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerStatusUpdatedNotification {
+    /// Registration scope, not necessarily the server's execution environment.
+    pub environment_id: Option<String>,
+    pub error: Option<String>,
+    pub failure_reason: Option<McpServerStartupFailureReason>,
+    pub name: String,
+    pub status: McpServerStartupState,
+    pub thread_id: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// mcpServer/elicitation/request (server → client)
+
+/// Request input for an MCP server elicitation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerElicitationRequestParams {
+    /// Registration scope, not necessarily the server's execution environment.
+    pub environment_id: Option<String>,
+    pub server_name: String,
+    pub thread_id: String,
+    /// Active turn when this elicitation was observed, if it could be correlated.
+    pub turn_id: Option<String>,
+    #[serde(flatten)]
+    pub request: McpServerElicitationRequest,
+}
+
+/// The server's `elicitation/create` params, by mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "mode")]
+pub enum McpServerElicitationRequest {
+    #[serde(rename = "form", rename_all = "camelCase")]
+    Form {
+        #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+        meta: Option<Value>,
+        message: String,
+        /// The form, as the MCP server sent it (a flat object schema of primitives).
+        requested_schema: Value,
+    },
+    #[serde(rename = "url", rename_all = "camelCase")]
+    Url {
+        #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+        meta: Option<Value>,
+        elicitation_id: String,
+        message: String,
+        url: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerElicitationAction {
+    Accept,
+    Decline,
+    Cancel,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerElicitationRequestResponse {
+    /// Optional client metadata for form-mode action handling.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+    pub action: McpServerElicitationAction,
+    /// Structured user input for accepted elicitations; null for decline/cancel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+}

@@ -1,0 +1,288 @@
+//! The MCP servers the agent itself uses (`[mcp_servers.*]`), as a client sees them:
+//! `mcpServerStatus/list`, `config/mcpServer/reload`, and the `mcpServer/startupStatus/updated`
+//! notifications built from the engine's `McpStartupUpdate` events, and the
+//! `mcpServer/elicitation/request` server→client request that forwards a server's question
+//! (the engine's `ElicitationRequest` event, answered with `Op::ResolveElicitation`).
+//!
+//! Elicitations fail closed: no client to ask, no answer within the engine's deadline
+//! (`approval_timeout_sec`), a malformed answer, an error answer, the connection closing or
+//! the turn ending all decline. An accepted answer whose content does not fit the requested
+//! schema is declined by the engine, which checks every front end's answers.
+//!
+//! Everything about a server (whether it runs, its tools, how it authenticates) comes from
+//! the engine ([`interpreter_core::ThreadManager::mcp_inventory`]); this module only maps it
+//! to the wire and pages it. Listing never starts a server: one that no thread has used yet
+//! is reported as `notStarted`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use interpreter_core::{ServerAuth, ServerInventory, ServerRuntimeStatus};
+use interpreter_protocol::{
+    ElicitationAction, ElicitationRequestEvent, ElicitationResponse, McpStartupStatus,
+    McpStartupUpdateEvent, Op,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::{ClientAnswer, Connection};
+use crate::error::AppServerError;
+use crate::protocol::v2;
+use crate::state::{LoadedThread, Reply, ServerState, parse_thread_id};
+
+/// Page size when the client gives none.
+const DEFAULT_PAGE_SIZE: usize = 100;
+/// Upper bound of a page, whatever the client asks.
+const MAX_PAGE_SIZE: usize = 1000;
+
+/// `mcpServerStatus/list`: every configured server, in name order, paged by an opaque
+/// cursor (the index of the next entry). With `threadId`, the servers as that live thread
+/// resolved them (its working directory and environment); otherwise as a new thread would.
+pub(crate) async fn list(
+    state: &ServerState,
+    params: v2::ListMcpServerStatusParams,
+) -> Result<Reply, AppServerError> {
+    let inventory = match &params.thread_id {
+        Some(id) => {
+            let thread_id = parse_thread_id(id)?;
+            // Only a thread that is live here: loading a saved one would start its servers.
+            let thread = state
+                .thread_manager
+                .get_thread(thread_id)
+                .await
+                .ok_or_else(|| AppServerError::ThreadNotFound(id.clone()))?;
+            state.thread_manager.mcp_inventory(thread.config())
+        }
+        None => {
+            let config = state.base_config().await?;
+            state.thread_manager.mcp_inventory(&config)
+        }
+    };
+    let entries: Vec<ServerInventory> = inventory
+        .into_iter()
+        .filter(|s| params.server_name.as_ref().is_none_or(|n| *n == s.name))
+        .collect();
+    let start = match &params.cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|&i| i <= entries.len())
+            .ok_or_else(|| AppServerError::InvalidRequest(format!("invalid cursor: {cursor}")))?,
+    };
+    let limit = params
+        .limit
+        .map_or(DEFAULT_PAGE_SIZE, |l| l as usize)
+        .clamp(1, MAX_PAGE_SIZE);
+    let end = start.saturating_add(limit).min(entries.len());
+    let next_cursor = (end < entries.len()).then(|| end.to_string());
+    let data = entries[start..end].iter().map(wire_status).collect();
+    Reply::new(&v2::ListMcpServerStatusResponse { data, next_cursor })
+}
+
+/// `config/mcpServer/reload`: re-reads `[mcp_servers.*]`. Every new thread (and every
+/// listing without `threadId`) reads the config afresh, so this checks that the config
+/// loads and reports an error when it does not; threads already running keep the servers
+/// they started with.
+pub(crate) async fn reload(state: &ServerState) -> Result<Reply, AppServerError> {
+    state.base_config().await?;
+    Reply::new(&v2::McpServerRefreshResponse {})
+}
+
+fn wire_status(server: &ServerInventory) -> v2::McpServerStatus {
+    let (runtime_status, tools_error) = match &server.status {
+        ServerRuntimeStatus::Disabled => (v2::McpServerConnectionStatus::Disabled, None),
+        ServerRuntimeStatus::NotStarted => (v2::McpServerConnectionStatus::NotStarted, None),
+        ServerRuntimeStatus::Starting => (v2::McpServerConnectionStatus::Starting, None),
+        ServerRuntimeStatus::Ready => (v2::McpServerConnectionStatus::Connected, None),
+        ServerRuntimeStatus::Failed { error } => {
+            (v2::McpServerConnectionStatus::Failed, Some(error.clone()))
+        }
+    };
+    let tools: BTreeMap<String, v2::McpTool> = server
+        .tools
+        .iter()
+        .map(|tool| {
+            (
+                tool.name.clone(),
+                v2::McpTool {
+                    meta: None,
+                    annotations: None,
+                    description: Some(tool.description.clone()).filter(|d| !d.is_empty()),
+                    icons: None,
+                    input_schema: tool.input_schema.clone(),
+                    name: tool.name.clone(),
+                    output_schema: None,
+                    title: None,
+                },
+            )
+        })
+        .collect();
+    v2::McpServerStatus {
+        auth_status: match server.auth {
+            ServerAuth::Unsupported => v2::McpAuthStatus::Unsupported,
+            ServerAuth::BearerToken => v2::McpAuthStatus::BearerToken,
+            ServerAuth::OAuth => v2::McpAuthStatus::OAuth,
+            ServerAuth::NotLoggedIn => v2::McpAuthStatus::NotLoggedIn,
+        },
+        environment_id: None,
+        http_origin: server.http_origin.clone(),
+        name: server.name.clone(),
+        plugin_id: None,
+        // Resources are not fetched for a listing: that would be a request to every
+        // running server on each call. Clients read them through the thread's tools.
+        resource_templates: Vec::new(),
+        resources: Vec::new(),
+        runtime_status: Some(runtime_status),
+        server_capabilities: None,
+        server_info: None,
+        tool_list_meta: None,
+        tools,
+        tools_error,
+    }
+}
+
+/// The `mcpServer/startupStatus/updated` notification for one engine startup event.
+pub(crate) fn startup_notification(
+    thread_id: &str,
+    event: &McpStartupUpdateEvent,
+) -> v2::McpServerStatusUpdatedNotification {
+    let (status, error) = match &event.status {
+        McpStartupStatus::Starting => (v2::McpServerStartupState::Starting, None),
+        McpStartupStatus::Ready { .. } => (v2::McpServerStartupState::Ready, None),
+        McpStartupStatus::Failed { error } => {
+            (v2::McpServerStartupState::Failed, Some(error.clone()))
+        }
+    };
+    v2::McpServerStatusUpdatedNotification {
+        environment_id: None,
+        error,
+        failure_reason: None,
+        name: event.server.clone(),
+        status,
+        thread_id: Some(thread_id.to_string()),
+    }
+}
+
+/// Forward an MCP server's question to `connection` (the turn's owner, else a follower)
+/// and answer the engine with what comes back, or with a decline when nothing usable does.
+pub(crate) fn ask_elicitation(
+    loaded: &Arc<LoadedThread>,
+    connection: Option<Arc<Connection>>,
+    turn_id: &str,
+    request: ElicitationRequestEvent,
+    turn_over: &CancellationToken,
+) {
+    let params = elicitation_params(loaded, turn_id, &request);
+    let (Some(connection), Some(params)) = (connection, params) else {
+        // Nobody to ask, or a request we cannot represent: declined at once rather than
+        // left to the deadline.
+        resolve(
+            loaded.clone(),
+            None,
+            request.id,
+            ElicitationResponse::decline(),
+        );
+        return;
+    };
+    let (request_id, reply) = connection.request("mcpServer/elicitation/request", &params);
+    // The engine declines by itself at this deadline; stopping here too forgets the
+    // request and tells followers it is resolved.
+    let deadline = Duration::from_secs(request.timeout_sec);
+    let turn_over = turn_over.clone();
+    let loaded = loaded.clone();
+    tokio::spawn(async move {
+        let response = tokio::select! {
+            answer = reply => match answer {
+                Ok(answer) => decode_answer(answer),
+                Err(_) => ElicitationResponse::decline(),
+            },
+            () = tokio::time::sleep(deadline) => ElicitationResponse::decline(),
+            () = turn_over.cancelled() => ElicitationResponse::decline(),
+            () = connection.closed.cancelled() => ElicitationResponse::decline(),
+        };
+        connection.forget_request(&request_id);
+        resolve(loaded, Some(request_id), request.id, response);
+    });
+}
+
+fn elicitation_params(
+    loaded: &LoadedThread,
+    turn_id: &str,
+    request: &ElicitationRequestEvent,
+) -> Option<v2::McpServerElicitationRequestParams> {
+    let mut raw = request.request.clone();
+    // Servers following the 2025-06-18 spec send no `mode`: a form.
+    if let Value::Object(map) = &mut raw {
+        map.entry("mode").or_insert_with(|| Value::from("form"));
+    }
+    let parsed = serde_json::from_value::<v2::McpServerElicitationRequest>(raw);
+    match parsed {
+        Ok(parsed) => Some(v2::McpServerElicitationRequestParams {
+            environment_id: None,
+            server_name: request.server.clone(),
+            thread_id: loaded.id().to_string(),
+            turn_id: Some(turn_id.to_string()).filter(|t| !t.is_empty()),
+            request: parsed,
+        }),
+        Err(e) => {
+            tracing::info!(
+                "MCP elicitation from `{}` not forwarded: {e}",
+                request.server
+            );
+            None
+        }
+    }
+}
+
+/// The client's answer, strictly: anything but a well-formed response is a decline, and
+/// content only travels with `accept`.
+fn decode_answer(answer: ClientAnswer) -> ElicitationResponse {
+    let Ok(value) = answer else {
+        return ElicitationResponse::decline();
+    };
+    match serde_json::from_value::<v2::McpServerElicitationRequestResponse>(value) {
+        Ok(response) => match response.action {
+            v2::McpServerElicitationAction::Accept => ElicitationResponse {
+                action: ElicitationAction::Accept,
+                content: response.content,
+            },
+            v2::McpServerElicitationAction::Decline => ElicitationResponse::decline(),
+            v2::McpServerElicitationAction::Cancel => ElicitationResponse {
+                action: ElicitationAction::Cancel,
+                content: None,
+            },
+        },
+        Err(e) => {
+            tracing::info!("malformed elicitation answer ({e}); declined");
+            ElicitationResponse::decline()
+        }
+    }
+}
+
+fn resolve(
+    loaded: Arc<LoadedThread>,
+    request_id: Option<crate::protocol::RequestId>,
+    id: String,
+    response: ElicitationResponse,
+) {
+    tokio::spawn(async move {
+        if let Some(request_id) = request_id {
+            loaded.broadcast(
+                "serverRequest/resolved",
+                &v2::ServerRequestResolvedNotification {
+                    thread_id: loaded.id().to_string(),
+                    request_id,
+                },
+            );
+        }
+        if let Err(e) = loaded
+            .thread
+            .submit(Op::ResolveElicitation { id, response })
+            .await
+        {
+            tracing::debug!("answering an MCP server's question failed: {e}");
+        }
+    });
+}
