@@ -155,7 +155,11 @@ pub fn thread_from_record(record: &ThreadRecord, status: ThreadStatus) -> Thread
         thread_source: None,
         agent_nickname: None,
         agent_role: None,
-        git_info: None,
+        git_info: record.git_info.as_ref().map(|info| v2::GitInfo {
+            sha: info.sha.clone(),
+            branch: info.branch.clone(),
+            origin_url: info.origin_url.clone(),
+        }),
         name: record.name.clone(),
         project_id: None,
         history_mode: v2::ThreadHistoryMode::Legacy,

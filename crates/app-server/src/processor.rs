@@ -20,7 +20,8 @@ use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
 use crate::{
-    accounts, command_exec, config_api, fs_api, goals, listings, models, threads, turns, v1_api,
+    accounts, command_exec, config_api, fs_api, goals, listings, models, thread_edits, threads,
+    turns, v1_api,
 };
 
 /// What the processor needs from the process that hosts it.
@@ -342,6 +343,11 @@ static METHODS: &[Method] = &[
     method!("thread/name/set", |c| {
         threads::name_set(c.state, c.connection, parse(c.params)?).await
     }),
+    method!("thread/metadata/update", |c| thread_edits::metadata_update(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
     method!("thread/compact/start", |c| {
         threads::compact_start(c.state, c.connection, parse(c.params)?).await
     }),

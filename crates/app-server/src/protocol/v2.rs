@@ -1282,6 +1282,57 @@ pub struct ThreadSetNameParams {
     pub name: String,
 }
 
+/// `thread/metadata/update`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMetadataUpdateParams {
+    pub thread_id: String,
+    /// Patch the stored Git metadata for this thread. Omit a field to leave it unchanged,
+    /// set it to `null` to clear it, or provide a string to replace the stored value.
+    #[serde(default)]
+    pub git_info: Option<ThreadMetadataGitInfoUpdateParams>,
+}
+
+/// One field each: absent = unchanged (`None`), `null` = clear (`Some(None)`), a
+/// string = replace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMetadataGitInfoUpdateParams {
+    /// Omit to leave the stored branch unchanged, set to `null` to clear it, or provide a
+    /// non-empty string to replace it.
+    #[serde(
+        default,
+        deserialize_with = "present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub branch: Option<Option<String>>,
+    /// Omit to leave the stored commit unchanged, set to `null` to clear it, or provide a
+    /// non-empty string to replace it.
+    #[serde(
+        default,
+        deserialize_with = "present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub sha: Option<Option<String>>,
+    /// Omit to leave the stored origin URL unchanged, set to `null` to clear it, or provide
+    /// a non-empty string to replace it.
+    #[serde(
+        default,
+        deserialize_with = "present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub origin_url: Option<Option<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMetadataUpdateResponse {
+    pub thread: Thread,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadNameUpdatedNotification {
