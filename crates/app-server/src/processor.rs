@@ -348,6 +348,9 @@ static METHODS: &[Method] = &[
         parse(c.params)?
     )
     .await),
+    method!("thread/shellCommand", |c| {
+        thread_edits::shell_command(c.state, c.connection, parse(c.params)?).await
+    }),
     method!("thread/compact/start", |c| {
         threads::compact_start(c.state, c.connection, parse(c.params)?).await
     }),

@@ -1,9 +1,12 @@
-//! Thread methods that change a thread after the fact: `thread/metadata/update`.
+//! Thread methods that change a thread after the fact: `thread/metadata/update`,
+//! `thread/shellCommand`.
 
 use std::sync::Arc;
 
 use interpreter_core::rollout::ThreadGitInfo;
+use interpreter_protocol::Op;
 
+use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
 use crate::protocol::v2::{self, ThreadStatus};
@@ -64,4 +67,42 @@ fn apply_field(
         }
     }
     Ok(())
+}
+
+/// `thread/shellCommand`: runs the user's shell command string in the thread's working
+/// directory as a turn of its own (`turn/started`, a `commandExecution` item with
+/// `source: "userShell"`, `turn/completed`); the model sees the command and its output
+/// in later turns. Refused (`-32600`) while a turn runs rather than queued: the client
+/// knows at once that nothing ran, and nothing runs later that it no longer expects.
+pub(crate) async fn shell_command(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::ThreadShellCommandParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    if params.command.trim().is_empty() {
+        return Err(AppServerError::InvalidRequest(
+            "command must not be empty".into(),
+        ));
+    }
+    let timeout_ms =
+        match params.timeout_ms {
+            None => None,
+            Some(ms) => Some(u64::try_from(ms).map_err(|_| {
+                AppServerError::InvalidParams("timeoutMs must not be negative".into())
+            })?),
+        };
+    let loaded = state.load_for_turn(thread_id).await?;
+    loaded.subscribe(connection);
+    if loaded.active_turn().is_some() {
+        return Err(AppServerError::InvalidRequest(
+            "a turn is running; run the command after it ends".into(),
+        ));
+    }
+    let op = Op::RunUserShellCommand {
+        command: params.command,
+        timeout_ms,
+    };
+    let (_turn_id, release) = crate::turns::run_turn(state, connection, loaded, op, None).await?;
+    Ok(Reply::new(&v2::EmptyResponse {})?.then(release))
 }

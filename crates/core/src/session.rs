@@ -729,6 +729,39 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
                         }
                     }
+                    Op::RunUserShellCommand { command, timeout_ms } => {
+                        if running.is_some() && !session.takes_input().await {
+                            // The turn is only finishing its bookkeeping.
+                            if let Some(turn) = running.take() {
+                                let _ = turn.handle.await;
+                            }
+                        }
+                        if running.is_some() {
+                            session
+                                .emit(
+                                    &sub.id,
+                                    EventMsg::Error(interpreter_protocol::ErrorEvent {
+                                        message: "a turn is running; run the command after it ends".to_string(),
+                                        kind: None,
+                                    }),
+                                )
+                                .await;
+                        } else {
+                            session.reopen_input().await;
+                            let timeout = timeout_ms
+                                .map(std::time::Duration::from_millis)
+                                .unwrap_or(crate::handlers::USER_SHELL_DEFAULT_TIMEOUT);
+                            let cancel = CancellationToken::new();
+                            let handle = tokio::spawn(turn::run_user_shell_turn(
+                                session.clone(),
+                                sub.id.clone(),
+                                command,
+                                timeout,
+                                cancel.clone(),
+                            ));
+                            running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
+                        }
+                    }
                     Op::Interrupt => {
                         if let Some(turn) = &running {
                             tracing::debug!(turn = %turn.sub_id, "interrupt requested");

@@ -1327,6 +1327,21 @@ pub struct ThreadMetadataGitInfoUpdateParams {
     pub origin_url: Option<Option<String>>,
 }
 
+/// `thread/shellCommand`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadShellCommandParams {
+    pub thread_id: String,
+    /// Shell command string evaluated by the thread's shell (pipes, redirects and
+    /// quoting kept). Unlike Codex, it runs under the thread's sandbox policy unless that
+    /// is `danger-full-access`.
+    pub command: String,
+    /// Maximum execution time in milliseconds. Defaults to one hour when omitted or null.
+    /// Must be non-negative; zero requests an immediate timeout.
+    #[serde(default)]
+    pub timeout_ms: Option<i64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadMetadataUpdateResponse {
