@@ -351,6 +351,9 @@ static METHODS: &[Method] = &[
     method!("thread/shellCommand", |c| {
         thread_edits::shell_command(c.state, c.connection, parse(c.params)?).await
     }),
+    method!("thread/inject_items", |c| {
+        thread_edits::inject_items(c.state, c.connection, parse(c.params)?).await
+    }),
     method!("thread/compact/start", |c| {
         threads::compact_start(c.state, c.connection, parse(c.params)?).await
     }),

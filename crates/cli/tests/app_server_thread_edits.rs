@@ -1,5 +1,5 @@
 //! Thread methods of `interpreter app-server` that change a thread after the fact, as
-//! Codex 0.171 serves them: `thread/metadata/update`, `thread/shellCommand`.
+//! Codex 0.171 serves them: `thread/metadata/update`, `thread/shellCommand`, `thread/inject_items`.
 
 // Test code: a failed expectation should panic with its message.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -259,4 +259,132 @@ async fn shell_command_under_workspace_write_cannot_write_outside_the_workspace(
         .find(|m| m["method"] == "item/completed")
         .expect("item/completed");
     assert_ne!(completed["params"]["item"]["exitCode"], 0, "{completed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inject_items_reach_the_model_and_survive_a_resume() {
+    let env = AppEnv::new().await;
+    env.script_text("first");
+    let thread_id = {
+        let mut client = env.spawn();
+        client.initialize().await;
+        let thread_id = client.start_thread(json!({})).await;
+        client.start_turn(&thread_id, "hello").await;
+        client.until_turn_completed().await;
+        let done = client
+            .ok(
+                "thread/inject_items",
+                json!({"threadId": thread_id, "items": [
+                    {"type": "message", "role": "user", "id": "msg_1",
+                     "content": [{"type": "input_text", "text": "INJECTED-NOTE"}]},
+                    {"type": "function_call", "name": "shell", "call_id": "inj1",
+                     "arguments": "{\"command\":\"true\"}"},
+                    {"type": "function_call_output", "call_id": "inj1", "output": "INJECTED-OUTPUT"}
+                ]}),
+            )
+            .await;
+        assert_eq!(done, json!({}));
+        env.script_text("second");
+        client.start_turn(&thread_id, "go on").await;
+        client.until_turn_completed().await;
+        let body = env.model.requests()[1].to_string();
+        assert!(body.contains("INJECTED-NOTE"), "{body}");
+        assert!(body.contains("INJECTED-OUTPUT"), "{body}");
+        let (note, next) = (body.find("INJECTED-NOTE"), body.find("go on"));
+        assert!(note < next, "injected before the next input: {body}");
+        thread_id
+    };
+    // A new server resumes the thread from its rollout: the items are still there.
+    let mut client = env.spawn();
+    client.initialize().await;
+    client
+        .ok("thread/resume", json!({"threadId": thread_id}))
+        .await;
+    env.script_text("third");
+    client.start_turn(&thread_id, "again").await;
+    client.until_turn_completed().await;
+    let body = env.model.requests()[2].to_string();
+    assert!(body.contains("INJECTED-NOTE"), "{body}");
+}
+
+/// Hostile: malformed, unknown, unpaired and huge payloads are refused, nothing of them
+/// reaches the history, and the thread still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inject_items_refuses_malformed_or_huge_payloads_and_the_thread_still_works() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(json!({})).await;
+    let good = json!({"type": "message", "role": "user",
+                      "content": [{"type": "input_text", "text": "SHOULD-NOT-ARRIVE"}]});
+    let huge = "x".repeat(1024 * 1024 + 1);
+    let cases = [
+        (
+            json!([good, {"type": "web_search_call", "id": "w"}]),
+            "items[1]",
+        ),
+        (
+            json!([good, {"type": "message", "role": "user"}]),
+            "items[1]",
+        ),
+        (json!([good, 42]), "items[1]"),
+        (
+            json!([good, {"type": "function_call", "name": "shell", "call_id": "c", "arguments": "{}"}]),
+            "function_call `c`",
+        ),
+        (
+            json!([good, {"type": "function_call_output", "call_id": "nobody", "output": "x"}]),
+            "items[1]",
+        ),
+        (
+            json!([good, {"type": "message", "role": "user",
+                          "content": [{"type": "input_text", "text": huge}]}]),
+            "1048576 bytes",
+        ),
+        (json!([]), "empty"),
+    ];
+    for (items, named) in cases {
+        let answer = client
+            .call(
+                "thread/inject_items",
+                json!({"threadId": thread_id, "items": items}),
+            )
+            .await;
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{named}: {message}");
+    }
+    env.script_text("still fine");
+    client.start_turn(&thread_id, "are you there?").await;
+    let seen = client.until_turn_completed().await;
+    assert!(seen.iter().any(|m| m["method"] == "turn/completed"));
+    let body = env.model.requests()[0].to_string();
+    assert!(!body.contains("SHOULD-NOT-ARRIVE"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inject_items_is_refused_while_a_turn_runs() {
+    let env = AppEnv::with_config("sandbox_mode = \"danger-full-access\"").await;
+    env.script_command("c1", "sleep 3");
+    env.script_text("slept");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(json!({"approvalPolicy": "never"}))
+        .await;
+    client.start_turn(&thread_id, "sleep").await;
+    client
+        .read_until(|m| {
+            m["method"] == "item/started" && m["params"]["item"]["type"] == "commandExecution"
+        })
+        .await;
+    let answer = client
+        .call(
+            "thread/inject_items",
+            json!({"threadId": thread_id, "items": [{"type": "message", "role": "user",
+                   "content": [{"type": "input_text", "text": "mid-turn"}]}]}),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    client.until_turn_completed().await;
 }

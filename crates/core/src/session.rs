@@ -729,6 +729,27 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
                         }
                     }
+                    Op::InjectItems { items } => {
+                        if running.is_some() && !session.takes_input().await {
+                            // The turn is only finishing its bookkeeping.
+                            if let Some(turn) = running.take() {
+                                let _ = turn.handle.await;
+                            }
+                        }
+                        if running.is_some() {
+                            session
+                                .emit(
+                                    &sub.id,
+                                    EventMsg::Error(interpreter_protocol::ErrorEvent {
+                                        message: "a turn is running; inject items after it ends".to_string(),
+                                        kind: None,
+                                    }),
+                                )
+                                .await;
+                        } else {
+                            session.record_items(&items).await;
+                        }
+                    }
                     Op::RunUserShellCommand { command, timeout_ms } => {
                         if running.is_some() && !session.takes_input().await {
                             // The turn is only finishing its bookkeeping.

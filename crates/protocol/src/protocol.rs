@@ -42,6 +42,11 @@ pub enum Op {
     /// events (source `user_shell`), `task_complete`. The command and its output are
     /// added to the model-visible history. Refused with an `error` event while a turn
     /// runs. Sandboxed by the thread's policy unless that is `danger-full-access`.
+    /// Append items to the model-visible history (and the rollout, so a resumed thread
+    /// keeps them), without a turn. Refused with an `error` event while a turn runs.
+    InjectItems {
+        items: Vec<crate::models::ResponseItem>,
+    },
     RunUserShellCommand {
         command: String,
         /// `None`: the default of one hour.

@@ -1327,6 +1327,15 @@ pub struct ThreadMetadataGitInfoUpdateParams {
     pub origin_url: Option<Option<String>>,
 }
 
+/// `thread/inject_items`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadInjectItemsParams {
+    pub thread_id: String,
+    /// Raw Responses API items to append to the thread's model-visible history.
+    pub items: Vec<Value>,
+}
+
 /// `thread/shellCommand`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
