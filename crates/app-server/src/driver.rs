@@ -14,7 +14,8 @@ use std::time::Duration;
 use interpreter_core::config::ElicitationFallback;
 use interpreter_protocol::approval_answer::decode_approval_answer;
 use interpreter_protocol::{
-    ApplyPatchApprovalRequestEvent, Event, EventMsg, ExecApprovalRequestEvent, Op, ReviewDecision,
+    ApplyPatchApprovalRequestEvent, Event, EventMsg, ExecApprovalRequestEvent, ExecCommandSource,
+    Op, ReviewDecision,
 };
 use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
@@ -227,6 +228,7 @@ pub(crate) async fn drive(
                     None,
                     None,
                     None,
+                    ExecCommandSource::Agent,
                 );
                 start_once(loaded, &mut items, &request.call_id, item);
                 ask_exec_approval(loaded, &items, request, &turn_over);
@@ -241,6 +243,7 @@ pub(crate) async fn drive(
                     None,
                     None,
                     None,
+                    begin.source,
                 );
                 start_once(loaded, &mut items, &begin.call_id, item);
             }
@@ -271,6 +274,7 @@ pub(crate) async fn drive(
                     Some(&end.aggregated_output),
                     end.exit_code,
                     Some(end.duration_ms),
+                    end.source,
                 );
                 if let ThreadItem::CommandExecution {
                     command_actions, ..

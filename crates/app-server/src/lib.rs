@@ -39,6 +39,7 @@ pub mod processor;
 pub mod protocol;
 pub mod schema;
 mod state;
+mod thread_edits;
 mod threads;
 pub mod transport;
 mod turns;

@@ -6,7 +6,8 @@ use std::path::Path;
 use interpreter_core::rollout::{ThreadRecord, TurnEntry, TurnOutcome, TurnRecord};
 use interpreter_protocol as core;
 use interpreter_protocol::{
-    ExecCommandStatus, FileChange, FileChanges, McpToolCallEndEvent, ParsedCommand,
+    ExecCommandSource, ExecCommandStatus, FileChange, FileChanges, McpToolCallEndEvent,
+    ParsedCommand,
 };
 use interpreter_tools::display_command;
 
@@ -171,7 +172,11 @@ pub fn thread_from_record(record: &ThreadRecord, status: ThreadStatus) -> Thread
         thread_source: None,
         agent_nickname: None,
         agent_role: None,
-        git_info: None,
+        git_info: record.git_info.as_ref().map(|info| v2::GitInfo {
+            sha: info.sha.clone(),
+            branch: info.branch.clone(),
+            origin_url: info.origin_url.clone(),
+        }),
         name: record.name.clone(),
         project_id: None,
         history_mode: v2::ThreadHistoryMode::Legacy,
@@ -248,6 +253,7 @@ pub fn command_item(
     output: Option<&str>,
     exit_code: Option<i32>,
     duration_ms: Option<u64>,
+    source: ExecCommandSource,
 ) -> ThreadItem {
     ThreadItem::CommandExecution {
         id: id.to_string(),
@@ -256,7 +262,10 @@ pub fn command_item(
         command: display_command(command),
         cwd: cwd.to_string_lossy().into_owned(),
         process_id: None,
-        source: CommandExecutionSource::Agent,
+        source: match source {
+            ExecCommandSource::Agent => CommandExecutionSource::Agent,
+            ExecCommandSource::UserShell => CommandExecutionSource::UserShell,
+        },
         status,
         command_actions: command_actions(parsed),
         aggregated_output: output.filter(|o| !o.is_empty()).map(str::to_string),
@@ -372,6 +381,7 @@ pub fn turn_from_record(record: &TurnRecord) -> Turn {
                 output,
                 duration_ms,
                 status,
+                source,
             } => command_item(
                 call_id,
                 command,
@@ -381,6 +391,7 @@ pub fn turn_from_record(record: &TurnRecord) -> Turn {
                 Some(output),
                 *exit_code,
                 Some(*duration_ms),
+                *source,
             ),
             TurnEntry::FileChange {
                 call_id,

@@ -20,8 +20,8 @@ use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
 use crate::{
-    accounts, command_exec, config_api, fs_api, goals, listings, mcp_api, models, threads, turns,
-    v1_api,
+    accounts, command_exec, config_api, fs_api, goals, listings, mcp_api, models, thread_edits,
+    threads, turns, v1_api,
 };
 
 /// What the processor needs from the process that hosts it.
@@ -384,6 +384,17 @@ static METHODS: &[Method] = &[
     }),
     method!("thread/name/set", |c| {
         threads::name_set(c.state, c.connection, parse(c.params)?).await
+    }),
+    method!("thread/metadata/update", |c| thread_edits::metadata_update(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
+    method!("thread/shellCommand", |c| {
+        thread_edits::shell_command(c.state, c.connection, parse(c.params)?).await
+    }),
+    method!("thread/inject_items", |c| {
+        thread_edits::inject_items(c.state, c.connection, parse(c.params)?).await
     }),
     method!("thread/compact/start", |c| {
         threads::compact_start(c.state, c.connection, parse(c.params)?).await

@@ -63,6 +63,7 @@ fn turn(n: usize, items: &mut Vec<RolloutItem>, cwd: &Path) {
         aggregated_output: format!("step {n}\n"),
         duration_ms: 3,
         status: ExecCommandStatus::Completed,
+        source: Default::default(),
     })));
     let mut changes = BTreeMap::new();
     changes.insert(

@@ -13,10 +13,10 @@ use interpreter_mcp_client::{McpToolInfo, ToolsLeftOut};
 use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
-    ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandStatus, ExecOutputStream,
-    FileChanges, GoalStatus, McpInvocation, McpToolCallBeginEvent, McpToolCallEndEvent,
-    PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, SandboxMode, SandboxPolicy,
-    TurnDiffEvent, UpdatePlanArgs, WarningEvent,
+    ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandSource, ExecCommandStatus,
+    ExecOutputStream, FileChanges, GoalStatus, McpInvocation, McpToolCallBeginEvent,
+    McpToolCallEndEvent, PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, SandboxMode,
+    SandboxPolicy, TurnDiffEvent, UpdatePlanArgs, WarningEvent,
 };
 use interpreter_tools::{apply_patch, safety, sandbox, shell};
 use serde::Deserialize;
@@ -414,30 +414,12 @@ async fn handle_shell(
         }
     };
 
-    sess.emit(
-        sub_id,
-        EventMsg::ExecCommandBegin(ExecCommandBeginEvent {
-            call_id: call_id.to_string(),
-            turn_id: sub_id.to_string(),
-            command: argv.clone(),
-            cwd: cwd.clone(),
-            parsed_cmd: safety::parse_command(&argv),
-        }),
-    )
-    .await;
+    emit_begin(sess, sub_id, call_id, &argv, &cwd, ExecCommandSource::Agent).await;
     let started = Instant::now();
-    let missing_repositories = if sandboxed {
-        missing_repository_dirs(sess, &cwd)
-    } else {
-        Vec::new()
-    };
-    let mut result = run_command(
+    let mut result = execute(
         sess, sub_id, call_id, &argv, &cwd, timeout, sandboxed, cancel,
     )
     .await;
-    if let Ok(out) = &mut result {
-        refuse_new_repositories(&missing_repositories, out);
-    }
 
     // A command the sandbox stopped may be retried outside it, but only with approval.
     if sandboxed
@@ -466,6 +448,7 @@ async fn handle_shell(
                     String::new(),
                     started,
                     ExecCommandStatus::Failed,
+                    ExecCommandSource::Agent,
                 )
                 .await;
                 return ToolOutcome::Stop(REFUSED_AND_STOPPED.to_string());
@@ -491,6 +474,7 @@ async fn handle_shell(
                 out.aggregated_output.clone(),
                 started,
                 status,
+                ExecCommandSource::Agent,
             )
             .await;
             if out.cancelled {
@@ -514,11 +498,128 @@ async fn handle_shell(
                 text.clone(),
                 started,
                 ExecCommandStatus::Failed,
+                ExecCommandSource::Agent,
             )
             .await;
             ToolOutcome::Output(text)
         }
     }
+}
+
+async fn emit_begin(
+    sess: &Session,
+    sub_id: &str,
+    call_id: &str,
+    argv: &[String],
+    cwd: &Path,
+    source: ExecCommandSource,
+) {
+    sess.emit(
+        sub_id,
+        EventMsg::ExecCommandBegin(ExecCommandBeginEvent {
+            call_id: call_id.to_string(),
+            turn_id: sub_id.to_string(),
+            command: argv.to_vec(),
+            cwd: cwd.to_path_buf(),
+            parsed_cmd: safety::parse_command(argv),
+            source,
+        }),
+    )
+    .await;
+}
+
+/// Runs `argv` in `cwd` (inside the sandbox when `sandboxed`), streaming its output as
+/// events: the one way a command of the thread runs, whether the model or the user asked
+/// for it. A sandboxed command may not create repositories where there were none.
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    argv: &[String],
+    cwd: &Path,
+    timeout: Duration,
+    sandboxed: bool,
+    cancel: &CancellationToken,
+) -> Result<shell::ExecOutput, String> {
+    let missing_repositories = if sandboxed {
+        missing_repository_dirs(sess, cwd)
+    } else {
+        Vec::new()
+    };
+    let mut result =
+        run_command(sess, sub_id, call_id, argv, cwd, timeout, sandboxed, cancel).await;
+    if let Ok(out) = &mut result {
+        refuse_new_repositories(&missing_repositories, out);
+    }
+    result
+}
+
+/// How long a user shell command may run when the client gives no timeout (as Codex).
+pub(crate) const USER_SHELL_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// Runs a shell command string the user (not the model) asked for, in the thread's
+/// working directory, with the events of a command whose source is the user's shell.
+/// Unlike Codex, which runs it with full access, it is sandboxed by the thread's policy
+/// unless that is `danger-full-access`: a client request must not escape the sandbox the
+/// thread was started with. No approval is asked: the user asked for it. Returns what
+/// the model is told: the command and its output.
+pub(crate) async fn run_user_shell_command(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    command: &str,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> String {
+    let argv = safety::shell_argv(command);
+    let cwd = sess.config.cwd.clone();
+    let sandboxed = !matches!(sess.config.sandbox_policy, SandboxPolicy::DangerFullAccess);
+    emit_begin(
+        sess,
+        sub_id,
+        call_id,
+        &argv,
+        &cwd,
+        ExecCommandSource::UserShell,
+    )
+    .await;
+    let started = Instant::now();
+    let result = execute(
+        sess, sub_id, call_id, &argv, &cwd, timeout, sandboxed, cancel,
+    )
+    .await;
+    let (exit_code, output, status, for_model) = match result {
+        Ok(out) => {
+            let status = if out.exit_code == Some(0) {
+                ExecCommandStatus::Completed
+            } else {
+                ExecCommandStatus::Failed
+            };
+            let for_model = shell::format_output_for_model(&out);
+            (out.exit_code, out.aggregated_output, status, for_model)
+        }
+        Err(err) => {
+            let text = format!("failed to run the command: {err}");
+            (None, text.clone(), ExecCommandStatus::Failed, text)
+        }
+    };
+    emit_end(
+        sess,
+        sub_id,
+        call_id,
+        &argv,
+        &cwd,
+        exit_code,
+        output,
+        started,
+        status,
+        ExecCommandSource::UserShell,
+    )
+    .await;
+    format!(
+        "<user_shell_command>\n<command>\n{command}\n</command>\n<result>\n{for_model}\n</result>\n</user_shell_command>"
+    )
 }
 
 /// The sandbox helper cannot be started from this process (no path to our executable).
@@ -696,6 +797,7 @@ async fn emit_declined(sess: &Session, sub_id: &str, call_id: &str, argv: &[Stri
             aggregated_output: String::new(),
             duration_ms: 0,
             status: ExecCommandStatus::Declined,
+            source: ExecCommandSource::Agent,
         }),
     )
     .await;
@@ -712,6 +814,7 @@ async fn emit_end(
     aggregated_output: String,
     started: Instant,
     status: ExecCommandStatus,
+    source: ExecCommandSource,
 ) {
     sess.emit(
         sub_id,
@@ -724,6 +827,7 @@ async fn emit_end(
             aggregated_output,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             status,
+            source,
         }),
     )
     .await;

@@ -650,6 +650,35 @@ struct RunningTurn {
     handle: JoinHandle<()>,
 }
 
+/// Whether the thread is idle for an op that needs it so (`what` names the op in the
+/// error otherwise). A turn that no longer takes input is only finishing its bookkeeping,
+/// so it is waited for rather than refused.
+async fn idle_for(
+    session: &Session,
+    running: &mut Option<RunningTurn>,
+    sub_id: &str,
+    what: &str,
+) -> bool {
+    if running.is_some() && !session.takes_input().await {
+        if let Some(turn) = running.take() {
+            let _ = turn.handle.await;
+        }
+    }
+    if running.is_some() {
+        session
+            .emit(
+                sub_id,
+                EventMsg::Error(interpreter_protocol::ErrorEvent {
+                    message: format!("a turn is running; {what} after it ends"),
+                    kind: None,
+                }),
+            )
+            .await;
+        return false;
+    }
+    true
+}
+
 async fn run_loop(session: Arc<Session>, rx_sub: mpsc::Receiver<Submission>) {
     serve_submissions(&session, rx_sub).await;
     // The thread is over; give its MCP servers back to the pool, which stops them once
@@ -706,23 +735,7 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         }
                     }
                     Op::Compact => {
-                        if running.is_some() && !session.takes_input().await {
-                            // The turn is only finishing its bookkeeping.
-                            if let Some(turn) = running.take() {
-                                let _ = turn.handle.await;
-                            }
-                        }
-                        if running.is_some() {
-                            session
-                                .emit(
-                                    &sub.id,
-                                    EventMsg::Error(interpreter_protocol::ErrorEvent {
-                                        message: "a turn is running; compact after it ends".to_string(),
-                                        kind: None,
-                                    }),
-                                )
-                                .await;
-                        } else {
+                        if idle_for(&session, &mut running, &sub.id, "compact").await {
                             // Input sent during the compaction waits for it, then runs
                             // as a turn of its own.
                             session.reopen_input().await;
@@ -730,6 +743,28 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             let handle = tokio::spawn(turn::run_compact_turn(
                                 session.clone(),
                                 sub.id.clone(),
+                                cancel.clone(),
+                            ));
+                            running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
+                        }
+                    }
+                    Op::InjectItems { items } => {
+                        if idle_for(&session, &mut running, &sub.id, "inject items").await {
+                            session.record_items(&items).await;
+                        }
+                    }
+                    Op::RunUserShellCommand { command, timeout_ms } => {
+                        if idle_for(&session, &mut running, &sub.id, "run the command").await {
+                            session.reopen_input().await;
+                            let timeout = timeout_ms
+                                .map(std::time::Duration::from_millis)
+                                .unwrap_or(crate::handlers::USER_SHELL_DEFAULT_TIMEOUT);
+                            let cancel = CancellationToken::new();
+                            let handle = tokio::spawn(turn::run_user_shell_turn(
+                                session.clone(),
+                                sub.id.clone(),
+                                command,
+                                timeout,
                                 cancel.clone(),
                             ));
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });

@@ -158,6 +158,40 @@ pub(crate) async fn run_compact_turn(
     sess.emit(&sub_id, end).await;
 }
 
+/// A shell command the user asked for (`Op::RunUserShellCommand`), as a turn of its own
+/// (as Codex runs it): the model is not sampled; the command and its output join the
+/// history, so the model sees them in the next turn.
+pub(crate) async fn run_user_shell_turn(
+    sess: Arc<Session>,
+    sub_id: String,
+    command: String,
+    timeout: Duration,
+    cancel: CancellationToken,
+) {
+    emit_task_started(&sess, &sub_id).await;
+    *sess.turn_base_len.lock().await = sess.history.lock().await.len();
+    let call_id = format!("user_shell_{sub_id}");
+    let for_model =
+        handlers::run_user_shell_command(&sess, &sub_id, &call_id, &command, timeout, &cancel)
+            .await;
+    sess.record_items(&[ResponseItem::user_text(for_model)])
+        .await;
+    let end = if cancel.is_cancelled() {
+        EventMsg::TurnAborted(TurnAbortedEvent {
+            turn_id: sub_id.clone(),
+            reason: TurnAbortReason::Interrupted,
+        })
+    } else {
+        EventMsg::TaskComplete(TaskCompleteEvent {
+            turn_id: sub_id.clone(),
+            last_agent_message: None,
+            error: None,
+            output_limit: false,
+        })
+    };
+    sess.emit(&sub_id, end).await;
+}
+
 async fn emit_task_started(sess: &Session, sub_id: &str) {
     let model_context_window = sess.context.lock().await.window;
     sess.emit(

@@ -661,6 +661,7 @@ mod tests {
             aggregated_output: String::new(),
             duration_ms: 0,
             status,
+            source: Default::default(),
         })
     }
 

@@ -37,6 +37,21 @@ pub enum Op {
     /// `context_compacted`, `task_complete`). Refused with an `error` event while a turn
     /// runs.
     Compact,
+    /// Run a shell command string the user typed (not the model) in the thread's working
+    /// directory, as a turn of its own: `task_started`, the command's `exec_command_*`
+    /// events (source `user_shell`), `task_complete`. The command and its output are
+    /// added to the model-visible history. Refused with an `error` event while a turn
+    /// runs. Sandboxed by the thread's policy unless that is `danger-full-access`.
+    /// Append items to the model-visible history (and the rollout, so a resumed thread
+    /// keeps them), without a turn. Refused with an `error` event while a turn runs.
+    InjectItems {
+        items: Vec<crate::models::ResponseItem>,
+    },
+    RunUserShellCommand {
+        command: String,
+        /// `None`: the default of one hour.
+        timeout_ms: Option<u64>,
+    },
     /// Record the thread's goal as it now is (`None`: cleared). The goal itself is
     /// changed through the thread's handle, which applies the engine's goal rules and
     /// queues this op; the session writes it to the rollout and emits `goal_updated` or
@@ -369,6 +384,19 @@ pub struct ExecCommandBeginEvent {
     pub command: Vec<String>,
     pub cwd: PathBuf,
     pub parsed_cmd: Vec<ParsedCommand>,
+    /// Who ran it (absent in rollouts written before user shell commands: the agent).
+    #[serde(default)]
+    pub source: ExecCommandSource,
+}
+
+/// Who ran a command: the model through the shell tool, or the user
+/// (`Op::RunUserShellCommand`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecCommandSource {
+    #[default]
+    Agent,
+    UserShell,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -405,6 +433,9 @@ pub struct ExecCommandEndEvent {
     pub aggregated_output: String,
     pub duration_ms: u64,
     pub status: ExecCommandStatus,
+    /// Who ran it (absent in rollouts written before user shell commands: the agent).
+    #[serde(default)]
+    pub source: ExecCommandSource,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1327,6 +1327,81 @@ pub struct ThreadSetNameParams {
     pub name: String,
 }
 
+/// `thread/metadata/update`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMetadataUpdateParams {
+    pub thread_id: String,
+    /// Patch the stored Git metadata for this thread. Omit a field to leave it unchanged,
+    /// set it to `null` to clear it, or provide a string to replace the stored value.
+    #[serde(default)]
+    pub git_info: Option<ThreadMetadataGitInfoUpdateParams>,
+}
+
+/// One field each: absent = unchanged (`None`), `null` = clear (`Some(None)`), a
+/// string = replace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMetadataGitInfoUpdateParams {
+    /// Omit to leave the stored branch unchanged, set to `null` to clear it, or provide a
+    /// non-empty string to replace it.
+    #[serde(
+        default,
+        deserialize_with = "present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub branch: Option<Option<String>>,
+    /// Omit to leave the stored commit unchanged, set to `null` to clear it, or provide a
+    /// non-empty string to replace it.
+    #[serde(
+        default,
+        deserialize_with = "present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub sha: Option<Option<String>>,
+    /// Omit to leave the stored origin URL unchanged, set to `null` to clear it, or provide
+    /// a non-empty string to replace it.
+    #[serde(
+        default,
+        deserialize_with = "present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub origin_url: Option<Option<String>>,
+}
+
+/// `thread/inject_items`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadInjectItemsParams {
+    pub thread_id: String,
+    /// Raw Responses API items to append to the thread's model-visible history.
+    pub items: Vec<Value>,
+}
+
+/// `thread/shellCommand`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadShellCommandParams {
+    pub thread_id: String,
+    /// Shell command string evaluated by the thread's shell (pipes, redirects and
+    /// quoting kept). Unlike Codex, it runs under the thread's sandbox policy unless that
+    /// is `danger-full-access`.
+    pub command: String,
+    /// Maximum execution time in milliseconds. Defaults to one hour when omitted or null.
+    /// Must be non-negative; zero requests an immediate timeout.
+    #[serde(default)]
+    pub timeout_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMetadataUpdateResponse {
+    pub thread: Thread,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadNameUpdatedNotification {

@@ -606,6 +606,7 @@ mod tests {
             command: command(),
             cwd: PathBuf::from("/w"),
             parsed_cmd: vec![],
+            source: Default::default(),
         }));
         assert_eq!(
             lines(begin),
@@ -623,6 +624,7 @@ mod tests {
             aggregated_output: "hi\n".into(),
             duration_ms: 3,
             status: ExecCommandStatus::Completed,
+            source: Default::default(),
         }));
         assert_eq!(
             lines(end),
@@ -640,6 +642,7 @@ mod tests {
             aggregated_output: String::new(),
             duration_ms: 0,
             status: ExecCommandStatus::Declined,
+            source: Default::default(),
         }));
         assert_eq!(
             lines(declined)[0]["item"],

@@ -30,6 +30,9 @@ pub const STATE_DB_FILE: &str = "state.sqlite";
 pub const ARCHIVE_LOG_FILE: &str = "archived_threads.jsonl";
 /// Where thread names are recorded, beside the index (which is a cache).
 pub const NAME_LOG_FILE: &str = "thread_names.jsonl";
+/// Where each thread's git metadata (`thread/metadata/update`) is recorded, beside the
+/// index, so that a rebuilt index keeps it.
+pub const GIT_INFO_LOG_FILE: &str = "thread_git_info.jsonl";
 /// Directory under the home that holds the rollouts.
 pub const SESSIONS_DIR: &str = "sessions";
 /// Longest preview kept, in characters.
@@ -52,6 +55,27 @@ pub struct ThreadRecord {
     pub preview: Option<String>,
     /// The name a user gave the thread (`thread/name/set`), if any.
     pub name: Option<String>,
+    /// The git metadata recorded for the thread, if any.
+    pub git_info: Option<ThreadGitInfo>,
+}
+
+/// Git metadata of a thread (branch, commit, origin). Absent fields are unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadGitInfo {
+    #[serde(default)]
+    pub branch: Option<String>,
+    #[serde(default)]
+    pub sha: Option<String>,
+    #[serde(default)]
+    pub origin_url: Option<String>,
+}
+
+impl ThreadGitInfo {
+    /// Whether nothing is known (stored as no git metadata at all).
+    pub fn is_empty(&self) -> bool {
+        self.branch.is_none() && self.sha.is_none() && self.origin_url.is_none()
+    }
 }
 
 impl ThreadRecord {
@@ -82,6 +106,7 @@ impl ThreadRecord {
             source: meta.source,
             preview: first_user_message.as_deref().map(truncate_preview),
             name: None,
+            git_info: None,
         })
     }
 }
@@ -102,8 +127,12 @@ pub struct ThreadIndex {
     path: PathBuf,
 }
 
-const SELECT_COLUMNS: &str =
-    "id, rollout_path, created_at, updated_at, cwd, model_provider, model, source, preview, name";
+const SELECT_COLUMNS: &str = "id, rollout_path, created_at, updated_at, cwd, model_provider, \
+     model, source, preview, name, git_info";
+/// The columns of the first release: an index that lacks these is not ours. (Later
+/// columns are added in place by [`migrate`], so they must not fail this check.)
+const BASE_COLUMNS: &str =
+    "id, rollout_path, created_at, updated_at, cwd, model_provider, model, source, preview";
 
 /// What healing the index did; its `Display` is one line for the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -282,6 +311,7 @@ impl ThreadIndex {
             let (indexed, skipped) = index.index_files(&files)?;
             index.apply_archive_log()?;
             index.apply_name_log()?;
+            index.apply_git_info_log()?;
             if must_report {
                 repairs.push(IndexRepair::Rebuilt {
                     db: index.path.clone(),
@@ -699,6 +729,59 @@ impl ThreadIndex {
         Ok(())
     }
 
+    /// Stores (or with `None`, or an empty value, clears) a thread's git metadata.
+    /// Returns whether the index knows the thread. Like names, every change is also
+    /// appended to `<home>/thread_git_info.jsonl`, from which a rebuilt index takes it back.
+    pub fn set_git_info(
+        &self,
+        id: ThreadId,
+        git_info: Option<&ThreadGitInfo>,
+    ) -> Result<bool, RolloutError> {
+        let git_info = git_info.filter(|info| !info.is_empty());
+        let text = git_info.map(git_info_to_text).transpose()?;
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE threads SET git_info = ?2 WHERE id = ?1",
+                params![id.to_string(), text],
+            )
+            .map_err(|e| self.db_err(e))?;
+        if changed > 0 {
+            let value = match git_info {
+                Some(info) => serde_json::to_value(info).map_err(|e| RolloutError::IndexValue {
+                    path: self.path.clone(),
+                    message: e.to_string(),
+                })?,
+                None => serde_json::Value::Null,
+            };
+            self.append_decision(GIT_INFO_LOG_FILE, id, "gitInfo", value)?;
+        }
+        Ok(changed > 0)
+    }
+
+    /// Re-applies `thread_git_info.jsonl` (the last line per thread wins) to a freshly
+    /// built index. Lines that do not hold git metadata are skipped.
+    fn apply_git_info_log(&self) -> Result<(), RolloutError> {
+        for (id, value) in self.latest_decisions(GIT_INFO_LOG_FILE, "gitInfo")? {
+            let info = match value {
+                serde_json::Value::Null => None,
+                value => match serde_json::from_value::<ThreadGitInfo>(value) {
+                    Ok(info) if !info.is_empty() => Some(info),
+                    Ok(_) => None,
+                    Err(_) => continue,
+                },
+            };
+            let text = info.as_ref().map(git_info_to_text).transpose()?;
+            self.conn
+                .execute(
+                    "UPDATE threads SET git_info = ?2 WHERE id = ?1",
+                    params![id, text],
+                )
+                .map_err(|e| self.db_err(e))?;
+        }
+        Ok(())
+    }
+
     /// Whether a thread is archived (`None` when the index does not know it).
     pub fn is_archived(&self, id: ThreadId) -> Result<Option<bool>, RolloutError> {
         self.conn
@@ -852,6 +935,13 @@ impl ThreadIndex {
             source: source_from_text(&raw.source),
             preview: raw.preview,
             name: raw.name,
+            // A value this version cannot read (another version's shape) shows as unknown
+            // rather than making the whole thread unreadable.
+            git_info: raw
+                .git_info
+                .as_deref()
+                .and_then(|text| serde_json::from_str::<ThreadGitInfo>(text).ok())
+                .filter(|info| !info.is_empty()),
         })
     }
 }
@@ -915,6 +1005,7 @@ struct RawRow {
     source: String,
     preview: Option<String>,
     name: Option<String>,
+    git_info: Option<String>,
 }
 
 fn raw_row(row: &Row<'_>) -> rusqlite::Result<RawRow> {
@@ -929,6 +1020,14 @@ fn raw_row(row: &Row<'_>) -> rusqlite::Result<RawRow> {
         source: row.get(7)?,
         preview: row.get(8)?,
         name: row.get(9)?,
+        git_info: row.get(10)?,
+    })
+}
+
+fn git_info_to_text(info: &ThreadGitInfo) -> Result<String, RolloutError> {
+    serde_json::to_string(info).map_err(|e| RolloutError::IndexValue {
+        path: PathBuf::new(),
+        message: format!("git metadata not serialisable: {e}"),
     })
 }
 
@@ -1092,7 +1191,7 @@ fn connect(path: &Path) -> Result<(Connection, bool), ConnectFailure> {
     if existed {
         // A table of another shape (another program's file, a future version's schema)
         // would fail every query later; find out now, while it can still be moved aside.
-        if let Err(err) = conn.prepare(&format!("SELECT {SELECT_COLUMNS} FROM threads LIMIT 0")) {
+        if let Err(err) = conn.prepare(&format!("SELECT {BASE_COLUMNS} FROM threads LIMIT 0")) {
             return Err(match err.sqlite_error_code() {
                 Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
                     ConnectFailure::Other(err)
@@ -1142,6 +1241,15 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     )?;
     if !has_name {
         conn.execute_batch("ALTER TABLE threads ADD COLUMN name TEXT;")?;
+    }
+    let has_git_info: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('threads') WHERE name = 'git_info')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_git_info {
+        // JSON of a `ThreadGitInfo`; NULL when nothing is known.
+        conn.execute_batch("ALTER TABLE threads ADD COLUMN git_info TEXT;")?;
     }
     // Paged listings filter on `archived` and sort by a timestamp; these serve both sorts.
     conn.execute_batch(

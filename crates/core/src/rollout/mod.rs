@@ -22,8 +22,9 @@ pub use error::RolloutError;
 pub(crate) use index::delete_thread;
 pub use index::{
     ARCHIVE_LOG_FILE, IndexHealth, IndexRepair, ListDirection, ListPage, ListQuery, ListSortKey,
-    NAME_LOG_FILE, PREVIEW_MAX_CHARS, RebuildCause, SESSIONS_DIR, STATE_DB_FILE, ThreadIndex,
-    ThreadRecord, find_latest, find_rollout, find_rollout_with_repairs, list_rollout_files,
+    NAME_LOG_FILE, PREVIEW_MAX_CHARS, RebuildCause, SESSIONS_DIR, STATE_DB_FILE, ThreadGitInfo,
+    ThreadIndex, ThreadRecord, find_latest, find_rollout, find_rollout_with_repairs,
+    list_rollout_files,
 };
 pub use item::{
     CompactedItem, RolloutItem, SessionMeta, TurnContextItem, history_from_rollout,

@@ -229,6 +229,7 @@ fn create_blocking(
         source: meta.source,
         preview: None,
         name: None,
+        git_info: None,
     };
     let index = match index.and_then(|index| {
         index.upsert(&record)?;

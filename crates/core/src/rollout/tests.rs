@@ -254,6 +254,7 @@ fn record_at(dir: &Path, id: ThreadId, cwd: &str, minutes: i64) -> ThreadRecord 
         source: SessionSource::Mcp,
         preview: None,
         name: None,
+        git_info: None,
     }
 }
 

@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use interpreter_protocol::{EventMsg, ExecCommandStatus, FileChanges, McpToolCallEndEvent};
+use interpreter_protocol::{
+    EventMsg, ExecCommandSource, ExecCommandStatus, FileChanges, McpToolCallEndEvent,
+};
 
 use super::item::RolloutItem;
 
@@ -39,6 +41,7 @@ pub enum TurnEntry {
         output: String,
         duration_ms: u64,
         status: ExecCommandStatus,
+        source: ExecCommandSource,
     },
     FileChange {
         call_id: String,
@@ -133,6 +136,7 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                         output: e.aggregated_output.clone(),
                         duration_ms: e.duration_ms,
                         status: e.status,
+                        source: e.source,
                     })
             }
             EventMsg::PatchApplyEnd(e) => {
