@@ -659,10 +659,11 @@ async fn idle_for(
     sub_id: &str,
     what: &str,
 ) -> bool {
-    if running.is_some() && !session.takes_input().await {
-        if let Some(turn) = running.take() {
-            let _ = turn.handle.await;
-        }
+    if running.is_some()
+        && !session.takes_input().await
+        && let Some(turn) = running.take()
+    {
+        let _ = turn.handle.await;
     }
     if running.is_some() {
         session
@@ -735,7 +736,7 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         }
                     }
                     Op::Compact => {
-                        if idle_for(&session, &mut running, &sub.id, "compact").await {
+                        if idle_for(session, &mut running, &sub.id, "compact").await {
                             // Input sent during the compaction waits for it, then runs
                             // as a turn of its own.
                             session.reopen_input().await;
@@ -749,12 +750,12 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         }
                     }
                     Op::InjectItems { items } => {
-                        if idle_for(&session, &mut running, &sub.id, "inject items").await {
+                        if idle_for(session, &mut running, &sub.id, "inject items").await {
                             session.record_items(&items).await;
                         }
                     }
                     Op::RunUserShellCommand { command, timeout_ms } => {
-                        if idle_for(&session, &mut running, &sub.id, "run the command").await {
+                        if idle_for(session, &mut running, &sub.id, "run the command").await {
                             session.reopen_input().await;
                             let timeout = timeout_ms
                                 .map(std::time::Duration::from_millis)
