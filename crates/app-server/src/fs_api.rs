@@ -19,7 +19,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, Metadata, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -27,6 +27,7 @@ use std::time::{Duration, SystemTime};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use interpreter_core::config::{Config, FileAccess, FileAccessRule, PathRefused};
+use interpreter_tools::regular_file::{self, RegularFileError};
 use interpreter_tools::sandbox::{PROTECTED_DIR_NAMES, resolve_for_write};
 use notify::Watcher as _;
 use tokio::sync::mpsc;
@@ -300,7 +301,7 @@ pub(crate) async fn copy(
             return Err(FsError::Invalid(format!(
                 "{} is {}; fs/copy copies regular files and directories",
                 source.display(),
-                file_kind(&metadata)
+                regular_file::kind(&metadata)
             )));
         }
         if !params.recursive {
@@ -418,52 +419,29 @@ fn symlink(_link: &Path, at: &Path) -> io::Result<()> {
     ))
 }
 
-/// Opens the regular file at the resolved path `path`: a FIFO cannot block the open, a
-/// symlink swapped in since the check is not followed, and the opened file is checked
-/// again (`fstat`).
+/// Opens the regular file at the resolved path `path` (see
+/// [`interpreter_tools::regular_file`]).
 fn open_regular(path: &Path) -> Result<File, FsError> {
-    let mut options = OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
-    }
-    let file = options.open(path).map_err(io_error(path))?;
-    let metadata = file.metadata().map_err(io_error(path))?;
-    if !metadata.is_file() {
-        return Err(FsError::Invalid(format!(
-            "{} is {}, not a regular file",
-            path.display(),
-            file_kind(&metadata)
-        )));
-    }
-    Ok(file)
+    regular_file::open(path).map_err(regular_file_error(path))
 }
 
 /// The contents of the regular file at the resolved path `path`, at most
 /// [`MAX_FILE_BYTES`].
 fn read_regular(path: &Path) -> Result<Vec<u8>, FsError> {
-    let file = open_regular(path)?;
-    let len = file.metadata().map_err(io_error(path))?.len();
-    if len > MAX_FILE_BYTES {
-        return Err(FsError::TooLarge {
+    regular_file::read_capped(path, MAX_FILE_BYTES).map_err(regular_file_error(path))
+}
+
+fn regular_file_error(path: &Path) -> impl FnOnce(RegularFileError) -> FsError + '_ {
+    move |err| match err {
+        RegularFileError::NotRegular { kind } => {
+            FsError::Invalid(format!("{} is {kind}, not a regular file", path.display()))
+        }
+        RegularFileError::TooLarge { bytes } => FsError::TooLarge {
             path: path.to_path_buf(),
-            bytes: len,
-        });
+            bytes,
+        },
+        RegularFileError::Io(e) => io_error(path)(e),
     }
-    let mut bytes = Vec::new();
-    // One byte past the cap tells a file that grew after the check.
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io_error(path))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(FsError::TooLarge {
-            path: path.to_path_buf(),
-            bytes: bytes.len() as u64,
-        });
-    }
-    Ok(bytes)
 }
 
 /// Writes a new file beside the resolved path `path` and renames it over `path`: the
@@ -481,7 +459,7 @@ fn write_replacing(
             return Err(FsError::Invalid(format!(
                 "{} is {}, not a regular file",
                 path.display(),
-                file_kind(&metadata)
+                regular_file::kind(&metadata)
             )));
         }
         Err(err) if err.kind() == io::ErrorKind::NotFound => None,
@@ -509,40 +487,6 @@ fn unix_ms(time: io::Result<SystemTime>) -> i64 {
     time.ok()
         .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-#[cfg(unix)]
-fn file_kind(metadata: &Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt as _;
-    let kind = metadata.file_type();
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_file() {
-        "a regular file"
-    } else if kind.is_symlink() {
-        "a symlink"
-    } else if kind.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
-}
-
-#[cfg(not(unix))]
-fn file_kind(metadata: &Metadata) -> &'static str {
-    if metadata.is_dir() {
-        "a directory"
-    } else if metadata.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
-    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ pub mod apply_patch;
 pub mod env_policy;
 pub mod exec_process;
 pub mod git;
+pub mod regular_file;
 pub mod safety;
 pub mod sandbox;
 pub mod shell;

@@ -9,8 +9,10 @@
 //! [`MAX_FILE_BYTES`].
 
 use std::fs::{Metadata, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::Path;
+
+use crate::regular_file::{self, RegularFileError};
 
 /// The largest file apply_patch reads. A patch edits source text; a target past this
 /// is a mistake or an attack, and it would be held in memory several times over (old
@@ -23,17 +25,11 @@ pub(super) fn read_regular(path: &Path) -> io::Result<String> {
     // The path is resolved now, so its last component must not turn into a symlink
     // before the open.
     let resolved = std::fs::canonicalize(path)?;
-    let mut options = OpenOptions::new();
-    options.read(true);
-    non_blocking(&mut options, true);
-    let file = options.open(&resolved)?;
-    ensure_readable(&file.metadata()?)?;
-    let mut bytes = Vec::new();
-    // One byte past the cap tells a file that grew after the check.
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(too_large(bytes.len() as u64));
-    }
+    let bytes = regular_file::read_capped(&resolved, MAX_FILE_BYTES).map_err(|e| match e {
+        RegularFileError::NotRegular { kind } => not_regular(kind),
+        RegularFileError::TooLarge { bytes } => too_large(bytes),
+        RegularFileError::Io(e) => e,
+    })?;
     String::from_utf8(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -53,7 +49,7 @@ pub(super) fn write_regular(path: &Path, contents: &str) -> io::Result<()> {
     let mut options = OpenOptions::new();
     // Not `truncate`: nothing is cut before the opened file is known to be regular.
     options.write(true).create(true);
-    non_blocking(&mut options, false);
+    non_blocking(&mut options);
     let mut file = options.open(path)?;
     ensure_regular(&file.metadata()?)?;
     file.set_len(0)?;
@@ -63,15 +59,16 @@ pub(super) fn write_regular(path: &Path, contents: &str) -> io::Result<()> {
 
 fn ensure_regular(metadata: &Metadata) -> io::Result<()> {
     if !metadata.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "it is {}, not a regular file; apply_patch only edits regular files",
-                file_kind(metadata)
-            ),
-        ));
+        return Err(not_regular(regular_file::kind(metadata)));
     }
     Ok(())
+}
+
+fn not_regular(kind: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("it is {kind}, not a regular file; apply_patch only edits regular files"),
+    )
 }
 
 fn ensure_readable(metadata: &Metadata) -> io::Result<()> {
@@ -93,43 +90,12 @@ fn too_large(bytes: u64) -> io::Error {
     )
 }
 
+/// A write that cannot block on a FIFO planted at the target.
 #[cfg(unix)]
-fn file_kind(metadata: &Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt as _;
-    let kind = metadata.file_type();
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
-}
-
-#[cfg(not(unix))]
-fn file_kind(metadata: &Metadata) -> &'static str {
-    if metadata.is_dir() {
-        "a directory"
-    } else {
-        "not a regular file"
-    }
-}
-
-#[cfg(unix)]
-fn non_blocking(options: &mut OpenOptions, no_follow: bool) {
+fn non_blocking(options: &mut OpenOptions) {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let mut flags = libc::O_NONBLOCK;
-    if no_follow {
-        flags |= libc::O_NOFOLLOW;
-    }
-    options.custom_flags(flags);
+    options.custom_flags(libc::O_NONBLOCK);
 }
 
 #[cfg(not(unix))]
-fn non_blocking(_options: &mut OpenOptions, _no_follow: bool) {}
+fn non_blocking(_options: &mut OpenOptions) {}
