@@ -22,7 +22,7 @@ use std::process::{ExitStatus, Stdio};
 use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use crate::shell::{ShellError, kill_process_group, start_in_own_session_and_die_with_us};
+use crate::shell::{ShellError, kill_process_group, prepare_command, spawn_error};
 
 /// How the child's standard streams are connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,32 +62,8 @@ pub struct RunningProcess {
 
 impl RunningProcess {
     pub fn spawn(req: ProcessRequest) -> Result<Self, ShellError> {
-        let Some((program, args)) = req.argv.split_first() else {
-            return Err(ShellError::EmptyCommand);
-        };
-        if !req.cwd.is_dir() {
-            return Err(ShellError::CwdMissing { cwd: req.cwd });
-        }
-        let spawn_error = |source: io::Error| match source.kind() {
-            io::ErrorKind::NotFound => ShellError::ProgramNotFound {
-                program: program.clone(),
-            },
-            io::ErrorKind::PermissionDenied => ShellError::PermissionDenied {
-                program: program.clone(),
-            },
-            _ => ShellError::Spawn {
-                program: program.clone(),
-                source,
-            },
-        };
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .current_dir(&req.cwd)
-            .env_clear()
-            .envs(&req.env)
-            .kill_on_drop(true);
-        start_in_own_session_and_die_with_us(&mut command);
+        let (mut command, program) = prepare_command(&req.argv, &req.cwd, &req.env)?;
+        let spawn_error = |source: io::Error| spawn_error(&program, source);
         let mut pty = None;
         match req.stdio {
             ProcessStdio::Pipes { stdin } => {

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -87,6 +87,43 @@ pub enum ShellError {
     },
 }
 
+/// The process a command runs as, before its standard streams are chosen: `argv` in
+/// `cwd` with exactly `env`, leading its own session and process group, dying with us
+/// and when dropped. Also the program's name, for [`spawn_error`].
+pub(crate) fn prepare_command(
+    argv: &[String],
+    cwd: &Path,
+    env: &HashMap<String, String>,
+) -> Result<(Command, String), ShellError> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(ShellError::EmptyCommand);
+    };
+    if !cwd.is_dir() {
+        return Err(ShellError::CwdMissing {
+            cwd: cwd.to_path_buf(),
+        });
+    }
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env)
+        .kill_on_drop(true);
+    start_in_own_session_and_die_with_us(&mut command);
+    Ok((command, program.clone()))
+}
+
+/// Why `program` did not start, in the terms the model and the user read.
+pub(crate) fn spawn_error(program: &str, source: io::Error) -> ShellError {
+    let program = program.to_string();
+    match source.kind() {
+        io::ErrorKind::NotFound => ShellError::ProgramNotFound { program },
+        io::ErrorKind::PermissionDenied => ShellError::PermissionDenied { program },
+        _ => ShellError::Spawn { program, source },
+    }
+}
+
 /// Runs `req` to completion, until its timeout, or until `cancel` fires — whichever is
 /// first. Output chunks are forwarded to `on_output` as they arrive (before capping).
 pub async fn run(
@@ -94,38 +131,15 @@ pub async fn run(
     cancel: CancellationToken,
     on_output: Option<mpsc::UnboundedSender<(ExecOutputStream, Vec<u8>)>>,
 ) -> Result<ExecOutput, ShellError> {
-    let Some((program, args)) = req.argv.split_first() else {
-        return Err(ShellError::EmptyCommand);
-    };
-    if !req.cwd.is_dir() {
-        return Err(ShellError::CwdMissing { cwd: req.cwd });
-    }
-
+    let (mut command, program) = prepare_command(&req.argv, &req.cwd, &req.env)?;
     let started = Instant::now();
-    let mut command = Command::new(program);
     command
-        .args(args)
-        .current_dir(&req.cwd)
-        .env_clear()
-        .envs(&req.env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    start_in_own_session_and_die_with_us(&mut command);
-
-    let mut child = command.spawn().map_err(|source| match source.kind() {
-        io::ErrorKind::NotFound => ShellError::ProgramNotFound {
-            program: program.clone(),
-        },
-        io::ErrorKind::PermissionDenied => ShellError::PermissionDenied {
-            program: program.clone(),
-        },
-        _ => ShellError::Spawn {
-            program: program.clone(),
-            source,
-        },
-    })?;
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .map_err(|source| spawn_error(&program, source))?;
     // The child leads its own session and group, so its pid is the group id.
     let process_group = child.id().and_then(|pid| i32::try_from(pid).ok());
     // If the caller drops this future mid-run, the whole group must still die.
@@ -294,7 +308,7 @@ async fn forward_pipe(
 /// from the runtime's worker threads, which live as long as the runtime (that is, the
 /// agent); `getppid()` is compared with our pid so a parent that died before the request
 /// was made is noticed too.
-pub(crate) fn start_in_own_session_and_die_with_us(command: &mut Command) {
+fn start_in_own_session_and_die_with_us(command: &mut Command) {
     let parent = rustix::process::getpid();
     #[allow(unsafe_code)]
     // SAFETY: the hook runs between fork and exec in the child of a multi-threaded process,
