@@ -783,7 +783,23 @@ fn answer_later(
     decision: ReviewDecision,
     answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
 ) {
-    let loaded = loaded.clone();
+    settle_request(
+        loaded.clone(),
+        request_id,
+        answer(decision),
+        "submitting an approval decision",
+    );
+}
+
+/// A server request is settled: its followers hear `serverRequest/resolved` (when it
+/// went out as one), then the thread gets `answer`. `what` words the log line if the
+/// thread is gone.
+pub(crate) fn settle_request(
+    loaded: Arc<LoadedThread>,
+    request_id: Option<RequestId>,
+    answer: Op,
+    what: &'static str,
+) {
     tokio::spawn(async move {
         if let Some(request_id) = request_id {
             loaded.broadcast(
@@ -794,8 +810,8 @@ fn answer_later(
                 },
             );
         }
-        if let Err(e) = loaded.thread.submit(answer(decision)).await {
-            tracing::debug!("submitting an approval decision failed: {e}");
+        if let Err(e) = loaded.thread.submit(answer).await {
+            tracing::debug!("{what} failed: {e}");
         }
     });
 }

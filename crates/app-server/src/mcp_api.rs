@@ -267,22 +267,10 @@ fn resolve(
     id: String,
     response: ElicitationResponse,
 ) {
-    tokio::spawn(async move {
-        if let Some(request_id) = request_id {
-            loaded.broadcast(
-                "serverRequest/resolved",
-                &v2::ServerRequestResolvedNotification {
-                    thread_id: loaded.id().to_string(),
-                    request_id,
-                },
-            );
-        }
-        if let Err(e) = loaded
-            .thread
-            .submit(Op::ResolveElicitation { id, response })
-            .await
-        {
-            tracing::debug!("answering an MCP server's question failed: {e}");
-        }
-    });
+    crate::driver::settle_request(
+        loaded,
+        request_id,
+        Op::ResolveElicitation { id, response },
+        "answering an MCP server's question",
+    );
 }
