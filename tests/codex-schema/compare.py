@@ -4,7 +4,7 @@
 Usage:
     compare.py --ours OURS_DIR --codex-stable DIR --codex-experimental DIR
                [--allowlist allowlist.json] [--overrides response-overrides.json]
-               [--write-allowlist]
+               [--write-allowlist] [--docs docs/app-server.md] [--print-method-index]
 
 OURS_DIR is what `interpreter app-server generate-json-schema OUT_DIR` writes (methods.json,
 v1/*.json, v2/*.json). The Codex dirs are what `codex app-server generate-json-schema --out DIR`
@@ -22,7 +22,14 @@ that does not occur against the stable form is suffixed ` (codex experimental)`,
 Codex field or method moving from experimental to stable changes the key and gets reviewed.
 
 Every difference must be in the allow-list with a one-line `why`; the run fails on a
-difference that is not, and on an allow-listed key that no longer occurs (stale). Stdlib only.
+difference that is not, and on an allow-listed key that no longer occurs (stale).
+
+With --docs, the method index of docs/app-server.md (the table under "## Every Codex method")
+is checked too: every method Codex has and every method we serve has exactly one row of the
+right kind; a row says `same as Codex` only for a method with no allow-listed difference,
+`served: how it differs` for the others we serve, `out of scope: why` or `not served: why` for
+Codex's methods we do not serve, and `ours only: what` for ours alone. --print-method-index
+prints a skeleton of that table for the current schemas. Stdlib only.
 """
 
 from __future__ import annotations
@@ -38,6 +45,11 @@ TAG_PROPS = ("type", "method", "kind", "status", "mode")
 EXPERIMENTAL_SUFFIX = " (codex experimental)"
 
 KINDS = ("clientRequest", "serverNotification", "serverRequest")
+DOC_KINDS = {"clientRequest": "request", "serverNotification": "notification",
+             "serverRequest": "server request"}
+DOCS_HEADING = "## Every Codex method"
+SERVED_STATUSES = ("same as Codex", "served")
+UNSERVED_STATUSES = ("out of scope", "not served")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -565,6 +577,9 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--allowlist", default=os.path.join(here, "allowlist.json"))
     ap.add_argument("--overrides", default=os.path.join(here, "response-overrides.json"))
+    ap.add_argument("--docs", help="check the method index of this docs/app-server.md")
+    ap.add_argument("--print-method-index", action="store_true",
+                    help="print a skeleton of the docs' method index table")
     ap.add_argument("--write-allowlist", action="store_true",
                     help="rewrite the allow-list with the current differences (keeps existing "
                          "whys, new entries get 'TODO'); review every TODO before committing")
@@ -632,6 +647,11 @@ def main():
     for kind, n in sorted(by_kind.items(), key=lambda x: -x[1]):
         print(f"    {n:4}  {kind}")
 
+    if args.print_method_index:
+        print_method_index(ours, stable, exp, allowed)
+    if args.docs:
+        problems.extend(check_method_index(args.docs, ours, exp, allowed))
+
     failed = False
     for p in problems:
         print(f"ERROR: {p}")
@@ -661,6 +681,101 @@ def main():
         return 1
     print("codex-schema: ok (every difference is allow-listed, none stale)")
     return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The docs' method index
+
+
+def methods_with_differences(allowed):
+    """(kind, method) pairs that have at least one allow-listed difference."""
+    return {tuple(k.split(" ", 2)[:2]) for k in allowed}
+
+
+def index_rows(ours, stable, exp):
+    """(kind, method, where Codex has it) for every method of either side, sorted."""
+    rows = []
+    for kind in KINDS:
+        for m in sorted(set(ours.methods[kind]) | set(exp.unions[kind])):
+            codex = ("stable" if m in stable.unions[kind]
+                     else "experimental" if m in exp.unions[kind] else "—")
+            rows.append((kind, m, codex))
+    return rows
+
+
+def print_method_index(ours, stable, exp, allowed):
+    differing = methods_with_differences(allowed)
+    print("| method | kind | in Codex | here |")
+    print("|---|---|---|---|")
+    for kind, m, codex in index_rows(ours, stable, exp):
+        if m not in ours.methods[kind]:
+            here = "not served: TODO"
+        elif codex == "—":
+            here = "ours only: TODO"
+        elif (kind, m) in differing:
+            here = "served: TODO"
+        else:
+            here = "same as Codex"
+        print(f"| `{m}` | {DOC_KINDS[kind]} | {codex} | {here} |")
+
+
+def parse_method_index(path):
+    """{(kind, method): [status text, ...]} from the table under DOCS_HEADING."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    try:
+        start = lines.index(DOCS_HEADING)
+    except ValueError:
+        return None
+    kinds = {v: k for k, v in DOC_KINDS.items()}
+    rows = {}
+    for line in lines[start + 1:]:
+        if line.startswith("## "):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not cells[0].startswith("`"):
+            continue
+        method, kind, _codex, here = cells
+        rows.setdefault((kinds.get(kind, kind), method.strip("`")), []).append(here)
+    return rows
+
+
+def check_method_index(path, ours, exp, allowed):
+    rows = parse_method_index(path)
+    if rows is None:
+        return [f"{path}: no '{DOCS_HEADING}' section"]
+    differing = methods_with_differences(allowed)
+    problems = []
+    expected = set()
+    for kind in KINDS:
+        for m in set(ours.methods[kind]) | set(exp.unions[kind]):
+            expected.add((kind, m))
+            where = f"{path}: {DOC_KINDS[kind]} `{m}`"
+            found = rows.get((kind, m), [])
+            if len(found) != 1:
+                problems.append(f"{where}: {len(found)} rows in the method index (want 1)")
+                continue
+            here = found[0]
+            status = here.split(":", 1)[0].strip()
+            if m in ours.methods[kind] and m in exp.unions[kind]:
+                if status not in SERVED_STATUSES:
+                    problems.append(f"{where}: we serve it, but the index says '{here}'")
+                elif status == "same as Codex" and (kind, m) in differing:
+                    problems.append(f"{where}: says 'same as Codex' but has allow-listed "
+                                    "differences (say how it differs: 'served: ...')")
+            elif m in ours.methods[kind]:
+                if status != "ours only":
+                    problems.append(f"{where}: Codex has no such method; say 'ours only: ...'")
+            elif status not in UNSERVED_STATUSES:
+                problems.append(f"{where}: we do not serve it, but the index says '{here}'")
+            if status != "same as Codex" and not here.split(":", 1)[1:]:
+                problems.append(f"{where}: '{status}' needs a reason after a colon")
+            if "TODO" in here:
+                problems.append(f"{where}: TODO in the method index")
+    for kind, m in sorted(set(rows) - expected):
+        problems.append(f"{path}: `{m}` ({DOC_KINDS.get(kind, kind)}) is in the method index "
+                        "but neither side has it")
+    return problems
 
 
 def classify(msg):

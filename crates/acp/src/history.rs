@@ -26,7 +26,7 @@ fn update_of(entry: &TurnEntry) -> Option<Update> {
     Some(match entry {
         TurnEntry::UserMessage { text } => Update::UserText(text.clone()),
         TurnEntry::AgentMessage { text } => Update::AgentText(text.clone()),
-        TurnEntry::Reasoning { text } => Update::Thought(text.clone()),
+        TurnEntry::Reasoning { text, .. } => Update::Thought(text.clone()),
         TurnEntry::Command {
             call_id,
             command,

@@ -243,6 +243,13 @@ impl TurnView {
                     self.send(Update::Thought(delta.delta));
                 }
             }
+            // A summary is what the server shows of its reasoning: the editor's thought.
+            EventMsg::AgentReasoningSummaryDelta(delta) => {
+                if !delta.delta.is_empty() {
+                    self.thought_streamed = true;
+                    self.send(Update::Thought(delta.delta));
+                }
+            }
             EventMsg::AgentReasoning(reasoning) => {
                 if !std::mem::take(&mut self.thought_streamed) && !reasoning.text.is_empty() {
                     self.send(Update::Thought(reasoning.text));

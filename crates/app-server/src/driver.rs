@@ -39,7 +39,8 @@ struct TurnItems {
     turn_id: String,
     next: u64,
     agent_message: Option<(String, String)>,
-    reasoning: Option<(String, String)>,
+    /// The reasoning item streaming now, by id.
+    reasoning: Option<String>,
     /// Commands and patches started (by approval request or begin event), by call id.
     started: HashMap<String, ThreadItem>,
     completed: HashSet<String>,
@@ -52,6 +53,19 @@ impl TurnItems {
         self.next += 1;
         format!("{}-{kind}-{}", self.turn_id, self.next)
     }
+}
+
+/// The reasoning item that deltas belong to: the one streaming, or a new one announced
+/// with `item/started`.
+fn open_reasoning(loaded: &LoadedThread, items: &mut TurnItems) -> String {
+    if let Some(id) = &items.reasoning {
+        return id.clone();
+    }
+    let id = items.next_id("reasoning");
+    let empty = mapping::reasoning_item(id.clone(), "", Vec::new(), Vec::new());
+    item_started(loaded, items, &empty);
+    items.reasoning = Some(id.clone());
+    id
 }
 
 /// Read the thread's events until this turn ends. The turn slot is held throughout, so
@@ -183,15 +197,7 @@ pub(crate) async fn drive(
                 );
             }
             EventMsg::AgentReasoningDelta(delta) => {
-                let item_id = match &items.reasoning {
-                    Some((id, _)) => id.clone(),
-                    None => {
-                        let id = items.next_id("reasoning");
-                        item_started(loaded, &items, &mapping::reasoning_item(id.clone(), ""));
-                        items.reasoning = Some((id.clone(), String::new()));
-                        id
-                    }
-                };
+                let item_id = open_reasoning(loaded, &mut items);
                 loaded.broadcast(
                     "item/reasoning/textDelta",
                     &v2::ReasoningTextDeltaNotification {
@@ -203,19 +209,43 @@ pub(crate) async fn drive(
                     },
                 );
             }
+            EventMsg::AgentReasoningSummaryPartAdded(part) => {
+                let item_id = open_reasoning(loaded, &mut items);
+                loaded.broadcast(
+                    "item/reasoning/summaryPartAdded",
+                    &v2::ReasoningSummaryPartAddedNotification {
+                        thread_id: thread_id.clone(),
+                        turn_id: items.turn_id.clone(),
+                        item_id,
+                        summary_index: part.summary_index,
+                    },
+                );
+            }
+            EventMsg::AgentReasoningSummaryDelta(delta) => {
+                let item_id = open_reasoning(loaded, &mut items);
+                loaded.broadcast(
+                    "item/reasoning/summaryTextDelta",
+                    &v2::ReasoningSummaryTextDeltaNotification {
+                        thread_id: thread_id.clone(),
+                        turn_id: items.turn_id.clone(),
+                        item_id,
+                        delta: delta.delta,
+                        summary_index: delta.summary_index,
+                    },
+                );
+            }
             EventMsg::AgentReasoning(reasoning) => {
-                let id = match items.reasoning.take() {
-                    Some((id, _)) => id,
-                    None => {
-                        let id = items.next_id("reasoning");
-                        item_started(loaded, &items, &mapping::reasoning_item(id.clone(), ""));
-                        id
-                    }
-                };
+                let id = open_reasoning(loaded, &mut items);
+                items.reasoning = None;
                 item_completed(
                     loaded,
                     &items,
-                    &mapping::reasoning_item(id, &reasoning.text),
+                    &mapping::reasoning_item(
+                        id,
+                        &reasoning.text,
+                        reasoning.summary,
+                        reasoning.content,
+                    ),
                 );
             }
             EventMsg::ExecApprovalRequest(request) => {
@@ -313,6 +343,23 @@ pub(crate) async fn drive(
                     },
                 };
                 start_once(loaded, &mut items, &end.call_id, item.clone());
+                let output = [end.stdout.as_str(), end.stderr.as_str()]
+                    .iter()
+                    .filter(|text| !text.is_empty())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if !output.is_empty() && !items.completed.contains(&end.call_id) {
+                    loaded.broadcast(
+                        "item/fileChange/outputDelta",
+                        &v2::FileChangeOutputDeltaNotification {
+                            thread_id: thread_id.clone(),
+                            turn_id: items.turn_id.clone(),
+                            item_id: end.call_id.clone(),
+                            delta: output,
+                        },
+                    );
+                }
                 complete_once(loaded, &mut items, &end.call_id, item);
             }
             EventMsg::McpToolCallBegin(begin) => {
@@ -404,6 +451,13 @@ pub(crate) async fn drive(
                 };
                 item_started(loaded, &items, &item);
                 item_completed(loaded, &items, &item);
+                loaded.broadcast(
+                    "thread/compacted",
+                    &v2::ContextCompactedNotification {
+                        thread_id: thread_id.clone(),
+                        turn_id: items.turn_id.clone(),
+                    },
+                );
             }
             EventMsg::Error(error) => {
                 let error = mapping::turn_error(error.message, error.kind);
@@ -561,8 +615,9 @@ fn finish(
     if let Some((id, text)) = items.agent_message.take() {
         item_completed(loaded, items, &mapping::agent_message_item(id, &text));
     }
-    if let Some((id, text)) = items.reasoning.take() {
-        item_completed(loaded, items, &mapping::reasoning_item(id, &text));
+    if let Some(id) = items.reasoning.take() {
+        let empty = mapping::reasoning_item(id, "", Vec::new(), Vec::new());
+        item_completed(loaded, items, &empty);
     }
     let open: Vec<(String, ThreadItem)> = items
         .started

@@ -294,15 +294,23 @@ pub fn agent_message_item(id: String, text: &str) -> ThreadItem {
     }
 }
 
-pub fn reasoning_item(id: String, text: &str) -> ThreadItem {
+/// A reasoning item from the engine's summary and raw parts. `text` stands in for the raw
+/// parts of rollouts written before the two were kept apart.
+pub fn reasoning_item(
+    id: String,
+    text: &str,
+    summary: Vec<String>,
+    content: Vec<String>,
+) -> ThreadItem {
+    let content = if summary.is_empty() && content.is_empty() && !text.is_empty() {
+        vec![text.to_string()]
+    } else {
+        content
+    };
     ThreadItem::Reasoning {
         id,
-        summary: Vec::new(),
-        content: if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![text.to_string()]
-        },
+        summary,
+        content,
     }
 }
 
@@ -372,7 +380,11 @@ pub fn turn_from_record(record: &TurnRecord) -> Turn {
         let item = match entry {
             TurnEntry::UserMessage { text } => user_message_item(id, text, None),
             TurnEntry::AgentMessage { text } => agent_message_item(id, text),
-            TurnEntry::Reasoning { text } => reasoning_item(id, text),
+            TurnEntry::Reasoning {
+                text,
+                summary,
+                content,
+            } => reasoning_item(id, text, summary.clone(), content.clone()),
             TurnEntry::Command {
                 call_id,
                 command,

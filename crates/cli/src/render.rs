@@ -254,6 +254,8 @@ impl HumanOutput {
             }
             EventMsg::AgentMessageDelta(_)
             | EventMsg::AgentReasoningDelta(_)
+            | EventMsg::AgentReasoningSummaryPartAdded(_)
+            | EventMsg::AgentReasoningSummaryDelta(_)
             | EventMsg::ExecCommandOutputDelta(_)
             | EventMsg::SessionConfigured(_)
             | EventMsg::UserMessage(_)

@@ -252,7 +252,7 @@ fn render_entry(out: &mut String, entry: &TurnEntry) {
             out.push('\n');
             indented(out, "", text);
         }
-        TurnEntry::Reasoning { text } => indented(out, "  (thinking) ", text),
+        TurnEntry::Reasoning { text, .. } => indented(out, "  (thinking) ", text),
         TurnEntry::Command {
             command,
             cwd,

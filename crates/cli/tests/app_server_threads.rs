@@ -89,6 +89,12 @@ async fn python_sdk_compact_summarises_as_a_turn_of_its_own() {
         order.iter().any(|m| m.contains("contextCompaction")),
         "{order:?}"
     );
+    // Clients that predate the item read the deprecated notification, after the item.
+    let compacted = order.iter().position(|m| m == "thread/compacted");
+    let item = order
+        .iter()
+        .position(|m| m == "item/completed:contextCompaction");
+    assert!(compacted.is_some() && compacted > item, "{order:?}");
     let completed = messages
         .iter()
         .find(|m| m["method"] == "turn/completed")

@@ -89,6 +89,7 @@ async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
             "item/commandExecution/outputDelta",
             "item/completed:commandExecution",
             "item/started:fileChange",
+            "item/fileChange/outputDelta",
             "item/completed:fileChange",
             "turn/diff/updated",
             "item/started:agentMessage",
@@ -97,6 +98,19 @@ async fn a_turn_with_a_command_and_a_patch_streams_in_order() {
             "turn/completed",
         ],
         "{messages:#?}"
+    );
+    // What applying the patch printed, on the patch's item, as the model was told.
+    let output = messages
+        .iter()
+        .find(|m| m["method"] == "item/fileChange/outputDelta")
+        .expect("item/fileChange/outputDelta");
+    assert_eq!(output["params"]["itemId"], "call_patch");
+    assert_eq!(output["params"]["turnId"], turn_id.as_str());
+    assert!(
+        output["params"]["delta"]
+            .as_str()
+            .is_some_and(|delta| delta.contains("notes.txt")),
+        "{output}"
     );
     let diff = messages
         .iter()
@@ -757,4 +771,106 @@ async fn external_sandbox_runs_commands_without_ours_and_says_so() {
         json!({"type": "externalSandbox", "networkAccess": "enabled"}),
         "{resumed}"
     );
+}
+
+/// A Responses server that summarises its reasoning: each summary part is announced
+/// (`item/reasoning/summaryPartAdded`) and streamed (`item/reasoning/summaryTextDelta`)
+/// on the reasoning item, raw text streams as `item/reasoning/textDelta`, and the
+/// completed item (and `thread/read` after a restart) keeps the summary's parts apart
+/// from the raw text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_summaries_stream_part_by_part_and_stay_apart_from_raw_text() {
+    use interpreter_test_support::MockResponse;
+    use interpreter_test_support::mock_model::responses_event::ResponseEvents;
+
+    let env = AppEnv::new().await;
+    let config = env.home.path().join("config.toml");
+    let text = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace("wire_api = \"chat\"", "wire_api = \"responses\"");
+    std::fs::write(&config, text).expect("write config");
+    env.model.push(MockResponse::responses(
+        ResponseEvents::new("resp_1")
+            .reasoning(
+                &["Look at the tests.", "Then run them."],
+                Some("raw thoughts"),
+                None,
+            )
+            .text("done")
+            .completed(10, 5),
+    ));
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(params(NO_APPROVALS)).await;
+    let turn_id = client.start_turn(&thread_id, "think").await;
+    let messages = client.until_turn_completed().await;
+
+    let reasoning: Vec<&Value> = messages
+        .iter()
+        .filter(|m| {
+            m["method"].as_str().is_some_and(|method| {
+                method.starts_with("item/reasoning/")
+                    || ((method == "item/started" || method == "item/completed")
+                        && m["params"]["item"]["type"] == "reasoning")
+            })
+        })
+        .collect();
+    let order: Vec<String> = reasoning
+        .iter()
+        .map(|m| {
+            let method = m["method"].as_str().unwrap_or("?");
+            match m["params"]["summaryIndex"].as_i64() {
+                Some(index) => format!("{method}#{index}"),
+                None => method.to_string(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            "item/started",
+            "item/reasoning/summaryPartAdded#0",
+            "item/reasoning/summaryTextDelta#0",
+            "item/reasoning/summaryPartAdded#1",
+            "item/reasoning/summaryTextDelta#1",
+            "item/reasoning/textDelta",
+            "item/completed",
+        ]
+    );
+    let item_id = reasoning[0]["params"]["item"]["id"].clone();
+    for m in &reasoning[1..6] {
+        assert_eq!(m["params"]["itemId"], item_id, "{m}");
+        assert_eq!(m["params"]["turnId"], turn_id.as_str(), "{m}");
+        assert_eq!(m["params"]["threadId"], thread_id.as_str(), "{m}");
+    }
+    assert_eq!(reasoning[2]["params"]["delta"], "Look at the tests.");
+    assert_eq!(reasoning[4]["params"]["delta"], "Then run them.");
+    let expected = json!({
+        "type": "reasoning",
+        "id": item_id,
+        "summary": ["Look at the tests.", "Then run them."],
+        "content": ["raw thoughts"],
+    });
+    assert_eq!(reasoning[6]["params"]["item"], expected);
+    drop(client);
+
+    // After a restart the stored turn shows the same item.
+    let mut client = env.spawn();
+    client.initialize().await;
+    let read = client
+        .ok(
+            "thread/read",
+            json!({"threadId": thread_id, "includeTurns": true}),
+        )
+        .await;
+    let items = read["thread"]["turns"][0]["items"]
+        .as_array()
+        .expect("items")
+        .clone();
+    let stored = items
+        .iter()
+        .find(|item| item["type"] == "reasoning")
+        .expect("reasoning item");
+    assert_eq!(stored["summary"], expected["summary"]);
+    assert_eq!(stored["content"], expected["content"]);
 }

@@ -12,9 +12,9 @@ use std::time::Duration;
 use interpreter_model_client::{CutOff, Prompt, ProviderError, ResponseEvent, RetryNotice};
 use interpreter_protocol::{
     AgentMessageEvent, AgentReasoningEvent, DeltaEvent, ErrorEvent, ErrorKind, EventMsg,
-    ReasoningContent, ReasoningSummary, ResponseItem, Role, StreamErrorEvent, TaskCompleteEvent,
-    TaskStartedEvent, TokenCountEvent, TokenUsage, TokenUsageInfo, TurnAbortReason,
-    TurnAbortedEvent, UserMessageEvent, WarningEvent,
+    ReasoningSummary, ReasoningSummaryDeltaEvent, ReasoningSummaryPartEvent, ResponseItem, Role,
+    StreamErrorEvent, TaskCompleteEvent, TaskStartedEvent, TokenCountEvent, TokenUsage,
+    TokenUsageInfo, TurnAbortReason, TurnAbortedEvent, UserMessageEvent, WarningEvent,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -521,6 +521,26 @@ async fn sample_once(
                         .await;
                 }
             }
+            ResponseEvent::ReasoningSummaryPartAdded { summary_index } => {
+                if visible {
+                    let part = ReasoningSummaryPartEvent { summary_index };
+                    sess.emit(sub_id, EventMsg::AgentReasoningSummaryPartAdded(part))
+                        .await;
+                }
+            }
+            ResponseEvent::ReasoningSummaryDelta {
+                summary_index,
+                delta,
+            } => {
+                if visible {
+                    let delta = ReasoningSummaryDeltaEvent {
+                        summary_index,
+                        delta,
+                    };
+                    sess.emit(sub_id, EventMsg::AgentReasoningSummaryDelta(delta))
+                        .await;
+                }
+            }
             ResponseEvent::OutputItemDone(item) => {
                 if visible {
                     finished.extend(finished_item_event(&item));
@@ -720,22 +740,28 @@ fn finished_item_event(item: &ResponseItem) -> Option<EventMsg> {
         ResponseItem::Reasoning {
             content, summary, ..
         } => {
-            // Raw reasoning when the server sends it (open models); otherwise the summary
-            // (Responses API models that keep raw text private).
-            let mut text: String = content
+            let content: Vec<String> = content
                 .iter()
                 .flatten()
-                .map(ReasoningContent::text)
+                .map(|part| part.text().to_string())
+                .filter(|text| !text.is_empty())
                 .collect();
+            let summary: Vec<String> = summary
+                .iter()
+                .map(|ReasoningSummary::SummaryText { text }| text.clone())
+                .filter(|text| !text.is_empty())
+                .collect();
+            // Readers see the raw reasoning when the server sends it (open models);
+            // otherwise the summary (Responses API models that keep raw text private).
+            let mut text: String = content.concat();
             if text.trim().is_empty() {
-                text = summary
-                    .iter()
-                    .map(|ReasoningSummary::SummaryText { text }| text.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                text = summary.join("\n");
             }
-            (!text.trim().is_empty())
-                .then_some(EventMsg::AgentReasoning(AgentReasoningEvent { text }))
+            (!text.trim().is_empty()).then_some(EventMsg::AgentReasoning(AgentReasoningEvent {
+                text,
+                summary,
+                content,
+            }))
         }
         _ => None,
     }

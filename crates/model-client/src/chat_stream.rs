@@ -12,7 +12,17 @@ pub enum ResponseEvent {
     /// The server accepted the request and started streaming.
     Created,
     OutputTextDelta(String),
+    /// Raw reasoning text (`reasoning_content`, Responses `reasoning_text.delta`).
     ReasoningDelta(String),
+    /// A new reasoning summary part begins (Responses `reasoning_summary_part.added`).
+    ReasoningSummaryPartAdded {
+        summary_index: i64,
+    },
+    /// A piece of one reasoning summary part (Responses `reasoning_summary_text.delta`).
+    ReasoningSummaryDelta {
+        summary_index: i64,
+        delta: String,
+    },
     /// A finished history item, in the order: reasoning, assistant message, tool calls.
     OutputItemDone(ResponseItem),
     Completed {

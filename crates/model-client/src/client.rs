@@ -1082,7 +1082,9 @@ impl AnswerCheck {
                     };
                 }
             }
-            ResponseEvent::ReasoningDelta(_) => {
+            ResponseEvent::ReasoningDelta(_)
+            | ResponseEvent::ReasoningSummaryPartAdded { .. }
+            | ResponseEvent::ReasoningSummaryDelta { .. } => {
                 self.saw_output = true;
             }
             ResponseEvent::OutputItemDone(item) => {

@@ -23,6 +23,9 @@ struct StreamEvent {
     kind: Option<String>,
     #[serde(default)]
     delta: Option<String>,
+    /// Which part of a reasoning summary a `reasoning_summary_*` event is about.
+    #[serde(default)]
+    summary_index: Option<i64>,
     #[serde(default)]
     item: Option<serde_json::Value>,
     #[serde(default)]
@@ -152,8 +155,11 @@ pub(crate) struct ResponsesStreamParser {
     response_id: Option<String>,
     /// Text deltas since the last finished message.
     pending_text: String,
-    /// Reasoning deltas since the last finished reasoning item.
+    /// Raw reasoning deltas since the last finished reasoning item.
     pending_reasoning: String,
+    /// Reasoning summary deltas since the last finished reasoning item, one string per
+    /// part in the order the parts arrived.
+    pending_summary: Vec<(i64, String)>,
     output_bytes: usize,
     items_done: usize,
     completed: bool,
@@ -167,10 +173,27 @@ impl ResponsesStreamParser {
             response_id: None,
             pending_text: String::new(),
             pending_reasoning: String::new(),
+            pending_summary: Vec::new(),
             output_bytes: 0,
             items_done: 0,
             completed: false,
         }
+    }
+
+    /// The streamed text of one summary part, opened if it is new.
+    fn summary_part(&mut self, summary_index: i64) -> &mut String {
+        let at = match self
+            .pending_summary
+            .iter()
+            .position(|(index, _)| *index == summary_index)
+        {
+            Some(at) => at,
+            None => {
+                self.pending_summary.push((summary_index, String::new()));
+                self.pending_summary.len() - 1
+            }
+        };
+        &mut self.pending_summary[at].1
     }
 
     /// Whether the terminal event arrived; nothing after it matters.
@@ -200,10 +223,25 @@ impl ResponsesStreamParser {
                     events.push(ResponseEvent::OutputTextDelta(delta));
                 }
             }
-            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+            "response.reasoning_text.delta" => {
                 if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
                     self.pending_reasoning.push_str(&delta);
                     events.push(ResponseEvent::ReasoningDelta(delta));
+                }
+            }
+            "response.reasoning_summary_part.added" => {
+                let summary_index = event.summary_index.unwrap_or(0);
+                self.summary_part(summary_index);
+                events.push(ResponseEvent::ReasoningSummaryPartAdded { summary_index });
+            }
+            "response.reasoning_summary_text.delta" => {
+                if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
+                    let summary_index = event.summary_index.unwrap_or(0);
+                    self.summary_part(summary_index).push_str(&delta);
+                    events.push(ResponseEvent::ReasoningSummaryDelta {
+                        summary_index,
+                        delta,
+                    });
                 }
             }
             "response.output_item.done" => {
@@ -318,12 +356,20 @@ impl ResponsesStreamParser {
                 encrypted_content,
             } => {
                 let streamed = std::mem::take(&mut self.pending_reasoning);
-                let summary: Vec<ReasoningSummary> = summary
+                let streamed_summary = std::mem::take(&mut self.pending_summary);
+                let mut summary: Vec<ReasoningSummary> = summary
                     .into_iter()
                     .map(|part| ReasoningSummary::SummaryText {
                         text: part.into_text(),
                     })
                     .collect();
+                if summary.is_empty() {
+                    summary = streamed_summary
+                        .into_iter()
+                        .filter(|(_, text)| !text.is_empty())
+                        .map(|(_, text)| ReasoningSummary::SummaryText { text })
+                        .collect();
+                }
                 let mut content: Option<Vec<ReasoningContent>> = content.map(|parts| {
                     parts
                         .into_iter()
@@ -541,7 +587,10 @@ mod tests {
         assert_eq!(
             events,
             vec![
-                ResponseEvent::ReasoningDelta("Plan".into()),
+                ResponseEvent::ReasoningSummaryDelta {
+                    summary_index: 0,
+                    delta: "Plan".into()
+                },
                 ResponseEvent::OutputItemDone(ResponseItem::Reasoning {
                     summary: vec![ReasoningSummary::SummaryText {
                         text: "Plan".into()

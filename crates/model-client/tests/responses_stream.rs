@@ -95,7 +95,8 @@ fn deltas(events: &[ResponseEvent]) -> (String, String) {
     for event in events {
         match event {
             ResponseEvent::OutputTextDelta(delta) => text.push_str(delta),
-            ResponseEvent::ReasoningDelta(delta) => reasoning.push_str(delta),
+            ResponseEvent::ReasoningDelta(delta)
+            | ResponseEvent::ReasoningSummaryDelta { delta, .. } => reasoning.push_str(delta),
             _ => {}
         }
     }

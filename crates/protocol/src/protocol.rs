@@ -199,6 +199,11 @@ pub enum EventMsg {
     AgentMessageDelta(DeltaEvent),
     AgentMessage(AgentMessageEvent),
     AgentReasoningDelta(DeltaEvent),
+    /// A new part of the reasoning summary begins (servers that summarise their
+    /// reasoning: the Responses API).
+    AgentReasoningSummaryPartAdded(ReasoningSummaryPartEvent),
+    /// A piece of one part of the reasoning summary.
+    AgentReasoningSummaryDelta(ReasoningSummaryDeltaEvent),
     AgentReasoning(AgentReasoningEvent),
     ExecCommandBegin(ExecCommandBeginEvent),
     ExecCommandOutputDelta(ExecCommandOutputDeltaEvent),
@@ -242,6 +247,8 @@ impl EventMsg {
             Self::AgentMessageDelta(_) => "agent_message_delta",
             Self::AgentMessage(_) => "agent_message",
             Self::AgentReasoningDelta(_) => "agent_reasoning_delta",
+            Self::AgentReasoningSummaryPartAdded(_) => "agent_reasoning_summary_part_added",
+            Self::AgentReasoningSummaryDelta(_) => "agent_reasoning_summary_delta",
             Self::AgentReasoning(_) => "agent_reasoning",
             Self::ExecCommandBegin(_) => "exec_command_begin",
             Self::ExecCommandOutputDelta(_) => "exec_command_output_delta",
@@ -374,7 +381,28 @@ pub struct AgentMessageEvent {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentReasoningEvent {
+    /// What a reader is shown: the raw reasoning when the server sent it, otherwise the
+    /// summary's parts joined by newlines.
     pub text: String,
+    /// The reasoning summary, one string per part (empty for servers that send raw
+    /// reasoning only, and in rollouts written before summaries were kept apart).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summary: Vec<String>,
+    /// The raw reasoning text parts, when the server sent any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningSummaryPartEvent {
+    /// Index of the part within the reasoning item's summary, from 0.
+    pub summary_index: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningSummaryDeltaEvent {
+    pub summary_index: i64,
+    pub delta: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1145,7 +1145,8 @@ pub struct ItemCompletedNotification {
     pub completed_at_ms: i64,
 }
 
-/// `item/agentMessage/delta` and `item/commandExecution/outputDelta`.
+/// `item/agentMessage/delta`, `item/commandExecution/outputDelta` and
+/// `item/fileChange/outputDelta`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ItemDeltaNotification {
@@ -1157,6 +1158,18 @@ pub struct ItemDeltaNotification {
 
 pub type AgentMessageDeltaNotification = ItemDeltaNotification;
 pub type CommandExecutionOutputDeltaNotification = ItemDeltaNotification;
+/// What applying the patch printed (what the model is told), once, before the item
+/// completes. Codex 0.171 stopped sending it; clients written for earlier versions read it.
+pub type FileChangeOutputDeltaNotification = ItemDeltaNotification;
+
+/// `thread/compacted`: the conversation was summarised in this turn. The
+/// `contextCompaction` item says the same; this is for clients that predate it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextCompactedNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -1166,6 +1179,27 @@ pub struct ReasoningTextDeltaNotification {
     pub item_id: String,
     pub delta: String,
     pub content_index: i64,
+}
+
+/// `item/reasoning/summaryPartAdded`: a new part of a reasoning item's summary begins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningSummaryPartAddedNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item_id: String,
+    pub summary_index: i64,
+}
+
+/// `item/reasoning/summaryTextDelta`: text of one part of a reasoning item's summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningSummaryTextDeltaNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item_id: String,
+    pub delta: String,
+    pub summary_index: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -450,6 +450,8 @@ impl JsonlTranslator {
             | EventMsg::UserMessage(_)
             | EventMsg::AgentMessageDelta(_)
             | EventMsg::AgentReasoningDelta(_)
+            | EventMsg::AgentReasoningSummaryPartAdded(_)
+            | EventMsg::AgentReasoningSummaryDelta(_)
             | EventMsg::ExecCommandOutputDelta(_)
             | EventMsg::ExecApprovalRequest(_)
             | EventMsg::ApplyPatchApprovalRequest(_)
@@ -696,6 +698,8 @@ mod tests {
         );
         let reasoning = t.translate(&EventMsg::AgentReasoning(AgentReasoningEvent {
             text: "thinking".into(),
+            summary: Vec::new(),
+            content: vec!["thinking".into()],
         }));
         assert_eq!(
             lines(reasoning)[0],
@@ -704,7 +708,9 @@ mod tests {
         );
         assert!(
             t.translate(&EventMsg::AgentReasoning(AgentReasoningEvent {
-                text: "  \n".into()
+                text: "  \n".into(),
+                summary: Vec::new(),
+                content: Vec::new(),
             }))
             .is_empty()
         );

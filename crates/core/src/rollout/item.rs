@@ -99,6 +99,8 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::StreamError(_)
         | EventMsg::AgentMessageDelta(_)
         | EventMsg::AgentReasoningDelta(_)
+        | EventMsg::AgentReasoningSummaryPartAdded(_)
+        | EventMsg::AgentReasoningSummaryDelta(_)
         | EventMsg::ExecCommandBegin(_)
         | EventMsg::ExecCommandOutputDelta(_)
         | EventMsg::ExecApprovalRequest(_)

@@ -32,6 +32,9 @@ pub enum TurnEntry {
     },
     Reasoning {
         text: String,
+        /// The summary's parts and the raw text's parts, when the rollout kept them apart.
+        summary: Vec<String>,
+        content: Vec<String>,
     },
     Command {
         call_id: String,
@@ -123,6 +126,8 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                     .entries
                     .push(TurnEntry::Reasoning {
                         text: m.text.clone(),
+                        summary: m.summary.clone(),
+                        content: m.content.clone(),
                     })
             }
             EventMsg::ExecCommandEnd(e) => {

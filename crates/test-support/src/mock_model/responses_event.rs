@@ -48,6 +48,11 @@ impl ResponseEvents {
         );
         for (summary_index, text) in summary.iter().enumerate() {
             self.push(
+                "response.reasoning_summary_part.added",
+                json!({"item_id": id, "output_index": index, "summary_index": summary_index,
+                    "part": {"type": "summary_text", "text": ""}}),
+            );
+            self.push(
                 "response.reasoning_summary_text.delta",
                 json!({"item_id": id, "output_index": index, "summary_index": summary_index, "delta": text}),
             );
