@@ -27,7 +27,7 @@ difference that is not, and on an allow-listed key that no longer occurs (stale)
 With --docs, the method index of docs/app-server.md (the table under "## Every Codex method")
 is checked too: every method Codex has and every method we serve has exactly one row of the
 right kind; a row says `same as Codex` only for a method with no allow-listed difference,
-`served: how it differs` for the others we serve, `out of scope: why` or `not served: why` for
+`served: how it differs` for the others we serve, `out of scope: why`, `not served: why` or `not served yet: why` for
 Codex's methods we do not serve, and `ours only: what` for ours alone. --print-method-index
 prints a skeleton of that table for the current schemas. Stdlib only.
 """
@@ -49,7 +49,7 @@ DOC_KINDS = {"clientRequest": "request", "serverNotification": "notification",
              "serverRequest": "server request"}
 DOCS_HEADING = "## Every Codex method"
 SERVED_STATUSES = ("same as Codex", "served")
-UNSERVED_STATUSES = ("out of scope", "not served")
+UNSERVED_STATUSES = ("out of scope", "not served", "not served yet")
 
 
 # ---------------------------------------------------------------------------------------------

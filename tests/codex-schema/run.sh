@@ -18,4 +18,4 @@ out="$("$bin_dir/interpreter" app-server generate-json-schema "$tmp/ours" 2>&1)"
 node_modules/.bin/codex app-server generate-json-schema --out "$tmp/codex-stable"
 node_modules/.bin/codex app-server generate-json-schema --experimental --out "$tmp/codex-experimental"
 python3 compare.py --ours "$tmp/ours" --codex-stable "$tmp/codex-stable" \
-  --codex-experimental "$tmp/codex-experimental" "$@"
+  --codex-experimental "$tmp/codex-experimental" --docs ../../docs/app-server.md "$@"
