@@ -33,6 +33,11 @@ pub enum TurnEntry {
     Reasoning {
         text: String,
     },
+    /// The plan a Plan-mode answer proposed (its `<proposed_plan>` block).
+    Plan {
+        item_id: String,
+        text: String,
+    },
     Command {
         call_id: String,
         command: Vec<String>,
@@ -123,6 +128,14 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                     .entries
                     .push(TurnEntry::Reasoning {
                         text: m.text.clone(),
+                    })
+            }
+            EventMsg::ProposedPlan(p) => {
+                current(&mut open, &mut implicit)
+                    .entries
+                    .push(TurnEntry::Plan {
+                        item_id: p.item_id.clone(),
+                        text: p.text.clone(),
                     })
             }
             EventMsg::ExecCommandEnd(e) => {
