@@ -27,6 +27,9 @@ fn update_of(entry: &TurnEntry) -> Option<Update> {
         TurnEntry::UserMessage { text } => Update::UserText(text.clone()),
         TurnEntry::AgentMessage { text } => Update::AgentText(text.clone()),
         TurnEntry::Reasoning { text, .. } => Update::Thought(text.clone()),
+        // ACP's `plan` update is a list of steps with statuses; a proposed plan is prose,
+        // so the editor shows it as the agent's text.
+        TurnEntry::Plan { text, .. } => Update::AgentText(text.clone()),
         TurnEntry::Command {
             call_id,
             command,

@@ -41,6 +41,8 @@ struct TurnItems {
     agent_message: Option<(String, String)>,
     /// The reasoning item streaming now, by id.
     reasoning: Option<String>,
+    /// The proposed plan streaming in (Plan mode): its id and text so far.
+    plan: Option<(String, String)>,
     /// Commands and patches started (by approval request or begin event), by call id.
     started: HashMap<String, ThreadItem>,
     completed: HashSet<String>,
@@ -84,6 +86,7 @@ pub(crate) async fn drive(
         next: 0,
         agent_message: None,
         reasoning: None,
+        plan: None,
         started: HashMap::new(),
         completed: HashSet::new(),
         started_at: now_ms(),
@@ -195,6 +198,34 @@ pub(crate) async fn drive(
                     &items,
                     &mapping::agent_message_item(id, &message.message),
                 );
+            }
+            EventMsg::ProposedPlanDelta(delta) => {
+                if items
+                    .plan
+                    .as_ref()
+                    .is_none_or(|(id, _)| *id != delta.item_id)
+                {
+                    item_started(loaded, &items, &plan_item(&delta.item_id, ""));
+                    items.plan = Some((delta.item_id.clone(), String::new()));
+                }
+                if let Some((_, text)) = &mut items.plan {
+                    text.push_str(&delta.delta);
+                }
+                loaded.broadcast(
+                    "item/plan/delta",
+                    &v2::PlanDeltaNotification {
+                        thread_id: thread_id.clone(),
+                        turn_id: items.turn_id.clone(),
+                        item_id: delta.item_id,
+                        delta: delta.delta,
+                    },
+                );
+            }
+            EventMsg::ProposedPlan(plan) => {
+                if items.plan.take().is_none_or(|(id, _)| id != plan.item_id) {
+                    item_started(loaded, &items, &plan_item(&plan.item_id, ""));
+                }
+                item_completed(loaded, &items, &plan_item(&plan.item_id, &plan.text));
             }
             EventMsg::AgentReasoningDelta(delta) => {
                 let item_id = open_reasoning(loaded, &mut items);
@@ -554,6 +585,13 @@ fn turn_object(
     }
 }
 
+fn plan_item(id: &str, text: &str) -> ThreadItem {
+    ThreadItem::Plan {
+        id: id.to_string(),
+        text: text.to_string(),
+    }
+}
+
 fn item_started(loaded: &LoadedThread, items: &TurnItems, item: &ThreadItem) {
     loaded.broadcast(
         "item/started",
@@ -618,6 +656,9 @@ fn finish(
     if let Some(id) = items.reasoning.take() {
         let empty = mapping::reasoning_item(id, "", Vec::new(), Vec::new());
         item_completed(loaded, items, &empty);
+    }
+    if let Some((id, text)) = items.plan.take() {
+        item_completed(loaded, items, &plan_item(&id, &text));
     }
     let open: Vec<(String, ThreadItem)> = items
         .started

@@ -372,6 +372,18 @@ pub fn mcp_call_item(end: &McpToolCallEndEvent) -> ThreadItem {
     }
 }
 
+/// Codex's collaboration mode → the engine's. The mode's settings (model, effort) are
+/// turn settings, applied with the others.
+pub fn collaboration_mode_in(mode: &v2::CollaborationMode) -> core::CollaborationMode {
+    core::CollaborationMode {
+        kind: match mode.mode {
+            v2::ModeKind::Plan => core::CollaborationModeKind::Plan,
+            v2::ModeKind::Default => core::CollaborationModeKind::Default,
+        },
+        developer_instructions: mode.settings.developer_instructions.clone(),
+    }
+}
+
 /// A recorded turn with its items (`thread/read includeTurns`, `thread/resume`).
 pub fn turn_from_record(record: &TurnRecord) -> Turn {
     let mut items = Vec::new();
@@ -385,6 +397,10 @@ pub fn turn_from_record(record: &TurnRecord) -> Turn {
                 summary,
                 content,
             } => reasoning_item(id, text, summary.clone(), content.clone()),
+            TurnEntry::Plan { item_id, text } => ThreadItem::Plan {
+                id: item_id.clone(),
+                text: text.clone(),
+            },
             TurnEntry::Command {
                 call_id,
                 command,

@@ -233,7 +233,19 @@ impl ServerState {
             config.sandbox_policy.clone(),
             config.model_reasoning_effort,
         );
-        if let Some(model) = &params.model {
+        // A collaboration mode's settings take precedence over the turn's own (Codex).
+        let settings = params
+            .collaboration_mode
+            .as_ref()
+            .map(|mode| &mode.settings);
+        let model = settings
+            .map(|s| &s.model)
+            .filter(|model| !model.is_empty())
+            .or(params.model.as_ref());
+        let effort = settings
+            .and_then(|s| s.reasoning_effort.as_ref())
+            .or(params.effort.as_ref());
+        if let Some(model) = model {
             config.model = model.clone();
         }
         if let Some(cwd) = &params.cwd {
@@ -252,7 +264,7 @@ impl ServerState {
         if let Some(policy) = &params.sandbox_policy {
             config.sandbox_policy = mapping::sandbox_policy_in(policy);
         }
-        if let Some(effort) = &params.effort {
+        if let Some(effort) = effort {
             config.model_reasoning_effort = Some(
                 serde_json::from_value(serde_json::Value::String(effort.clone())).map_err(
                     |_| AppServerError::InvalidParams(format!("unknown effort `{effort}`")),

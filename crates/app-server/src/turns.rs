@@ -9,6 +9,7 @@ use crate::connection::Connection;
 use crate::driver;
 use crate::error::AppServerError;
 use crate::goals;
+use crate::mapping;
 use crate::protocol::v2;
 use crate::state::{ActiveTurn, LoadedThread, Reply, ServerState, parse_thread_id};
 
@@ -22,10 +23,22 @@ pub(crate) async fn start(
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
     let items = user_inputs(&params.input)?;
+    let mode = params
+        .collaboration_mode
+        .as_ref()
+        .map(mapping::collaboration_mode_in);
     let mut loaded = state.load_for_turn(thread_id).await?;
     loaded.subscribe(connection);
     if loaded.active_turn().is_none() {
         loaded = state.apply_turn_settings(loaded, &params).await?;
+    }
+    // Before the input: a turn this input starts runs in the new mode; a running turn
+    // keeps its own, and the mode holds from the next turn on.
+    if let Some(mode) = mode {
+        loaded
+            .thread
+            .submit(Op::SetCollaborationMode { mode })
+            .await?;
     }
     // A turn is running: the input joins it (as the reference's start_or_steer).
     if let Some(active) = loaded.active_turn() {

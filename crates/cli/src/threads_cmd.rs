@@ -253,6 +253,10 @@ fn render_entry(out: &mut String, entry: &TurnEntry) {
             indented(out, "", text);
         }
         TurnEntry::Reasoning { text, .. } => indented(out, "  (thinking) ", text),
+        TurnEntry::Plan { text, .. } => {
+            out.push('\n');
+            indented(out, "  (proposed plan) ", text);
+        }
         TurnEntry::Command {
             command,
             cwd,

@@ -106,6 +106,9 @@ async fn handle_update_goal(
 /// count and schema size let them in.
 pub(crate) fn tool_specs(sess: &Session) -> OfferedTools {
     let mut specs = builtin_tool_specs();
+    if sess.is_plan_turn() {
+        specs.retain(|spec| spec.name != APPLY_PATCH_TOOL);
+    }
     if sess.goal.lock().is_ok_and(|slot| slot.is_active()) {
         specs.push(goal::tool_spec());
     }
@@ -386,13 +389,17 @@ async fn handle_shell(
         .timeout_ms
         .map(Duration::from_millis)
         .unwrap_or(sess.config.shell_default_timeout);
-    let escalate = args.sandbox_permissions == SandboxPermissions::RequireEscalated;
+    // Plan mode: read-only whatever the thread's policy, and no way out of the sandbox
+    // (no escalation, no retry outside it), whatever the model asks.
+    let plan_turn = sess.is_plan_turn();
+    let policy = sess.turn_sandbox_policy();
+    let escalate = !plan_turn && args.sandbox_permissions == SandboxPermissions::RequireEscalated;
     let session_key = format!("exec:{}", interpreter_tools::display_command(&argv));
     let approved_for_session = sess.is_approved_for_session(&session_key).await;
 
     let sandboxed = match approval::assess_command(
         sess.config.approval_policy,
-        &sess.config.sandbox_policy,
+        &policy,
         &argv,
         escalate,
         approved_for_session,
@@ -412,7 +419,7 @@ async fn handle_shell(
             }
             sandboxed
         }
-    };
+    } || plan_turn;
 
     emit_begin(sess, sub_id, call_id, &argv, &cwd, ExecCommandSource::Agent).await;
     let started = Instant::now();
@@ -423,6 +430,7 @@ async fn handle_shell(
 
     // A command the sandbox stopped may be retried outside it, but only with approval.
     if sandboxed
+        && !plan_turn
         && approval::may_ask_to_retry_unsandboxed(sess.config.approval_policy)
         && let Ok(out) = &result
         && out.exit_code != Some(0)
@@ -670,7 +678,7 @@ async fn run_command(
     // The sandbox helper itself tells a sandboxed command that the network is off.
     let env = sess.config.command_env();
     let argv = if sandboxed {
-        sandboxed_command_argv(&sess.config, &sess.config.sandbox_policy, cwd, argv)
+        sandboxed_command_argv(&sess.config, &sess.turn_sandbox_policy(), cwd, argv)
             .map_err(|err| err.to_string())?
     } else {
         argv.to_vec()
@@ -712,6 +720,7 @@ async fn run_command(
 // running the MCP hosts, where Gemini CLI cannot be asked and the model was told the user
 // declined).
 const DECLINED_COMMAND: &str = "running this command was declined (by the user or the approval policy); do not run it again, find another way or ask";
+const PATCH_IN_PLAN_MODE: &str = "apply_patch is not available in Plan mode: this turn only explores and proposes a plan; no file was changed. Put the change in your <proposed_plan> instead";
 const DECLINED_PATCH: &str =
     "this patch was declined (by the user or the approval policy); the files were not changed";
 const DECLINED_MCP_CALL: &str = "this MCP tool call was declined (by the user or the approval policy); do not call it again, find another way or ask";
@@ -840,6 +849,18 @@ async fn handle_patch(
     patch_text: &str,
     cancel: &CancellationToken,
 ) -> ToolOutcome {
+    if sess.is_plan_turn() {
+        // Not offered in Plan mode; a model that calls it anyway changes nothing.
+        report_refused_patch(
+            sess,
+            sub_id,
+            call_id,
+            FileChanges::new(),
+            PATCH_IN_PLAN_MODE,
+        )
+        .await;
+        return ToolOutcome::Output(PATCH_IN_PLAN_MODE.to_string());
+    }
     let cwd = sess.config.cwd.clone();
     // A patch that does not parse or fit its files is still an edit the model tried:
     // front ends show it failed, with why.
@@ -1131,7 +1152,7 @@ fn missing_repository_dirs(sess: &Session, cwd: &Path) -> Vec<PathBuf> {
         return Vec::new();
     }
     let roots = sandbox::writable_roots(
-        &sess.config.sandbox_policy,
+        &sess.turn_sandbox_policy(),
         &sess.config.cwd,
         &sess.config.env,
         &sess.config.sandbox_protected_paths(),

@@ -15,6 +15,7 @@ mod error;
 pub mod fuzzing;
 pub mod goal;
 mod handlers;
+mod plan_mode;
 mod project_doc;
 pub mod rollout;
 mod session;

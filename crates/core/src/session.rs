@@ -14,9 +14,9 @@ use chrono::Utc;
 use interpreter_mcp_client::{McpConnectionManager, McpPool, StartupStatus, StartupUpdate};
 use interpreter_model_client::ModelClient;
 use interpreter_protocol::{
-    Event, EventMsg, GoalClearedEvent, GoalUpdatedEvent, McpStartupStatus, McpStartupUpdateEvent,
-    Op, ResponseItem, ReviewDecision, SessionConfiguredEvent, SessionSource, ThreadGoal, ThreadId,
-    TokenUsage, UserInput,
+    CollaborationMode, CollaborationModeKind, Event, EventMsg, GoalClearedEvent, GoalUpdatedEvent,
+    McpStartupStatus, McpStartupUpdateEvent, Op, ResponseItem, ReviewDecision,
+    SessionConfiguredEvent, SessionSource, ThreadGoal, ThreadId, TokenUsage, UserInput,
 };
 use interpreter_tools::apply_patch::{PatchPlan, TurnDiff};
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -98,6 +98,14 @@ pub(crate) struct Session {
     turn_diff: Mutex<Option<(String, TurnDiff)>>,
     /// The thread's goal, shared with its handle (see [`crate::goal`]).
     pub goal: SharedGoal,
+    /// The collaboration mode the next turn starts in (`Op::SetCollaborationMode`). A
+    /// loaded thread starts in Default mode: a mode is the client's choice for its
+    /// session with the thread, not part of the thread.
+    collaboration_mode: std::sync::Mutex<CollaborationMode>,
+    /// The running turn is a Plan-mode turn: nothing it runs may write.
+    plan_turn: std::sync::atomic::AtomicBool,
+    /// Plans the running turn's answers proposed so far (for their ids).
+    turn_plans: std::sync::atomic::AtomicU32,
 }
 
 /// The context window as far as it is known, and the calibration of the prompt estimate.
@@ -128,6 +136,65 @@ impl ContextState {
 }
 
 impl Session {
+    /// The mode a turn starting now runs in; marks the turn as a Plan-mode one (or not)
+    /// for the tools it calls.
+    pub fn begin_turn_mode(&self) -> CollaborationMode {
+        // A poisoned lock is not a reason to lift Plan mode's restrictions: treat it as
+        // Plan mode without custom instructions.
+        let mode = self.collaboration_mode.lock().map_or_else(
+            |_| CollaborationMode {
+                kind: CollaborationModeKind::Plan,
+                developer_instructions: None,
+            },
+            |slot| slot.clone(),
+        );
+        self.plan_turn.store(
+            mode.kind == CollaborationModeKind::Plan,
+            std::sync::atomic::Ordering::Release,
+        );
+        self.turn_plans
+            .store(0, std::sync::atomic::Ordering::Release);
+        mode
+    }
+
+    /// The id of the running turn's next proposed plan: `<turn>-plan` (Codex's), then
+    /// `<turn>-plan-2` and on for later answers of the same turn.
+    pub fn next_plan_id(&self, sub_id: &str) -> String {
+        match self.turn_plans.load(std::sync::atomic::Ordering::Acquire) {
+            0 => format!("{sub_id}-plan"),
+            n => format!("{sub_id}-plan-{}", n + 1),
+        }
+    }
+
+    /// An answer of the running turn proposed its plan.
+    pub fn count_plan(&self) {
+        self.turn_plans
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// The running turn ended: its tools' restrictions end with it.
+    pub fn end_turn_mode(&self) {
+        self.plan_turn
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the running turn is in Plan mode, where nothing may write.
+    pub fn is_plan_turn(&self) -> bool {
+        self.plan_turn.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The sandbox policy the running turn's commands run under: the thread's, or
+    /// read-only in Plan mode whatever the thread's is.
+    pub fn turn_sandbox_policy(&self) -> interpreter_protocol::SandboxPolicy {
+        if self.is_plan_turn() {
+            interpreter_protocol::SandboxPolicy::ReadOnly {
+                network_access: false,
+            }
+        } else {
+            self.config.sandbox_policy.clone()
+        }
+    }
+
     /// Send an event to the front end, and persist it when it belongs in the rollout.
     pub async fn emit(&self, sub_id: &str, msg: EventMsg) {
         if rollout::should_persist_event(&msg) {
@@ -521,6 +588,9 @@ pub(crate) async fn start(
         tools_cut_reported: Mutex::new(HashSet::new()),
         turn_diff: Mutex::new(None),
         goal: Arc::default(),
+        collaboration_mode: std::sync::Mutex::new(CollaborationMode::default()),
+        plan_turn: std::sync::atomic::AtomicBool::new(false),
+        turn_plans: std::sync::atomic::AtomicU32::new(0),
     });
     if let Ok(mut slot) = session.goal.lock() {
         slot.set(restored_goal);
@@ -784,6 +854,11 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         session.elicitations.resolve(&id, response);
                     }
                     Op::SetGoal { goal } => session.record_goal(&sub.id, goal).await,
+                    Op::SetCollaborationMode { mode } => {
+                        if let Ok(mut slot) = session.collaboration_mode.lock() {
+                            *slot = mode;
+                        }
+                    }
                     Op::Shutdown => {
                         if let Some(turn) = running.take() {
                             turn.cancel.cancel();

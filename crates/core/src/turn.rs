@@ -11,15 +11,17 @@ use std::time::Duration;
 
 use interpreter_model_client::{CutOff, Prompt, ProviderError, ResponseEvent, RetryNotice};
 use interpreter_protocol::{
-    AgentMessageEvent, AgentReasoningEvent, DeltaEvent, ErrorEvent, ErrorKind, EventMsg,
-    ReasoningSummary, ReasoningSummaryDeltaEvent, ReasoningSummaryPartEvent, ResponseItem, Role,
-    StreamErrorEvent, TaskCompleteEvent, TaskStartedEvent, TokenCountEvent, TokenUsage,
-    TokenUsageInfo, TurnAbortReason, TurnAbortedEvent, UserMessageEvent, WarningEvent,
+    AgentMessageEvent, AgentReasoningEvent, CollaborationMode, CollaborationModeKind, DeltaEvent,
+    ErrorEvent, ErrorKind, EventMsg, ProposedPlanDeltaEvent, ProposedPlanEvent, ReasoningSummary,
+    ReasoningSummaryDeltaEvent, ReasoningSummaryPartEvent, ResponseItem, Role, StreamErrorEvent,
+    TaskCompleteEvent, TaskStartedEvent, TokenCountEvent, TokenUsage, TokenUsageInfo,
+    TurnAbortReason, TurnAbortedEvent, UserMessageEvent, WarningEvent,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::compact;
 use crate::handlers::{self, ToolOutcome};
+use crate::plan_mode::{self, Piece, PlanSplitter};
 use crate::rollout::{RolloutItem, TurnContextItem};
 use crate::session::Session;
 
@@ -39,6 +41,7 @@ pub(crate) async fn run_turn(
     cancel: CancellationToken,
 ) {
     let server_warning = learn_from_server(&sess).await;
+    let mode = sess.begin_turn_mode();
     emit_task_started(&sess, &sub_id).await;
     if let Some(message) = server_warning {
         sess.emit(&sub_id, EventMsg::Warning(WarningEvent { message }))
@@ -51,6 +54,7 @@ pub(crate) async fn run_turn(
         sandbox_policy: sess.config.sandbox_policy.clone(),
         model: sess.config.model.clone(),
         effort: sess.config.model_reasoning_effort,
+        collaboration_mode: (mode.kind != CollaborationModeKind::Default).then_some(mode.kind),
     })])
     .await;
     *sess.turn_base_len.lock().await = sess.history.lock().await.len();
@@ -58,7 +62,8 @@ pub(crate) async fn run_turn(
     let started = std::time::Instant::now();
     let tokens_before = sess.total_usage.lock().await.total_tokens;
 
-    let outcome = sampling_loop(&sess, &sub_id, &input, &cancel).await;
+    let outcome = sampling_loop(&sess, &sub_id, &input, &mode, &cancel).await;
+    sess.end_turn_mode();
     // A turn that stopped early closes its input here (one that answered did already).
     sess.close_input(false).await;
     // Before the turn's end goes out, so a front end that sees the turn end already has
@@ -225,8 +230,20 @@ async fn sampling_loop(
     sess: &Arc<Session>,
     sub_id: &str,
     turn_input: &[ResponseItem],
+    mode: &CollaborationMode,
     cancel: &CancellationToken,
 ) -> Result<TurnEnd, TurnStop> {
+    let base_instructions = match (mode.kind, &mode.developer_instructions) {
+        (_, Some(custom)) => format!("{}\n\n{custom}", sess.instructions),
+        (CollaborationModeKind::Plan, None) => {
+            format!(
+                "{}\n\n{}",
+                sess.instructions,
+                plan_mode::PLAN_MODE_INSTRUCTIONS
+            )
+        }
+        (CollaborationModeKind::Default, None) => sess.instructions.clone(),
+    };
     let mut last_agent_message = None;
     let mut cut_note: Option<String> = None;
     // Compaction runs at most this often per turn: if the summary plus the request still
@@ -245,8 +262,8 @@ async fn sampling_loop(
         let offered = handlers::tool_specs(sess);
         sess.warn_tools_left_out(sub_id, &offered.left_out).await;
         let instructions = match offered.left_out_note() {
-            Some(note) => format!("{}\n\n{note}", sess.instructions),
-            None => sess.instructions.clone(),
+            Some(note) => format!("{base_instructions}\n\n{note}"),
+            None => base_instructions.clone(),
         };
         let prompt = Prompt {
             instructions,
@@ -313,7 +330,16 @@ async fn sampling_loop(
                     role: Role::Assistant,
                     ..
                 } => {
-                    let text = item.message_text().unwrap_or_default();
+                    let mut text = item.message_text().unwrap_or_default();
+                    if mode.kind == CollaborationModeKind::Plan {
+                        // What the user reads: the answer without its plan block, or
+                        // the plan when that is all the answer was.
+                        let split = plan_mode::split_answer(&text);
+                        text = match split.plan {
+                            Some(plan) if split.message.trim().is_empty() => plan,
+                            _ => split.message,
+                        };
+                    }
                     if !text.trim().is_empty() {
                         last_agent_message = Some(text);
                     }
@@ -505,16 +531,28 @@ async fn sample_once(
         .map_err(SampleFailure::BeforeStream)?;
     let mut items = Vec::new();
     let mut finished = Vec::new();
+    // Plan mode: the answer's `<proposed_plan>` block streams as plan deltas, the rest
+    // as message deltas. A retried attempt reuses the plan's id.
+    let mut plan = (visible && sess.is_plan_turn()).then(|| PlanStream {
+        splitter: PlanSplitter::default(),
+        item_id: sess.next_plan_id(sub_id),
+        done: false,
+    });
     while let Some(event) = stream.next().await {
         let event = event?;
         match event {
             ResponseEvent::Created => {}
-            ResponseEvent::OutputTextDelta(delta) => {
-                if visible {
+            ResponseEvent::OutputTextDelta(delta) => match &mut plan {
+                Some(plan) => {
+                    let pieces = plan.splitter.push(&delta);
+                    emit_pieces(sess, sub_id, &plan.item_id, pieces).await;
+                }
+                None if visible => {
                     sess.emit(sub_id, EventMsg::AgentMessageDelta(DeltaEvent { delta }))
                         .await;
                 }
-            }
+                None => {}
+            },
             ResponseEvent::ReasoningDelta(delta) => {
                 if visible {
                     sess.emit(sub_id, EventMsg::AgentReasoningDelta(DeltaEvent { delta }))
@@ -542,8 +580,10 @@ async fn sample_once(
                 }
             }
             ResponseEvent::OutputItemDone(item) => {
-                if visible {
-                    finished.extend(finished_item_event(&item));
+                match &mut plan {
+                    Some(plan) => finished.extend(plan.finished_item_events(&item)),
+                    None if visible => finished.extend(finished_item_event(&item)),
+                    None => {}
                 }
                 items.push(item);
             }
@@ -556,6 +596,13 @@ async fn sample_once(
                 // Finished messages and reasoning are announced only once the response
                 // is known to be complete: an attempt that is cut off or retried must
                 // not leave a persisted `agent_message` behind (deltas are transient).
+                if let Some(plan) = &mut plan {
+                    let pieces = plan.splitter.finish();
+                    emit_pieces(sess, sub_id, &plan.item_id, pieces).await;
+                    if plan.done {
+                        sess.count_plan();
+                    }
+                }
                 for msg in finished {
                     sess.emit(sub_id, msg).await;
                 }
@@ -573,6 +620,59 @@ async fn sample_once(
         provider: sess.client.provider_id().to_string(),
         detail: "the response stream ended without a completion event".to_string(),
     }))
+}
+
+/// A Plan-mode answer's plan as it streams.
+struct PlanStream {
+    splitter: PlanSplitter,
+    item_id: String,
+    /// The answer's plan was taken from a finished message (at most one per answer).
+    done: bool,
+}
+
+impl PlanStream {
+    /// The events announcing a finished item: for the answer's first message with a
+    /// plan block, the plan, then the message without the block.
+    fn finished_item_events(&mut self, item: &ResponseItem) -> Vec<EventMsg> {
+        let is_message = matches!(
+            item,
+            ResponseItem::Message {
+                role: Role::Assistant,
+                ..
+            }
+        );
+        if !is_message || self.done {
+            return finished_item_event(item).into_iter().collect();
+        }
+        let split = plan_mode::split_answer(&item.message_text().unwrap_or_default());
+        let Some(text) = split.plan else {
+            return finished_item_event(item).into_iter().collect();
+        };
+        self.done = true;
+        let mut events = vec![EventMsg::ProposedPlan(ProposedPlanEvent {
+            item_id: self.item_id.clone(),
+            text,
+        })];
+        if !split.message.is_empty() {
+            events.push(EventMsg::AgentMessage(AgentMessageEvent {
+                message: split.message,
+            }));
+        }
+        events
+    }
+}
+
+async fn emit_pieces(sess: &Session, sub_id: &str, plan_id: &str, pieces: Vec<Piece>) {
+    for piece in pieces {
+        let msg = match piece {
+            Piece::Message(delta) => EventMsg::AgentMessageDelta(DeltaEvent { delta }),
+            Piece::Plan(delta) => EventMsg::ProposedPlanDelta(ProposedPlanDeltaEvent {
+                item_id: plan_id.to_string(),
+                delta,
+            }),
+        };
+        sess.emit(sub_id, msg).await;
+    }
 }
 
 /// One finished model answer.

@@ -184,3 +184,24 @@ impl ReasoningEffort {
         }
     }
 }
+
+/// How the agent works with the user in a turn (Codex's collaboration modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CollaborationModeKind {
+    /// The agent does the work: today's behaviour.
+    #[default]
+    Default,
+    /// The agent explores without changing anything and proposes a plan, in a
+    /// `<proposed_plan>` block that front ends show as a plan of its own.
+    Plan,
+}
+
+/// A thread's collaboration mode: which one, and the instructions that come with it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CollaborationMode {
+    pub kind: CollaborationModeKind,
+    /// Replaces the mode's built-in instructions; `None` keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub developer_instructions: Option<String>,
+}

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    AskForApproval, FileChanges, ParsedCommand, ReasoningEffort, SandboxPolicy, ThreadId,
-    TokenUsage, UpdatePlanArgs,
+    AskForApproval, CollaborationMode, FileChanges, ParsedCommand, ReasoningEffort, SandboxPolicy,
+    ThreadId, TokenUsage, UpdatePlanArgs,
 };
 
 /// Input from a front end to a running thread.
@@ -57,6 +57,11 @@ pub enum Op {
     /// queues this op; the session writes it to the rollout and emits `goal_updated` or
     /// `goal_cleared`.
     SetGoal { goal: Option<ThreadGoal> },
+    /// Set the collaboration mode of the thread's next turns (the running turn keeps the
+    /// mode it started with). In Plan mode a turn is read-only whatever the sandbox
+    /// policy, and the model's `<proposed_plan>` block comes out as `proposed_plan_*`
+    /// events.
+    SetCollaborationMode { mode: CollaborationMode },
     /// Finish the running turn's bookkeeping and stop the thread's task.
     Shutdown,
 }
@@ -219,6 +224,11 @@ pub enum EventMsg {
     /// sent again after each patch that was applied.
     TurnDiff(TurnDiffEvent),
     PlanUpdate(UpdatePlanArgs),
+    /// Text of the proposed plan a Plan-mode answer is writing (its `<proposed_plan>`
+    /// block), as it streams.
+    ProposedPlanDelta(ProposedPlanDeltaEvent),
+    /// The proposed plan of a Plan-mode answer, complete; authoritative over the deltas.
+    ProposedPlan(ProposedPlanEvent),
     McpToolCallBegin(McpToolCallBeginEvent),
     McpToolCallEnd(McpToolCallEndEvent),
     /// Progress of starting one of the thread's MCP servers.
@@ -261,6 +271,8 @@ impl EventMsg {
             Self::GoalUpdated(_) => "goal_updated",
             Self::GoalCleared(_) => "goal_cleared",
             Self::PlanUpdate(_) => "plan_update",
+            Self::ProposedPlanDelta(_) => "proposed_plan_delta",
+            Self::ProposedPlan(_) => "proposed_plan",
             Self::McpToolCallBegin(_) => "mcp_tool_call_begin",
             Self::McpToolCallEnd(_) => "mcp_tool_call_end",
             Self::McpStartupUpdate(_) => "mcp_startup_update",
@@ -292,6 +304,19 @@ pub struct GoalUpdatedEvent {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GoalClearedEvent {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProposedPlanDeltaEvent {
+    /// The plan's id, the same in its deltas and its `proposed_plan` event.
+    pub item_id: String,
+    pub delta: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProposedPlanEvent {
+    pub item_id: String,
+    pub text: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnDiffEvent {

@@ -426,6 +426,9 @@ pub enum ThreadItem {
         summary: Vec<String>,
         content: Vec<String>,
     },
+    /// The plan a Plan-mode turn proposed (the answer's `<proposed_plan>` block).
+    /// `item/started` carries it empty; `item/completed`'s text is authoritative.
+    Plan { id: String, text: String },
     #[serde(rename_all = "camelCase")]
     CommandExecution {
         id: String,
@@ -468,6 +471,7 @@ impl ThreadItem {
             Self::UserMessage { id, .. }
             | Self::AgentMessage { id, .. }
             | Self::Reasoning { id, .. }
+            | Self::Plan { id, .. }
             | Self::CommandExecution { id, .. }
             | Self::FileChange { id, .. }
             | Self::McpToolCall { id, .. }
@@ -748,8 +752,28 @@ pub struct TurnStartParams {
     pub approvals_reviewer: Option<String>,
     #[serde(default)]
     pub output_schema: Option<Value>,
+    /// This turn's and the next turns' collaboration mode (Codex's, experimental there);
+    /// absent keeps the thread's. Its `settings.model` and `settings.reasoning_effort`
+    /// take precedence over `model` and `effort`.
     #[serde(default)]
-    pub collaboration_mode: Option<Value>,
+    pub collaboration_mode: Option<CollaborationMode>,
+}
+
+/// A collaboration mode with its settings (Codex's shape; `settings` is snake_case).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CollaborationMode {
+    pub mode: ModeKind,
+    pub settings: CollaborationModeSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CollaborationModeSettings {
+    pub model: String,
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+    /// `null`: the mode's built-in instructions.
+    #[serde(default)]
+    pub developer_instructions: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -1157,6 +1181,17 @@ pub struct ItemDeltaNotification {
 }
 
 pub type AgentMessageDeltaNotification = ItemDeltaNotification;
+
+/// `item/plan/delta`: text of a proposed plan as it streams (Codex marks it
+/// experimental). The concatenated deltas need not equal the completed item's text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanDeltaNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item_id: String,
+    pub delta: String,
+}
 pub type CommandExecutionOutputDeltaNotification = ItemDeltaNotification;
 /// What applying the patch printed (what the model is told), once, before the item
 /// completes. Codex 0.171 stopped sending it; clients written for earlier versions read it.

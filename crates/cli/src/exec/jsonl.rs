@@ -377,6 +377,9 @@ impl JsonlTranslator {
                 }]
             }
             EventMsg::PlanUpdate(args) => vec![self.plan_update(args)],
+            // Codex's exec JSONL has no plan item, and exec never runs a turn in Plan
+            // mode (only the app-server's `turn/start` sets it).
+            EventMsg::ProposedPlanDelta(_) | EventMsg::ProposedPlan(_) => Vec::new(),
             EventMsg::Warning(ev) => vec![self.warning_item(ev.message.clone())],
             EventMsg::Error(ev) => {
                 self.last_error_message = Some(ev.message.clone());

@@ -62,6 +62,9 @@ pub struct TurnContextItem {
     pub model: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<ReasoningEffort>,
+    /// The turn's collaboration mode; absent in rollouts written before modes (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collaboration_mode: Option<interpreter_protocol::CollaborationModeKind>,
 }
 
 /// The shape of one JSONL line.
@@ -90,6 +93,7 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::PatchApplyEnd(_)
         | EventMsg::McpToolCallEnd(_)
         | EventMsg::ContextCompacted(_)
+        | EventMsg::ProposedPlan(_)
         // A resumed thread takes its goal back from the last of these.
         | EventMsg::GoalUpdated(_)
         | EventMsg::GoalCleared(_)
@@ -101,6 +105,7 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::AgentReasoningDelta(_)
         | EventMsg::AgentReasoningSummaryPartAdded(_)
         | EventMsg::AgentReasoningSummaryDelta(_)
+        | EventMsg::ProposedPlanDelta(_)
         | EventMsg::ExecCommandBegin(_)
         | EventMsg::ExecCommandOutputDelta(_)
         | EventMsg::ExecApprovalRequest(_)

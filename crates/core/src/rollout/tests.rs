@@ -37,6 +37,7 @@ fn sample_items() -> Vec<RolloutItem> {
             },
             model: "qwen".into(),
             effort: None,
+            collaboration_mode: None,
         }),
         RolloutItem::EventMsg(EventMsg::TaskStarted(TaskStartedEvent {
             turn_id: "1".into(),

@@ -36,6 +36,11 @@ pub enum TurnEntry {
         summary: Vec<String>,
         content: Vec<String>,
     },
+    /// The plan a Plan-mode answer proposed (its `<proposed_plan>` block).
+    Plan {
+        item_id: String,
+        text: String,
+    },
     Command {
         call_id: String,
         command: Vec<String>,
@@ -128,6 +133,14 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                         text: m.text.clone(),
                         summary: m.summary.clone(),
                         content: m.content.clone(),
+                    })
+            }
+            EventMsg::ProposedPlan(p) => {
+                current(&mut open, &mut implicit)
+                    .entries
+                    .push(TurnEntry::Plan {
+                        item_id: p.item_id.clone(),
+                        text: p.text.clone(),
                     })
             }
             EventMsg::ExecCommandEnd(e) => {
