@@ -406,6 +406,19 @@ pub(crate) async fn drive(
                 };
                 start_once(loaded, &mut items, &begin.call_id, item);
             }
+            EventMsg::McpToolCallProgress(progress) => {
+                if !items.completed.contains(&progress.call_id) {
+                    loaded.broadcast(
+                        "item/mcpToolCall/progress",
+                        &v2::McpToolCallProgressNotification {
+                            thread_id: thread_id.clone(),
+                            turn_id: items.turn_id.clone(),
+                            item_id: progress.call_id,
+                            message: progress.message,
+                        },
+                    );
+                }
+            }
             EventMsg::McpToolCallEnd(end) => {
                 let item = mapping::mcp_call_item(&end);
                 start_once(loaded, &mut items, &end.call_id, item.clone());

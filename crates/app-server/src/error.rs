@@ -1,9 +1,9 @@
 //! Errors of the app-server, each with its JSON-RPC code.
 
-use interpreter_core::CoreError;
 use interpreter_core::config::ConfigError;
 use interpreter_core::config::edit::ConfigEditError;
 use interpreter_core::rollout::RolloutError;
+use interpreter_core::{CoreError, McpClientError};
 use serde_json::json;
 
 use crate::protocol::v2::ConfigWriteErrorCode;
@@ -48,9 +48,13 @@ impl From<CoreError> for AppServerError {
         match err {
             CoreError::ThreadNotFound(id) => Self::ThreadNotFound(id.to_string()),
             CoreError::Config(e) => Self::Config(e),
-            CoreError::TurnNotFound { .. } | CoreError::Goal(_) => {
-                Self::InvalidRequest(err.to_string())
-            }
+            CoreError::TurnNotFound { .. }
+            | CoreError::Goal(_)
+            | CoreError::Mcp(
+                McpClientError::UnknownServer(_)
+                | McpClientError::UnknownTool(_)
+                | McpClientError::InvalidArguments(_),
+            ) => Self::InvalidRequest(err.to_string()),
             other => Self::Core(other),
         }
     }

@@ -34,6 +34,7 @@ pub mod listener;
 mod listings;
 pub mod mapping;
 mod mcp_api;
+mod model_providers;
 pub mod models;
 pub mod processor;
 pub mod protocol;

@@ -1,5 +1,5 @@
 //! Listings clients show in their pickers that have nothing to do with one thread: the
-//! permission profiles (our sandbox presets), model providers, and what this agent does
+//! permission profiles (our sandbox presets), and what this agent does
 //! not have (skills, hooks, feature flags, managed requirements), answered honestly
 //! empty.
 
@@ -61,39 +61,6 @@ pub(crate) fn skills(
                 errors: Vec::new(),
             })
             .collect(),
-    })
-}
-
-/// Every provider the config knows, the configured one marked as the default.
-pub(crate) async fn model_providers(state: &Arc<ServerState>) -> Result<Reply, AppServerError> {
-    let config = state.base_config().await?;
-    let data = config
-        .known_providers
-        .iter()
-        .map(|(id, provider)| v2::ModelProviderSummary {
-            id: id.clone(),
-            name: provider.name.clone(),
-            base_url: provider.base_url.clone().filter(|url| !url.contains('@')),
-            can_edit: false,
-            settings: if id == "openai" {
-                v2::ProviderSettings::Openai
-            } else {
-                v2::ProviderSettings::CustomGateway {
-                    auth: match (&provider.env_key, &provider.experimental_bearer_token) {
-                        (Some(env_key), _) => v2::GatewayAuth::EnvironmentVariable {
-                            env_key: env_key.clone(),
-                        },
-                        (None, Some(_)) => v2::GatewayAuth::ExternallyConfigured { env_key: None },
-                        (None, None) => v2::GatewayAuth::None,
-                    },
-                }
-            },
-        })
-        .collect();
-    Reply::new(&v2::ModelProviderListResponse {
-        data,
-        default_provider_id: config.model_provider_id,
-        can_change_default: false,
     })
 }
 

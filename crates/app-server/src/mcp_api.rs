@@ -90,6 +90,90 @@ pub(crate) async fn reload(state: &ServerState) -> Result<Reply, AppServerError>
     Reply::new(&v2::McpServerRefreshResponse {})
 }
 
+/// `mcpServer/tool/call`: the client calls a tool of a loaded thread's server itself,
+/// without approval (the client speaks for the user) and without a trace in the thread's
+/// history; the engine owns the rules ([`interpreter_core::Thread::call_mcp_tool`]).
+/// Ends when the server answers, at its `tool_timeout_sec`, or when the connection closes.
+pub(crate) async fn tool_call(
+    state: &ServerState,
+    connection: &Connection,
+    params: v2::McpServerToolCallParams,
+) -> Result<Reply, AppServerError> {
+    no_environment(params.environment_id.as_deref())?;
+    let thread = live_thread(state, &params.thread_id).await?;
+    let result = thread
+        .call_mcp_tool(
+            &params.server,
+            &params.tool,
+            params.arguments,
+            &connection.closed,
+        )
+        .await?;
+    Reply::new(&v2::McpServerToolCallResponse {
+        meta: result.get("_meta").cloned(),
+        content: result["content"].as_array().cloned().unwrap_or_default(),
+        is_error: result["isError"].as_bool(),
+        structured_content: result
+            .get("structuredContent")
+            .filter(|v| !v.is_null())
+            .cloned(),
+    })
+}
+
+/// `mcpServer/resource/read` on a loaded thread's server. Hosted connectors and apps
+/// (`connectorId`, `target`) do not exist here and are refused.
+pub(crate) async fn resource_read(
+    state: &ServerState,
+    connection: &Connection,
+    params: v2::McpResourceReadParams,
+) -> Result<Reply, AppServerError> {
+    no_environment(params.environment_id.as_deref())?;
+    if params.connector_id.is_some() || params.target.as_ref().is_some_and(|t| !t.is_null()) {
+        return Err(AppServerError::InvalidParams(
+            "hosted connectors and apps are not served: read from one of the thread's MCP servers"
+                .to_string(),
+        ));
+    }
+    let thread_id = params.thread_id.as_deref().ok_or_else(|| {
+        AppServerError::InvalidParams(
+            "threadId is required: resources are read through a loaded thread's MCP servers"
+                .to_string(),
+        )
+    })?;
+    let thread = live_thread(state, thread_id).await?;
+    let result = thread
+        .read_mcp_resource(&params.server, &params.uri, &connection.closed)
+        .await?;
+    Reply::new(&v2::McpResourceReadResponse {
+        contents: result["contents"].as_array().cloned().unwrap_or_default(),
+        origin_call_id: None,
+    })
+}
+
+/// A thread loaded in this process: asking would otherwise start its servers for a
+/// thread nobody has opened.
+async fn live_thread(
+    state: &ServerState,
+    id: &str,
+) -> Result<Arc<interpreter_core::Thread>, AppServerError> {
+    let thread_id = parse_thread_id(id)?;
+    state
+        .thread_manager
+        .get_thread(thread_id)
+        .await
+        .ok_or_else(|| AppServerError::InvalidRequest(format!("thread not loaded: {id}")))
+}
+
+/// Servers have one registration each here; an environment scope cannot be honoured.
+fn no_environment(environment_id: Option<&str>) -> Result<(), AppServerError> {
+    match environment_id {
+        None => Ok(()),
+        Some(id) => Err(AppServerError::InvalidParams(format!(
+            "unknown environment `{id}`: MCP servers are not registered per environment here"
+        ))),
+    }
+}
+
 fn wire_status(server: &ServerInventory) -> v2::McpServerStatus {
     let (runtime_status, tools_error) = match &server.status {
         ServerRuntimeStatus::Disabled => (v2::McpServerConnectionStatus::Disabled, None),

@@ -20,8 +20,8 @@ use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
 use crate::{
-    accounts, command_exec, config_api, fs_api, goals, listings, mcp_api, models, thread_edits,
-    threads, turns, v1_api,
+    accounts, command_exec, config_api, fs_api, goals, listings, mcp_api, model_providers, models,
+    thread_edits, threads, turns, v1_api,
 };
 
 /// What the processor needs from the process that hosts it.
@@ -514,6 +514,18 @@ static METHODS: &[Method] = &[
     .await),
     method!("config/mcpServer/reload", |c| mcp_api::reload(c.state)
         .await),
+    method!("mcpServer/tool/call", |c| mcp_api::tool_call(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
+    method!("mcpServer/resource/read", |c| mcp_api::resource_read(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
     method!("model/list", |c| models::list(
         c.state,
         parse_or_default(c.params)?
@@ -526,8 +538,17 @@ static METHODS: &[Method] = &[
         c.state,
         parse_or_default(c.params)?
     )),
-    method!("modelProvider/list", |c| listings::model_providers(c.state)
+    method!("modelProvider/list", |c| model_providers::list(c.state)
         .await),
+    method!("modelProvider/capabilities/read", |_c| {
+        model_providers::capabilities()
+    }),
+    method!("modelProvider/default/set", |c| {
+        model_providers::default_set(c.state, parse(c.params)?).await
+    }),
+    method!("modelProvider/config/write", |c| {
+        model_providers::config_write(c.state, parse(c.params)?).await
+    }),
     method!("experimentalFeature/list", |_c| {
         listings::experimental_features()
     }),

@@ -363,3 +363,178 @@ async fn an_unanswered_elicitation_is_declined_at_the_deadline() {
         )
         .await;
 }
+
+/// A client that started a thread using the `mock` server (no turn yet); its thread id.
+async fn thread_with_mock_server(env: &AppEnv) -> (AppClient, String) {
+    append_config(
+        env,
+        &format!(
+            "\n[mcp_servers.mock]\ncommand = \"{}\"\n",
+            mock_mcp_server().display()
+        ),
+    );
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(serde_json::from_str(NO_APPROVALS).unwrap())
+        .await;
+    (client, thread_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_calls_a_thread_servers_tool_and_reads_its_resource() {
+    let env = AppEnv::new().await;
+    let (mut client, thread_id) = thread_with_mock_server(&env).await;
+
+    let result = client
+        .ok(
+            "mcpServer/tool/call",
+            json!({"threadId": thread_id, "server": "mock", "tool": "echo",
+                   "arguments": {"text": "from the client"}}),
+        )
+        .await;
+    assert_eq!(
+        result["content"],
+        json!([{"type": "text", "text": "from the client"}])
+    );
+    assert_eq!(result["isError"], false);
+    let failed = client
+        .ok(
+            "mcpServer/tool/call",
+            json!({"threadId": thread_id, "server": "mock", "tool": "fail"}),
+        )
+        .await;
+    assert_eq!(
+        failed["isError"], true,
+        "an error result is the tool's answer"
+    );
+
+    let read = client
+        .ok(
+            "mcpServer/resource/read",
+            json!({"threadId": thread_id, "server": "mock", "uri": "mock://notes"}),
+        )
+        .await;
+    assert_eq!(read["contents"][0]["uri"], "mock://notes", "{read}");
+    assert!(read["contents"][0]["text"].is_string(), "{read}");
+
+    // Neither is part of the thread: the model never sees them, and nothing is recorded.
+    let items = client
+        .ok(
+            "thread/read",
+            json!({"threadId": thread_id, "includeTurns": true}),
+        )
+        .await;
+    assert_eq!(items["thread"]["turns"], json!([]), "{items}");
+    assert!(env.model.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_tool_calls_and_reads_are_refused_when_they_cannot_be_served() {
+    let env = AppEnv::new().await;
+    let (mut client, thread_id) = thread_with_mock_server(&env).await;
+    let refused = [
+        (
+            "mcpServer/tool/call",
+            json!({"threadId": thread_id, "server": "mock", "tool": "nope"}),
+            -32600,
+            "unknown MCP tool",
+        ),
+        (
+            "mcpServer/tool/call",
+            json!({"threadId": thread_id, "server": "ghost", "tool": "echo"}),
+            -32600,
+            "unknown MCP tool",
+        ),
+        (
+            "mcpServer/tool/call",
+            json!({"threadId": thread_id, "server": "mock", "tool": "echo", "arguments": [1]}),
+            -32600,
+            "must be a JSON object",
+        ),
+        (
+            "mcpServer/tool/call",
+            json!({"threadId": "00000000-0000-7000-8000-000000000000", "server": "mock",
+                   "tool": "echo"}),
+            -32600,
+            "thread not loaded",
+        ),
+        (
+            "mcpServer/tool/call",
+            json!({"threadId": thread_id, "server": "mock", "tool": "echo",
+                   "environmentId": "remote"}),
+            -32602,
+            "environment",
+        ),
+        (
+            "mcpServer/resource/read",
+            json!({"server": "mock", "uri": "mock://notes"}),
+            -32602,
+            "threadId is required",
+        ),
+        (
+            "mcpServer/resource/read",
+            json!({"threadId": thread_id, "server": "mock", "uri": "mock://notes",
+                   "connectorId": "drive"}),
+            -32602,
+            "hosted connectors",
+        ),
+        (
+            "mcpServer/resource/read",
+            json!({"threadId": thread_id, "server": "ghost", "uri": "mock://notes"}),
+            -32600,
+            "unknown MCP server",
+        ),
+    ];
+    for (method, params, code, message) in refused {
+        let answer = client.call(method, params.clone()).await;
+        assert_eq!(answer["error"]["code"], code, "{method} {params}: {answer}");
+        let text = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains(message), "{method} {params}: {answer}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_progress_reaches_the_client_while_its_tool_runs() {
+    let env = AppEnv::new().await;
+    env.model.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_progress", "mcp__mock__progress", r#"{"steps":3}"#),
+        chunk::finish("tool_calls"),
+    ]));
+    env.script_text("done");
+    let (mut client, thread_id) = thread_with_mock_server(&env).await;
+    let turn_id = client.start_turn(&thread_id, "make progress").await;
+    let messages = client.until_turn_completed().await;
+
+    let progress: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "item/mcpToolCall/progress")
+        .collect();
+    assert!(!progress.is_empty(), "{messages:#?}");
+    for note in &progress {
+        let params = &note["params"];
+        assert_eq!(params["threadId"], thread_id.as_str());
+        assert_eq!(params["turnId"], turn_id.as_str());
+        assert_eq!(params["itemId"], "call_progress");
+        let message = params["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("step ") && message.ends_with(" of 3"),
+            "{message}"
+        );
+    }
+    // Between the item's start and its completion, never after.
+    let position = |pred: &dyn Fn(&Value) -> bool| messages.iter().position(pred).unwrap();
+    let started = position(&|m| {
+        m["method"] == "item/started" && m["params"]["item"]["id"] == "call_progress"
+    });
+    let completed = position(&|m| {
+        m["method"] == "item/completed" && m["params"]["item"]["id"] == "call_progress"
+    });
+    let first = position(&|m| m["method"] == "item/mcpToolCall/progress");
+    let last = messages
+        .iter()
+        .rposition(|m| m["method"] == "item/mcpToolCall/progress")
+        .unwrap();
+    assert!(started < first && last < completed, "{messages:#?}");
+    assert!(tool_output(&env).contains("done 3 steps"));
+}

@@ -521,3 +521,108 @@ async fn adversarial_pass_git_diff_to_remote_runs_nothing_a_repository_planted()
         "gitDiffToRemote ran a program the repository named"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_providers_are_created_edited_and_made_the_default() {
+    let env = AppEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize().await;
+    let config_path = env.home.path().join("config.toml");
+
+    let capabilities = client
+        .ok("modelProvider/capabilities/read", json!({}))
+        .await;
+    assert_eq!(
+        capabilities,
+        json!({"imageGeneration": false, "webSearch": false})
+    );
+
+    // A new gateway: its id comes from its name.
+    let created = client
+        .ok(
+            "modelProvider/config/write",
+            json!({"settings": {"type": "customGateway", "name": "My vLLM",
+                   "baseUrl": "http://127.0.0.1:9/v1", "envKey": "VLLM_KEY"}}),
+        )
+        .await;
+    assert_eq!(
+        created["provider"],
+        json!({"id": "my-vllm", "name": "My vLLM", "baseUrl": "http://127.0.0.1:9/v1",
+               "canEdit": true,
+               "settings": {"type": "customGateway",
+                            "auth": {"mode": "environmentVariable", "envKey": "VLLM_KEY"}}})
+    );
+    // Edited: an omitted field stays, `null` clears.
+    let edited = client
+        .ok(
+            "modelProvider/config/write",
+            json!({"settings": {"type": "customGateway", "providerId": "my-vllm",
+                   "envKey": null}}),
+        )
+        .await;
+    assert_eq!(edited["provider"]["baseUrl"], "http://127.0.0.1:9/v1");
+    assert_eq!(
+        edited["provider"]["settings"]["auth"],
+        json!({"mode": "none"})
+    );
+
+    let listed = client
+        .ok(
+            "modelProvider/default/set",
+            json!({"providerId": "my-vllm"}),
+        )
+        .await;
+    assert_eq!(listed["defaultProviderId"], "my-vllm");
+    let text = std::fs::read_to_string(&config_path).unwrap();
+    assert!(text.contains("model_provider = \"my-vllm\""), "{text}");
+    assert!(text.contains("[model_providers.my-vllm]"), "{text}");
+    let listed = client.ok("modelProvider/list", json!({})).await;
+    let by_id = |id: &str| {
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(by_id("my-vllm")["canEdit"], true);
+    assert_eq!(by_id("ollama")["canEdit"], false);
+
+    // Refused, and the file is left as it was.
+    let before = std::fs::read_to_string(&config_path).unwrap();
+    let refused = [
+        (
+            "modelProvider/default/set",
+            json!({"providerId": "nobody"}),
+            "unknown model provider",
+        ),
+        (
+            "modelProvider/config/write",
+            json!({"settings": {"type": "customGateway", "providerId": "ollama",
+                   "baseUrl": "http://127.0.0.1:1/v1"}}),
+            "built-in provider",
+        ),
+        (
+            "modelProvider/config/write",
+            json!({"settings": {"type": "customGateway", "providerId": "a.b", "name": "x"}}),
+            "invalid provider id",
+        ),
+        (
+            "modelProvider/config/write",
+            json!({"settings": {"type": "bedrock", "providerId": "amazon-bedrock"}}),
+            "only `customGateway`",
+        ),
+        (
+            "modelProvider/config/write",
+            json!({"settings": {"type": "customGateway", "name": "bad", "baseUrl": "not a url"}}),
+            "base_url",
+        ),
+    ];
+    for (method, params, message) in refused {
+        let answer = client.call(method, params.clone()).await;
+        let text = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains(message), "{method} {params}: {answer}");
+    }
+    assert_eq!(std::fs::read_to_string(&config_path).unwrap(), before);
+}

@@ -348,7 +348,7 @@ async fn codex_acp_listings_permission_profiles_and_skills() {
 
     let providers = client.ok("modelProvider/list", json!({})).await;
     assert_eq!(providers["defaultProviderId"], "mock");
-    assert_eq!(providers["canChangeDefault"], false);
+    assert_eq!(providers["canChangeDefault"], true);
     let mock = providers["data"]
         .as_array()
         .expect("data")

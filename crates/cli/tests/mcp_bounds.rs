@@ -126,7 +126,7 @@ async fn a_server_listing_20000_tools_gets_a_bounded_share_of_the_request() {
         .to_string();
     assert!(
         system.contains(
-            "Note: some MCP tools were left out of this request's tool list (tool caps): `many` 19808 of 20008."
+            "Note: some MCP tools were left out of this request's tool list (tool caps): `many` 19809 of 20009."
         ),
         "{}",
         &system[system.len().saturating_sub(300)..]
@@ -135,7 +135,7 @@ async fn a_server_listing_20000_tools_gets_a_bounded_share_of_the_request() {
     assert_eq!(
         exec_support::json_warnings(
             &events,
-            "MCP server `many` offers 20008 tools; 19808 of them were left out"
+            "MCP server `many` offers 20009 tools; 19809 of them were left out"
         ),
         1,
         "{}",

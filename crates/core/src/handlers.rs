@@ -15,8 +15,8 @@ use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
     ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandSource, ExecCommandStatus,
     ExecOutputStream, FileChanges, GoalStatus, McpInvocation, McpToolCallBeginEvent,
-    McpToolCallEndEvent, PatchApplyBeginEvent, PatchApplyEndEvent, ReviewDecision, SandboxMode,
-    SandboxPolicy, TurnDiffEvent, UpdatePlanArgs, WarningEvent,
+    McpToolCallEndEvent, McpToolCallProgressEvent, PatchApplyBeginEvent, PatchApplyEndEvent,
+    ReviewDecision, SandboxMode, SandboxPolicy, TurnDiffEvent, UpdatePlanArgs, WarningEvent,
 };
 use interpreter_tools::{apply_patch, safety, sandbox, shell};
 use serde::Deserialize;
@@ -1303,8 +1303,10 @@ async fn handle_mcp(
     )
     .await;
     let started = Instant::now();
-    let result = mcp
-        .call_tool(&tool.qualified_name, arguments, cancel)
+    let (progress, updates) = tokio::sync::watch::channel(None);
+    // Boxed: the call's future is large, and the turn's future holds it otherwise.
+    let call = Box::pin(mcp.call_tool(&tool.qualified_name, arguments, cancel, Some(progress)));
+    let result = with_progress(sess, sub_id, call_id, call, updates)
         .await
         .map_err(|err| err.to_string());
     let label = format!("MCP tool {}", tool.qualified_name);
@@ -1324,6 +1326,46 @@ async fn handle_mcp(
         Ok(value) => cap_tool_result(mcp_result_text(&value), max_bytes),
         Err(message) => cap_tool_result(format!("MCP tool call failed: {message}"), max_bytes),
     })
+}
+
+/// Least time between two progress events of one MCP call: a server may report as often
+/// as it likes, a client sees the newest line a few times a second.
+const MCP_PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Runs `call`, passing on the progress its server reports (see [`MCP_PROGRESS_INTERVAL`])
+/// until it ends; nothing is sent after it has ended.
+async fn with_progress<T>(
+    sess: &Session,
+    sub_id: &str,
+    call_id: &str,
+    call: impl std::future::Future<Output = T>,
+    mut updates: tokio::sync::watch::Receiver<Option<String>>,
+) -> T {
+    tokio::pin!(call);
+    loop {
+        tokio::select! {
+            biased;
+            result = &mut call => return result,
+            Ok(()) = updates.changed() => {
+                let line = updates.borrow_and_update().clone();
+                if let Some(message) = line {
+                    sess.emit(
+                        sub_id,
+                        EventMsg::McpToolCallProgress(McpToolCallProgressEvent {
+                            call_id: call_id.to_string(),
+                            message,
+                        }),
+                    )
+                    .await;
+                }
+                tokio::select! {
+                    biased;
+                    result = &mut call => return result,
+                    () = tokio::time::sleep(MCP_PROGRESS_INTERVAL) => {}
+                }
+            }
+        }
+    }
 }
 
 /// The model-facing text of an MCP `CallToolResult`: its text parts, other parts as JSON,

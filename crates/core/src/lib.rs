@@ -29,7 +29,7 @@ pub use handlers::{SandboxHelperUnavailable, sandboxed_command_argv};
 /// which configured servers would start the agent recursively.
 pub use interpreter_mcp_client::NESTING_DEPTH_ENV;
 pub use interpreter_mcp_client::{
-    ServerAuth, ServerInventory, ServerRuntimeStatus, ServerToolInfo,
+    McpClientError, ServerAuth, ServerInventory, ServerRuntimeStatus, ServerToolInfo,
 };
 pub use thread_manager::{NewThread, Submission, Thread, ThreadManager};
 pub use workspace_files::{LocalFiles, WorkspaceFiles};

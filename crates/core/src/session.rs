@@ -54,6 +54,9 @@ pub(crate) struct Started {
     pub first_submission_id: u64,
     /// The thread's goal (restored from the rollout on resume).
     pub goal: SharedGoal,
+    /// The session, for what clients ask of it directly (its MCP servers). Weak: the
+    /// session ends with its loop, not with a handle.
+    pub session: std::sync::Weak<Session>,
 }
 
 /// State shared between the session loop and its running turn.
@@ -639,12 +642,14 @@ pub(crate) async fn start(
     }
 
     let goal = session.goal.clone();
+    let weak = Arc::downgrade(&session);
     tokio::spawn(run_loop(session, rx_sub));
     Ok(Started {
         thread_id,
         session_configured,
         first_submission_id,
         goal,
+        session: weak,
     })
 }
 

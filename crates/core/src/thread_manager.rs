@@ -16,17 +16,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::Utc;
-use interpreter_mcp_client::McpPool;
+use interpreter_mcp_client::{McpClientError, McpPool};
 use interpreter_protocol::{
     Event, Op, SessionConfiguredEvent, SessionSource, ThreadGoal, ThreadId,
 };
 use tokio::sync::{Mutex, OwnedMutexGuard, RwLock, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::error::CoreError;
 use crate::goal::{self, GoalUpdate, NextTurn, SharedGoal};
 use crate::rollout::{self, RolloutItem, SessionMeta, ThreadIndex};
-use crate::session::{self, SessionInit};
+use crate::session::{self, Session, SessionInit};
 use crate::workspace_files::{LocalFiles, WorkspaceFiles};
 
 /// Capacity of a thread's submission queue. Ops are small and rare; a full queue means the
@@ -43,6 +44,7 @@ pub struct Thread {
     config: Arc<Config>,
     turn_slot: Arc<Mutex<()>>,
     goal: SharedGoal,
+    session: std::sync::Weak<Session>,
 }
 
 /// An [`Op`] with the id its events will carry.
@@ -144,6 +146,52 @@ impl Thread {
             .await?;
         }
         Ok(next)
+    }
+
+    /// Calls tool `tool` of the thread's MCP server `server` for a client, not the model:
+    /// no approval (the client speaks for the user), not recorded in the thread's
+    /// history. Only tools the thread offers the model can be called (the config's tool
+    /// filters hold here too), within the server's `tool_timeout_sec` and `cancel`. The
+    /// value is the `CallToolResult` as JSON.
+    pub async fn call_mcp_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<serde_json::Value>,
+        cancel: &CancellationToken,
+    ) -> Result<serde_json::Value, CoreError> {
+        let session = self.live_session()?;
+        let mcp = session.mcp.as_ref().ok_or_else(|| no_server(server))?;
+        session.prepare_mcp(cancel).await;
+        let qualified = mcp
+            .tools()
+            .into_iter()
+            .find(|t| t.server == server && t.tool == tool)
+            .map(|t| t.qualified_name)
+            .ok_or_else(|| {
+                CoreError::Mcp(McpClientError::UnknownTool(format!("{server}/{tool}")))
+            })?;
+        Ok(mcp.call_tool(&qualified, arguments, cancel, None).await?)
+    }
+
+    /// `resources/read` of `uri` on the thread's MCP server `server`, for a client: the
+    /// `ReadResourceResult` as JSON.
+    pub async fn read_mcp_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        cancel: &CancellationToken,
+    ) -> Result<serde_json::Value, CoreError> {
+        let session = self.live_session()?;
+        let mcp = session.mcp.as_ref().ok_or_else(|| no_server(server))?;
+        session.prepare_mcp(cancel).await;
+        Ok(mcp.read_resource(server, uri, cancel).await?)
+    }
+
+    fn live_session(&self) -> Result<Arc<Session>, CoreError> {
+        self.session
+            .upgrade()
+            .ok_or(CoreError::ThreadClosed(self.id))
     }
 
     /// The next event. Errors once the session task has ended and the queue is drained.
@@ -510,6 +558,7 @@ impl ThreadManager {
             config,
             turn_slot: Arc::default(),
             goal: started.goal,
+            session: started.session,
         });
         self.threads
             .write()
@@ -521,6 +570,10 @@ impl ThreadManager {
             session_configured: started.session_configured,
         })
     }
+}
+
+fn no_server(server: &str) -> CoreError {
+    CoreError::Mcp(McpClientError::UnknownServer(server.to_string()))
 }
 
 /// Ask a thread to stop and wait, within `grace`, until it confirms: its rollout is then

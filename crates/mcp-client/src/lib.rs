@@ -18,6 +18,7 @@ mod naming;
 pub mod nesting;
 pub mod oauth;
 mod pool;
+mod progress;
 mod sdk;
 
 pub use config::{
@@ -35,3 +36,4 @@ pub use manager::{
 pub use naming::{MAX_TOOL_NAME_LEN, qualify_tool_names, sanitize_name_part};
 pub use nesting::NESTING_DEPTH_ENV;
 pub use pool::{McpPool, PoolOptions};
+pub use progress::{MAX_PROGRESS_CHARS, ProgressSender};

@@ -17,6 +17,7 @@ use crate::naming::qualify_tool_names;
 use crate::nesting::self_recursion_warning;
 use crate::oauth::FileCredentialStore;
 use crate::pool::{LaunchSpec, Lease, Live, McpPool, StartFailure, StartRequest, State};
+use crate::progress::ProgressSender;
 
 /// One tool as the model sees it, and where calls to it go.
 #[derive(Debug, Clone, PartialEq)]
@@ -443,12 +444,15 @@ impl McpConnectionManager {
     /// `cancel` fires, whichever comes first; either way the server is sent
     /// `notifications/cancelled`. An `isError` result is returned as `Ok`: it is the
     /// tool's answer. The value is the `CallToolResult` as JSON. A server that died is
-    /// restarted first (within its startup timeout, once its backoff allows).
+    /// restarted first (within its startup timeout, once its backoff allows). The
+    /// server's progress notifications go to `progress`, when given (see
+    /// [`ProgressSender`] for which reach it).
     pub async fn call_tool(
         &self,
         qualified_name: &str,
         arguments: Option<serde_json::Value>,
         cancel: &CancellationToken,
+        progress: Option<ProgressSender>,
     ) -> Result<serde_json::Value, McpClientError> {
         let info = self
             .tools()
@@ -482,6 +486,7 @@ impl McpConnectionManager {
             .elicitation
             .as_ref()
             .map(|sink| live.conn.callers.enter(&info.server, sink.clone()));
+        let _progress = live.conn.progress.enter(progress);
         // Time a question of this call waits for the user's answer does not count.
         let deadline = async {
             match &caller {

@@ -26,6 +26,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::elicitation::{Callers, ElicitationAction};
 use crate::manager::ToolHints;
 use crate::oauth::FileCredentialStore;
+use crate::progress::ProgressRoutes;
 
 /// A tool as the server listed it.
 #[derive(Debug, Clone)]
@@ -41,6 +42,8 @@ pub(crate) struct SdkConnection {
     service: RunningService<RoleClient, Handler>,
     /// The threads with a call in progress here, to whom elicitations go.
     pub callers: Arc<Callers>,
+    /// The calls in progress here, to which progress notifications go.
+    pub progress: Arc<ProgressRoutes>,
     /// Where the session's OAuth tokens come from, when they come from a login.
     oauth: Option<FileCredentialStore>,
     /// The server's URL (HTTP only), against which challenges are read.
@@ -51,12 +54,14 @@ pub(crate) struct SdkConnection {
 #[derive(Clone)]
 pub(crate) struct Handler {
     callers: Arc<Callers>,
+    progress: Arc<ProgressRoutes>,
 }
 
 impl Handler {
     fn new() -> Self {
         Self {
             callers: Arc::new(Callers::default()),
+            progress: Arc::new(ProgressRoutes::default()),
         }
     }
 }
@@ -86,6 +91,15 @@ impl rmcp::ClientHandler for Handler {
         }
         serde_json::from_value(result)
             .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.progress
+            .deliver(params.message.as_deref(), params.progress, params.total);
     }
 }
 
@@ -132,12 +146,14 @@ pub(crate) async fn connect_stdio(
     }
     let handler = Handler::new();
     let callers = handler.callers.clone();
+    let progress = handler.progress.clone();
     let service = serve_client(handler, transport)
         .await
         .map_err(|err| format!("handshake failed: {err}"))?;
     Ok(SdkConnection {
         service,
         callers,
+        progress,
         oauth: None,
         url: None,
     })
@@ -258,6 +274,7 @@ pub(crate) async fn connect_http(
     };
     let handler = Handler::new();
     let callers = handler.callers.clone();
+    let progress = handler.progress.clone();
     let service = match manager {
         Some(manager) => {
             let client = AuthClient::new(reqwest::Client::default(), manager);
@@ -285,6 +302,7 @@ pub(crate) async fn connect_http(
     Ok(SdkConnection {
         service,
         callers,
+        progress,
         oauth,
         url: reqwest::Url::parse(url).ok(),
     })

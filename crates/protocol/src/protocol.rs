@@ -230,6 +230,9 @@ pub enum EventMsg {
     /// The proposed plan of a Plan-mode answer, complete; authoritative over the deltas.
     ProposedPlan(ProposedPlanEvent),
     McpToolCallBegin(McpToolCallBeginEvent),
+    /// What an MCP server says of a call still running (its `notifications/progress`),
+    /// paced: the newest line, a few times a second at most.
+    McpToolCallProgress(McpToolCallProgressEvent),
     McpToolCallEnd(McpToolCallEndEvent),
     /// Progress of starting one of the thread's MCP servers.
     McpStartupUpdate(McpStartupUpdateEvent),
@@ -274,6 +277,7 @@ impl EventMsg {
             Self::ProposedPlanDelta(_) => "proposed_plan_delta",
             Self::ProposedPlan(_) => "proposed_plan",
             Self::McpToolCallBegin(_) => "mcp_tool_call_begin",
+            Self::McpToolCallProgress(_) => "mcp_tool_call_progress",
             Self::McpToolCallEnd(_) => "mcp_tool_call_end",
             Self::McpStartupUpdate(_) => "mcp_startup_update",
             Self::ElicitationRequest(_) => "elicitation_request",
@@ -540,6 +544,13 @@ pub struct McpInvocation {
 pub struct McpToolCallBeginEvent {
     pub call_id: String,
     pub invocation: McpInvocation,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpToolCallProgressEvent {
+    pub call_id: String,
+    /// One line of printable text, short (the server's message, or `progress/total`).
+    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

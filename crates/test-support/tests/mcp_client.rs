@@ -63,7 +63,7 @@ fn text_of(result: &Value) -> Result<&str> {
 
 async fn call(manager: &McpConnectionManager, name: &str, args: Value) -> Result<Value> {
     Ok(manager
-        .call_tool(name, Some(args), &CancellationToken::new())
+        .call_tool(name, Some(args), &CancellationToken::new(), None)
         .await?)
 }
 
@@ -88,6 +88,7 @@ async fn lists_qualified_tools_and_calls_them() -> Result<()> {
             "mcp__mock__env_var",
             "mcp__mock__exit",
             "mcp__mock__fail",
+            "mcp__mock__progress",
             "mcp__mock__sleep"
         ]
     );
@@ -109,7 +110,7 @@ async fn lists_qualified_tools_and_calls_them() -> Result<()> {
     assert_eq!(text_of(&result)?, "this tool always fails");
 
     let unknown = manager
-        .call_tool("mcp__mock__nope", None, &CancellationToken::new())
+        .call_tool("mcp__mock__nope", None, &CancellationToken::new(), None)
         .await;
     assert!(matches!(unknown, Err(McpClientError::UnknownTool(_))));
     let not_object = manager
@@ -117,6 +118,7 @@ async fn lists_qualified_tools_and_calls_them() -> Result<()> {
             "mcp__mock__echo",
             Some(json!([1])),
             &CancellationToken::new(),
+            None,
         )
         .await;
     assert!(matches!(
@@ -188,7 +190,12 @@ async fn cancellation_ends_the_call_and_reaches_the_server() -> Result<()> {
         trigger.cancel();
     });
     let slow = manager
-        .call_tool("mcp__mock__sleep", Some(json!({"ms": 30_000})), &cancel)
+        .call_tool(
+            "mcp__mock__sleep",
+            Some(json!({"ms": 30_000})),
+            &cancel,
+            None,
+        )
         .await;
     assert!(
         matches!(slow, Err(McpClientError::Cancelled { .. })),
@@ -274,7 +281,7 @@ async fn tool_filters_hide_tools() -> Result<()> {
     names.sort();
     assert_eq!(names, ["add", "echo"]);
     let hidden = manager
-        .call_tool("mcp__mock__fail", None, &CancellationToken::new())
+        .call_tool("mcp__mock__fail", None, &CancellationToken::new(), None)
         .await;
     assert!(matches!(hidden, Err(McpClientError::UnknownTool(_))));
     manager.shutdown().await;
@@ -469,7 +476,7 @@ async fn a_server_that_crashes_at_start_is_reported_and_retried_after_backoff() 
     assert!(
         updates
             .iter()
-            .any(|u| u.server == "mock" && matches!(u.status, StartupStatus::Ready { tools: 8 }))
+            .any(|u| u.server == "mock" && matches!(u.status, StartupStatus::Ready { tools: 9 }))
     );
     // Another thread within the backoff does not start it again: it is told at once.
     let again = connect(&pool, vec![("crash", crashing)]).await?;
@@ -659,6 +666,7 @@ async fn waiting_for_the_user_does_not_count_toward_the_tool_timeout() -> Result
             "mcp__mock__sleep",
             Some(json!({"ms": 5000})),
             &CancellationToken::new(),
+            None,
         )
         .await;
     assert!(

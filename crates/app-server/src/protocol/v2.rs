@@ -1193,6 +1193,17 @@ pub struct PlanDeltaNotification {
     pub delta: String,
 }
 pub type CommandExecutionOutputDeltaNotification = ItemDeltaNotification;
+
+/// `item/mcpToolCall/progress`: what the MCP server says of a call still running (one
+/// short line; the newest, a few times a second at most).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolCallProgressNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item_id: String,
+    pub message: String,
+}
 /// What applying the patch printed (what the model is told), once, before the item
 /// completes. Codex 0.171 stopped sending it; clients written for earlier versions read it.
 pub type FileChangeOutputDeltaNotification = ItemDeltaNotification;
@@ -1647,9 +1658,90 @@ pub struct SkillsListResponse {
 pub struct ModelProviderListResponse {
     pub data: Vec<ModelProviderSummary>,
     pub default_provider_id: String,
-    /// `modelProvider/default/set` is not served; the default is `model_provider` in
-    /// config.toml (`config/value/write`).
+    /// `modelProvider/default/set` writes `model_provider` in the user config.toml.
     pub can_change_default: bool,
+}
+
+/// `modelProvider/capabilities/read`: what the default provider offers besides text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelProviderCapabilitiesReadResponse {
+    pub image_generation: bool,
+    pub web_search: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelProviderCapabilitiesReadParams {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelProviderDefaultSetParams {
+    /// Configured provider to use by default for new threads and unscoped model lists.
+    pub provider_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelProviderConfigWriteParams {
+    pub settings: ProviderSettingsPatch,
+}
+
+/// Omitted patch fields keep their values; an explicit `null` clears a nullable field.
+/// Only custom gateways (any OpenAI-compatible endpoint) exist here; Codex's `bedrock`
+/// and `gcp` patches are refused with a clear error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ProviderSettingsPatch {
+    #[serde(rename_all = "camelCase")]
+    CustomGateway {
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        #[schemars(with = "Option<String>")]
+        base_url: Option<Option<String>>,
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        #[schemars(with = "Option<String>")]
+        env_key: Option<Option<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(with = "String")]
+        name: Option<String>,
+        /// Omit or pass null to allocate a new custom provider id (from `name`).
+        #[serde(default)]
+        provider_id: Option<String>,
+    },
+    Bedrock {
+        #[serde(flatten)]
+        #[schemars(with = "serde_json::Map<String, Value>")]
+        fields: serde_json::Map<String, Value>,
+    },
+    Gcp {
+        #[serde(flatten)]
+        #[schemars(with = "serde_json::Map<String, Value>")]
+        fields: serde_json::Map<String, Value>,
+    },
+}
+
+/// A field that was sent, `null` included: `Some(None)` for `null`, `None` when absent
+/// (through `#[serde(default)]`).
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelProviderConfigWriteResponse {
+    pub provider: ModelProviderSummary,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -2248,6 +2340,68 @@ pub struct McpTool {
     pub output_schema: Option<Value>,
     #[serde(default)]
     pub title: Option<String>,
+}
+
+/// `mcpServer/tool/call`: a client calls a tool of a loaded thread's MCP server itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerToolCallParams {
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// Exact registration scope; omission preserves legacy name-only selection.
+    #[serde(default)]
+    pub environment_id: Option<String>,
+    pub server: String,
+    pub thread_id: String,
+    pub tool: String,
+}
+
+/// The tool's `CallToolResult`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerToolCallResponse {
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+    pub content: Vec<Value>,
+    #[serde(default)]
+    pub is_error: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+}
+
+/// `mcpServer/resource/read`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpResourceReadParams {
+    /// Additional MCP request metadata.
+    #[serde(rename = "_meta", default)]
+    pub meta: Option<serde_json::Map<String, Value>>,
+    /// Hosted connectors are not served: must be absent.
+    #[serde(default)]
+    pub connector_id: Option<String>,
+    #[serde(default)]
+    pub environment_id: Option<String>,
+    #[serde(default)]
+    pub origin_call_id: Option<String>,
+    pub server: String,
+    /// Hosted apps are not served: must be absent.
+    #[serde(default)]
+    pub target: Option<Value>,
+    /// The loaded thread whose server to read from; required here (Codex allows omitting it).
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    pub uri: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpResourceReadResponse {
+    /// The server's `ReadResourceResult.contents`, as sent.
+    pub contents: Vec<Value>,
+    #[serde(default)]
+    pub origin_call_id: Option<String>,
 }
 
 /// A known resource that the server is capable of reading.

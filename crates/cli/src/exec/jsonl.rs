@@ -456,6 +456,8 @@ impl JsonlTranslator {
             | EventMsg::AgentReasoningSummaryPartAdded(_)
             | EventMsg::AgentReasoningSummaryDelta(_)
             | EventMsg::ExecCommandOutputDelta(_)
+            // The SDK's mcp_tool_call item has no progress field.
+            | EventMsg::McpToolCallProgress(_)
             | EventMsg::ExecApprovalRequest(_)
             | EventMsg::ApplyPatchApprovalRequest(_)
             // exec declines it at once and says so in a notice.

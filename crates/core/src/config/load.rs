@@ -84,6 +84,24 @@ pub fn resolve_home(env: &HashMap<String, String>) -> Result<PathBuf, ConfigErro
         .ok_or(ConfigError::NoHome)
 }
 
+/// Whether `id` may name a provider created through a client (`[model_providers.ID]`):
+/// 1 to 64 ASCII letters, digits, `-` or `_`, so it is one key of a dotted path and a
+/// plain TOML table name. Hand-written configs are not held to this.
+pub fn validate_provider_id(id: &str) -> Result<(), String> {
+    let fits = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid provider id `{id}`: use 1 to 64 ASCII letters, digits, `-` or `_`"
+        ))
+    }
+}
+
 pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     let config_path = inputs.home.join("config.toml");
     let (toml, layers, mut warnings) = read_layered(&inputs, &config_path)?;

@@ -115,6 +115,7 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::TurnDiff(_)
         | EventMsg::PlanUpdate(_)
         | EventMsg::McpToolCallBegin(_)
+        | EventMsg::McpToolCallProgress(_)
         | EventMsg::McpStartupUpdate(_)
         | EventMsg::ElicitationRequest(_)
         | EventMsg::ShutdownComplete => false,

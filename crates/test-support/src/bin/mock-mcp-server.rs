@@ -3,7 +3,8 @@
 //! Tools: `echo {text}` → the text; `add {a, b}` → the sum as text; `sleep {ms}` → waits,
 //! then says so (for timeout and cancellation tests); `fail {}` → an `isError` result;
 //! `exit {}` → the process exits without answering; `ask {message}` → asks the client
-//! (form elicitation) and returns its answer as JSON;
+//! (form elicitation) and returns its answer as JSON; `progress {steps}` → reports
+//! progress that many times, then says `done N steps`;
 //! `env_var {name}` → the variable's value in this process, or `<unset>` (to check what
 //! environment the client passed); `big {bytes}` → a text of that many bytes, `HEAD-`
 //! then `x`s then `-TAIL` (for the result caps). Exits when stdin closes.
@@ -52,6 +53,11 @@ struct EnvVarArgs {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct BigArgs {
     bytes: usize,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct ProgressArgs {
+    steps: u32,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -136,6 +142,30 @@ impl MockServer {
             Ok(result) => serde_json::to_string(&result).unwrap_or_default(),
             Err(err) => format!("elicitation failed: {err}"),
         }
+    }
+
+    #[tool(
+        description = "Reports progress `steps` times (`step I of N`, 100 ms apart), then returns `done N steps`"
+    )]
+    async fn progress(
+        &self,
+        Parameters(ProgressArgs { steps }): Parameters<ProgressArgs>,
+        meta: rmcp::model::RequestMetaObject,
+        peer: rmcp::Peer<rmcp::RoleServer>,
+    ) -> String {
+        let Some(token) = meta.get_progress_token() else {
+            return "no progress token".to_string();
+        };
+        for step in 1..=steps {
+            let note = rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
+                .with_total(f64::from(steps))
+                .with_message(format!("step {step} of {steps}"));
+            if peer.notify_progress(note).await.is_err() {
+                return "client went away".to_string();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        format!("done {steps} steps")
     }
 
     #[tool(description = "Exits the server process at once (the call gets no answer)")]
