@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use interpreter_core::{ServerAuth, ServerInventory, ServerRuntimeStatus};
+use interpreter_core::{ServerAuth, ServerInventory, ServerRuntimeStatus, mcp_oauth};
 use interpreter_protocol::{
     ElicitationAction, ElicitationRequestEvent, ElicitationResponse, McpStartupStatus,
     McpStartupUpdateEvent, Op,
@@ -147,6 +147,120 @@ pub(crate) async fn resource_read(
     Reply::new(&v2::McpResourceReadResponse {
         contents: result["contents"].as_array().cloned().unwrap_or_default(),
         origin_call_id: None,
+    })
+}
+
+/// Longest a login may take to produce its authorization URL (discovery and client
+/// registration, each step under its own deadline in the engine).
+const LOGIN_URL_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Longest wait for the browser a client may ask for (`timeoutSecs`).
+const MAX_LOGIN_WAIT: Duration = Duration::from_secs(3600);
+
+/// `mcpServer/oauth/login`: discovery and client registration, then the answer with the
+/// authorization URL; the wait for the browser goes on in the background and ends with
+/// `mcpServer/oauthLogin/completed` to this connection (success, error, or the timeout).
+/// The tokens are saved where `interpreter mcp login` saves them. A failure before there
+/// is a URL is the request's error. The wait ends early if the connection closes.
+pub(crate) async fn oauth_login(
+    state: &ServerState,
+    connection: &Arc<Connection>,
+    params: v2::McpServerOauthLoginParams,
+) -> Result<Reply, AppServerError> {
+    no_environment(params.environment_id.as_deref())?;
+    if let Some(
+        other @ (v2::McpServerOauthClientRegistration::Cimd
+        | v2::McpServerOauthClientRegistration::Dcr),
+    ) = params.client_registration
+    {
+        return Err(AppServerError::InvalidParams(format!(
+            "clientRegistration {other:?} is not served: registration is automatic \
+             (`oauth.client_id` or `oauth.client_metadata_url` in the server's config entry)"
+        )));
+    }
+    let callback_timeout = match params.timeout_secs {
+        None => None,
+        Some(secs) if secs > 0 => {
+            Some(Duration::from_secs(secs.unsigned_abs()).min(MAX_LOGIN_WAIT))
+        }
+        Some(secs) => {
+            return Err(AppServerError::InvalidParams(format!(
+                "timeoutSecs must be positive, got {secs}"
+            )));
+        }
+    };
+    let config = match &params.thread_id {
+        Some(id) => Arc::new(live_thread(state, id).await?.config().clone()),
+        None => Arc::new(state.base_config().await?),
+    };
+    let server = config
+        .mcp_servers
+        .get(&params.name)
+        .cloned()
+        .ok_or_else(|| {
+            AppServerError::InvalidParams(format!("unknown MCP server '{}'", params.name))
+        })?;
+    let options = mcp_oauth::LoginOptions {
+        scopes: params.scopes.unwrap_or_default(),
+        follow_redirect: false,
+        callback_timeout,
+    };
+    let login_id = uuid::Uuid::now_v7().to_string();
+    let (url_tx, url_rx) = tokio::sync::oneshot::channel::<Result<String, String>>();
+    let url_tx = std::sync::Mutex::new(Some(url_tx));
+    let take_url_tx = move || url_tx.lock().ok().and_then(|mut slot| slot.take());
+    let notify_to = connection.clone();
+    let name = params.name.clone();
+    let thread_id = params.thread_id.clone();
+    let completion_login_id = login_id.clone();
+    let login = tokio::spawn(async move {
+        let show_url = |url: &str| {
+            if let Some(tx) = take_url_tx() {
+                let _ = tx.send(Ok(url.to_string()));
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = mcp_oauth::login(&name, &server, &config.env, &config.home, &options, &show_url) => {
+                outcome.map_err(|err| err.to_string())
+            }
+            () = notify_to.closed.cancelled() => Err("the connection closed".to_string()),
+        };
+        match take_url_tx() {
+            // No URL was shown: the request itself failed, with this error.
+            Some(tx) => {
+                let _ = tx.send(Err(outcome.err().unwrap_or_default()));
+            }
+            None => notify_to.notify(
+                "mcpServer/oauthLogin/completed",
+                &v2::McpServerOauthLoginCompletedNotification {
+                    error: outcome.as_ref().err().cloned(),
+                    login_id: Some(completion_login_id),
+                    name,
+                    success: outcome.is_ok(),
+                    thread_id,
+                },
+            ),
+        }
+    });
+    let url = match tokio::time::timeout(LOGIN_URL_DEADLINE, url_rx).await {
+        Ok(Ok(Ok(url))) => url,
+        Ok(Ok(Err(error))) => return Err(AppServerError::InvalidRequest(error)),
+        Ok(Err(_)) => {
+            return Err(AppServerError::Internal(
+                "the login ended without an answer".to_string(),
+            ));
+        }
+        Err(_) => {
+            login.abort();
+            return Err(AppServerError::InvalidRequest(format!(
+                "no authorization URL within {} s",
+                LOGIN_URL_DEADLINE.as_secs()
+            )));
+        }
+    };
+    Reply::new(&v2::McpServerOauthLoginResponse {
+        authorization_url: url,
+        login_id: Some(login_id),
     })
 }
 

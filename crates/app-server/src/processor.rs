@@ -520,6 +520,12 @@ static METHODS: &[Method] = &[
         parse(c.params)?
     )
     .await),
+    method!("mcpServer/oauth/login", |c| mcp_api::oauth_login(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
     method!("mcpServer/resource/read", |c| mcp_api::resource_read(
         c.state,
         c.connection,

@@ -77,6 +77,9 @@ pub fn schema_files() -> BTreeMap<String, String> {
         ItemDeltaNotification,
         McpToolCallProgressNotification,
         McpServerToolCallParams,
+        McpServerOauthLoginParams,
+        McpServerOauthLoginResponse,
+        McpServerOauthLoginCompletedNotification,
         ModelProviderCapabilitiesReadParams,
         ModelProviderCapabilitiesReadResponse,
         ModelProviderDefaultSetParams,
@@ -274,6 +277,7 @@ fn methods() -> Value {
             "modelProvider/capabilities/read": ["v2/ModelProviderCapabilitiesReadParams", "v2/ModelProviderCapabilitiesReadResponse"],
             "modelProvider/default/set": ["v2/ModelProviderDefaultSetParams", "v2/ModelProviderListResponse"],
             "modelProvider/config/write": ["v2/ModelProviderConfigWriteParams", "v2/ModelProviderConfigWriteResponse"],
+            "mcpServer/oauth/login": ["v2/McpServerOauthLoginParams", "v2/McpServerOauthLoginResponse"],
             "mcpServer/tool/call": ["v2/McpServerToolCallParams", "v2/McpServerToolCallResponse"],
             "mcpServer/resource/read": ["v2/McpResourceReadParams", "v2/McpResourceReadResponse"]
         },
@@ -313,7 +317,8 @@ fn methods() -> Value {
             "fuzzyFileSearch/sessionUpdated": "v1/FuzzyFileSearchSessionUpdatedNotification",
             "fuzzyFileSearch/sessionCompleted": "v1/FuzzyFileSearchSessionCompletedNotification",
             "fs/changed": "v2/FsChangedNotification",
-            "mcpServer/startupStatus/updated": "v2/McpServerStatusUpdatedNotification"
+            "mcpServer/startupStatus/updated": "v2/McpServerStatusUpdatedNotification",
+            "mcpServer/oauthLogin/completed": "v2/McpServerOauthLoginCompletedNotification"
         },
         "serverRequests": {
             "item/commandExecution/requestApproval": ["v2/CommandExecutionRequestApprovalParams", "v2/CommandExecutionRequestApprovalResponse"],

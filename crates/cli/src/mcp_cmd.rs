@@ -174,6 +174,7 @@ pub async fn run(
                 LoginOptions {
                     scopes,
                     follow_redirect,
+                    callback_timeout: None,
                 },
                 !no_browser && !follow_redirect,
             )

@@ -538,3 +538,149 @@ async fn a_servers_progress_reaches_the_client_while_its_tool_runs() {
     assert!(started < first && last < completed, "{messages:#?}");
     assert!(tool_output(&env).contains("done 3 steps"));
 }
+
+/// An OAuth-protected MCP endpoint and its authorization server on loopback, approving
+/// every request at once (dynamic registration, PKCE, code exchange): enough for a login
+/// to finish without a browser. Its MCP endpoint only ever answers 401.
+async fn oauth_server() -> String {
+    use axum::response::IntoResponse;
+    use axum::routing::{any, get, post};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let b = base.clone();
+    let app = axum::Router::new()
+        .route(
+            "/mcp",
+            any(move || {
+                let b = b.clone();
+                async move {
+                    (
+                        axum::http::StatusCode::UNAUTHORIZED,
+                        [(
+                            "www-authenticate",
+                            format!(
+                                "Bearer resource_metadata=\"{b}/.well-known/oauth-protected-resource\""
+                            ),
+                        )],
+                    )
+                        .into_response()
+                }
+            }),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get({
+                let b = base.clone();
+                move || async move {
+                    axum::Json(json!({"resource": format!("{b}/mcp"),
+                                      "authorization_servers": [b]}))
+                }
+            }),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get({
+                let b = base.clone();
+                move || async move {
+                    axum::Json(json!({
+                        "issuer": b,
+                        "authorization_endpoint": format!("{b}/authorize"),
+                        "token_endpoint": format!("{b}/token"),
+                        "registration_endpoint": format!("{b}/register"),
+                        "response_types_supported": ["code"],
+                        "grant_types_supported": ["authorization_code", "refresh_token"],
+                        "code_challenge_methods_supported": ["S256"],
+                        "token_endpoint_auth_methods_supported": ["none"],
+                    }))
+                }
+            }),
+        )
+        .route(
+            "/register",
+            post(|axum::Json(body): axum::Json<Value>| async move {
+                (
+                    axum::http::StatusCode::CREATED,
+                    axum::Json(json!({"client_id": "test-client",
+                                      "redirect_uris": body["redirect_uris"],
+                                      "token_endpoint_auth_method": "none"})),
+                )
+            }),
+        )
+        .route(
+            "/authorize",
+            get(|axum::extract::RawQuery(query): axum::extract::RawQuery| async move {
+                let url = format!("http://x/?{}", query.unwrap_or_default());
+                let q: std::collections::HashMap<String, String> = reqwest::Url::parse(&url)
+                    .unwrap()
+                    .query_pairs()
+                    .into_owned()
+                    .collect();
+                let target = format!(
+                    "{}?code=test-code&state={}",
+                    q["redirect_uri"],
+                    q.get("state").cloned().unwrap_or_default()
+                );
+                axum::response::Redirect::to(&target)
+            }),
+        )
+        .route(
+            "/token",
+            post(|| async {
+                axum::Json(json!({"access_token": "test-token", "token_type": "Bearer",
+                                  "expires_in": 3600, "refresh_token": "test-refresh"}))
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oauth_login_answers_with_the_url_and_completes_when_the_browser_comes_back() {
+    let env = AppEnv::new().await;
+    let base = oauth_server().await;
+    append_config(
+        &env,
+        &format!(
+            "\n[mcp_servers.docs]\nurl = \"{base}/mcp\"\n\n[mcp_servers.local]\ncommand = \"true\"\n"
+        ),
+    );
+    let mut client = env.spawn();
+    client.initialize().await;
+
+    let answer = client
+        .ok("mcpServer/oauth/login", json!({"name": "docs"}))
+        .await;
+    let url = answer["authorizationUrl"].as_str().unwrap().to_string();
+    assert!(url.starts_with(&format!("{base}/authorize?")), "{url}");
+    let login_id = answer["loginId"].clone();
+    assert!(login_id.is_string(), "{answer}");
+
+    // The "browser": follows the redirect to the agent's loopback listener.
+    let page = reqwest::get(&url).await.unwrap();
+    assert!(page.status().is_success(), "{}", page.status());
+    let completed = client.notification("mcpServer/oauthLogin/completed").await;
+    assert_eq!(
+        completed["params"],
+        json!({"name": "docs", "success": true, "error": null, "loginId": login_id,
+               "threadId": null})
+    );
+    let list = client.ok("mcpServerStatus/list", json!({})).await;
+    assert_eq!(by_name(&list)["docs"]["authStatus"], "oAuth", "{list}");
+    let saved = std::fs::read_to_string(env.home.path().join("mcp-credentials.json")).unwrap();
+    assert!(saved.contains("test-token"));
+
+    // Refused before anything is started.
+    for (params, message) in [
+        (json!({"name": "ghost"}), "unknown MCP server"),
+        (json!({"name": "local"}), "streamable HTTP"),
+        (json!({"name": "docs", "timeoutSecs": 0}), "timeoutSecs"),
+        (
+            json!({"name": "docs", "clientRegistration": "dcr"}),
+            "not served",
+        ),
+    ] {
+        let refused = client.call("mcpServer/oauth/login", params.clone()).await;
+        let text = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains(message), "{params}: {refused}");
+    }
+}

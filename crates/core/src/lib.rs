@@ -28,6 +28,8 @@ pub use handlers::{SandboxHelperUnavailable, sandboxed_command_argv};
 /// How deeply `interpreter` processes are nested; owned by the MCP client, which decides
 /// which configured servers would start the agent recursively.
 pub use interpreter_mcp_client::NESTING_DEPTH_ENV;
+/// OAuth logins to the MCP servers the agent uses, for every front end that offers one.
+pub use interpreter_mcp_client::oauth as mcp_oauth;
 pub use interpreter_mcp_client::{
     McpClientError, ServerAuth, ServerInventory, ServerRuntimeStatus, ServerToolInfo,
 };

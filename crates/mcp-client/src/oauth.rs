@@ -89,6 +89,8 @@ pub struct LoginOptions {
     /// follow its redirects to our own listener. Only useful with authorization servers
     /// that approve without a user (test servers); nothing is shown to anyone.
     pub follow_redirect: bool,
+    /// How long to wait for the browser to come back; `None`: [`CALLBACK_TIMEOUT`].
+    pub callback_timeout: Option<Duration>,
 }
 
 /// The server entry as a login target: its URL and static headers.
@@ -192,7 +194,11 @@ pub async fn login(
     let auth_url = session.get_authorization_url().to_string();
     show_url(&auth_url);
 
-    let wait = wait_for_callback(&listener, port);
+    let wait = wait_for_callback(
+        &listener,
+        port,
+        options.callback_timeout.unwrap_or(CALLBACK_TIMEOUT),
+    );
     let callback = if options.follow_redirect {
         let follow = follow_authorization_url(&auth_url);
         let (callback, followed) = tokio::join!(wait, follow);
@@ -366,7 +372,11 @@ async fn follow_authorization_url(auth_url: &str) -> Result<(), OAuthError> {
 /// it, and returns the full redirect URL (with `code` and `state`). A hand-written
 /// one-request HTTP exchange: the only thing to serve is one GET line, which does not
 /// justify an HTTP server dependency in this crate.
-async fn wait_for_callback(listener: &TcpListener, port: u16) -> Result<String, OAuthError> {
+async fn wait_for_callback(
+    listener: &TcpListener,
+    port: u16,
+    timeout: Duration,
+) -> Result<String, OAuthError> {
     let accept_loop = async {
         loop {
             let (mut socket, _) = listener.accept().await.map_err(OAuthError::Listener)?;
@@ -400,7 +410,7 @@ async fn wait_for_callback(listener: &TcpListener, port: u16) -> Result<String, 
             return Ok(url);
         }
     };
-    tokio::time::timeout(CALLBACK_TIMEOUT, accept_loop)
+    tokio::time::timeout(timeout, accept_loop)
         .await
         .map_err(|_| OAuthError::Timeout("waiting for the OAuth redirect"))?
 }

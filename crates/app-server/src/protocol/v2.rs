@@ -2371,6 +2371,58 @@ pub struct McpServerToolCallResponse {
     pub structured_content: Option<Value>,
 }
 
+/// `mcpServer/oauth/login`: log in to an HTTP MCP server of the config with OAuth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerOauthLoginParams {
+    /// Registration strategy for this login only; only `auto` (or omitted) is served.
+    #[serde(default)]
+    pub client_registration: Option<McpServerOauthClientRegistration>,
+    #[serde(default)]
+    pub environment_id: Option<String>,
+    pub name: String,
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+    /// Resolve the server as this loaded thread does (its working directory).
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// How long to wait for the browser to come back (default 300 s).
+    #[serde(default)]
+    pub timeout_secs: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerOauthClientRegistration {
+    Auto,
+    Cimd,
+    Dcr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerOauthLoginResponse {
+    /// Open this in a browser; the login completes when it comes back to our loopback
+    /// listener.
+    pub authorization_url: String,
+    pub login_id: Option<String>,
+}
+
+/// `mcpServer/oauthLogin/completed`: how a login that answered with an
+/// `authorizationUrl` ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerOauthLoginCompletedNotification {
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub login_id: Option<String>,
+    pub name: String,
+    pub success: bool,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+}
+
 /// `mcpServer/resource/read`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
