@@ -176,3 +176,21 @@ async fn exec_review_errors_come_before_any_model_call() {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert_eq!(env.server.record().requests.len(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_without_commits_has_everything_under_review() {
+    let env = TestEnv::new().await;
+    let work = env.work_path();
+    git(&work, &["init", "-q"]);
+    std::fs::write(work.join("first.txt"), "first line\n").expect("first.txt");
+    env.server
+        .push(interpreter_test_support::MockResponse::sse(vec![
+            interpreter_test_support::mock_model::chunk::text("Fine."),
+            interpreter_test_support::mock_model::chunk::finish("stop"),
+        ]));
+    let out = env.run(&["exec", "review", "--uncommitted"]).await;
+    out.assert_success();
+    assert_eq!(out.stdout, "Fine.\n");
+    let asked = last_user_text(&env.server.record().requests[0]);
+    assert!(asked.contains("+first line"), "{asked}");
+}

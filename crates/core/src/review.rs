@@ -69,9 +69,11 @@ pub async fn prepare(cwd: &Path, target: ReviewTarget) -> Result<ReviewRequest, 
         }
         ReviewTarget::UncommittedChanges => {
             let top = repository_root(cwd).await?;
+            // A repository without commits yet: everything in it is new.
             let base = match resolve_commit(&top, "HEAD").await {
                 Ok(head) => head,
-                Err(_) => EMPTY_TREE.to_string(),
+                Err(GitError::Failed { .. }) => EMPTY_TREE.to_string(),
+                Err(error) => return Err(error.into()),
             };
             let diff = uncommitted_diff(&top, &base).await?;
             (
@@ -89,10 +91,15 @@ pub async fn prepare(cwd: &Path, target: ReviewTarget) -> Result<ReviewRequest, 
                     what: "branch",
                     name: branch.to_string(),
                 })?;
-            let base = git::run(&top, &["merge-base", "HEAD", &tip], GIT_TIMEOUT)
-                .await?
-                .trim()
-                .to_string();
+            let base = match git::run(&top, &["merge-base", "HEAD", &tip], GIT_TIMEOUT).await {
+                Ok(base) => base.trim().to_string(),
+                Err(GitError::Failed { .. }) => {
+                    return Err(ReviewError::InvalidTarget(format!(
+                        "`{branch}` and HEAD have no commit in common"
+                    )));
+                }
+                Err(error) => return Err(error.into()),
+            };
             let diff = capped_diff(&top, &["diff", &base], DIFF_MAX_BYTES).await?;
             (
                 format!("changes against `{branch}`"),
