@@ -30,6 +30,9 @@ fn update_of(entry: &TurnEntry) -> Option<Update> {
         // ACP's `plan` update is a list of steps with statuses; a proposed plan is prose,
         // so the editor shows it as the agent's text.
         TurnEntry::Plan { text, .. } => Update::AgentText(text.clone()),
+        // ACP has no review items: the review reads as the agent's answer.
+        TurnEntry::EnteredReview { .. } => return None,
+        TurnEntry::ExitedReview { review, .. } => Update::AgentText(review.clone()),
         TurnEntry::Command {
             call_id,
             command,

@@ -227,6 +227,22 @@ pub(crate) async fn drive(
                 }
                 item_completed(loaded, &items, &plan_item(&plan.item_id, &plan.text));
             }
+            EventMsg::EnteredReviewMode(entered) => {
+                let item = ThreadItem::EnteredReviewMode {
+                    id: entered.item_id,
+                    review: entered.review,
+                };
+                item_started(loaded, &items, &item);
+                item_completed(loaded, &items, &item);
+            }
+            EventMsg::ExitedReviewMode(exited) => {
+                let item = ThreadItem::ExitedReviewMode {
+                    id: exited.item_id,
+                    review: exited.review,
+                };
+                item_started(loaded, &items, &item);
+                item_completed(loaded, &items, &item);
+            }
             EventMsg::AgentReasoningDelta(delta) => {
                 let item_id = open_reasoning(loaded, &mut items);
                 loaded.broadcast(

@@ -2,6 +2,7 @@
 
 use interpreter_core::config::ConfigError;
 use interpreter_core::config::edit::ConfigEditError;
+use interpreter_core::review::ReviewError;
 use interpreter_core::rollout::RolloutError;
 use interpreter_core::{CoreError, McpClientError};
 use serde_json::json;
@@ -55,6 +56,14 @@ impl From<CoreError> for AppServerError {
                 | McpClientError::UnknownTool(_)
                 | McpClientError::InvalidArguments(_),
             ) => Self::InvalidRequest(err.to_string()),
+            // A target that names nothing reviewable is the client's to fix; a thread
+            // outside git cannot be reviewed whatever the params say.
+            CoreError::Review(ReviewError::InvalidTarget(_) | ReviewError::UnknownRef { .. }) => {
+                Self::InvalidParams(err.to_string())
+            }
+            CoreError::Review(ReviewError::NotARepository(_)) => {
+                Self::InvalidRequest(err.to_string())
+            }
             other => Self::Core(other),
         }
     }

@@ -384,6 +384,16 @@ pub fn collaboration_mode_in(mode: &v2::CollaborationMode) -> core::Collaboratio
     }
 }
 
+/// Codex's review target → the engine's.
+pub fn review_target_in(target: v2::ReviewTarget) -> core::ReviewTarget {
+    match target {
+        v2::ReviewTarget::UncommittedChanges => core::ReviewTarget::UncommittedChanges,
+        v2::ReviewTarget::BaseBranch { branch } => core::ReviewTarget::BaseBranch { branch },
+        v2::ReviewTarget::Commit { sha, title } => core::ReviewTarget::Commit { sha, title },
+        v2::ReviewTarget::Custom { instructions } => core::ReviewTarget::Custom { instructions },
+    }
+}
+
 /// A recorded turn with its items (`thread/read includeTurns`, `thread/resume`).
 pub fn turn_from_record(record: &TurnRecord) -> Turn {
     let mut items = Vec::new();
@@ -400,6 +410,14 @@ pub fn turn_from_record(record: &TurnRecord) -> Turn {
             TurnEntry::Plan { item_id, text } => ThreadItem::Plan {
                 id: item_id.clone(),
                 text: text.clone(),
+            },
+            TurnEntry::EnteredReview { item_id, review } => ThreadItem::EnteredReviewMode {
+                id: item_id.clone(),
+                review: review.clone(),
+            },
+            TurnEntry::ExitedReview { item_id, review } => ThreadItem::ExitedReviewMode {
+                id: item_id.clone(),
+                review: review.clone(),
             },
             TurnEntry::Command {
                 call_id,

@@ -444,6 +444,12 @@ static METHODS: &[Method] = &[
         parse(c.params)?
     )
     .await),
+    method!("review/start", |c| turns::review_start(
+        c.state,
+        c.connection,
+        parse(c.params)?
+    )
+    .await),
     method!("turn/steer", |c| turns::steer(c.state, parse(c.params)?)
         .await),
     method!("turn/interrupt", |c| turns::interrupt(

@@ -103,6 +103,33 @@ pub(crate) async fn run_turn(
     }))
 }
 
+/// `review/start`: a review turn on the thread, answered with the turn once the review
+/// is prepared (its diff taken), so a target that cannot be reviewed is this request's
+/// error and no model call is made.
+pub(crate) async fn review_start(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::ReviewStartParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let target = mapping::review_target_in(params.target);
+    let loaded = state.load_for_turn(thread_id).await?;
+    loaded.subscribe(connection);
+    if loaded.active_turn().is_some() {
+        return Err(AppServerError::InvalidRequest(
+            "a turn is running on this thread; start the review after it ends".into(),
+        ));
+    }
+    let request = loaded.thread.prepare_review(target).await?;
+    let (turn_id, release) =
+        run_turn(state, connection, loaded, Op::Review { request }, None).await?;
+    Ok(Reply::new(&v2::ReviewStartResponse {
+        turn: pending_turn(&turn_id),
+        review_thread_id: params.thread_id,
+    })?
+    .then(release))
+}
+
 pub(crate) async fn steer(
     state: &Arc<ServerState>,
     params: v2::TurnSteerParams,

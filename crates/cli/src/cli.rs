@@ -48,6 +48,7 @@ Examples:
   interpreter exec -o answer.txt \"what does main.rs do?\"
   interpreter exec resume 0199a213-81c0-7800-8aa1-bbab2a035a53 \"continue\"
   interpreter exec resume --last \"and now the docs\"
+  interpreter exec review --base main
 
 Exit codes: 0 turn completed, 1 failure or interruption, 2 bad arguments.";
 
@@ -693,6 +694,50 @@ pub struct ExecArgs {
 pub enum ExecCommand {
     /// Continue an earlier thread with a new prompt.
     Resume(ResumeArgs),
+    /// Review changes (read-only: nothing is edited) and print the review.
+    #[command(after_help = REVIEW_AFTER_HELP)]
+    Review(ReviewArgs),
+}
+
+const REVIEW_AFTER_HELP: &str = "\
+The review runs as one read-only turn: commands run in the read-only sandbox whatever -s
+says, and no patch is applied. The diff is taken with git before the model is called
+(hooks, pagers, external diff and textconv programs of the repository never run) and cut
+at 64 KiB; the model may read the rest itself. The review is printed on stdout; with
+--json, the events are JSON Lines and the review is the turn's agent_message item.
+
+Examples:
+  interpreter exec review
+  interpreter exec review --base main
+  interpreter exec review --commit HEAD~1 --title \"Fix the parser\"
+  interpreter exec review \"check the error handling in src/net/\"
+  interpreter exec review --json --base origin/main > review.jsonl";
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("review_target").args(["uncommitted", "base", "commit", "prompt"])))]
+pub struct ReviewArgs {
+    /// Review the staged, unstaged and untracked changes against HEAD (the default).
+    #[arg(long = "uncommitted")]
+    pub uncommitted: bool,
+
+    /// Review the current branch against BRANCH, from their merge base.
+    #[arg(long = "base", value_name = "BRANCH")]
+    pub base: Option<String>,
+
+    /// Review the changes commit SHA made.
+    #[arg(long = "commit", value_name = "SHA")]
+    pub commit: Option<String>,
+
+    /// With --commit: the title shown for the commit (default: its subject line).
+    #[arg(long = "title", value_name = "TITLE", requires = "commit")]
+    pub title: Option<String>,
+
+    /// Custom review instructions instead of a diff (`-`: read them from stdin).
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
 }
 
 #[derive(Debug, Args)]

@@ -415,6 +415,20 @@ impl HumanOutput {
                     self.line(&line);
                 }
             }
+            EventMsg::EnteredReviewMode(entered) => {
+                let line = format!(
+                    "{} {}",
+                    self.style.magenta("review"),
+                    clean(&entered.review)
+                );
+                self.line(&line);
+            }
+            // Outside the interactive mode the review is the final message, on stdout.
+            EventMsg::ExitedReviewMode(exited) if self.interactive => {
+                let label = self.style.magenta("review");
+                self.line(&label);
+                self.line(&clean(&exited.review));
+            }
             EventMsg::Warning(warning) => self.warning(&warning.message),
             EventMsg::ContextCompacted(compacted) => self.warning(&format!(
                 "context compacted: {} history items summarised into {}",

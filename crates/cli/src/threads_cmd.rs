@@ -257,6 +257,11 @@ fn render_entry(out: &mut String, entry: &TurnEntry) {
             out.push('\n');
             indented(out, "  (proposed plan) ", text);
         }
+        TurnEntry::EnteredReview { review, .. } => indented(out, "  (reviewing) ", review),
+        TurnEntry::ExitedReview { review, .. } => {
+            out.push('\n');
+            indented(out, "  (review) ", review);
+        }
         TurnEntry::Command {
             command,
             cwd,

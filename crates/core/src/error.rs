@@ -32,6 +32,8 @@ pub enum CoreError {
     ThreadNotPersisted(ThreadId),
     #[error(transparent)]
     Goal(#[from] crate::goal::GoalError),
+    #[error(transparent)]
+    Review(#[from] crate::review::ReviewError),
     #[error("{0}")]
     Internal(String),
 }

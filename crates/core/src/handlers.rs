@@ -106,7 +106,7 @@ async fn handle_update_goal(
 /// count and schema size let them in.
 pub(crate) fn tool_specs(sess: &Session) -> OfferedTools {
     let mut specs = builtin_tool_specs();
-    if sess.is_plan_turn() {
+    if sess.is_read_only_turn() {
         specs.retain(|spec| spec.name != APPLY_PATCH_TOOL);
     }
     if sess.goal.lock().is_ok_and(|slot| slot.is_active()) {
@@ -389,11 +389,12 @@ async fn handle_shell(
         .timeout_ms
         .map(Duration::from_millis)
         .unwrap_or(sess.config.shell_default_timeout);
-    // Plan mode: read-only whatever the thread's policy, and no way out of the sandbox
-    // (no escalation, no retry outside it), whatever the model asks.
-    let plan_turn = sess.is_plan_turn();
+    // Plan mode and reviews: read-only whatever the thread's policy, and no way out of
+    // the sandbox (no escalation, no retry outside it), whatever the model asks.
+    let read_only_turn = sess.is_read_only_turn();
     let policy = sess.turn_sandbox_policy();
-    let escalate = !plan_turn && args.sandbox_permissions == SandboxPermissions::RequireEscalated;
+    let escalate =
+        !read_only_turn && args.sandbox_permissions == SandboxPermissions::RequireEscalated;
     let session_key = format!("exec:{}", interpreter_tools::display_command(&argv));
     let approved_for_session = sess.is_approved_for_session(&session_key).await;
 
@@ -419,7 +420,7 @@ async fn handle_shell(
             }
             sandboxed
         }
-    } || plan_turn;
+    } || read_only_turn;
 
     emit_begin(sess, sub_id, call_id, &argv, &cwd, ExecCommandSource::Agent).await;
     let started = Instant::now();
@@ -430,7 +431,7 @@ async fn handle_shell(
 
     // A command the sandbox stopped may be retried outside it, but only with approval.
     if sandboxed
-        && !plan_turn
+        && !read_only_turn
         && approval::may_ask_to_retry_unsandboxed(sess.config.approval_policy)
         && let Ok(out) = &result
         && out.exit_code != Some(0)
@@ -721,6 +722,7 @@ async fn run_command(
 // declined).
 const DECLINED_COMMAND: &str = "running this command was declined (by the user or the approval policy); do not run it again, find another way or ask";
 const PATCH_IN_PLAN_MODE: &str = "apply_patch is not available in Plan mode: this turn only explores and proposes a plan; no file was changed. Put the change in your <proposed_plan> instead";
+const PATCH_IN_REVIEW: &str = "apply_patch is not available in a review: this turn only reviews the changes; no file was changed. Put the fix you suggest in your review instead";
 const DECLINED_PATCH: &str =
     "this patch was declined (by the user or the approval policy); the files were not changed";
 const DECLINED_MCP_CALL: &str = "this MCP tool call was declined (by the user or the approval policy); do not call it again, find another way or ask";
@@ -849,17 +851,15 @@ async fn handle_patch(
     patch_text: &str,
     cancel: &CancellationToken,
 ) -> ToolOutcome {
-    if sess.is_plan_turn() {
-        // Not offered in Plan mode; a model that calls it anyway changes nothing.
-        report_refused_patch(
-            sess,
-            sub_id,
-            call_id,
-            FileChanges::new(),
-            PATCH_IN_PLAN_MODE,
-        )
-        .await;
-        return ToolOutcome::Output(PATCH_IN_PLAN_MODE.to_string());
+    if sess.is_read_only_turn() {
+        // Not offered in a read-only turn; a model that calls it anyway changes nothing.
+        let refusal = if sess.is_review_turn() {
+            PATCH_IN_REVIEW
+        } else {
+            PATCH_IN_PLAN_MODE
+        };
+        report_refused_patch(sess, sub_id, call_id, FileChanges::new(), refusal).await;
+        return ToolOutcome::Output(refusal.to_string());
     }
     let cwd = sess.config.cwd.clone();
     // A patch that does not parse or fit its files is still an edit the model tried:

@@ -29,7 +29,7 @@ use crate::error::CoreError;
 use crate::project_doc;
 use crate::rollout::{self, RolloutItem, RolloutRecorder, SessionMeta};
 use crate::thread_manager::Submission;
-use crate::turn;
+use crate::turn::{self, TurnKind};
 use crate::workspace_files::WorkspaceFiles;
 
 pub(crate) enum SessionInit {
@@ -107,6 +107,8 @@ pub(crate) struct Session {
     collaboration_mode: std::sync::Mutex<CollaborationMode>,
     /// The running turn is a Plan-mode turn: nothing it runs may write.
     plan_turn: std::sync::atomic::AtomicBool,
+    /// The running turn is a review: nothing it runs may write.
+    review_turn: std::sync::atomic::AtomicBool,
     /// Plans the running turn's answers proposed so far (for their ids).
     turn_plans: std::sync::atomic::AtomicU32,
 }
@@ -139,9 +141,19 @@ impl ContextState {
 }
 
 impl Session {
-    /// The mode a turn starting now runs in; marks the turn as a Plan-mode one (or not)
-    /// for the tools it calls.
-    pub fn begin_turn_mode(&self) -> CollaborationMode {
+    /// The mode a turn starting now runs in; marks the turn as a Plan-mode or review one
+    /// (or neither) for the tools it calls. A review turn runs in Default mode: its
+    /// instructions are the review's.
+    pub fn begin_turn_mode(&self, review: bool) -> CollaborationMode {
+        self.review_turn
+            .store(review, std::sync::atomic::Ordering::Release);
+        if review {
+            self.plan_turn
+                .store(false, std::sync::atomic::Ordering::Release);
+            self.turn_plans
+                .store(0, std::sync::atomic::Ordering::Release);
+            return CollaborationMode::default();
+        }
         // A poisoned lock is not a reason to lift Plan mode's restrictions: treat it as
         // Plan mode without custom instructions.
         let mode = self.collaboration_mode.lock().map_or_else(
@@ -179,17 +191,29 @@ impl Session {
     pub fn end_turn_mode(&self) {
         self.plan_turn
             .store(false, std::sync::atomic::Ordering::Release);
+        self.review_turn
+            .store(false, std::sync::atomic::Ordering::Release);
     }
 
-    /// Whether the running turn is in Plan mode, where nothing may write.
+    /// Whether the running turn is in Plan mode.
     pub fn is_plan_turn(&self) -> bool {
         self.plan_turn.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Whether the running turn is a review (`Op::Review`).
+    pub fn is_review_turn(&self) -> bool {
+        self.review_turn.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether nothing the running turn runs may write: Plan mode and reviews.
+    pub fn is_read_only_turn(&self) -> bool {
+        self.is_plan_turn() || self.is_review_turn()
+    }
+
     /// The sandbox policy the running turn's commands run under: the thread's, or
-    /// read-only in Plan mode whatever the thread's is.
+    /// read-only in a read-only turn whatever the thread's is.
     pub fn turn_sandbox_policy(&self) -> interpreter_protocol::SandboxPolicy {
-        if self.is_plan_turn() {
+        if self.is_read_only_turn() {
             interpreter_protocol::SandboxPolicy::ReadOnly {
                 network_access: false,
             }
@@ -593,6 +617,7 @@ pub(crate) async fn start(
         goal: Arc::default(),
         collaboration_mode: std::sync::Mutex::new(CollaborationMode::default()),
         plan_turn: std::sync::atomic::AtomicBool::new(false),
+        review_turn: std::sync::atomic::AtomicBool::new(false),
         turn_plans: std::sync::atomic::AtomicU32::new(0),
     });
     if let Ok(mut slot) = session.goal.lock() {
@@ -804,7 +829,7 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             let handle = tokio::spawn(turn::run_turn(
                                 session.clone(),
                                 sub.id.clone(),
-                                input,
+                                TurnKind::Input(input),
                                 cancel.clone(),
                             ));
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
@@ -819,6 +844,21 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             let handle = tokio::spawn(turn::run_compact_turn(
                                 session.clone(),
                                 sub.id.clone(),
+                                cancel.clone(),
+                            ));
+                            running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
+                        }
+                    }
+                    Op::Review { request } => {
+                        if idle_for(session, &mut running, &sub.id, "start the review").await {
+                            // Input sent during the review waits for it, then runs as a
+                            // turn of its own.
+                            session.reopen_input().await;
+                            let cancel = CancellationToken::new();
+                            let handle = tokio::spawn(turn::run_turn(
+                                session.clone(),
+                                sub.id.clone(),
+                                TurnKind::Review(request),
                                 cancel.clone(),
                             ));
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
@@ -885,7 +925,7 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                     let handle = tokio::spawn(turn::run_turn(
                         session.clone(),
                         sub_id.clone(),
-                        leftover,
+                        TurnKind::Input(leftover),
                         cancel.clone(),
                     ));
                     running = Some(RunningTurn { sub_id, cancel, handle });

@@ -93,6 +93,16 @@ impl Thread {
         Ok(id)
     }
 
+    /// The review of `target` in the thread's working directory, with its diff taken now
+    /// (see [`crate::review`]); submit it as `Op::Review`. A directory outside git, a bad
+    /// ref or an empty target is an error here, before any model call.
+    pub async fn prepare_review(
+        &self,
+        target: interpreter_protocol::ReviewTarget,
+    ) -> Result<interpreter_protocol::ReviewRequest, CoreError> {
+        Ok(crate::review::prepare(&self.config.cwd, target).await?)
+    }
+
     /// The thread's goal, if it has one.
     pub fn goal(&self) -> Option<ThreadGoal> {
         self.goal.lock().ok().and_then(|slot| slot.goal.clone())

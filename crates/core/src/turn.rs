@@ -13,15 +13,16 @@ use interpreter_model_client::{CutOff, Prompt, ProviderError, ResponseEvent, Ret
 use interpreter_protocol::{
     AgentMessageEvent, AgentReasoningEvent, CollaborationMode, CollaborationModeKind, DeltaEvent,
     ErrorEvent, ErrorKind, EventMsg, ProposedPlanDeltaEvent, ProposedPlanEvent, ReasoningSummary,
-    ReasoningSummaryDeltaEvent, ReasoningSummaryPartEvent, ResponseItem, Role, StreamErrorEvent,
-    TaskCompleteEvent, TaskStartedEvent, TokenCountEvent, TokenUsage, TokenUsageInfo,
-    TurnAbortReason, TurnAbortedEvent, UserMessageEvent, WarningEvent,
+    ReasoningSummaryDeltaEvent, ReasoningSummaryPartEvent, ResponseItem, ReviewModeEvent,
+    ReviewRequest, Role, StreamErrorEvent, TaskCompleteEvent, TaskStartedEvent, TokenCountEvent,
+    TokenUsage, TokenUsageInfo, TurnAbortReason, TurnAbortedEvent, UserMessageEvent, WarningEvent,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::compact;
 use crate::handlers::{self, ToolOutcome};
 use crate::plan_mode::{self, Piece, PlanSplitter};
+use crate::review;
 use crate::rollout::{RolloutItem, TurnContextItem};
 use crate::session::Session;
 
@@ -34,19 +35,43 @@ pub(crate) enum TurnStop {
 /// Text recorded as the output of a tool call that never ran because the turn stopped.
 const ABORTED_OUTPUT: &str = "aborted: the turn was interrupted before this tool call ran";
 
+/// What a turn works on.
+pub(crate) enum TurnKind {
+    /// The user's input (and what was left over from the last turn).
+    Input(Vec<ResponseItem>),
+    /// A review (`Op::Review`): read-only, with the review instructions; its final
+    /// answer is the review.
+    Review(ReviewRequest),
+}
+
 pub(crate) async fn run_turn(
     sess: Arc<Session>,
     sub_id: String,
-    input: Vec<ResponseItem>,
+    kind: TurnKind,
     cancel: CancellationToken,
 ) {
     let server_warning = learn_from_server(&sess).await;
-    let mode = sess.begin_turn_mode();
+    let review = matches!(kind, TurnKind::Review(_));
+    let mode = sess.begin_turn_mode(review);
     emit_task_started(&sess, &sub_id).await;
     if let Some(message) = server_warning {
         sess.emit(&sub_id, EventMsg::Warning(WarningEvent { message }))
             .await;
     }
+    let input = match kind {
+        TurnKind::Input(input) => input,
+        TurnKind::Review(request) => {
+            sess.emit(
+                &sub_id,
+                EventMsg::EnteredReviewMode(ReviewModeEvent {
+                    item_id: format!("{sub_id}-review"),
+                    review: request.description,
+                }),
+            )
+            .await;
+            vec![ResponseItem::user_text(request.prompt)]
+        }
+    };
     sess.persist(&[RolloutItem::TurnContext(TurnContextItem {
         turn_id: Some(sub_id.clone()),
         cwd: sess.config.cwd.clone(),
@@ -58,12 +83,33 @@ pub(crate) async fn run_turn(
     })])
     .await;
     *sess.turn_base_len.lock().await = sess.history.lock().await.len();
-    record_user_input(&sess, &sub_id, input.clone()).await;
+    if review {
+        // The review request (the diff) is the model's input, not something the user
+        // wrote: the entered-review event is what front ends show for it.
+        sess.record_items(&input).await;
+    } else {
+        record_user_input(&sess, &sub_id, input.clone()).await;
+    }
     let started = std::time::Instant::now();
     let tokens_before = sess.total_usage.lock().await.total_tokens;
 
-    let outcome = sampling_loop(&sess, &sub_id, &input, &mode, &cancel).await;
+    let instructions = turn_instructions(&sess, &mode, review);
+    let outcome = sampling_loop(&sess, &sub_id, &input, &mode, &instructions, &cancel).await;
     sess.end_turn_mode();
+    if review {
+        let text = match &outcome {
+            Ok(end) => end.last_agent_message.clone().unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        sess.emit(
+            &sub_id,
+            EventMsg::ExitedReviewMode(ReviewModeEvent {
+                item_id: format!("{sub_id}-review-done"),
+                review: text,
+            }),
+        )
+        .await;
+    }
     // A turn that stopped early closes its input here (one that answered did already).
     sess.close_input(false).await;
     // Before the turn's end goes out, so a front end that sees the turn end already has
@@ -226,14 +272,13 @@ struct TurnEnd {
     output_limit: bool,
 }
 
-async fn sampling_loop(
-    sess: &Arc<Session>,
-    sub_id: &str,
-    turn_input: &[ResponseItem],
-    mode: &CollaborationMode,
-    cancel: &CancellationToken,
-) -> Result<TurnEnd, TurnStop> {
-    let base_instructions = match (mode.kind, &mode.developer_instructions) {
+/// The thread's instructions with what the turn's mode adds: a review's, or the
+/// collaboration mode's.
+fn turn_instructions(sess: &Session, mode: &CollaborationMode, review: bool) -> String {
+    if review {
+        return format!("{}\n\n{}", sess.instructions, review::REVIEW_INSTRUCTIONS);
+    }
+    match (mode.kind, &mode.developer_instructions) {
         (_, Some(custom)) => format!("{}\n\n{custom}", sess.instructions),
         (CollaborationModeKind::Plan, None) => {
             format!(
@@ -243,7 +288,17 @@ async fn sampling_loop(
             )
         }
         (CollaborationModeKind::Default, None) => sess.instructions.clone(),
-    };
+    }
+}
+
+async fn sampling_loop(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    turn_input: &[ResponseItem],
+    mode: &CollaborationMode,
+    base_instructions: &str,
+    cancel: &CancellationToken,
+) -> Result<TurnEnd, TurnStop> {
     let mut last_agent_message = None;
     let mut cut_note: Option<String> = None;
     // Compaction runs at most this often per turn: if the summary plus the request still
@@ -263,7 +318,7 @@ async fn sampling_loop(
         sess.warn_tools_left_out(sub_id, &offered.left_out).await;
         let instructions = match offered.left_out_note() {
             Some(note) => format!("{base_instructions}\n\n{note}"),
-            None => base_instructions.clone(),
+            None => base_instructions.to_string(),
         };
         let prompt = Prompt {
             instructions,
@@ -538,6 +593,9 @@ async fn sample_once(
         item_id: sess.next_plan_id(sub_id),
         done: false,
     });
+    // A review's answer comes out once, as the review (`exited_review_mode`), not also
+    // as agent messages; its reasoning and commands show as in any turn.
+    let messages_visible = visible && !sess.is_review_turn();
     while let Some(event) = stream.next().await {
         let event = event?;
         match event {
@@ -547,7 +605,7 @@ async fn sample_once(
                     let pieces = plan.splitter.push(&delta);
                     emit_pieces(sess, sub_id, &plan.item_id, pieces).await;
                 }
-                None if visible => {
+                None if messages_visible => {
                     sess.emit(sub_id, EventMsg::AgentMessageDelta(DeltaEvent { delta }))
                         .await;
                 }
@@ -582,7 +640,9 @@ async fn sample_once(
             ResponseEvent::OutputItemDone(item) => {
                 match &mut plan {
                     Some(plan) => finished.extend(plan.finished_item_events(&item)),
-                    None if visible => finished.extend(finished_item_event(&item)),
+                    None if visible => finished.extend(finished_item_event(&item).filter(|msg| {
+                        messages_visible || !matches!(msg, EventMsg::AgentMessage(_))
+                    })),
                     None => {}
                 }
                 items.push(item);

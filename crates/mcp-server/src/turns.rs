@@ -239,6 +239,7 @@ pub fn step_of(msg: &EventMsg) -> Option<String> {
         }
         .to_string(),
         EventMsg::PlanUpdate(_) => "plan updated".to_string(),
+        EventMsg::EnteredReviewMode(e) => format!("reviewing {}", e.review),
         EventMsg::McpToolCallBegin(e) => {
             format!("calling tool {}/{}", e.invocation.server, e.invocation.tool)
         }

@@ -62,8 +62,38 @@ pub enum Op {
     /// policy, and the model's `<proposed_plan>` block comes out as `proposed_plan_*`
     /// events.
     SetCollaborationMode { mode: CollaborationMode },
+    /// Run a review turn: read-only whatever the sandbox policy, with the review
+    /// instructions, on the request a thread's `prepare_review` made (the diff is taken
+    /// before any model call, so a bad target fails there). Emits
+    /// `entered_review_mode`, the model's work, then `exited_review_mode` with the review.
+    /// Refused with an `error` event while a turn runs.
+    Review { request: ReviewRequest },
     /// Finish the running turn's bookkeeping and stop the thread's task.
     Shutdown,
+}
+
+/// What a review looks at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ReviewTarget {
+    /// The working tree against `HEAD`: staged, unstaged and untracked files.
+    UncommittedChanges,
+    /// The current branch against where it left `branch` (their merge base).
+    BaseBranch { branch: String },
+    /// The changes one commit made; `title` only labels it for people.
+    Commit { sha: String, title: Option<String> },
+    /// Free-form instructions; no diff is taken.
+    Custom { instructions: String },
+}
+
+/// A review, ready to run: what front ends show and what the model is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewRequest {
+    pub target: ReviewTarget,
+    /// What is under review, for people (`entered_review_mode`).
+    pub description: String,
+    /// The model's request: what to review, and the diff (bounded).
+    pub prompt: String,
 }
 
 /// An objective a thread works toward over several turns.
@@ -229,6 +259,10 @@ pub enum EventMsg {
     ProposedPlanDelta(ProposedPlanDeltaEvent),
     /// The proposed plan of a Plan-mode answer, complete; authoritative over the deltas.
     ProposedPlan(ProposedPlanEvent),
+    /// A review turn started; says what it reviews.
+    EnteredReviewMode(ReviewModeEvent),
+    /// A review turn ended; carries the review (empty when the turn gave none).
+    ExitedReviewMode(ReviewModeEvent),
     McpToolCallBegin(McpToolCallBeginEvent),
     /// What an MCP server says of a call still running (its `notifications/progress`),
     /// paced: the newest line, a few times a second at most.
@@ -276,6 +310,8 @@ impl EventMsg {
             Self::PlanUpdate(_) => "plan_update",
             Self::ProposedPlanDelta(_) => "proposed_plan_delta",
             Self::ProposedPlan(_) => "proposed_plan",
+            Self::EnteredReviewMode(_) => "entered_review_mode",
+            Self::ExitedReviewMode(_) => "exited_review_mode",
             Self::McpToolCallBegin(_) => "mcp_tool_call_begin",
             Self::McpToolCallProgress(_) => "mcp_tool_call_progress",
             Self::McpToolCallEnd(_) => "mcp_tool_call_end",
@@ -314,6 +350,13 @@ pub struct ProposedPlanDeltaEvent {
     /// The plan's id, the same in its deltas and its `proposed_plan` event.
     pub item_id: String,
     pub delta: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewModeEvent {
+    pub item_id: String,
+    /// Entering: what is under review. Exiting: the review.
+    pub review: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,6 +25,8 @@ const HARDENING: &[&str] = &[
     "core.hooksPath=/dev/null",
     "core.pager=cat",
     "diff.external=",
+    // `git log`/`git show` would run `gpg.program` on every signed commit.
+    "log.showSignature=false",
     "core.sshCommand=false",
     "credential.helper=",
     "protocol.allow=never",
@@ -50,6 +52,113 @@ pub enum GitError {
 /// Runs `git ARGS` in `cwd` with every repository setting that could run a program turned
 /// off, within `timeout`; its stdout on success.
 pub async fn run(cwd: &Path, args: &[&str], timeout: Duration) -> Result<String, GitError> {
+    let full = hardened_args(cwd, args, timeout).await;
+    let output = output_of(cwd, &full, timeout, &args.join(" ")).await?;
+    if !output.status.success() {
+        return Err(GitError::Failed {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Output of [`run_capped`]: at most the cap's bytes of stdout, and whether there was more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CappedOutput {
+    pub stdout: String,
+    /// Git wrote more than the cap; it was stopped there.
+    pub cut: bool,
+}
+
+/// [`run`], keeping at most `max_bytes` of stdout: a diff of a huge tree is stopped (and
+/// the process killed) once that much has been read, so it never has to fit in memory.
+pub async fn run_capped(
+    cwd: &Path,
+    args: &[&str],
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<CappedOutput, GitError> {
+    use tokio::io::AsyncReadExt;
+
+    let full = hardened_args(cwd, args, timeout).await;
+    let shown = args.join(" ");
+    let mut child = command(cwd, &full)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(GitError::Spawn)?;
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(GitError::Spawn(std::io::Error::other(
+            "git's output pipes are missing",
+        )));
+    };
+    let cap = u64::try_from(max_bytes).unwrap_or(u64::MAX);
+    let run = async {
+        // Stderr is read on the side: git blocked on a full stderr pipe would never finish
+        // its stdout.
+        let errors = tokio::spawn(read_stderr(stderr));
+        let mut out = Vec::new();
+        stdout
+            .take(cap.saturating_add(1))
+            .read_to_end(&mut out)
+            .await
+            .map_err(GitError::Spawn)?;
+        if out.len() > max_bytes {
+            // The rest is not wanted: stop git rather than drain it.
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            errors.abort();
+            out.truncate(max_bytes);
+            return Ok(CappedOutput {
+                stdout: String::from_utf8_lossy(&out).into_owned(),
+                cut: true,
+            });
+        }
+        let status = child.wait().await.map_err(GitError::Spawn)?;
+        if !status.success() {
+            let stderr = errors.await.unwrap_or_default();
+            return Err(GitError::Failed {
+                args: shown.clone(),
+                stderr: String::from_utf8_lossy(&stderr).trim().to_owned(),
+            });
+        }
+        Ok(CappedOutput {
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            cut: false,
+        })
+    };
+    tokio::time::timeout(timeout, run)
+        .await
+        .map_err(|_| GitError::TimedOut {
+            args: shown.clone(),
+            seconds: timeout.as_secs(),
+        })?
+}
+
+/// The most of git's stderr kept for an error message.
+const STDERR_MAX_BYTES: usize = 64 * 1024;
+
+/// The first [`STDERR_MAX_BYTES`] of `stderr`; the rest is read and dropped, so git never
+/// waits on the pipe.
+async fn read_stderr(mut stderr: tokio::process::ChildStderr) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let room = STDERR_MAX_BYTES.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+    }
+    kept
+}
+
+/// `args` with the hardening settings in front and, for diffing subcommands, the flags
+/// that keep external diff and textconv programs from running.
+async fn hardened_args(cwd: &Path, args: &[&str], timeout: Duration) -> Vec<String> {
     let filters = filter_drivers(cwd, timeout).await;
     let mut full: Vec<String> = Vec::new();
     for setting in HARDENING {
@@ -73,14 +182,7 @@ pub async fn run(cwd: &Path, args: &[&str], timeout: Duration) -> Result<String,
         }
     }
     full.extend(args_iter.map(|arg| (*arg).to_owned()));
-    let output = output_of(cwd, &full, timeout, &args.join(" ")).await?;
-    if !output.status.success() {
-        return Err(GitError::Failed {
-            args: args.join(" "),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    full
 }
 
 /// The names of the filter drivers any config file of the repository at `cwd` defines
@@ -124,6 +226,18 @@ async fn output_of(
     timeout: Duration,
     shown: &str,
 ) -> Result<std::process::Output, GitError> {
+    tokio::time::timeout(timeout, command(cwd, args).output())
+        .await
+        .map_err(|_| GitError::TimedOut {
+            args: shown.to_owned(),
+            seconds: timeout.as_secs(),
+        })?
+        .map_err(GitError::Spawn)
+}
+
+/// Git with `args` in `cwd`, in an environment where nothing prompts, pages or runs an
+/// external diff, and the machine-wide config is not read.
+fn command(cwd: &Path, args: &[String]) -> Command {
     let mut command = Command::new("git");
     command
         .args(args)
@@ -132,15 +246,10 @@ async fn output_of(
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .env("GIT_PAGER", "cat")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .env_remove("GIT_EXTERNAL_DIFF")
         .env_remove("GIT_SSH_COMMAND")
         .env_remove("GIT_CONFIG_PARAMETERS")
         .kill_on_drop(true);
-    tokio::time::timeout(timeout, command.output())
-        .await
-        .map_err(|_| GitError::TimedOut {
-            args: shown.to_owned(),
-            seconds: timeout.as_secs(),
-        })?
-        .map_err(GitError::Spawn)
+    command
 }

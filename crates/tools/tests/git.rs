@@ -113,3 +113,35 @@ async fn a_failing_git_command_says_why() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_capped_run_stops_git_at_the_cap_and_says_so() {
+    let (_guard, repo) = planted_repository();
+    let big: String = (0..50_000).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(repo.join("a.txt"), big).expect("big change");
+    let timeout = Duration::from_secs(30);
+    let cut = git::run_capped(&repo, &["diff", "HEAD"], timeout, 4096)
+        .await
+        .expect("capped diff");
+    assert!(cut.cut);
+    assert_eq!(cut.stdout.len(), 4096);
+    assert!(
+        cut.stdout.starts_with("diff --git a/a.txt b/a.txt"),
+        "{}",
+        cut.stdout
+    );
+    let whole = git::run_capped(&repo, &["rev-parse", "HEAD"], timeout, 4096)
+        .await
+        .expect("small output");
+    assert!(!whole.cut);
+    assert_eq!(whole.stdout.trim().len(), 40);
+    let error = git::run_capped(&repo, &["rev-parse", "no-such-ref"], timeout, 4096)
+        .await
+        .expect_err("a bad ref fails");
+    assert!(
+        error.to_string().contains("rev-parse no-such-ref failed"),
+        "{error}"
+    );
+    // The hardening holds for capped runs too.
+    assert_eq!(markers(&repo), Vec::<String>::new());
+}

@@ -429,6 +429,10 @@ pub enum ThreadItem {
     /// The plan a Plan-mode turn proposed (the answer's `<proposed_plan>` block).
     /// `item/started` carries it empty; `item/completed`'s text is authoritative.
     Plan { id: String, text: String },
+    /// A review turn started: `review` says what it reviews (`review/start`).
+    EnteredReviewMode { id: String, review: String },
+    /// A review turn ended: `review` is the review (empty when the turn gave none).
+    ExitedReviewMode { id: String, review: String },
     #[serde(rename_all = "camelCase")]
     CommandExecution {
         id: String,
@@ -472,6 +476,8 @@ impl ThreadItem {
             | Self::AgentMessage { id, .. }
             | Self::Reasoning { id, .. }
             | Self::Plan { id, .. }
+            | Self::EnteredReviewMode { id, .. }
+            | Self::ExitedReviewMode { id, .. }
             | Self::CommandExecution { id, .. }
             | Self::FileChange { id, .. }
             | Self::McpToolCall { id, .. }
@@ -780,6 +786,49 @@ pub struct CollaborationModeSettings {
 #[serde(rename_all = "camelCase")]
 pub struct TurnStartResponse {
     pub turn: Turn,
+}
+
+/// `review/start`: a review turn on the thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewStartParams {
+    pub thread_id: String,
+    pub target: ReviewTarget,
+    /// Only `inline` (or absent): the review runs on the thread given.
+    #[serde(default)]
+    pub delivery: Option<ReviewDelivery>,
+}
+
+/// What a review looks at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ReviewTarget {
+    /// The working tree: staged, unstaged and untracked files.
+    UncommittedChanges,
+    /// The current branch against where it left the base branch.
+    BaseBranch { branch: String },
+    /// The changes one commit made; `title` labels it for people.
+    Commit {
+        sha: String,
+        #[serde(default)]
+        title: Option<String>,
+    },
+    /// Free-form review instructions; no diff is taken.
+    Custom { instructions: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ReviewDelivery {
+    Inline,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewStartResponse {
+    pub turn: Turn,
+    /// The thread the review runs on: the one `review/start` named.
+    pub review_thread_id: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -380,6 +380,17 @@ impl JsonlTranslator {
             // Codex's exec JSONL has no plan item, and exec never runs a turn in Plan
             // mode (only the app-server's `turn/start` sets it).
             EventMsg::ProposedPlanDelta(_) | EventMsg::ProposedPlan(_) => Vec::new(),
+            // Codex's exec JSONL has no review items: the review is the turn's agent
+            // message, as the answer of any other turn.
+            EventMsg::EnteredReviewMode(_) => Vec::new(),
+            EventMsg::ExitedReviewMode(ev) => vec![ThreadEvent::ItemCompleted {
+                item: ThreadItem {
+                    id: self.allocate_id(),
+                    details: ItemDetails::AgentMessage {
+                        text: ev.review.clone(),
+                    },
+                },
+            }],
             EventMsg::Warning(ev) => vec![self.warning_item(ev.message.clone())],
             EventMsg::Error(ev) => {
                 self.last_error_message = Some(ev.message.clone());

@@ -19,11 +19,11 @@ use anyhow::Context;
 use interpreter_core::config::{Config, ConfigOverrides, load_config};
 use interpreter_core::{NewThread, Thread, ThreadManager};
 use interpreter_protocol::{
-    AskForApproval, ElicitationResponse, EventMsg, Op, ReviewDecision, SandboxMode, SessionSource,
-    ThreadId, UserInput,
+    AskForApproval, ElicitationResponse, EventMsg, Op, ReviewDecision, ReviewTarget, SandboxMode,
+    SessionSource, ThreadId, UserInput,
 };
 
-use crate::cli::{ConfigArgs, ExecArgs, ExecCommand};
+use crate::cli::{ConfigArgs, ExecArgs, ExecCommand, ReviewArgs};
 use crate::config_inputs;
 use crate::render::HumanOutput;
 use jsonl::{JsonlTranslator, ThreadEvent};
@@ -69,8 +69,14 @@ pub async fn run_exec(
     }
 
     let mut images = args.images.clone();
+    let mut review = None;
     let (resume, positional, config_args) = match &args.command {
         None => (None, args.prompt.clone(), config_args),
+        Some(ExecCommand::Review(review_args)) => {
+            let (target, positional) = review_target(review_args);
+            review = target;
+            (None, positional, config_args.merged(&review_args.config))
+        }
         Some(ExecCommand::Resume(resume)) => {
             images.extend(resume.images.iter().cloned());
             let (id, prompt) = resume.target_and_prompt();
@@ -91,9 +97,25 @@ pub async fn run_exec(
         }
     };
 
-    let prompt = tokio::task::spawn_blocking(move || prompt::resolve_prompt(positional.as_deref()))
-        .await
-        .context("stdin reader stopped")??;
+    let prompt = match (&review, positional) {
+        // Reviews of a diff have no prompt of their own.
+        (Some(_), _) => String::new(),
+        (None, positional) => {
+            tokio::task::spawn_blocking(move || prompt::resolve_prompt(positional.as_deref()))
+                .await
+                .context("stdin reader stopped")??
+        }
+    };
+    let review = match review {
+        Some(target) => Some(target),
+        // `exec review PROMPT`: custom instructions (`-` read from stdin above).
+        None if matches!(args.command, Some(ExecCommand::Review(_))) => {
+            Some(ReviewTarget::Custom {
+                instructions: prompt.clone(),
+            })
+        }
+        None => None,
+    };
 
     let output_schema = match &args.output_schema {
         Some(path) => Some(read_output_schema(path)?),
@@ -164,16 +186,32 @@ pub async fn run_exec(
         }
     };
 
-    output.started(&new_thread, &prompt);
-
-    let mut items = vec![UserInput::Text { text: prompt }];
-    items.extend(
-        images
-            .into_iter()
-            .map(|path| UserInput::LocalImage { path }),
-    );
+    let op = match review {
+        Some(target) => {
+            // Before any model call: a directory outside git or a bad ref ends exec here.
+            let request = match new_thread.thread.prepare_review(target).await {
+                Ok(request) => request,
+                Err(error) => {
+                    shutdown(&new_thread.thread).await;
+                    return Err(error.into());
+                }
+            };
+            output.started(&new_thread, &format!("review: {}", request.description));
+            Op::Review { request }
+        }
+        None => {
+            output.started(&new_thread, &prompt);
+            let mut items = vec![UserInput::Text { text: prompt }];
+            items.extend(
+                images
+                    .into_iter()
+                    .map(|path| UserInput::LocalImage { path }),
+            );
+            Op::UserInput { items }
+        }
+    };
     let NewThread { thread, .. } = new_thread;
-    thread.submit(Op::UserInput { items }).await?;
+    thread.submit(op).await?;
 
     let outcome = pump_events(&thread, &mut output).await;
     shutdown(&thread).await;
@@ -195,6 +233,32 @@ pub async fn run_exec(
         }
     };
     Ok(code)
+}
+
+/// What `exec review` reviews, and its positional prompt: the custom instructions, read
+/// like any exec prompt (`None` target: they are the target).
+fn review_target(args: &ReviewArgs) -> (Option<ReviewTarget>, Option<String>) {
+    if let Some(branch) = &args.base {
+        return (
+            Some(ReviewTarget::BaseBranch {
+                branch: branch.clone(),
+            }),
+            None,
+        );
+    }
+    if let Some(sha) = &args.commit {
+        return (
+            Some(ReviewTarget::Commit {
+                sha: sha.clone(),
+                title: args.title.clone(),
+            }),
+            None,
+        );
+    }
+    match &args.prompt {
+        Some(prompt) => (None, Some(prompt.clone())),
+        None => (Some(ReviewTarget::UncommittedChanges), None),
+    }
 }
 
 /// `--cd` made absolute and checked, or the process's current directory.
@@ -297,6 +361,7 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
         output.event(&event.msg);
         match event.msg {
             EventMsg::AgentMessage(message) => last_agent_message = Some(message.message),
+            EventMsg::ExitedReviewMode(exited) => last_agent_message = Some(exited.review),
             EventMsg::ExecApprovalRequest(request) => {
                 output.notice(&format!(
                     "refused approval request for `{}`: exec cannot ask for approval",

@@ -94,6 +94,8 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::McpToolCallEnd(_)
         | EventMsg::ContextCompacted(_)
         | EventMsg::ProposedPlan(_)
+        | EventMsg::EnteredReviewMode(_)
+        | EventMsg::ExitedReviewMode(_)
         // A resumed thread takes its goal back from the last of these.
         | EventMsg::GoalUpdated(_)
         | EventMsg::GoalCleared(_)

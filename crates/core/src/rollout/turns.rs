@@ -41,6 +41,16 @@ pub enum TurnEntry {
         item_id: String,
         text: String,
     },
+    /// A review turn started; `review` says what it reviews.
+    EnteredReview {
+        item_id: String,
+        review: String,
+    },
+    /// A review turn ended with this review.
+    ExitedReview {
+        item_id: String,
+        review: String,
+    },
     Command {
         call_id: String,
         command: Vec<String>,
@@ -141,6 +151,22 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                     .push(TurnEntry::Plan {
                         item_id: p.item_id.clone(),
                         text: p.text.clone(),
+                    })
+            }
+            EventMsg::EnteredReviewMode(e) => {
+                current(&mut open, &mut implicit)
+                    .entries
+                    .push(TurnEntry::EnteredReview {
+                        item_id: e.item_id.clone(),
+                        review: e.review.clone(),
+                    })
+            }
+            EventMsg::ExitedReviewMode(e) => {
+                current(&mut open, &mut implicit)
+                    .entries
+                    .push(TurnEntry::ExitedReview {
+                        item_id: e.item_id.clone(),
+                        review: e.review.clone(),
                     })
             }
             EventMsg::ExecCommandEnd(e) => {
