@@ -334,6 +334,57 @@ async fn a_granted_directory_is_writable_for_the_rest_of_the_turn_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_grant_outlives_its_turn_and_network_is_granted_only_when_asked() {
+    let Some(env) = sandboxed_env().await else {
+        return;
+    };
+    let outside = TempDir::new().expect("outside dir");
+    let outside_path = canonical(&outside);
+    ask_to_write(&env, "call_p", &[&outside_path]);
+    env.script_text("granted");
+    script_shell(
+        &env,
+        "call_later",
+        &format!("touch {}/next-turn.txt", outside_path.display()),
+    );
+    env.script_text("written");
+    let (mut client, thread_id) = started(&env, sandboxed_thread()).await;
+    client.start_turn(&thread_id, "ask").await;
+    let request = client
+        .server_request("item/permissions/requestApproval")
+        .await;
+    let shown = outside_path.display().to_string();
+    // The network was not asked for: granting it changes nothing.
+    client
+        .respond(
+            &request["id"],
+            json!({
+                "permissions": {
+                    "fileSystem": {"entries": [{"access": "write", "path": {"type": "path", "path": shown}}]},
+                    "network": {"enabled": true}
+                },
+                "scope": "session"
+            }),
+        )
+        .await;
+    client.until_turn_completed().await;
+    let told = tool_output(&env, "call_p");
+    assert!(
+        told.contains("granted for the rest of the session"),
+        "{told}"
+    );
+    assert!(!told.contains("network"), "{told}");
+
+    client.start_turn(&thread_id, "write").await;
+    client.until_turn_completed().await;
+    assert!(
+        outside_path.join("next-turn.txt").is_file(),
+        "the session grant did not last: {}",
+        tool_output(&env, "call_later")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_or_failed_request_grants_nothing() {
     let Some(env) = sandboxed_env().await else {
         return;

@@ -200,8 +200,10 @@ impl Session {
         self.plan_turn.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// The sandbox policy the running turn's commands run under: the thread's, or
-    /// read-only in Plan mode whatever the thread's is.
+    /// The sandbox policy the running turn's commands and patches run under: the
+    /// thread's, widened by what the user granted for the session and this turn
+    /// (`request_permissions`), or read-only in Plan mode whatever the thread's is. The
+    /// one place a grant takes effect.
     pub fn turn_sandbox_policy(&self) -> interpreter_protocol::SandboxPolicy {
         if self.is_plan_turn() {
             interpreter_protocol::SandboxPolicy::ReadOnly {
