@@ -577,6 +577,20 @@ pub(crate) async fn drive(
                 "mcpServer/startupStatus/updated",
                 &crate::mcp_api::startup_notification(&thread_id, &update),
             ),
+            EventMsg::UserInputRequest(request) => crate::user_requests::ask_user_input(
+                loaded,
+                approver(loaded),
+                &items.turn_id,
+                request,
+                &turn_over,
+            ),
+            EventMsg::PermissionsRequest(request) => crate::user_requests::ask_permissions(
+                loaded,
+                approver(loaded),
+                &items.turn_id,
+                request,
+                &turn_over,
+            ),
             EventMsg::ElicitationRequest(request) => {
                 crate::mcp_api::ask_elicitation(
                     loaded,

@@ -44,6 +44,7 @@ mod thread_edits;
 mod threads;
 pub mod transport;
 mod turns;
+mod user_requests;
 pub mod v1_api;
 
 use std::path::PathBuf;

@@ -170,6 +170,10 @@ pub fn schema_files() -> BTreeMap<String, String> {
         McpServerStatusUpdatedNotification,
         McpServerElicitationRequestParams,
         McpServerElicitationRequestResponse,
+        ToolRequestUserInputParams,
+        ToolRequestUserInputResponse,
+        PermissionsRequestApprovalParams,
+        PermissionsRequestApprovalResponse,
     );
     v1!(
         GetConversationSummaryParams,
@@ -328,7 +332,9 @@ fn methods() -> Value {
             "item/fileChange/requestApproval": ["v2/FileChangeRequestApprovalParams", "v2/FileChangeRequestApprovalResponse"],
             "execCommandApproval": ["v1/ExecCommandApprovalParams", "v1/ReviewDecisionResponse"],
             "applyPatchApproval": ["v1/ApplyPatchApprovalParams", "v1/ReviewDecisionResponse"],
-            "mcpServer/elicitation/request": ["v2/McpServerElicitationRequestParams", "v2/McpServerElicitationRequestResponse"]
+            "mcpServer/elicitation/request": ["v2/McpServerElicitationRequestParams", "v2/McpServerElicitationRequestResponse"],
+            "item/tool/requestUserInput": ["v2/ToolRequestUserInputParams", "v2/ToolRequestUserInputResponse"],
+            "item/permissions/requestApproval": ["v2/PermissionsRequestApprovalParams", "v2/PermissionsRequestApprovalResponse"]
         }
     })
 }

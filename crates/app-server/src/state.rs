@@ -312,13 +312,15 @@ impl ServerState {
             Some(thread) => thread,
             None => {
                 let record = self.record(id).await?;
-                let config = self
+                let mut config = self
                     .session_config(
                         &mut v2::ThreadSettingsParams::default(),
                         false,
                         record.map(|r| r.cwd),
                     )
                     .await?;
+                // Loaded by `turn/start`, a v2 request: its client can be asked.
+                config.can_ask_user = true;
                 match self.thread_manager.resume_thread(config, id).await {
                     Ok(resumed) => resumed.thread,
                     Err(interpreter_core::CoreError::ThreadAlreadyLive(_)) => self

@@ -16,6 +16,13 @@ use crate::state::{
     LoadedThread, Reply, ServerState, normalize_dir, offset_page, parse_thread_id, read_turns,
 };
 
+/// Whether the model may ask this connection's user (`request_user_input`,
+/// `request_permissions`): a v2 client is sent `item/tool/requestUserInput` and
+/// `item/permissions/requestApproval`; a v1 (legacy approvals) client has no such requests.
+fn can_ask_user(connection: &Connection) -> bool {
+    !connection.legacy_approvals()
+}
+
 pub(crate) async fn start(
     state: &Arc<ServerState>,
     connection: &Arc<Connection>,
@@ -23,7 +30,8 @@ pub(crate) async fn start(
 ) -> Result<Reply, AppServerError> {
     let mut settings = params.settings;
     let ephemeral = params.ephemeral.unwrap_or(false);
-    let config = state.session_config(&mut settings, ephemeral, None).await?;
+    let mut config = state.session_config(&mut settings, ephemeral, None).await?;
+    config.can_ask_user = can_ask_user(connection);
     let new = state
         .thread_manager
         .start_thread(config, state.session_source)
@@ -49,9 +57,10 @@ pub(crate) async fn resume(
         None => {
             let record = state.record(thread_id).await?;
             let mut settings = params.settings;
-            let config = state
+            let mut config = state
                 .session_config(&mut settings, false, record.as_ref().map(|r| r.cwd.clone()))
                 .await?;
+            config.can_ask_user = can_ask_user(connection);
             let resumed = match state.thread_manager.resume_thread(config, thread_id).await {
                 Ok(resumed) => resumed.thread,
                 // Another front end in this process has it live (MCP connection).
@@ -87,9 +96,10 @@ pub(crate) async fn fork(
     }
     let record = state.record(source).await?;
     let mut settings = params.settings;
-    let config = state
+    let mut config = state
         .session_config(&mut settings, false, record.as_ref().map(|r| r.cwd.clone()))
         .await?;
+    config.can_ask_user = can_ask_user(connection);
     let new = state
         .thread_manager
         .fork_thread(config, source, params.last_turn_id, state.session_source)

@@ -226,6 +226,50 @@ async fn a_command_runs_after_the_user_approves_it() {
     assert_eq!(mode & 0o777, 0o600);
 }
 
+/// The model's question is asked on the terminal; an option is picked by its number and
+/// the model reads the option's label as the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_question_is_answered_on_the_terminal() {
+    let env = TestEnv::new().await;
+    let arguments = json!({"questions": [{
+        "id": "db",
+        "header": "Database",
+        "question": "Which database should the tests use?",
+        "options": [
+            {"label": "sqlite", "description": "in-process"},
+            {"label": "postgres", "description": "the local server"}
+        ]
+    }]})
+    .to_string();
+    env.server.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_q", "request_user_input", &arguments),
+        chunk::finish("tool_calls"),
+    ]));
+    env.server.push(answer("Using postgres."));
+    tokio::task::block_in_place(|| {
+        let mut term = Terminal::spawn(&env, &["chat", "-s", "read-only"]);
+        term.expect(PROMPT);
+        term.line("set up the tests");
+        term.expect("Which database should the tests use?");
+        term.expect("2. postgres");
+        term.expect("answer › ");
+        term.line("2");
+        term.expect("Using postgres.");
+        term.expect(PROMPT);
+        term.line("/exit");
+        assert_eq!(term.wait_exit(), Some(0));
+    });
+    let requests = env.server.requests();
+    let tools = requests[0]["tools"].to_string();
+    assert!(tools.contains("request_user_input"), "{tools}");
+    let second = requests[1]["messages"].to_string();
+    assert!(
+        second.contains(r#"{\"answers\":{\"db\":{\"answers\":[\"postgres\"]}}}"#),
+        "{second}"
+    );
+    env.server.assert_invariants();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_at_the_approval_question_denies() {
     let env = TestEnv::new().await;

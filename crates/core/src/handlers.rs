@@ -26,7 +26,9 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::{self, CommandAssessment, McpAssessment, PatchAssessment};
 use crate::config::Config;
 use crate::goal;
+use crate::pending::NoAnswer;
 use crate::session::Session;
+use crate::user_requests;
 use crate::workspace_files::read_sources;
 
 pub(crate) enum ToolOutcome {
@@ -111,6 +113,12 @@ pub(crate) fn tool_specs(sess: &Session) -> OfferedTools {
     }
     if sess.goal.lock().is_ok_and(|slot| slot.is_active()) {
         specs.push(goal::tool_spec());
+    }
+    if user_requests::offers_user_input(sess) {
+        specs.push(user_requests::user_input_spec());
+    }
+    if user_requests::offers_permissions(sess) {
+        specs.push(user_requests::permissions_spec());
     }
     let mut left_out = Vec::new();
     if let Some(mcp) = &sess.mcp {
@@ -296,6 +304,22 @@ pub(crate) async fn handle_call(
             Ok(args) => handle_update_goal(sess, sub_id, args).await,
             Err(text) => ToolOutcome::Output(text),
         },
+        user_requests::REQUEST_USER_INPUT_TOOL => {
+            match parse_args::<user_requests::UserInputArgs>(name, arguments) {
+                Ok(args) => {
+                    user_requests::handle_user_input(sess, sub_id, call_id, args, cancel).await
+                }
+                Err(text) => ToolOutcome::Output(text),
+            }
+        }
+        user_requests::REQUEST_PERMISSIONS_TOOL => {
+            match parse_args::<user_requests::PermissionsArgs>(name, arguments) {
+                Ok(args) => {
+                    user_requests::handle_permissions(sess, sub_id, call_id, args, cancel).await
+                }
+                Err(text) => ToolOutcome::Output(text),
+            }
+        }
         LIST_RESOURCES_TOOL | READ_RESOURCE_TOOL if sess.mcp.is_some() => {
             handle_resources(sess, sub_id, call_id, name, arguments, cancel).await
         }
@@ -777,22 +801,26 @@ async fn wait_for_approval(
     request: EventMsg,
     cancel: &CancellationToken,
 ) -> ReviewDecision {
-    let answer = sess.register_approval(call_id).await;
+    let answer = sess.approvals.register(call_id).await;
     sess.emit(sub_id, request).await;
     let timeout = sess.config.approval_timeout;
-    tokio::select! {
-        decision = answer => decision.unwrap_or(ReviewDecision::Denied),
-        () = tokio::time::sleep(timeout) => {
-            sess.forget_approval(call_id).await;
-            sess.emit(sub_id, EventMsg::Warning(WarningEvent {
-                message: format!("approval request {call_id} got no answer within {}s; treated as declined", timeout.as_secs()),
-            })).await;
+    match sess.approvals.wait(call_id, answer, timeout, cancel).await {
+        Ok(decision) => decision,
+        Err(NoAnswer::Dropped) => ReviewDecision::Denied,
+        Err(NoAnswer::TimedOut) => {
+            sess.emit(
+                sub_id,
+                EventMsg::Warning(WarningEvent {
+                    message: format!(
+                        "approval request {call_id} got no answer within {}s; treated as declined",
+                        timeout.as_secs()
+                    ),
+                }),
+            )
+            .await;
             ReviewDecision::TimedOut
         }
-        () = cancel.cancelled() => {
-            sess.forget_approval(call_id).await;
-            ReviewDecision::Abort
-        }
+        Err(NoAnswer::Cancelled) => ReviewDecision::Abort,
     }
 }
 
@@ -1081,34 +1109,25 @@ fn stopped_while_running(what: &str, started: Instant) -> ToolOutcome {
 /// `None` when every path is writable in the sandbox.
 fn unwritable_reason(sess: &Session, cwd: &Path, paths: &[PathBuf]) -> Option<String> {
     let protected = sess.config.sandbox_protected_paths();
+    let policy = sess.turn_sandbox_policy();
     let blocked: Vec<&PathBuf> = paths
         .iter()
-        .filter(|path| {
-            !sandbox::is_path_writable(
-                &sess.config.sandbox_policy,
-                cwd,
-                &sess.config.env,
-                &protected,
-                path,
-            )
-        })
+        .filter(|path| !sandbox::is_path_writable(&policy, cwd, &sess.config.env, &protected, path))
         .collect();
     let first = blocked.first()?;
-    Some(
-        if sess.config.sandbox_policy.mode() == SandboxMode::ReadOnly {
-            "the sandbox is read-only (sandbox_mode = read-only), so no file may be written; use workspace-write to let the agent edit the workspace".to_string()
-        } else if protected.iter().any(|p| first.starts_with(p)) {
-            format!(
-                "{} is protected (it stays read-only inside the sandbox even under a writable root)",
-                first.display()
-            )
-        } else {
-            format!(
-                "{} lies outside the sandbox's writable roots",
-                first.display()
-            )
-        },
-    )
+    Some(if policy.mode() == SandboxMode::ReadOnly {
+        "the sandbox is read-only (sandbox_mode = read-only), so no file may be written; use workspace-write to let the agent edit the workspace".to_string()
+    } else if protected.iter().any(|p| first.starts_with(p)) {
+        format!(
+            "{} is protected (it stays read-only inside the sandbox even under a writable root)",
+            first.display()
+        )
+    } else {
+        format!(
+            "{} lies outside the sandbox's writable roots",
+            first.display()
+        )
+    })
 }
 
 /// A patch that will not be applied still shows in every front end (a begin and a failed

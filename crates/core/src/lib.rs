@@ -15,6 +15,8 @@ mod error;
 pub mod fuzzing;
 pub mod goal;
 mod handlers;
+mod pending;
+mod permissions;
 mod plan_mode;
 mod project_doc;
 pub mod review;
@@ -22,6 +24,7 @@ pub mod rollout;
 mod session;
 mod thread_manager;
 mod turn;
+mod user_requests;
 pub mod workspace_files;
 
 pub use error::CoreError;

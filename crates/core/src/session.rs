@@ -5,7 +5,7 @@
 //! task so that `Interrupt` and approval answers are handled while the turn is blocked on
 //! the model or a child process; the turn observes a [`CancellationToken`] at every await.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::goal::SharedGoal;
@@ -15,17 +15,19 @@ use interpreter_mcp_client::{McpConnectionManager, McpPool, StartupStatus, Start
 use interpreter_model_client::ModelClient;
 use interpreter_protocol::{
     CollaborationMode, CollaborationModeKind, Event, EventMsg, GoalClearedEvent, GoalUpdatedEvent,
-    McpStartupStatus, McpStartupUpdateEvent, Op, ResponseItem, ReviewDecision,
-    SessionConfiguredEvent, SessionSource, ThreadGoal, ThreadId, TokenUsage, UserInput,
+    GrantScope, McpStartupStatus, McpStartupUpdateEvent, Op, PermissionGrant, PermissionsDecision,
+    ResponseItem, ReviewDecision, SessionConfiguredEvent, SessionSource, ThreadGoal, ThreadId,
+    TokenUsage, UserInput, UserInputResponse,
 };
 use interpreter_tools::apply_patch::{PatchPlan, TurnDiff};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::elicitation::ElicitationBroker;
 use crate::error::CoreError;
+use crate::pending::PendingAnswers;
 use crate::project_doc;
 use crate::rollout::{self, RolloutItem, RolloutRecorder, SessionMeta};
 use crate::thread_manager::Submission;
@@ -84,7 +86,15 @@ pub(crate) struct Session {
     /// Questions of the thread's MCP servers waiting for the front end's answer.
     elicitations: ElicitationBroker,
     /// Approval requests waiting for an answer, by call id.
-    pending_approvals: Mutex<HashMap<String, oneshot::Sender<ReviewDecision>>>,
+    pub approvals: PendingAnswers<ReviewDecision>,
+    /// `request_user_input` calls waiting for the user's answers, by call id.
+    pub user_input: PendingAnswers<UserInputResponse>,
+    /// `request_permissions` calls waiting for the client's grant, by call id.
+    pub permission_requests: PendingAnswers<PermissionsDecision>,
+    /// Permissions granted for the rest of the running turn, and for the session; both
+    /// widen the sandbox only through [`Session::turn_sandbox_policy`].
+    turn_grant: std::sync::Mutex<PermissionGrant>,
+    session_grant: std::sync::Mutex<PermissionGrant>,
     /// Commands (shell-joined) and patch path sets approved for the rest of the session.
     approved_for_session: Mutex<HashSet<String>>,
     pub total_usage: Mutex<TokenUsage>,
@@ -169,6 +179,9 @@ impl Session {
         );
         self.turn_plans
             .store(0, std::sync::atomic::Ordering::Release);
+        if let Ok(mut grant) = self.turn_grant.lock() {
+            *grant = PermissionGrant::default();
+        }
         mode
     }
 
@@ -187,12 +200,16 @@ impl Session {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
-    /// The running turn ended: its tools' restrictions end with it.
+    /// The running turn ended: its tools' restrictions, and what was granted for it,
+    /// end with it.
     pub fn end_turn_mode(&self) {
         self.plan_turn
             .store(false, std::sync::atomic::Ordering::Release);
         self.review_turn
             .store(false, std::sync::atomic::Ordering::Release);
+        if let Ok(mut grant) = self.turn_grant.lock() {
+            *grant = PermissionGrant::default();
+        }
     }
 
     /// Whether the running turn is in Plan mode.
@@ -210,15 +227,17 @@ impl Session {
         self.is_plan_turn() || self.is_review_turn()
     }
 
-    /// The sandbox policy the running turn's commands run under: the thread's, or
-    /// read-only in a read-only turn whatever the thread's is.
+    /// The sandbox policy the running turn's commands and patches run under: the
+    /// thread's, widened by what the user granted for the session and this turn
+    /// (`request_permissions`), or read-only in a read-only turn (Plan mode, reviews)
+    /// whatever the thread's is. The one place a grant takes effect.
     pub fn turn_sandbox_policy(&self) -> interpreter_protocol::SandboxPolicy {
         if self.is_read_only_turn() {
             interpreter_protocol::SandboxPolicy::ReadOnly {
                 network_access: false,
             }
         } else {
-            self.config.sandbox_policy.clone()
+            crate::permissions::widened(&self.config.sandbox_policy, &self.granted())
         }
     }
 
@@ -426,16 +445,6 @@ impl Session {
         }
     }
 
-    /// Register an approval request; the returned receiver yields the answer.
-    pub async fn register_approval(&self, call_id: &str) -> oneshot::Receiver<ReviewDecision> {
-        let (tx, rx) = oneshot::channel();
-        self.pending_approvals
-            .lock()
-            .await
-            .insert(call_id.to_string(), tx);
-        rx
-    }
-
     pub async fn is_approved_for_session(&self, key: &str) -> bool {
         self.approved_for_session.lock().await.contains(key)
     }
@@ -444,17 +453,29 @@ impl Session {
         self.approved_for_session.lock().await.insert(key);
     }
 
-    pub async fn forget_approval(&self, call_id: &str) {
-        self.pending_approvals.lock().await.remove(call_id);
+    /// Apply a grant the client gave for `scope`.
+    pub fn grant(&self, permissions: &PermissionGrant, scope: GrantScope) {
+        let slot = match scope {
+            GrantScope::Turn => &self.turn_grant,
+            GrantScope::Session => &self.session_grant,
+        };
+        if let Ok(mut grant) = slot.lock() {
+            grant.extend(permissions);
+        }
     }
 
-    async fn resolve_approval(&self, call_id: &str, decision: ReviewDecision) {
-        match self.pending_approvals.lock().await.remove(call_id) {
-            Some(tx) => {
-                let _ = tx.send(decision);
-            }
-            None => tracing::warn!(call_id, "approval answer for no pending request; ignored"),
+    /// Everything granted that is in force now: the session's and the running turn's.
+    /// A poisoned lock grants nothing.
+    pub fn granted(&self) -> PermissionGrant {
+        let mut granted = self
+            .session_grant
+            .lock()
+            .map(|grant| grant.clone())
+            .unwrap_or_default();
+        if let Ok(turn) = self.turn_grant.lock() {
+            granted.extend(&turn);
         }
+        granted
     }
 }
 
@@ -602,7 +623,11 @@ pub(crate) async fn start(
         pending_input: Mutex::new(Vec::new()),
         accepting_input: std::sync::atomic::AtomicBool::new(false),
         elicitations,
-        pending_approvals: Mutex::new(HashMap::new()),
+        approvals: PendingAnswers::new("approval"),
+        user_input: PendingAnswers::new("user input"),
+        permission_requests: PendingAnswers::new("permissions"),
+        turn_grant: std::sync::Mutex::new(PermissionGrant::default()),
+        session_grant: std::sync::Mutex::new(PermissionGrant::default()),
         approved_for_session: Mutex::new(HashSet::new()),
         total_usage: Mutex::new(total_usage),
         last_input_tokens: Mutex::new(None),
@@ -893,7 +918,13 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         }
                     }
                     Op::ExecApproval { id, decision } | Op::PatchApproval { id, decision } => {
-                        session.resolve_approval(&id, decision).await;
+                        session.approvals.resolve(&id, decision).await;
+                    }
+                    Op::ResolveUserInput { id, response } => {
+                        session.user_input.resolve(&id, response).await;
+                    }
+                    Op::ResolvePermissions { id, decision } => {
+                        session.permission_requests.resolve(&id, decision).await;
                     }
                     Op::ResolveElicitation { id, response } => {
                         session.elicitations.resolve(&id, response);

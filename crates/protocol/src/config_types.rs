@@ -35,7 +35,8 @@ pub struct GranularApproval {
     pub rules: bool,
     /// Questions the thread's MCP servers ask (elicitations).
     pub mcp_elicitations: bool,
-    /// Codex's permission requests; none are asked here, so accepted and unused.
+    /// The model asking for more sandbox permissions (`request_permissions`); off, the
+    /// tool is not offered.
     #[serde(default)]
     pub request_permissions: bool,
     /// Codex's skill approvals; no skills here, so accepted and unused.
@@ -49,6 +50,8 @@ pub enum Question {
     Sandbox,
     Rules,
     McpElicitation,
+    /// The model asks for more sandbox permissions.
+    Permissions,
 }
 
 impl AskForApproval {
@@ -73,6 +76,7 @@ impl AskForApproval {
                 Question::Sandbox => granular.sandbox_approval,
                 Question::Rules => granular.rules,
                 Question::McpElicitation => granular.mcp_elicitations,
+                Question::Permissions => granular.request_permissions,
             },
             Self::Untrusted | Self::OnFailure | Self::OnRequest => true,
         }

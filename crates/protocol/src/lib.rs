@@ -16,9 +16,11 @@ mod ids;
 mod items;
 mod models;
 mod protocol;
+mod user_requests;
 
 pub use config_types::*;
 pub use ids::*;
 pub use items::*;
 pub use models::*;
 pub use protocol::*;
+pub use user_requests::*;

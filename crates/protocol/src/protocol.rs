@@ -33,6 +33,16 @@ pub enum Op {
         id: String,
         response: ElicitationResponse,
     },
+    /// Answer to a `user_input_request` with the same `call_id`.
+    ResolveUserInput {
+        id: String,
+        response: crate::UserInputResponse,
+    },
+    /// Answer to a `permissions_request` with the same `call_id`.
+    ResolvePermissions {
+        id: String,
+        decision: crate::PermissionsDecision,
+    },
     /// Summarise the conversation now, as a turn of its own (`task_started`,
     /// `context_compacted`, `task_complete`). Refused with an `error` event while a turn
     /// runs.
@@ -273,6 +283,12 @@ pub enum EventMsg {
     /// An MCP server the thread uses asks the user something (MCP elicitation); answer
     /// with `Op::ResolveElicitation` before the deadline, or it is declined.
     ElicitationRequest(ElicitationRequestEvent),
+    /// The model asks the user questions (`request_user_input`); answer with
+    /// `Op::ResolveUserInput` before the deadline.
+    UserInputRequest(crate::UserInputRequestEvent),
+    /// The model asks for more sandbox permissions (`request_permissions`); answer with
+    /// `Op::ResolvePermissions` before the deadline, or nothing is granted.
+    PermissionsRequest(crate::PermissionsRequestEvent),
     TokenCount(TokenCountEvent),
     /// The conversation was summarised to fit the model's context window.
     ContextCompacted(ContextCompactedEvent),
@@ -317,6 +333,8 @@ impl EventMsg {
             Self::McpToolCallEnd(_) => "mcp_tool_call_end",
             Self::McpStartupUpdate(_) => "mcp_startup_update",
             Self::ElicitationRequest(_) => "elicitation_request",
+            Self::UserInputRequest(_) => "user_input_request",
+            Self::PermissionsRequest(_) => "permissions_request",
             Self::TokenCount(_) => "token_count",
             Self::ContextCompacted(_) => "context_compacted",
             Self::ShutdownComplete => "shutdown_complete",

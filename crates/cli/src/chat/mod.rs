@@ -23,8 +23,9 @@ use interpreter_core::config::{Config, ConfigOverrides, load_config};
 use interpreter_core::rollout::{RolloutItem, ThreadIndex};
 use interpreter_core::{CoreError, NewThread, Thread, ThreadManager};
 use interpreter_protocol::{
-    AskForApproval, EventMsg, Op, ReviewDecision, SandboxMode, SessionConfiguredEvent,
-    SessionSource, ThreadId, TokenUsageInfo, UserInput,
+    AskForApproval, EventMsg, GrantScope, Op, PermissionsDecision, PermissionsRequestEvent,
+    ReviewDecision, SandboxMode, SessionConfiguredEvent, SessionSource, ThreadId, TokenUsageInfo,
+    UserInput, UserInputQuestion, UserInputResponse,
 };
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::time::Instant;
@@ -38,6 +39,7 @@ use slash::{ResumeWhich, Slash};
 
 const PROMPT: &str = "› ";
 const ANSWER_PROMPT: &str = "[y/n/a] › ";
+const TEXT_ANSWER_PROMPT: &str = "answer › ";
 /// How long an interrupted turn may take to record its abort before the prompt returns.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// How long a thread may take to flush its rollout when it is left or restarted.
@@ -193,7 +195,10 @@ fn build_config(
         ..Default::default()
     };
     let inputs = config_inputs::build(config_args, env.clone(), cwd.to_path_buf(), overrides)?;
-    Ok(load_config(inputs)?)
+    let mut config = load_config(inputs)?;
+    // The person at the terminal answers the model's questions and permission requests.
+    config.can_ask_user = true;
+    Ok(config)
 }
 
 impl Chat {
@@ -371,6 +376,32 @@ impl Chat {
                         exit_after_turn = true;
                     }
                 }
+                EventMsg::UserInputRequest(request) => {
+                    let response = self.ask_questions(&request.questions).await;
+                    thread
+                        .submit(Op::ResolveUserInput {
+                            id: request.call_id,
+                            response,
+                        })
+                        .await?;
+                    if std::mem::take(&mut self.leave_requested) {
+                        thread.submit(Op::Interrupt).await?;
+                        interrupted_at.get_or_insert_with(Instant::now);
+                        exit_after_turn = true;
+                    }
+                }
+                EventMsg::PermissionsRequest(request) => {
+                    let id = request.call_id.clone();
+                    let decision = self.ask_permissions(request).await?;
+                    thread
+                        .submit(Op::ResolvePermissions { id, decision })
+                        .await?;
+                    if std::mem::take(&mut self.leave_requested) {
+                        thread.submit(Op::Interrupt).await?;
+                        interrupted_at.get_or_insert_with(Instant::now);
+                        exit_after_turn = true;
+                    }
+                }
                 EventMsg::TaskComplete(_) | EventMsg::TurnAborted(_) => {
                     return Ok(if exit_after_turn {
                         TurnEnd::Exit
@@ -392,30 +423,9 @@ impl Chat {
         let question = self.output.style().bold(question);
         self.output.line(&question);
         loop {
-            let read = self.editor.read(ANSWER_PROMPT, Purpose::Answer);
-            let answer = tokio::select! {
-                answer = read => answer,
-                signal = self.signals.next() => {
-                    // Leaving (or a Ctrl-C that slipped in as a signal) denies.
-                    if signal == ChatSignal::Stop {
-                        self.leave_requested = true;
-                    }
-                    // The question's prompt line is still open.
-                    self.output.line("");
-                    self.output.warning("no answer: denied");
-                    return Ok(ReviewDecision::Denied);
-                }
-            };
-            let answer = match answer {
-                Ok(Input::Line(line)) => line,
-                Ok(Input::Interrupted | Input::Eof) => {
-                    self.output.warning("no answer: denied");
-                    return Ok(ReviewDecision::Denied);
-                }
-                Err(err) => {
-                    self.output.warning(&format!("{err}: denied"));
-                    return Ok(ReviewDecision::Denied);
-                }
+            let Some(answer) = self.read_answer(ANSWER_PROMPT).await else {
+                self.output.warning("no answer: denied");
+                return Ok(ReviewDecision::Denied);
             };
             match parse_answer(&answer) {
                 Some(decision) => return Ok(decision),
@@ -424,6 +434,104 @@ impl Chat {
                     .warning("please answer y (yes), n (no) or a (always for this session)"),
             }
         }
+    }
+
+    /// One line typed as an answer; `None` when none was: Ctrl-C, Ctrl-D, a terminal that
+    /// went away, or a stop signal (which also asks to leave after the turn).
+    async fn read_answer(&mut self, prompt: &str) -> Option<String> {
+        let read = self.editor.read(prompt, Purpose::Answer);
+        let answer = tokio::select! {
+            answer = read => answer,
+            signal = self.signals.next() => {
+                if signal == ChatSignal::Stop {
+                    self.leave_requested = true;
+                }
+                // The question's prompt line is still open.
+                self.output.line("");
+                return None;
+            }
+        };
+        match answer {
+            Ok(Input::Line(line)) => Some(line),
+            Ok(Input::Interrupted | Input::Eof) => None,
+            Err(err) => {
+                self.output.warning(&crate::one_line(&err));
+                None
+            }
+        }
+    }
+
+    /// The model's questions, one by one. An option is picked by its number; anything
+    /// else typed is the answer itself; an empty line leaves that question unanswered.
+    /// Ctrl-C, Ctrl-D or leaving answers none of them.
+    async fn ask_questions(&mut self, questions: &[UserInputQuestion]) -> UserInputResponse {
+        let mut answers = std::collections::BTreeMap::new();
+        for question in questions {
+            let header = self.output.style().bold(&clean(&question.header));
+            self.output.line(&header);
+            self.output.line(&clean(&question.question));
+            let options = question.options.as_deref().unwrap_or_default();
+            for (n, option) in options.iter().enumerate() {
+                self.output.line(&format!(
+                    "  {}. {} — {}",
+                    n + 1,
+                    clean(&option.label),
+                    clean(&option.description)
+                ));
+            }
+            let Some(line) = self.read_answer(TEXT_ANSWER_PROMPT).await else {
+                self.output.warning("no answer given to the model");
+                return UserInputResponse::Declined;
+            };
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let picked = line
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| n.checked_sub(1))
+                .and_then(|n| options.get(n))
+                .map(|option| option.label.clone());
+            answers.insert(
+                question.id.clone(),
+                vec![picked.unwrap_or_else(|| line.to_string())],
+            );
+        }
+        UserInputResponse::Answered { answers }
+    }
+
+    /// A permission request: yes grants it for the rest of the turn, always for the
+    /// session; anything else grants nothing.
+    async fn ask_permissions(
+        &mut self,
+        request: PermissionsRequestEvent,
+    ) -> anyhow::Result<PermissionsDecision> {
+        let mut details: Vec<String> = request
+            .permissions
+            .writable_roots
+            .iter()
+            .map(|root| format!("write {}", clean(&root.display().to_string())))
+            .collect();
+        if request.permissions.network {
+            details.push("use the network".to_string());
+        }
+        if let Some(reason) = &request.reason {
+            details.push(format!("reason: {}", clean(reason)));
+        }
+        let question =
+            "Let commands do this? [y]es for this turn / [n]o / [a]lways for this session";
+        let scope = match self.ask(&details, question).await? {
+            ReviewDecision::Approved => GrantScope::Turn,
+            ReviewDecision::ApprovedForSession => GrantScope::Session,
+            ReviewDecision::Denied | ReviewDecision::Abort | ReviewDecision::TimedOut => {
+                return Ok(PermissionsDecision::Denied);
+            }
+        };
+        Ok(PermissionsDecision::Granted {
+            permissions: request.permissions,
+            scope,
+        })
     }
 
     async fn slash(&mut self, command: Slash) {

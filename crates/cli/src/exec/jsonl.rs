@@ -473,6 +473,8 @@ impl JsonlTranslator {
             | EventMsg::ApplyPatchApprovalRequest(_)
             // exec declines it at once and says so in a notice.
             | EventMsg::ElicitationRequest(_)
+            | EventMsg::UserInputRequest(_)
+            | EventMsg::PermissionsRequest(_)
             // Compaction is bookkeeping the SDK's item types have no shape for.
             | EventMsg::ContextCompacted(_)
             // The SDK has no turn diff; each `file_change` item carries its own changes.

@@ -19,8 +19,8 @@ use anyhow::Context;
 use interpreter_core::config::{Config, ConfigOverrides, load_config};
 use interpreter_core::{NewThread, Thread, ThreadManager};
 use interpreter_protocol::{
-    AskForApproval, ElicitationResponse, EventMsg, Op, ReviewDecision, ReviewTarget, SandboxMode,
-    SessionSource, ThreadId, UserInput,
+    AskForApproval, ElicitationResponse, EventMsg, Op, PermissionsDecision, ReviewDecision,
+    ReviewTarget, SandboxMode, SessionSource, ThreadId, UserInput, UserInputResponse,
 };
 
 use crate::cli::{ConfigArgs, ExecArgs, ExecCommand, ReviewArgs};
@@ -394,6 +394,28 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
                 let answer = Op::ResolveElicitation {
                     id: request.id,
                     response: ElicitationResponse::decline(),
+                };
+                if thread.submit(answer).await.is_err() {
+                    return TurnOutcome::EngineStopped;
+                }
+            }
+            // Not offered to the model here (nobody can answer); a request that comes
+            // anyway gets no answer at once rather than at the deadline.
+            EventMsg::UserInputRequest(request) => {
+                output.notice("the model asked the user a question: exec has no user to ask");
+                let answer = Op::ResolveUserInput {
+                    id: request.call_id,
+                    response: UserInputResponse::Declined,
+                };
+                if thread.submit(answer).await.is_err() {
+                    return TurnOutcome::EngineStopped;
+                }
+            }
+            EventMsg::PermissionsRequest(request) => {
+                output.notice("refused a permission request: exec cannot ask the user");
+                let answer = Op::ResolvePermissions {
+                    id: request.call_id,
+                    decision: PermissionsDecision::Denied,
                 };
                 if thread.submit(answer).await.is_err() {
                     return TurnOutcome::EngineStopped;

@@ -309,6 +309,7 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         app_server: toml.app_server.unwrap_or_default(),
         env: inputs.env,
         sandbox_exe: inputs.sandbox_exe,
+        can_ask_user: false,
         warnings,
     })
 }

@@ -68,6 +68,10 @@ pub struct Config {
     /// Path of the `interpreter` executable, used to re-exec the sandbox helper.
     /// `None` means sandboxed commands cannot run (they fail with a clear error).
     pub sandbox_exe: Option<PathBuf>,
+    /// The front end can put the model's questions (`request_user_input`) and permission
+    /// requests (`request_permissions`) to a person and answer them. Set by the front
+    /// end, never by a config file; off, those tools are not offered.
+    pub can_ask_user: bool,
     /// What the loader ignored (unknown keys, `--add-dir` outside workspace-write). The
     /// engine reports each as a `warning` event when a thread starts, so every front end
     /// shows it the way it shows other warnings, and logs are not needed to see it.

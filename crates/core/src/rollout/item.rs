@@ -120,6 +120,10 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         | EventMsg::McpToolCallProgress(_)
         | EventMsg::McpStartupUpdate(_)
         | EventMsg::ElicitationRequest(_)
+        // The tool call and its output (the answers, what was granted) are recorded;
+        // a grant itself ends with the session, so nothing of it is replayed.
+        | EventMsg::UserInputRequest(_)
+        | EventMsg::PermissionsRequest(_)
         | EventMsg::ShutdownComplete => false,
     }
 }
