@@ -17,6 +17,7 @@ pub mod goal;
 mod handlers;
 mod plan_mode;
 mod project_doc;
+pub mod revert;
 pub mod rollout;
 mod session;
 mod thread_manager;

@@ -13,6 +13,7 @@ pub mod env_policy;
 pub mod exec_process;
 pub mod git;
 pub mod regular_file;
+pub mod restore;
 pub mod safety;
 pub mod sandbox;
 pub mod shell;

@@ -27,8 +27,9 @@ pub use index::{
     list_rollout_files,
 };
 pub use item::{
-    CompactedItem, RolloutItem, SessionMeta, TurnContextItem, history_from_rollout,
-    should_persist_event,
+    CompactedItem, FileEditsItem, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
+    SessionMeta, TurnContextItem, apply_reverts, history_from_rollout, should_persist_event,
+    turn_start,
 };
 pub use reader::{
     MAX_LINE_BYTES, OversizedLine, ResumableRollout, RolloutRead, SkippedLines, human_bytes,
