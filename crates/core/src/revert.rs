@@ -53,20 +53,23 @@ pub struct SkippedFile {
 pub(crate) type RevertReplies =
     Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<Result<RevertOutcome, CoreError>>>>>;
 
-/// Most bytes of file content one patch's record keeps (before and after together). A
-/// rollout line past [`rollout::MAX_LINE_BYTES`] is not read back, so larger changes are
-/// recorded without their content and cannot be undone.
-const MAX_RECORDED_BYTES: usize = 4 * 1024 * 1024;
+/// Most bytes of file content, as the rollout line encodes it (JSON-escaped), one
+/// patch's record keeps, before and after together. A rollout line past
+/// [`rollout::MAX_LINE_BYTES`] is not read back, so larger changes are recorded without
+/// their content and cannot be undone.
+const MAX_RECORDED_BYTES: usize = 6 * 1024 * 1024;
 
-/// The revert of `items` (the thread as its rollout holds it) before `before_turn_id`:
-/// where the kept prefix ends, the marker to record, and the dropped turns' file edits,
-/// newest first. `None` when the thread has no such turn.
+/// A revert worked out, before anything is changed.
 pub(crate) struct RevertPlan {
+    /// Where the kept prefix of the items ends.
     pub cut: usize,
     pub marker: RevertedItem,
+    /// The dropped turns' file edits, newest first.
     pub edits_newest_first: Vec<RecordedFileEdit>,
 }
 
+/// The revert of `items` (the thread as its rollout holds it, reverts applied) before
+/// `before_turn_id`; `None` when the thread has no such turn.
 pub(crate) fn plan(items: &[RolloutItem], before_turn_id: &str) -> Option<RevertPlan> {
     let cut = rollout::turn_start(items, before_turn_id)?;
     let dropped = &items[cut..];
@@ -233,10 +236,20 @@ impl EditRecorder {
     }
 }
 
+/// The bytes `content` takes in the rollout line.
 fn content_len(content: &RecordedContent) -> usize {
     match content {
-        RecordedContent::Text { text } => text.len(),
+        RecordedContent::Text { text } => text.chars().map(escaped_len).sum(),
         RecordedContent::Absent | RecordedContent::NotKept { .. } => 0,
+    }
+}
+
+/// How many bytes JSON makes of `c` in a string.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if u32::from(c) < 0x20 => 6,
+        c => c.len_utf8(),
     }
 }
 
@@ -260,6 +273,37 @@ mod tests {
             error: None,
             output_limit: false,
         }))
+    }
+
+    #[test]
+    fn the_recorded_size_is_the_escaped_size_and_past_the_budget_nothing_is_kept() {
+        let text = "a\"\\\n\u{1}é\u{1F600}";
+        assert_eq!(
+            content_len(&RecordedContent::Text { text: text.into() }),
+            serde_json::to_string(text).unwrap().len() - 2
+        );
+        let mut record = EditRecorder::new("1", "c");
+        let small = "x".repeat(1024);
+        let huge = "\u{1}".repeat(MAX_RECORDED_BYTES / 6 + 1);
+        record.push(
+            Path::new("/w/a"),
+            "/w/a".into(),
+            Ok(small.clone()),
+            Some("y"),
+        );
+        record.push(Path::new("/w/b"), "/w/b".into(), Ok(huge), Some("y"));
+        let Some(RolloutItem::FileEdits(item)) = record.finish() else {
+            panic!("a record");
+        };
+        assert_eq!(item.edits[0].before, RecordedContent::Text { text: small });
+        assert!(matches!(
+            item.edits[1].before,
+            RecordedContent::NotKept { .. }
+        ));
+        assert!(matches!(
+            item.edits[1].after,
+            RecordedContent::NotKept { .. }
+        ));
     }
 
     #[test]

@@ -38,6 +38,10 @@ const SUBMISSION_QUEUE_CAPACITY: usize = 64;
 /// files are bounded local work.
 const REVERT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// How long [`Thread::revert`] waits for the thread's turn slot before it calls the
+/// thread busy.
+const REVERT_SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A handle on a running thread.
 pub struct Thread {
     id: ThreadId,
@@ -113,8 +117,12 @@ impl Thread {
         if self.rollout_path.is_none() {
             return Err(CoreError::ThreadNotPersisted(self.id));
         }
-        // Held throughout, so no front end starts a turn meanwhile.
-        let Ok(_slot) = self.turn_slot.clone().try_lock_owned() else {
+        // Held throughout, so no front end starts a turn meanwhile. A turn that has ended
+        // for its front end may still hold the slot for its last bookkeeping: that is
+        // waited for, briefly; a turn still running is refused.
+        let Ok(_slot) =
+            tokio::time::timeout(REVERT_SLOT_WAIT, self.turn_slot.clone().lock_owned()).await
+        else {
             return Err(CoreError::ThreadBusy(self.id));
         };
         let id = self.next_id();
