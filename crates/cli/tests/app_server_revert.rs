@@ -237,6 +237,26 @@ async fn refused_reverts_change_nothing() {
         .await;
     assert_eq!(answer["error"]["code"], -32600, "{answer}");
 
+    // An ephemeral thread has no durable history to revert.
+    let ephemeral = client
+        .start_thread(json!({"approvalPolicy": "never", "ephemeral": true}))
+        .await;
+    let ephemeral_turn = turn(&mut client, &env, &ephemeral, "fleeting").await;
+    let answer = client
+        .call(
+            "thread/revert",
+            json!({"threadId": ephemeral, "beforeTurnId": ephemeral_turn}),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ephemeral"),
+        "{answer}"
+    );
+
     // While a turn runs.
     env.script_command("c1", "sleep 3");
     env.script_text("slept");

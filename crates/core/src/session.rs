@@ -935,22 +935,23 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         }
                     }
                     Op::RevertThread { before_turn_id, revert_files } => {
-                        let result = if idle_or_finishing(session, &mut running).await {
-                            session.revert(&before_turn_id, revert_files).await
-                        } else {
-                            Err(CoreError::ThreadBusy(session.thread_id))
-                        };
                         let reply = session
                             .revert_replies
                             .lock()
                             .ok()
                             .and_then(|mut replies| replies.remove(&sub.id));
-                        match reply {
-                            Some(reply) => {
-                                let _ = reply.send(result);
-                            }
-                            None => tracing::warn!(sub = %sub.id, "revert with no caller waiting"),
-                        }
+                        // Only `Thread::revert` sends it, holding the turn slot; an op
+                        // queued some other way, or whose caller gave up, changes nothing.
+                        let Some(reply) = reply else {
+                            tracing::warn!(sub = %sub.id, "revert with no caller waiting; ignored");
+                            continue;
+                        };
+                        let result = if idle_or_finishing(session, &mut running).await {
+                            session.revert(&before_turn_id, revert_files).await
+                        } else {
+                            Err(CoreError::ThreadBusy(session.thread_id))
+                        };
+                        let _ = reply.send(result);
                     }
                     Op::Shutdown => {
                         if let Some(turn) = running.take() {
