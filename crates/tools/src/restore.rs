@@ -169,3 +169,78 @@ fn is_symlink_refusal(err: &io::Error) -> bool {
         false
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    /// The resolution checks of the caller are left out here: each operation refuses on
+    /// its own, so a swap after those checks still cannot redirect a write.
+    #[test]
+    fn a_symlink_at_the_file_is_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("target.txt"), "after").unwrap();
+        symlink(root.join("target.txt"), root.join("link.txt")).unwrap();
+        let link = root.join("link.txt");
+        assert!(matches!(
+            replace_if_unchanged(&link, &link, "after", "before"),
+            Err(RestoreRefusal::Symlink)
+        ));
+        assert!(matches!(
+            remove_if_unchanged(&link, &link, "after"),
+            Err(RestoreRefusal::Symlink)
+        ));
+        symlink(root.join("planted.txt"), root.join("dangling")).unwrap();
+        let dangling = root.join("dangling");
+        assert!(matches!(
+            create_absent(&dangling, &dangling, "x"),
+            Err(RestoreRefusal::Exists)
+        ));
+        assert_eq!(
+            std::fs::read_to_string(root.join("target.txt")).unwrap(),
+            "after"
+        );
+        assert!(!root.join("planted.txt").exists());
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symlink_is_caught_at_the_open_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(root.join("elsewhere")).unwrap();
+        std::fs::write(root.join("elsewhere/f.txt"), "after").unwrap();
+        symlink(root.join("elsewhere"), root.join("sub")).unwrap();
+        let path = root.join("sub/f.txt");
+        let recorded = root.join("sub/f.txt");
+        assert!(matches!(
+            replace_if_unchanged(&path, &recorded, "after", "before"),
+            Err(RestoreRefusal::Moved { .. })
+        ));
+        assert!(matches!(
+            create_absent(&root.join("sub/new.txt"), &root.join("sub/new.txt"), "x"),
+            Err(RestoreRefusal::Moved { .. })
+        ));
+        assert_eq!(
+            std::fs::read_to_string(root.join("elsewhere/f.txt")).unwrap(),
+            "after"
+        );
+        assert!(!root.join("elsewhere/new.txt").exists());
+    }
+
+    #[test]
+    fn only_the_content_the_turn_left_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::fs::canonicalize(dir.path()).unwrap().join("f.txt");
+        std::fs::write(&path, "after, and more").unwrap();
+        assert!(matches!(
+            replace_if_unchanged(&path, &path, "after", "before"),
+            Err(RestoreRefusal::Changed)
+        ));
+        std::fs::write(&path, "after").unwrap();
+        replace_if_unchanged(&path, &path, "after", "before").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "before");
+    }
+}
