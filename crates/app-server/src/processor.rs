@@ -396,6 +396,9 @@ static METHODS: &[Method] = &[
     method!("thread/inject_items", |c| {
         thread_edits::inject_items(c.state, c.connection, parse(c.params)?).await
     }),
+    method!("thread/revert", |c| {
+        thread_edits::revert(c.state, c.connection, parse(c.params)?).await
+    }),
     method!("thread/compact/start", |c| {
         threads::compact_start(c.state, c.connection, parse(c.params)?).await
     }),

@@ -1,9 +1,11 @@
 //! Thread methods that change a thread after the fact: `thread/metadata/update`,
-//! `thread/shellCommand`, `thread/inject_items`.
+//! `thread/shellCommand`, `thread/inject_items`, `thread/revert`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use interpreter_core::CoreError;
+use interpreter_core::revert::FileRevertReport;
 use interpreter_core::rollout::ThreadGitInfo;
 use interpreter_protocol::{Op, ResponseItem};
 
@@ -106,6 +108,87 @@ pub(crate) async fn shell_command(
     };
     let (_turn_id, release) = crate::turns::run_turn(state, connection, loaded, op, None).await?;
     Ok(Reply::new(&v2::EmptyResponse {})?.then(release))
+}
+
+/// `thread/revert`: drops turn `beforeTurnId` and every later turn from the thread's
+/// durable history (the engine records it; see `interpreter_core::revert`), answers with
+/// the thread (no turns) and the cursors to read what is left backwards, and tells the
+/// thread's followers with `thread/reverted`. With `revertFiles` (ours), the dropped
+/// turns' patches are also undone where that can be done cleanly, and `fileRevert` says
+/// what was restored and skipped. Refused (`-32600`, nothing changed) while a turn runs,
+/// for a turn the thread does not have, and for an ephemeral thread.
+pub(crate) async fn revert(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    params: v2::ThreadRevertParams,
+) -> Result<Reply, AppServerError> {
+    let thread_id = parse_thread_id(&params.thread_id)?;
+    let loaded = state.load_for_turn(thread_id).await?;
+    loaded.subscribe(connection);
+    // A turn that ended for the client may still be finishing in the engine, which
+    // waits for it; one that is running is refused.
+    if loaded.active_turn().is_some() {
+        return Err(AppServerError::InvalidRequest(
+            "a turn is running; revert after it ends".into(),
+        ));
+    }
+    let before_turn_id = params.before_turn_id;
+    let outcome = loaded
+        .thread
+        .revert(&before_turn_id, params.revert_files.unwrap_or(false))
+        .await
+        .map_err(|err| match err {
+            CoreError::ThreadBusy(_) => {
+                AppServerError::InvalidRequest("a turn is running; revert after it ends".into())
+            }
+            CoreError::TurnNotFound { .. } => AppServerError::InvalidRequest(format!(
+                "turn not found: {before_turn_id} is not a turn of thread {thread_id}"
+            )),
+            CoreError::ThreadNotPersisted(_) => AppServerError::InvalidRequest(format!(
+                "thread {thread_id} is ephemeral: it has no durable history to revert"
+            )),
+            other => other.into(),
+        })?;
+    let mut thread = state.thread_object(&loaded).await?;
+    thread.turns = Vec::new();
+    let turns = state.recorded_turns(&loaded.thread).await?;
+    let has_items = turns.iter().any(|turn| !turn.items.is_empty());
+    // Offsets from the newest end, the cursors `thread/turns/list` and
+    // `thread/items/list` take in descending order.
+    let newest_first = |any: bool| any.then(|| "0".to_string());
+    let response = v2::ThreadRevertResponse {
+        thread,
+        items_backwards_cursor: newest_first(has_items),
+        turns_backwards_cursor: newest_first(!turns.is_empty()),
+        file_revert: outcome.files.map(file_revert),
+    };
+    let notification = v2::ThreadIdNotification {
+        thread_id: thread_id.to_string(),
+    };
+    let notify_to = crate::threads::followers_and(Some(loaded), connection);
+    Ok(Reply::new(&response)?.then(move || {
+        for connection in notify_to {
+            connection.notify("thread/reverted", &notification);
+        }
+    }))
+}
+
+fn file_revert(report: FileRevertReport) -> v2::FileRevert {
+    v2::FileRevert {
+        restored: report
+            .restored
+            .iter()
+            .map(|path| path.to_string_lossy().into_owned())
+            .collect(),
+        skipped: report
+            .skipped
+            .into_iter()
+            .map(|skipped| v2::FileRevertSkipped {
+                path: skipped.path.to_string_lossy().into_owned(),
+                reason: skipped.reason,
+            })
+            .collect(),
+    }
 }
 
 /// Most bytes (as JSON) one `thread/inject_items` may add to the history: every item is

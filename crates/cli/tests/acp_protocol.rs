@@ -529,11 +529,15 @@ async fn with_the_editors_fs_a_patch_reads_its_buffer_and_saves_through_it() {
     let response = serve_fs_until(&mut client, id, &[("/a.txt", "one\ntwo\n")], &mut fs).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
 
+    // Only the patched files are read: each before the patch (its buffer), and each
+    // again just before it is written, for the record `thread/revert` restores from.
     let work = env.work_path();
+    let patched = [
+        work.join("a.txt").display().to_string(),
+        work.join("sub/new.txt").display().to_string(),
+    ];
     assert!(
-        fs.reads
-            .iter()
-            .all(|p| p == &work.join("a.txt").display().to_string()),
+        fs.reads.iter().all(|p| patched.contains(p)),
         "{:?}",
         fs.reads
     );

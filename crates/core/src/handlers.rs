@@ -27,6 +27,7 @@ use crate::approval::{self, CommandAssessment, McpAssessment, PatchAssessment};
 use crate::config::Config;
 use crate::goal;
 use crate::pending::NoAnswer;
+use crate::revert::EditRecorder;
 use crate::session::Session;
 use crate::user_requests;
 use crate::workspace_files::read_sources;
@@ -962,7 +963,7 @@ async fn handle_patch(
         }),
     )
     .await;
-    let applied = apply_planned(sess, &patch, &cwd, plan, !auto_approved).await;
+    let applied = apply_planned(sess, sub_id, call_id, &patch, &cwd, plan, !auto_approved).await;
     let (success, stdout, stderr) = match &applied {
         Ok(plan) => (true, plan.report().summary(), String::new()),
         Err(err) => (false, String::new(), format!("apply_patch failed: {err}")),
@@ -998,11 +999,14 @@ async fn plan_patch(
     patch.plan(cwd, &sources)
 }
 
-/// Make the patch's edits. `waited`: a person was asked, so the files are read again;
-/// when they changed while the question was open, the patch no longer is what the
+/// Make the patch's edits, and record what each file held before and after (what a
+/// revert of the turn may undo). `waited`: a person was asked, so the files are read
+/// again; when they changed while the question was open, the patch no longer is what the
 /// person approved, so nothing is written. Returns the plan that was written.
 async fn apply_planned(
     sess: &Session,
+    sub_id: &str,
+    call_id: &str,
     patch: &apply_patch::Patch,
     cwd: &Path,
     planned: apply_patch::PatchPlan,
@@ -1020,25 +1024,56 @@ async fn apply_planned(
     } else {
         planned
     };
+    let mut record = EditRecorder::new(sub_id, call_id);
+    let written = write_edits(sess, &plan, &mut record).await;
+    // Also after a failed edit: the ones before it did change the files.
+    if let Some(item) = record.finish() {
+        sess.persist(&[item]).await;
+    }
+    written.map(|()| plan)
+}
+
+async fn write_edits(
+    sess: &Session,
+    plan: &apply_patch::PatchPlan,
+    record: &mut EditRecorder,
+) -> Result<(), apply_patch::PatchError> {
     for edit in plan.edits() {
         match &edit.action {
             apply_patch::EditAction::Write(contents) => {
                 create_parent_directories(&edit).await?;
+                let resolved = resolved_target(&edit.absolute).await;
+                let before = sess.files.read_text(sess.thread_id, &edit.absolute).await;
                 sess.files
                     .write_text(sess.thread_id, &edit.absolute, contents)
                     .await
                     .map_err(|source| edit.failed(source))?;
+                record.push(&edit.absolute, resolved, before, Some(contents));
             }
             // Removing is always local: the editor protocols have no delete.
             apply_patch::EditAction::Delete | apply_patch::EditAction::RemoveMoved => {
+                let resolved = resolved_target(&edit.absolute).await;
+                let before = sess.files.read_text(sess.thread_id, &edit.absolute).await;
                 let local = edit.clone();
                 tokio::task::spawn_blocking(move || local.apply_locally())
                     .await
                     .map_err(|e| edit.failed(std::io::Error::other(e.to_string())))??;
+                record.push(&edit.absolute, resolved, before, None);
             }
         }
     }
-    Ok(plan)
+    Ok(())
+}
+
+/// Where a write to `path` lands, symlinks resolved; the path itself when that cannot be
+/// worked out (a symlink loop).
+async fn resolved_target(path: &Path) -> PathBuf {
+    let owned = path.to_path_buf();
+    tokio::task::spawn_blocking(move || sandbox::resolve_for_write(&owned))
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 async fn create_parent_directories(

@@ -19,6 +19,7 @@ mod pending;
 mod permissions;
 mod plan_mode;
 mod project_doc;
+pub mod revert;
 pub mod review;
 pub mod rollout;
 mod session;

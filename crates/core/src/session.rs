@@ -29,6 +29,7 @@ use crate::elicitation::ElicitationBroker;
 use crate::error::CoreError;
 use crate::pending::PendingAnswers;
 use crate::project_doc;
+use crate::revert::{self, RevertOutcome, RevertReplies};
 use crate::rollout::{self, RolloutItem, RolloutRecorder, SessionMeta};
 use crate::thread_manager::Submission;
 use crate::turn::{self, TurnKind};
@@ -59,6 +60,8 @@ pub(crate) struct Started {
     /// The session, for what clients ask of it directly (its MCP servers). Weak: the
     /// session ends with its loop, not with a handle.
     pub session: std::sync::Weak<Session>,
+    /// Where the session answers reverts.
+    pub revert_replies: RevertReplies,
 }
 
 /// State shared between the session loop and its running turn.
@@ -121,6 +124,8 @@ pub(crate) struct Session {
     review_turn: std::sync::atomic::AtomicBool,
     /// Plans the running turn's answers proposed so far (for their ids).
     turn_plans: std::sync::atomic::AtomicU32,
+    /// Callers of `Thread::revert` waiting for the result, by submission id.
+    revert_replies: RevertReplies,
 }
 
 /// The context window as far as it is known, and the calibration of the prompt estimate.
@@ -298,6 +303,65 @@ impl Session {
             replacement_history: replacement,
         })])
         .await;
+    }
+
+    /// Drops turn `before_turn_id` and every later one (`Op::RevertThread`, on an idle
+    /// thread): records the marker, rebuilds what the model sees next from the kept
+    /// prefix, and with `revert_files` undoes the dropped turns' patches where that can
+    /// be done cleanly.
+    async fn revert(
+        &self,
+        before_turn_id: &str,
+        revert_files: bool,
+    ) -> Result<RevertOutcome, CoreError> {
+        let Some(recorder) = &self.recorder else {
+            return Err(CoreError::ThreadNotPersisted(self.thread_id));
+        };
+        let path = recorder.path().to_path_buf();
+        let items = tokio::task::spawn_blocking(move || rollout::read_rollout(&path))
+            .await
+            .map_err(|e| CoreError::Internal(format!("reading the thread stopped: {e}")))??;
+        let plan = revert::plan(&items, before_turn_id).ok_or_else(|| CoreError::TurnNotFound {
+            thread_id: self.thread_id,
+            turn_id: before_turn_id.to_string(),
+        })?;
+        // The marker first: a revert that cannot be recorded changes nothing.
+        recorder
+            .record(&[RolloutItem::Reverted(plan.marker.clone())])
+            .await?;
+        let kept = &items[..plan.cut];
+        *self.history.lock().await = rollout::history_from_rollout(kept);
+        *self.total_usage.lock().await = last_total_usage(kept);
+        *self.last_input_tokens.lock().await = None;
+        *self.turn_diff.lock().await = None;
+        let goal = last_goal(kept);
+        if let Ok(mut slot) = self.goal.lock()
+            && slot.goal != goal
+        {
+            slot.set(goal);
+        }
+        let files = if revert_files {
+            let roots = revert::WritableRoots {
+                policy: self.config.sandbox_policy.clone(),
+                cwd: self.config.cwd.clone(),
+                env: self.config.env.clone(),
+                protected: self.config.sandbox_protected_paths(),
+            };
+            let edits = plan.edits_newest_first;
+            Some(
+                tokio::task::spawn_blocking(move || revert::restore_files(&edits, &roots))
+                    .await
+                    .map_err(|e| {
+                        CoreError::Internal(format!("restoring the files stopped: {e}"))
+                    })?,
+            )
+        } else {
+            None
+        };
+        Ok(RevertOutcome {
+            dropped_turn_ids: plan.marker.dropped_turn_ids,
+            files,
+        })
     }
 
     pub async fn persist(&self, items: &[RolloutItem]) {
@@ -644,6 +708,7 @@ pub(crate) async fn start(
         plan_turn: std::sync::atomic::AtomicBool::new(false),
         review_turn: std::sync::atomic::AtomicBool::new(false),
         turn_plans: std::sync::atomic::AtomicU32::new(0),
+        revert_replies: RevertReplies::default(),
     });
     if let Ok(mut slot) = session.goal.lock() {
         slot.set(restored_goal);
@@ -693,6 +758,7 @@ pub(crate) async fn start(
 
     let goal = session.goal.clone();
     let weak = Arc::downgrade(&session);
+    let revert_replies = session.revert_replies.clone();
     tokio::spawn(run_loop(session, rx_sub));
     Ok(Started {
         thread_id,
@@ -700,19 +766,22 @@ pub(crate) async fn start(
         first_submission_id,
         goal,
         session: weak,
+        revert_replies,
     })
 }
 
-/// One past the highest numeric turn id recorded, so a resumed thread never reuses one.
+/// One past the highest numeric turn id recorded (reverted turns included), so a resumed
+/// thread never reuses one.
 fn next_turn_number(items: &[RolloutItem]) -> u64 {
     items
         .iter()
-        .filter_map(|item| match item {
-            RolloutItem::EventMsg(EventMsg::TaskStarted(e)) => Some(e.turn_id.as_str()),
-            RolloutItem::EventMsg(EventMsg::TaskComplete(e)) => Some(e.turn_id.as_str()),
-            RolloutItem::EventMsg(EventMsg::TurnAborted(e)) => Some(e.turn_id.as_str()),
-            RolloutItem::TurnContext(c) => c.turn_id.as_deref(),
-            _ => None,
+        .flat_map(|item| match item {
+            RolloutItem::EventMsg(EventMsg::TaskStarted(e)) => vec![e.turn_id.as_str()],
+            RolloutItem::EventMsg(EventMsg::TaskComplete(e)) => vec![e.turn_id.as_str()],
+            RolloutItem::EventMsg(EventMsg::TurnAborted(e)) => vec![e.turn_id.as_str()],
+            RolloutItem::TurnContext(c) => c.turn_id.as_deref().into_iter().collect(),
+            RolloutItem::Reverted(r) => r.dropped_turn_ids.iter().map(String::as_str).collect(),
+            _ => Vec::new(),
         })
         .filter_map(|id| id.parse::<u64>().ok())
         .max()
@@ -769,6 +838,18 @@ fn last_goal(items: &[RolloutItem]) -> Option<interpreter_protocol::ThreadGoal> 
     })?
 }
 
+/// Whether the thread is idle, waiting first for a turn that no longer takes input (it
+/// is only finishing its bookkeeping).
+async fn idle_or_finishing(session: &Session, running: &mut Option<RunningTurn>) -> bool {
+    if running.is_some()
+        && !session.takes_input().await
+        && let Some(turn) = running.take()
+    {
+        let _ = turn.handle.await;
+    }
+    running.is_none()
+}
+
 struct RunningTurn {
     sub_id: String,
     cancel: CancellationToken,
@@ -784,13 +865,7 @@ async fn idle_for(
     sub_id: &str,
     what: &str,
 ) -> bool {
-    if running.is_some()
-        && !session.takes_input().await
-        && let Some(turn) = running.take()
-    {
-        let _ = turn.handle.await;
-    }
-    if running.is_some() {
+    if !idle_or_finishing(session, running).await {
         session
             .emit(
                 sub_id,
@@ -934,6 +1009,25 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         if let Ok(mut slot) = session.collaboration_mode.lock() {
                             *slot = mode;
                         }
+                    }
+                    Op::RevertThread { before_turn_id, revert_files } => {
+                        let reply = session
+                            .revert_replies
+                            .lock()
+                            .ok()
+                            .and_then(|mut replies| replies.remove(&sub.id));
+                        // Only `Thread::revert` sends it, holding the turn slot; an op
+                        // queued some other way, or whose caller gave up, changes nothing.
+                        let Some(reply) = reply else {
+                            tracing::warn!(sub = %sub.id, "revert with no caller waiting; ignored");
+                            continue;
+                        };
+                        let result = if idle_or_finishing(session, &mut running).await {
+                            session.revert(&before_turn_id, revert_files).await
+                        } else {
+                            Err(CoreError::ThreadBusy(session.thread_id))
+                        };
+                        let _ = reply.send(result);
                     }
                     Op::Shutdown => {
                         if let Some(turn) = running.take() {

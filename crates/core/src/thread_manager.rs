@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::error::CoreError;
 use crate::goal::{self, GoalUpdate, NextTurn, SharedGoal};
+use crate::revert::{RevertOutcome, RevertReplies};
 use crate::rollout::{self, RolloutItem, SessionMeta, ThreadIndex};
 use crate::session::{self, Session, SessionInit};
 use crate::workspace_files::{LocalFiles, WorkspaceFiles};
@@ -33,6 +34,14 @@ use crate::workspace_files::{LocalFiles, WorkspaceFiles};
 /// Capacity of a thread's submission queue. Ops are small and rare; a full queue means the
 /// session task is wedged, and the sender then waits rather than dropping input.
 const SUBMISSION_QUEUE_CAPACITY: usize = 64;
+
+/// How long [`Thread::revert`] waits for the session: reading the rollout and restoring
+/// files are bounded local work.
+const REVERT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How long [`Thread::revert`] waits for the thread's turn slot before it calls the
+/// thread busy.
+const REVERT_SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A handle on a running thread.
 pub struct Thread {
@@ -45,6 +54,7 @@ pub struct Thread {
     turn_slot: Arc<Mutex<()>>,
     goal: SharedGoal,
     session: std::sync::Weak<Session>,
+    revert_replies: RevertReplies,
 }
 
 /// An [`Op`] with the id its events will carry.
@@ -80,12 +90,15 @@ impl Thread {
         self.turn_slot.try_lock().is_err()
     }
 
+    fn next_id(&self) -> String {
+        self.next_submission_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_string()
+    }
+
     /// Queue an op; returns the submission id that the resulting events carry.
     pub async fn submit(&self, op: Op) -> Result<String, CoreError> {
-        let n = self
-            .next_submission_id
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = n.to_string();
+        let id = self.next_id();
         self.tx_sub
             .send(Submission { id: id.clone(), op })
             .await
@@ -101,6 +114,65 @@ impl Thread {
         target: interpreter_protocol::ReviewTarget,
     ) -> Result<interpreter_protocol::ReviewRequest, CoreError> {
         Ok(crate::review::prepare(&self.config.cwd, target).await?)
+    }
+
+    /// Drop turn `before_turn_id` and every later turn from the thread, durably (see
+    /// [`crate::revert`]); with `revert_files`, also undo those turns' patches where that
+    /// can be done cleanly. Refused, with nothing changed, by [`CoreError::ThreadBusy`]
+    /// while a turn runs, [`CoreError::TurnNotFound`] for a turn the thread does not
+    /// have, and [`CoreError::ThreadNotPersisted`] for an ephemeral thread.
+    pub async fn revert(
+        &self,
+        before_turn_id: &str,
+        revert_files: bool,
+    ) -> Result<RevertOutcome, CoreError> {
+        if self.rollout_path.is_none() {
+            return Err(CoreError::ThreadNotPersisted(self.id));
+        }
+        // Held throughout, so no front end starts a turn meanwhile. A turn that has ended
+        // for its front end may still hold the slot for its last bookkeeping: that is
+        // waited for, briefly; a turn still running is refused.
+        let Ok(_slot) =
+            tokio::time::timeout(REVERT_SLOT_WAIT, self.turn_slot.clone().lock_owned()).await
+        else {
+            return Err(CoreError::ThreadBusy(self.id));
+        };
+        let id = self.next_id();
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.revert_replies
+            .lock()
+            .map_err(|_| CoreError::Internal("revert state poisoned".into()))?
+            .insert(id.clone(), reply);
+        let op = Op::RevertThread {
+            before_turn_id: before_turn_id.to_string(),
+            revert_files,
+        };
+        if self
+            .tx_sub
+            .send(Submission { id: id.clone(), op })
+            .await
+            .is_err()
+        {
+            self.forget_revert(&id);
+            return Err(CoreError::ThreadClosed(self.id));
+        }
+        match tokio::time::timeout(REVERT_DEADLINE, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(CoreError::ThreadClosed(self.id)),
+            Err(_) => {
+                self.forget_revert(&id);
+                Err(CoreError::Internal(format!(
+                    "the revert did not finish within {} s; read the thread to see whether it happened",
+                    REVERT_DEADLINE.as_secs()
+                )))
+            }
+        }
+    }
+
+    fn forget_revert(&self, id: &str) {
+        if let Ok(mut replies) = self.revert_replies.lock() {
+            replies.remove(id);
+        }
     }
 
     /// The thread's goal, if it has one.
@@ -569,6 +641,7 @@ impl ThreadManager {
             turn_slot: Arc::default(),
             goal: started.goal,
             session: started.session,
+            revert_replies: started.revert_replies,
         });
         self.threads
             .write()

@@ -78,6 +78,14 @@ pub enum Op {
     /// `entered_review_mode`, the model's work, then `exited_review_mode` with the review.
     /// Refused with an `error` event while a turn runs.
     Review { request: ReviewRequest },
+    /// Drop turn `before_turn_id` and every later turn from the thread's durable history
+    /// and from what the model sees next; with `revert_files`, also undo, newest first,
+    /// the file changes those turns' patches made where that can be done cleanly. The
+    /// result goes to the caller of `Thread::revert`, which is how this op is sent.
+    RevertThread {
+        before_turn_id: String,
+        revert_files: bool,
+    },
     /// Finish the running turn's bookkeeping and stop the thread's task.
     Shutdown,
 }

@@ -1,7 +1,8 @@
 //! What the agent can do to the machine.
 //!
 //! This crate owns the effects: running shell commands (in their own process group, with
-//! timeouts, cancellation and head+tail output caps), parsing and applying patches,
+//! timeouts, cancellation and head+tail output caps), parsing and applying patches (and
+//! putting their files back for a thread revert, without following planted symlinks),
 //! classifying commands as known-safe, scrubbing the environment commands see, and the
 //! Linux sandbox (Landlock + seccomp) that commands run under, and git run on the agent's
 //! own behalf with everything a planted repository config could run turned off. The engine
@@ -13,6 +14,7 @@ pub mod env_policy;
 pub mod exec_process;
 pub mod git;
 pub mod regular_file;
+pub mod restore;
 pub mod safety;
 pub mod sandbox;
 pub mod shell;

@@ -1510,6 +1510,55 @@ pub struct ThreadInjectItemsParams {
     pub items: Vec<Value>,
 }
 
+/// `thread/revert`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadRevertParams {
+    pub thread_id: String,
+    /// Turn dropped from the thread's history, together with every later turn.
+    pub before_turn_id: String,
+    /// Ours, not Codex's: also undo, newest first, the file changes the dropped turns'
+    /// patches made, where a file is exactly as its turn left it. Commands' side effects
+    /// are never undone. Default `false`: only the history changes, as in Codex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert_files: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadRevertResponse {
+    /// The thread after the revert; `turns` is always empty (read them with
+    /// `thread/turns/list`).
+    pub thread: Thread,
+    /// Pass as `cursor` to `thread/items/list` with `sortDirection: "desc"`: the first
+    /// page starts at the newest item kept. `null` when no item is left.
+    pub items_backwards_cursor: Option<String>,
+    /// Pass as `cursor` to `thread/turns/list` with `sortDirection: "desc"`: the first
+    /// page starts at the newest turn kept. `null` when no turn is left.
+    pub turns_backwards_cursor: Option<String>,
+    /// Ours, not Codex's: present when `revertFiles` was `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_revert: Option<FileRevert>,
+}
+
+/// What `thread/revert` with `revertFiles` did to the files (ours, not Codex's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileRevert {
+    /// Absolute paths put back as they were before the dropped turns, in the order they
+    /// were restored (newest change first).
+    pub restored: Vec<String>,
+    /// Changes left as they are, each with why.
+    pub skipped: Vec<FileRevertSkipped>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileRevertSkipped {
+    pub path: String,
+    pub reason: String,
+}
+
 /// `thread/shellCommand`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -24,6 +24,53 @@ pub enum RolloutItem {
     /// A compaction checkpoint: the model history from here on starts from
     /// `replacement_history` instead of everything recorded before.
     Compacted(CompactedItem),
+    /// What one patch changed on disk, for `thread/revert` with `revertFiles` to undo.
+    FileEdits(FileEditsItem),
+    /// The thread was reverted: turn `before_turn_id` and every later turn recorded
+    /// before this line are no longer part of the thread (see [`apply_reverts`]).
+    Reverted(RevertedItem),
+}
+
+/// The files one applied patch changed, in the order it changed them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileEditsItem {
+    pub turn_id: String,
+    pub call_id: String,
+    pub edits: Vec<RecordedFileEdit>,
+}
+
+/// One file a patch wrote, created or removed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedFileEdit {
+    /// Absolute, as the patch named it (lexically normalised).
+    pub path: PathBuf,
+    /// Where `path` led when the patch wrote it, symlinks resolved: a revert refuses a
+    /// path that leads elsewhere by then.
+    pub resolved: PathBuf,
+    pub before: RecordedContent,
+    pub after: RecordedContent,
+}
+
+/// A file's content at one moment, as far as the rollout keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RecordedContent {
+    /// There was no file.
+    Absent,
+    Text {
+        text: String,
+    },
+    /// Not kept (too large for the rollout, or not text); such a change cannot be undone.
+    NotKept {
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevertedItem {
+    pub before_turn_id: String,
+    /// The turns dropped, so their ids are never handed out again in this thread.
+    pub dropped_turn_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,6 +189,36 @@ pub fn history_from_rollout(items: &[RolloutItem]) -> Vec<ResponseItem> {
         }
     }
     history
+}
+
+/// The thread as it stands after its reverts: at each [`RevertedItem`], everything from
+/// the start of the turn it names (its `task_started`) up to the marker is dropped; the
+/// marker itself stays, so the dropped turn ids stay known. A marker whose turn is not
+/// there (already dropped by an earlier one) drops nothing.
+pub fn apply_reverts(items: Vec<RolloutItem>) -> Vec<RolloutItem> {
+    if !items
+        .iter()
+        .any(|item| matches!(item, RolloutItem::Reverted(_)))
+    {
+        return items;
+    }
+    let mut kept: Vec<RolloutItem> = Vec::with_capacity(items.len());
+    for item in items {
+        if let RolloutItem::Reverted(reverted) = &item
+            && let Some(cut) = turn_start(&kept, &reverted.before_turn_id)
+        {
+            kept.truncate(cut);
+        }
+        kept.push(item);
+    }
+    kept
+}
+
+/// Where turn `turn_id` starts in `items`: its `task_started` record.
+pub fn turn_start(items: &[RolloutItem], turn_id: &str) -> Option<usize> {
+    items.iter().position(|item| {
+        matches!(item, RolloutItem::EventMsg(EventMsg::TaskStarted(started)) if started.turn_id == turn_id)
+    })
 }
 
 /// The first user message text in `items`, used as the thread preview.

@@ -4,7 +4,9 @@
 //!
 //! The rollout is the source of truth: it holds the session metadata, a settings snapshot
 //! per turn, every model-visible [`interpreter_protocol::ResponseItem`] (so a resumed
-//! thread sends the model exactly the history it had), and the persisted subset of events.
+//! thread sends the model exactly the history it had), the persisted subset of events,
+//! what each applied patch changed, and revert records, which every reader applies
+//! (`apply_reverts`), so a reverted thread reads everywhere as the prefix it kept.
 //! The index is a rebuildable cache that heals itself from the rollouts (see `index`).
 //!
 //! Module dependencies point one way: `item` ← `reader` ← `index` ← `recorder`.
@@ -27,8 +29,9 @@ pub use index::{
     list_rollout_files,
 };
 pub use item::{
-    CompactedItem, RolloutItem, SessionMeta, TurnContextItem, history_from_rollout,
-    should_persist_event,
+    CompactedItem, FileEditsItem, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
+    SessionMeta, TurnContextItem, apply_reverts, history_from_rollout, should_persist_event,
+    turn_start,
 };
 pub use reader::{
     MAX_LINE_BYTES, OversizedLine, ResumableRollout, RolloutRead, SkippedLines, human_bytes,

@@ -150,6 +150,8 @@ fn read_rollout_from(path: &Path, reader: impl BufRead) -> Result<RolloutRead, R
         skipped.lines.push(number);
         skipped.includes_last = at_end;
     }
+    // Every reader sees the thread as its reverts left it.
+    read.items = super::item::apply_reverts(read.items);
     Ok(read)
 }
 
