@@ -318,64 +318,14 @@ async fn an_unknown_mode_is_invalid_params() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_model_in_plan_mode_writes_nothing() {
     let env = AppEnv::new().await;
-    let patch =
-        |file: &str| format!("*** Begin Patch\n*** Add File: {file}\n+pwned\n*** End Patch\n");
-    let calls = [
-        (
-            "apply_patch",
-            json!({"input": patch("patched.txt")}).to_string(),
-        ),
-        (
-            "shell",
-            json!({"command": "echo pwned > redirected.txt"}).to_string(),
-        ),
-        (
-            "shell",
-            json!({"command": ["apply_patch", patch("smuggled.txt")]}).to_string(),
-        ),
-        (
-            "shell",
-            json!({
-                "command": "touch escalated.txt",
-                "sandbox_permissions": "require_escalated",
-                "justification": "need it"
-            })
-            .to_string(),
-        ),
-    ];
-    for (n, (name, arguments)) in calls.iter().enumerate() {
-        env.model.push(MockResponse::sse(vec![
-            chunk::tool_call(0, &format!("call_{n}"), name, arguments),
-            chunk::finish("tool_calls"),
-        ]));
-    }
-    env.script_text("<proposed_plan>\nnothing\n</proposed_plan>");
+    env.script_write_attempts("<proposed_plan>\nnothing\n</proposed_plan>");
     let mut client = env.spawn();
     client.initialize().await;
     let thread_id = client.start_thread(params(WIDE_OPEN)).await;
     start_turn_in(&mut client, &thread_id, "plan", "plan").await;
     let messages = client.until_turn_completed().await;
 
-    for file in [
-        "patched.txt",
-        "redirected.txt",
-        "smuggled.txt",
-        "escalated.txt",
-    ] {
-        assert!(
-            !env.work_path().join(file).exists(),
-            "{file} was written: {:?}",
-            trace(&messages)
-        );
-    }
-    // Nothing was asked either: there is no way out of Plan mode's sandbox to approve.
-    assert!(
-        !messages.iter().any(|m| m["method"]
-            .as_str()
-            .is_some_and(|m| m.contains("requestApproval"))),
-        "{:?}",
-        trace(&messages)
-    );
+    env.assert_nothing_written(&messages);
     let changes: Vec<&Value> = of_method(&messages, "item/completed")
         .into_iter()
         .filter(|m| m["params"]["item"]["type"] == "fileChange")

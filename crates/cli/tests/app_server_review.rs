@@ -446,38 +446,7 @@ async fn a_hostile_model_in_a_review_writes_nothing() {
     let work = env.work_path();
     init_repo(&work);
     std::fs::write(work.join("a.txt"), "one\ntwo\n").expect("modify");
-    let patch =
-        |file: &str| format!("*** Begin Patch\n*** Add File: {file}\n+pwned\n*** End Patch\n");
-    let calls = [
-        (
-            "apply_patch",
-            json!({"input": patch("patched.txt")}).to_string(),
-        ),
-        (
-            "shell",
-            json!({"command": "echo pwned > redirected.txt"}).to_string(),
-        ),
-        (
-            "shell",
-            json!({"command": ["apply_patch", patch("smuggled.txt")]}).to_string(),
-        ),
-        (
-            "shell",
-            json!({
-                "command": "touch escalated.txt",
-                "sandbox_permissions": "require_escalated",
-                "justification": "need it"
-            })
-            .to_string(),
-        ),
-    ];
-    for (n, (name, arguments)) in calls.iter().enumerate() {
-        env.model.push(MockResponse::sse(vec![
-            chunk::tool_call(0, &format!("call_{n}"), name, arguments),
-            chunk::finish("tool_calls"),
-        ]));
-    }
-    env.script_text("Nothing to fix.");
+    env.script_write_attempts("Nothing to fix.");
     let mut client = env.spawn();
     client.initialize().await;
     let thread_id = client.start_thread(wide_open()).await;
@@ -489,28 +458,10 @@ async fn a_hostile_model_in_a_review_writes_nothing() {
     .await;
     let messages = client.until_turn_completed().await;
 
-    for file in [
-        "patched.txt",
-        "redirected.txt",
-        "smuggled.txt",
-        "escalated.txt",
-    ] {
-        assert!(
-            !work.join(file).exists(),
-            "{file} was written: {:?}",
-            trace(&messages)
-        );
-    }
+    env.assert_nothing_written(&messages);
     assert_eq!(
         std::fs::read_to_string(work.join("a.txt")).expect("a.txt"),
         "one\ntwo\n"
-    );
-    assert!(
-        !messages.iter().any(|m| m["method"]
-            .as_str()
-            .is_some_and(|m| m.contains("requestApproval"))),
-        "{:?}",
-        trace(&messages)
     );
     let changes = of_type(&messages, "item/completed", "fileChange");
     assert_eq!(changes.len(), 2, "{changes:?}");

@@ -120,6 +120,62 @@ impl AppEnv {
         ]));
     }
 
+    /// Scripts a model that tries every way to write into the work directory, one call
+    /// a response (an `apply_patch`, a shell redirect, `apply_patch` through the shell,
+    /// an escalated command), then answers `final_text`. Check the outcome with
+    /// [`assert_nothing_written`].
+    pub fn script_write_attempts(&self, final_text: &str) {
+        let patch =
+            |file: &str| format!("*** Begin Patch\n*** Add File: {file}\n+pwned\n*** End Patch\n");
+        let calls = [
+            ("apply_patch", json!({"input": patch("patched.txt")})),
+            ("shell", json!({"command": "echo pwned > redirected.txt"})),
+            (
+                "shell",
+                json!({"command": ["apply_patch", patch("smuggled.txt")]}),
+            ),
+            (
+                "shell",
+                json!({
+                    "command": "touch escalated.txt",
+                    "sandbox_permissions": "require_escalated",
+                    "justification": "need it"
+                }),
+            ),
+        ];
+        for (n, (name, arguments)) in calls.iter().enumerate() {
+            self.model.push(MockResponse::sse(vec![
+                chunk::tool_call(0, &format!("call_{n}"), name, &arguments.to_string()),
+                chunk::finish("tool_calls"),
+            ]));
+        }
+        self.script_text(final_text);
+    }
+
+    /// After [`Self::script_write_attempts`]: no file was written and no approval was
+    /// asked (there is no way out of a read-only turn's sandbox to approve).
+    pub fn assert_nothing_written(&self, messages: &[Value]) {
+        for file in [
+            "patched.txt",
+            "redirected.txt",
+            "smuggled.txt",
+            "escalated.txt",
+        ] {
+            assert!(
+                !self.work_path().join(file).exists(),
+                "{file} was written: {:?}",
+                trace(messages)
+            );
+        }
+        assert!(
+            !messages.iter().any(|m| m["method"]
+                .as_str()
+                .is_some_and(|m| m.contains("requestApproval"))),
+            "{:?}",
+            trace(messages)
+        );
+    }
+
     pub fn script_text(&self, text: &str) {
         self.model.push(MockResponse::sse(vec![
             chunk::text(text),
