@@ -299,6 +299,25 @@ impl ServerState {
         Ok(replacement)
     }
 
+    /// [`Self::load_for_turn`] for a request that needs the thread idle: `connection`
+    /// follows the thread, and a running turn refuses the request (`-32600`, "a turn is
+    /// running; `what` after it ends").
+    pub(crate) async fn load_idle(
+        &self,
+        id: ThreadId,
+        connection: &Arc<Connection>,
+        what: &str,
+    ) -> Result<Arc<LoadedThread>, AppServerError> {
+        let loaded = self.load_for_turn(id).await?;
+        loaded.subscribe(connection);
+        if loaded.active_turn().is_some() {
+            return Err(AppServerError::InvalidRequest(format!(
+                "a turn is running; {what} after it ends"
+            )));
+        }
+        Ok(loaded)
+    }
+
     /// A loaded thread, or the saved one loaded from disk (a client may start a turn on a
     /// thread it listed without resuming it first).
     pub(crate) async fn load_for_turn(

@@ -95,13 +95,9 @@ pub(crate) async fn shell_command(
                 AppServerError::InvalidParams("timeoutMs must not be negative".into())
             })?),
         };
-    let loaded = state.load_for_turn(thread_id).await?;
-    loaded.subscribe(connection);
-    if loaded.active_turn().is_some() {
-        return Err(AppServerError::InvalidRequest(
-            "a turn is running; run the command after it ends".into(),
-        ));
-    }
+    let loaded = state
+        .load_idle(thread_id, connection, "run the command")
+        .await?;
     let op = Op::RunUserShellCommand {
         command: params.command,
         timeout_ms,
@@ -123,15 +119,9 @@ pub(crate) async fn revert(
     params: v2::ThreadRevertParams,
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
-    let loaded = state.load_for_turn(thread_id).await?;
-    loaded.subscribe(connection);
     // A turn that ended for the client may still be finishing in the engine, which
     // waits for it; one that is running is refused.
-    if loaded.active_turn().is_some() {
-        return Err(AppServerError::InvalidRequest(
-            "a turn is running; revert after it ends".into(),
-        ));
-    }
+    let loaded = state.load_idle(thread_id, connection, "revert").await?;
     let before_turn_id = params.before_turn_id;
     let outcome = loaded
         .thread
@@ -208,9 +198,10 @@ pub(crate) async fn inject_items(
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
     let items = parse_items(params.items)?;
-    let loaded = state.load_for_turn(thread_id).await?;
-    loaded.subscribe(connection);
-    if loaded.active_turn().is_some() || loaded.thread.is_busy() {
+    let loaded = state
+        .load_idle(thread_id, connection, "inject items")
+        .await?;
+    if loaded.thread.is_busy() {
         return Err(AppServerError::InvalidRequest(
             "a turn is running; inject items after it ends".into(),
         ));

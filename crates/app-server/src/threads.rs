@@ -335,13 +335,7 @@ pub(crate) async fn compact_start(
     params: v2::ThreadIdParams,
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
-    let loaded = state.load_for_turn(thread_id).await?;
-    loaded.subscribe(connection);
-    if loaded.active_turn().is_some() {
-        return Err(AppServerError::InvalidRequest(
-            "a turn is running; compact after it ends".into(),
-        ));
-    }
+    let loaded = state.load_idle(thread_id, connection, "compact").await?;
     let (_turn_id, release) =
         crate::turns::run_turn(state, connection, loaded, Op::Compact, None).await?;
     Ok(Reply::new(&v2::EmptyResponse {})?.then(release))
