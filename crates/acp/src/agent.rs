@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use interpreter_core::config::{Config, ConfigInputs, McpServerConfig, load_config};
-use interpreter_core::rollout::{ListDirection, ListQuery, ListSortKey, ThreadIndex};
+use interpreter_core::store::{ListDirection, ListQuery, ListSortKey, ThreadStore};
 use interpreter_core::{Thread, ThreadManager, WorkspaceFiles};
 use interpreter_protocol::{AskForApproval, Op, SandboxMode, SessionSource, ThreadId};
 use tokio_util::sync::CancellationToken;
@@ -127,7 +127,6 @@ pub(crate) struct Agent {
     inputs: ConfigInputs,
     pub threads: ThreadManager,
     sessions: Mutex<HashMap<ThreadId, Arc<Session>>>,
-    index: Arc<Mutex<Option<ThreadIndex>>>,
 }
 
 impl Agent {
@@ -136,7 +135,6 @@ impl Agent {
             inputs,
             threads: ThreadManager::new().with_workspace_files(files),
             sessions: Mutex::default(),
-            index: Arc::default(),
         }
     }
 
@@ -172,6 +170,20 @@ impl Agent {
             config.mcp_servers.insert(name.clone(), server.clone());
         }
         Ok(config)
+    }
+
+    /// The process's config, without any session's settings.
+    async fn base_config(&self) -> Result<Config, AcpError> {
+        let inputs = self.inputs.clone();
+        Ok(tokio::task::spawn_blocking(move || load_config(inputs))
+            .await
+            .map_err(|e| AcpError::Internal(format!("configuration loader stopped: {e}")))??)
+    }
+
+    /// The thread store the process's config names (shared with the engine).
+    async fn store(&self) -> Result<Arc<dyn ThreadStore>, AcpError> {
+        let config = self.base_config().await?;
+        Ok(self.threads.store(&config).await?)
     }
 
     pub async fn new_session(&self, settings: Settings) -> Result<SessionState, AcpError> {
@@ -210,8 +222,8 @@ impl Agent {
         };
         if let Some(editor) = replay {
             let thread = session.thread()?;
-            if let Some(path) = thread.rollout_path().cloned() {
-                for update in history::replay(path).await? {
+            if thread.is_persisted() {
+                for update in history::replay(self.store().await?.as_ref(), thread_id).await? {
                     editor.update(id, update);
                 }
             }
@@ -326,7 +338,7 @@ impl Agent {
             let _slot = tokio::time::timeout(SHUTDOWN_GRACE, thread.turn_slot()).await;
         }
         self.threads
-            .delete_thread(self.inputs.home.clone(), thread_id, SHUTDOWN_GRACE)
+            .delete_thread(&self.base_config().await?, thread_id, SHUTDOWN_GRACE)
             .await
             .map_err(AcpError::from)
     }
@@ -353,22 +365,7 @@ impl Agent {
             require_preview: true,
             ..ListQuery::default()
         };
-        let index = self.index.clone();
-        let home = self.inputs.home.clone();
-        let page = tokio::task::spawn_blocking(move || -> Result<_, AcpError> {
-            let mut guard = index
-                .lock()
-                .map_err(|_| AcpError::Internal("thread index lock poisoned".into()))?;
-            let index = match guard.take() {
-                Some(index) => index,
-                None => ThreadIndex::open(&home)?,
-            };
-            let page = index.list_page(&query);
-            *guard = Some(index);
-            Ok(page?)
-        })
-        .await
-        .map_err(|e| AcpError::Internal(format!("thread index task stopped: {e}")))??;
+        let page = self.store().await?.list(query).await?;
         let sessions = page
             .records
             .into_iter()

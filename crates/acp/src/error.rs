@@ -2,7 +2,7 @@
 
 use interpreter_core::CoreError;
 use interpreter_core::config::ConfigError;
-use interpreter_core::rollout::RolloutError;
+use interpreter_core::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AcpError {
@@ -23,12 +23,22 @@ pub enum AcpError {
     #[error(transparent)]
     Core(CoreError),
     #[error(transparent)]
-    Rollout(#[from] RolloutError),
+    Store(StoreError),
     #[error("{0}")]
     Internal(String),
     /// The stdio connection failed.
     #[error("the editor connection failed: {0}")]
     Connection(String),
+}
+
+/// A thread the store does not have is an unknown session (`-32002`).
+impl From<StoreError> for AcpError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound(id) => Self::SessionNotFound(id.to_string()),
+            other => Self::Store(other),
+        }
+    }
 }
 
 /// A session is a thread: an unknown thread is an unknown session (`-32002`).

@@ -2,24 +2,23 @@
 //! `session/load` sends before it answers, so the editor shows the whole conversation,
 //! tool calls included, after a restart.
 
-use std::path::PathBuf;
-
-use interpreter_core::rollout::{self, TurnEntry};
+use interpreter_core::store::{self, ThreadStore, TurnEntry};
+use interpreter_protocol::ThreadId;
 
 use crate::calls;
 use crate::error::AcpError;
 use crate::update::{ToolStatus, Update};
 
-pub(crate) async fn replay(path: PathBuf) -> Result<Vec<Update>, AcpError> {
-    tokio::task::spawn_blocking(move || {
-        let items = rollout::read_rollout(&path)?;
-        Ok(rollout::turns_from_rollout(&items)
-            .iter()
-            .flat_map(|turn| turn.entries.iter().filter_map(update_of))
-            .collect())
-    })
-    .await
-    .map_err(|e| AcpError::Internal(format!("history reader stopped: {e}")))?
+pub(crate) async fn replay(store: &dyn ThreadStore, id: ThreadId) -> Result<Vec<Update>, AcpError> {
+    let items = store
+        .read(id)
+        .await?
+        .map(|read| read.items)
+        .unwrap_or_default();
+    Ok(store::turns_from_rollout(&items)
+        .iter()
+        .flat_map(|turn| turn.entries.iter().filter_map(update_of))
+        .collect())
 }
 
 fn update_of(entry: &TurnEntry) -> Option<Update> {

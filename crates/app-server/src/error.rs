@@ -3,7 +3,7 @@
 use interpreter_core::config::ConfigError;
 use interpreter_core::config::edit::ConfigEditError;
 use interpreter_core::review::ReviewError;
-use interpreter_core::rollout::RolloutError;
+use interpreter_core::store::StoreError;
 use interpreter_core::{CoreError, McpClientError};
 use serde_json::json;
 
@@ -37,11 +37,21 @@ pub enum AppServerError {
     #[error("{0}")]
     ConfigWrite(#[from] ConfigEditError),
     #[error(transparent)]
-    Rollout(#[from] RolloutError),
+    Store(StoreError),
     #[error(transparent)]
     Core(CoreError),
     #[error("{0}")]
     Internal(String),
+}
+
+/// A thread the store does not have is "thread not found", as for the engine.
+impl From<StoreError> for AppServerError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound(id) => Self::ThreadNotFound(id.to_string()),
+            other => Self::Store(other),
+        }
+    }
 }
 
 impl From<CoreError> for AppServerError {
@@ -86,7 +96,7 @@ impl AppServerError {
                     "actual_chars": actual,
                 }))
             }
-            Self::Rollout(RolloutError::InvalidCursor(_)) => {
+            Self::Store(StoreError::InvalidCursor(_)) => {
                 JsonRpcError::new(INVALID_REQUEST, message)
             }
             Self::Config(_) => JsonRpcError::new(INVALID_REQUEST, message),
@@ -106,7 +116,7 @@ impl AppServerError {
                 JsonRpcError::new(INVALID_REQUEST, message)
                     .with_data(json!({ "config_write_error_code": code }))
             }
-            Self::Rollout(_) | Self::Core(_) | Self::Internal(_) => {
+            Self::Store(_) | Self::Core(_) | Self::Internal(_) => {
                 JsonRpcError::new(INTERNAL_ERROR, message)
             }
         }

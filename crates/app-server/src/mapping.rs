@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use interpreter_core::rollout::{ThreadRecord, TurnEntry, TurnOutcome, TurnRecord};
+use interpreter_core::store::{ThreadRecord, TurnEntry, TurnOutcome, TurnRecord};
 use interpreter_protocol as core;
 use interpreter_protocol::{
     ExecCommandSource, ExecCommandStatus, FileChange, FileChanges, McpToolCallEndEvent,
@@ -165,7 +165,10 @@ pub fn thread_from_record(record: &ThreadRecord, status: ThreadStatus) -> Thread
         updated_at: record.updated_at.timestamp(),
         recency_at: None,
         status,
-        path: Some(record.rollout_path.to_string_lossy().into_owned()),
+        path: record
+            .rollout_path
+            .as_ref()
+            .map(|path| path.to_string_lossy().into_owned()),
         cwd: record.cwd.to_string_lossy().into_owned(),
         cli_version: env!("CARGO_PKG_VERSION").to_string(),
         source: session_source(record.source),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use interpreter_core::config::{Config, ConfigInputs, load_config};
-use interpreter_core::rollout::{self, ThreadIndex, ThreadRecord};
+use interpreter_core::store::{self, ThreadRecord, ThreadStore};
 use interpreter_core::{Thread, ThreadManager};
 use interpreter_protocol::{SessionSource, ThreadId};
 use serde::Serialize;
@@ -127,8 +127,8 @@ pub(crate) struct ServerState {
     pub session_source: SessionSource,
     pub thread_manager: Arc<ThreadManager>,
     loaded: std::sync::Mutex<HashMap<ThreadId, Arc<LoadedThread>>>,
-    /// One index connection for listings, opened on first use.
-    index: Arc<std::sync::Mutex<Option<ThreadIndex>>>,
+    /// The thread store the server's config names, opened on first use.
+    store: tokio::sync::OnceCell<Arc<dyn ThreadStore>>,
     pub next_connection_id: AtomicU64,
     pub fuzzy: v1_api::FuzzySessions,
     /// `fs/watch` watches, by connection.
@@ -174,7 +174,7 @@ impl ServerState {
             session_source,
             thread_manager,
             loaded: std::sync::Mutex::default(),
-            index: Arc::default(),
+            store: tokio::sync::OnceCell::new(),
             next_connection_id: AtomicU64::new(1),
             fuzzy: v1_api::FuzzySessions::default(),
             fs_watches: crate::fs_api::FsWatches::default(),
@@ -429,43 +429,20 @@ impl ServerState {
         load_config_blocking(self.inputs.clone()).await
     }
 
-    /// Run `f` on the shared index connection, off the async workers.
-    pub async fn with_index<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&ThreadIndex) -> Result<T, rollout::RolloutError> + Send + 'static,
-    ) -> Result<T, AppServerError> {
-        let index = self.index.clone();
-        let home = self.inputs.home.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = index
-                .lock()
-                .map_err(|_| AppServerError::Internal("thread index lock poisoned".into()))?;
-            if guard.is_none() {
-                *guard = Some(ThreadIndex::open(&home)?);
-            }
-            match guard.as_ref() {
-                Some(index) => f(index).map_err(AppServerError::from),
-                None => Err(AppServerError::Internal("thread index unavailable".into())),
-            }
-        })
-        .await
-        .map_err(|e| AppServerError::Internal(format!("index task stopped: {e}")))?
+    /// The thread store of the server's config (`thread_store`), shared with the engine.
+    pub async fn store(&self) -> Result<Arc<dyn ThreadStore>, AppServerError> {
+        self.store
+            .get_or_try_init(|| async {
+                let config = self.base_config().await?;
+                Ok::<_, AppServerError>(self.thread_manager.store(&config).await?)
+            })
+            .await
+            .cloned()
     }
 
-    /// The index record of a thread, finding (and indexing) its rollout when the index
-    /// does not know it yet.
+    /// The index record of a thread.
     pub async fn record(&self, id: ThreadId) -> Result<Option<ThreadRecord>, AppServerError> {
-        if let Some(record) = self.with_index(move |index| index.get(id)).await? {
-            return Ok(Some(record));
-        }
-        let home = self.inputs.home.clone();
-        let found = tokio::task::spawn_blocking(move || rollout::find_rollout(&home, id))
-            .await
-            .map_err(|e| AppServerError::Internal(e.to_string()))??;
-        if found.is_none() {
-            return Ok(None);
-        }
-        self.with_index(move |index| index.get(id)).await
+        Ok(self.store().await?.get(id).await?)
     }
 
     /// The thread's record; [`AppServerError::ThreadNotFound`] when there is none.
@@ -534,10 +511,25 @@ impl ServerState {
         &self,
         thread: &Thread,
     ) -> Result<Vec<v2::Turn>, AppServerError> {
-        match thread.rollout_path() {
-            Some(path) => read_turns(path.clone()).await,
-            None => Ok(Vec::new()),
+        if thread.is_persisted() {
+            self.read_turns(thread.id()).await
+        } else {
+            Ok(Vec::new())
         }
+    }
+
+    /// Every recorded turn of a thread (as the reverts left it).
+    pub(crate) async fn read_turns(&self, id: ThreadId) -> Result<Vec<v2::Turn>, AppServerError> {
+        let read = self
+            .store()
+            .await?
+            .read(id)
+            .await?
+            .ok_or_else(|| AppServerError::ThreadNotFound(id.to_string()))?;
+        Ok(store::turns_from_rollout(&read.items)
+            .iter()
+            .map(mapping::turn_from_record)
+            .collect())
     }
 
     pub(crate) async fn start_response(
@@ -570,18 +562,6 @@ async fn load_config_blocking(inputs: ConfigInputs) -> Result<Config, AppServerE
         .await
         .map_err(|e| AppServerError::Internal(format!("configuration loader stopped: {e}")))?
         .map_err(AppServerError::from)
-}
-
-pub(crate) async fn read_turns(path: PathBuf) -> Result<Vec<v2::Turn>, AppServerError> {
-    tokio::task::spawn_blocking(move || {
-        let items = rollout::read_rollout(&path)?;
-        Ok(rollout::turns_from_rollout(&items)
-            .iter()
-            .map(mapping::turn_from_record)
-            .collect())
-    })
-    .await
-    .map_err(|e| AppServerError::Internal(format!("rollout reader stopped: {e}")))?
 }
 
 /// AGENTS.md files from the cwd up to the filesystem root that exist (what the engine

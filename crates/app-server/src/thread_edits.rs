@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use interpreter_core::CoreError;
 use interpreter_core::revert::FileRevertReport;
-use interpreter_core::rollout::ThreadGitInfo;
+use interpreter_core::store::ThreadGitInfo;
 use interpreter_protocol::{Op, ResponseItem};
 
 use crate::connection::Connection;
@@ -33,9 +33,7 @@ pub(crate) async fn metadata_update(
     apply_field(&mut info.sha, patch.sha, "sha")?;
     apply_field(&mut info.origin_url, patch.origin_url, "originUrl")?;
     let stored: Option<ThreadGitInfo> = (!info.is_empty()).then_some(info);
-    let known = state
-        .with_index(move |index| index.set_git_info(thread_id, stored.as_ref()))
-        .await?;
+    let known = state.store().await?.set_git_info(thread_id, stored).await?;
     if !known {
         return Err(AppServerError::ThreadNotFound(thread_id.to_string()));
     }

@@ -1,10 +1,9 @@
 //! The `thread/*` methods: start, resume, fork, read, list, archive, name, compact,
 //! unsubscribe, loaded list, delete, paged turns and items.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use interpreter_core::rollout::{ListDirection, ListQuery, ListSortKey};
+use interpreter_core::store::{ListDirection, ListQuery, ListSortKey};
 
 use crate::connection::Connection;
 use crate::error::AppServerError;
@@ -12,9 +11,7 @@ use crate::mapping;
 use crate::protocol::v2::{self, ThreadStatus};
 use interpreter_protocol::Op;
 
-use crate::state::{
-    LoadedThread, Reply, ServerState, normalize_dir, offset_page, parse_thread_id, read_turns,
-};
+use crate::state::{LoadedThread, Reply, ServerState, normalize_dir, offset_page, parse_thread_id};
 
 /// Whether the model may ask this connection's user (`request_user_input`,
 /// `request_permissions`): a v2 client is sent `item/tool/requestUserInput` and
@@ -128,10 +125,8 @@ pub(crate) async fn read(
             mapping::thread_from_record(&record, ThreadStatus::NotLoaded)
         }
     };
-    if params.include_turns
-        && let Some(path) = &thread.path
-    {
-        thread.turns = read_turns(PathBuf::from(path)).await?;
+    if params.include_turns && !thread.ephemeral {
+        thread.turns = state.read_turns(thread_id).await?;
     }
     Reply::new(&v2::ThreadReadResponse { thread })
 }
@@ -205,9 +200,7 @@ pub(crate) async fn list(
         ids,
         excluded_ids,
     };
-    let page = state
-        .with_index(move |index| index.list_page(&query))
-        .await?;
+    let page = state.store().await?.list(query).await?;
     let data = page
         .records
         .iter()
@@ -235,7 +228,9 @@ pub(crate) async fn archive(
     // Make sure the index knows the thread (a rollout it has not seen yet).
     let record = state.required_record(thread_id).await?;
     state
-        .with_index(move |index| index.set_archived(thread_id, archived))
+        .store()
+        .await?
+        .set_archived(thread_id, archived)
         .await?;
     let notification = v2::ThreadIdNotification {
         thread_id: thread_id.to_string(),
@@ -313,7 +308,9 @@ pub(crate) async fn name_set(
     state.required_record(thread_id).await?;
     let stored = name.clone();
     state
-        .with_index(move |index| index.set_name(thread_id, Some(&stored)))
+        .store()
+        .await?
+        .set_name(thread_id, Some(stored))
         .await?;
     let notification = v2::ThreadNameUpdatedNotification {
         thread_id: thread_id.to_string(),
@@ -374,7 +371,7 @@ pub(crate) async fn delete(
     let notify_to = followers_and(state.unload(thread_id), connection);
     state
         .thread_manager
-        .delete_thread(state.inputs.home.clone(), thread_id, DELETE_GRACE)
+        .delete_thread(&state.base_config().await?, thread_id, DELETE_GRACE)
         .await?;
     let notification = v2::ThreadIdNotification {
         thread_id: thread_id.to_string(),
@@ -396,8 +393,8 @@ async fn thread_turns(
     match state.loaded(thread_id) {
         Some(loaded) => state.recorded_turns(&loaded.thread).await,
         None => {
-            let record = state.required_record(thread_id).await?;
-            read_turns(record.rollout_path).await
+            state.require_known(thread_id).await?;
+            state.read_turns(thread_id).await
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use interpreter_core::rollout::{self, RolloutItem};
+use interpreter_core::store::{self, RolloutItem};
 use nucleo_matcher::pattern::{CaseMatching, Normalization, Pattern};
 use nucleo_matcher::{Matcher, Utf32Str};
 use tokio_util::sync::CancellationToken;
@@ -25,36 +25,36 @@ const FUZZY_MAX_FILES: usize = 50_000;
 /// Deadline of each git command of `gitDiffToRemote`.
 const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// `getConversationSummary`, by thread id or by rollout path. A path is only ever read
+/// for the thread id in its file name (`rollout-…-<id>.jsonl`), and the thread is then
+/// read from the store: the client names a thread, never a file to open, so any store
+/// can answer and no path outside the store is read.
 pub(crate) async fn conversation_summary(
     state: &ServerState,
     params: v1::GetConversationSummaryParams,
 ) -> Result<Reply, AppServerError> {
-    let path = match params {
+    let (id, named) = match params {
         v1::GetConversationSummaryParams::RolloutPath { rollout_path } => {
-            let path = PathBuf::from(&rollout_path);
-            if path.is_absolute() {
-                path
-            } else {
-                state.inputs.home.join(path)
-            }
+            let id =
+                store::local::thread_id_of_rollout(Path::new(&rollout_path)).ok_or_else(|| {
+                    AppServerError::InvalidRequest(format!(
+                        "{rollout_path} is not a rollout file name (rollout-…-<thread id>.jsonl)"
+                    ))
+                })?;
+            (id, rollout_path)
         }
         v1::GetConversationSummaryParams::ThreadId { conversation_id } => {
-            let id = parse_thread_id(&conversation_id)?;
-            let home = state.inputs.home.clone();
-            tokio::task::spawn_blocking(move || rollout::find_rollout(&home, id))
-                .await
-                .map_err(|e| AppServerError::Internal(e.to_string()))??
-                .ok_or_else(|| AppServerError::ThreadNotFound(conversation_id))?
+            (parse_thread_id(&conversation_id)?, conversation_id)
         }
     };
-    let read_path = path.clone();
-    let items = tokio::task::spawn_blocking(move || rollout::read_rollout(&read_path))
-        .await
-        .map_err(|e| AppServerError::Internal(e.to_string()))??;
+    let store = state.store().await?;
+    let (Some(record), Some(read)) = (store.get(id).await?, store.read(id).await?) else {
+        return Err(AppServerError::ThreadNotFound(named));
+    };
+    let items = read.items;
     let Some(RolloutItem::SessionMeta(meta)) = items.first() else {
         return Err(AppServerError::InvalidRequest(format!(
-            "{} has no session metadata",
-            path.display()
+            "thread {id} has no session metadata"
         )));
     };
     let preview = items
@@ -66,17 +66,17 @@ pub(crate) async fn conversation_summary(
             _ => None,
         })
         .unwrap_or_default();
-    let updated_at = std::fs::metadata(&path)
-        .and_then(|m| m.modified())
-        .ok()
-        .map(|t| chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339());
     Reply::new(&v1::GetConversationSummaryResponse {
         summary: v1::ConversationSummary {
             conversation_id: meta.id.to_string(),
-            path: path.to_string_lossy().into_owned(),
+            path: record
+                .rollout_path
+                .as_ref()
+                .map(|path| path.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             preview,
             timestamp: Some(meta.timestamp.to_rfc3339()),
-            updated_at,
+            updated_at: Some(record.updated_at.to_rfc3339()),
             model_provider: meta.model_provider.clone().unwrap_or_default(),
             cwd: meta.cwd.to_string_lossy().into_owned(),
             cli_version: meta.cli_version.clone(),

@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use interpreter_core::NESTING_DEPTH_ENV;
 use interpreter_core::config::{Config, ConfigError, ConfigOverrides, load_config};
-use interpreter_core::rollout::{
-    IndexHealth, SESSIONS_DIR, STATE_DB_FILE, ThreadIndex, list_rollout_files,
+use interpreter_core::store::local::{
+    IndexHealth, LocalStore, SESSIONS_DIR, STATE_DB_FILE, list_rollout_files,
 };
+use interpreter_core::store::{self, StoreLocation};
 use interpreter_model_client::{
     ModelClient, ModelListError, ModelProviderInfo, ProviderError, WireApi, credential_hint,
     list_models,
@@ -252,14 +253,17 @@ pub async fn diagnose(config_args: &ConfigArgs, env: &HashMap<String, String>) -
     });
     checks.push(check_sandbox(config.map(|config| config.sandbox_policy.mode())).await);
     let state_home = config.map(|config| config.home.clone()).or(home);
-    checks.push(match state_home {
-        Some(home) => check_state(home).await,
-        None => Check::warn(
-            "state",
-            "not checked: no home directory",
-            "fix the home failure above",
-        ),
-    });
+    checks.push(
+        match (config.map(|config| &config.thread_store), state_home) {
+            (Some(location @ StoreLocation::Postgres { .. }), _) => check_store(location).await,
+            (_, Some(home)) => check_state(home).await,
+            (_, None) => Check::warn(
+                "state",
+                "not checked: no home directory",
+                "fix the home failure above",
+            ),
+        },
+    );
     checks.push(check_nesting(env));
     DoctorReport::new(checks)
 }
@@ -763,6 +767,39 @@ fn sandbox_verdict(support: &SandboxSupport, mode: SandboxMode) -> Check {
     Check::ok(NAME, format!("supported ({features})"))
 }
 
+/// A database thread store: it answers, has our schema, and how many threads it holds.
+async fn check_store(location: &StoreLocation) -> Check {
+    const NAME: &str = "state";
+    let status = async {
+        let store = store::open(location).await?;
+        store.status().await
+    };
+    match tokio::time::timeout(STATE_DEADLINE, status).await {
+        Ok(Ok(status)) => Check::ok(
+            NAME,
+            format!(
+                "{} answers; {} thread{}",
+                status.description,
+                status.threads,
+                plural(status.threads as usize)
+            ),
+        ),
+        Ok(Err(err)) => Check::fail(
+            NAME,
+            one_line(&err.to_string()),
+            "check thread_store's host and database, and PGPASSWORD",
+        ),
+        Err(_) => Check::fail(
+            NAME,
+            format!(
+                "{location} did not answer within {}s",
+                STATE_DEADLINE.as_secs()
+            ),
+            "check that the database is up and reachable from this machine",
+        ),
+    }
+}
+
 /// The thread index and sessions directory, compared with each other. Nothing is created
 /// or repaired here (the next run that uses the index does that); a missing index is
 /// normal before the first thread.
@@ -799,22 +836,15 @@ async fn check_state(home: PathBuf) -> Check {
             format!("no thread index yet (created by the first thread); {sessions_note}"),
         );
     }
-    let index_home = home.clone();
-    let health = tokio::task::spawn_blocking(move || {
-        ThreadIndex::open_without_repair(&index_home)?.compare_with_disk(&index_home)
-    });
+    let local = LocalStore::new(home.clone());
+    let health = local.index_health();
     let move_aside = format!(
         "the index is a cache: the next `interpreter exec` moves {} aside and rebuilds it from sessions/",
         db_path.display()
     );
     match tokio::time::timeout(STATE_DEADLINE, health).await {
-        Ok(Ok(Ok(health))) => state_check(NAME, &db_path, &health, &sessions_note, rebuild_fix),
-        Ok(Ok(Err(err))) => Check::fail(NAME, one_line(&err.to_string()), move_aside),
-        Ok(Err(err)) => Check::fail(
-            NAME,
-            format!("opening the thread index crashed: {err}"),
-            move_aside,
-        ),
+        Ok(Ok(health)) => state_check(NAME, &db_path, &health, &sessions_note, rebuild_fix),
+        Ok(Err(err)) => Check::fail(NAME, one_line(&err.to_string()), move_aside),
         Err(_) => Check::fail(
             NAME,
             format!(

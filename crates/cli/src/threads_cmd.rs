@@ -10,8 +10,9 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use interpreter_core::config::ConfigOverrides;
-use interpreter_core::rollout::{
-    self, ListDirection, ListQuery, ListSortKey, RolloutItem, ThreadIndex, ThreadRecord, TurnEntry,
+use interpreter_core::config::load_store_location;
+use interpreter_core::store::{
+    self, ListDirection, ListQuery, ListSortKey, RolloutItem, ThreadRecord, ThreadStore, TurnEntry,
     TurnOutcome,
 };
 use interpreter_protocol::{ExecCommandStatus, FileChange, ThreadId};
@@ -33,34 +34,33 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let cwd = crate::exec::resolve_cwd(None)?;
     let inputs = config_inputs::build(config, env, cwd.clone(), ConfigOverrides::default())?;
-    let home = inputs.home.clone();
-    let text = tokio::task::spawn_blocking(move || -> anyhow::Result<Result<String, String>> {
-        match args.command {
-            ThreadsCommand::List {
-                json,
-                cwd: dir,
-                limit,
-                archived,
-            } => {
-                let dir = dir.map(|d| {
-                    let d = cwd.join(d);
-                    std::fs::canonicalize(&d).unwrap_or(d)
-                });
-                let records = list(&home, dir.as_deref(), limit, archived)?;
-                Ok(Ok(if json {
-                    render_json(&records)?
-                } else {
-                    neutralize_controls(&render_list(&records)).into_owned()
-                }))
-            }
-            // Everything `show` prints (messages, command output, paths, errors) came
-            // from the model, its commands or a provider, and none of it is styled: it
-            // is neutralised as a whole.
-            ThreadsCommand::Show { id } => show(&home, &id)
-                .map(|shown| shown.map(|text| neutralize_controls(&text).into_owned())),
+    let location = load_store_location(&inputs)?;
+    let store = store::open(&location).await?;
+    let text = match args.command {
+        ThreadsCommand::List {
+            json,
+            cwd: dir,
+            limit,
+            archived,
+        } => {
+            let dir = dir.map(|d| {
+                let d = cwd.join(d);
+                std::fs::canonicalize(&d).unwrap_or(d)
+            });
+            let records = list(store.as_ref(), dir.as_deref(), limit, archived).await?;
+            Ok(if json {
+                render_json(&records)?
+            } else {
+                neutralize_controls(&render_list(&records)).into_owned()
+            })
         }
-    })
-    .await??;
+        // Everything `show` prints (messages, command output, paths, errors) came from
+        // the model, its commands or a provider, and none of it is styled: it is
+        // neutralised as a whole.
+        ThreadsCommand::Show { id } => show(store.as_ref(), &id)
+            .await?
+            .map(|text| neutralize_controls(&text).into_owned()),
+    };
     match text {
         Ok(text) => {
             let mut out = std::io::stdout().lock();
@@ -76,16 +76,15 @@ pub async fn run(
 }
 
 /// Every matching thread, most recently updated first.
-fn list(
-    home: &Path,
+async fn list(
+    store: &dyn ThreadStore,
     cwd: Option<&Path>,
     limit: Option<usize>,
     archived: bool,
 ) -> anyhow::Result<Vec<ThreadRecord>> {
-    let index = ThreadIndex::open(home)?;
     // Threads written while the index was unusable, or by another version.
-    if let Some(repair) = index.catch_up(home)? {
-        eprintln!("note: {repair}");
+    for notice in store.refresh().await? {
+        eprintln!("note: {notice}");
     }
     let mut records = Vec::new();
     let mut cursor = None;
@@ -94,15 +93,17 @@ fn list(
         if want == 0 {
             break;
         }
-        let page = index.list_page(&ListQuery {
-            limit: want,
-            cursor,
-            sort_key: ListSortKey::UpdatedAt,
-            direction: ListDirection::Desc,
-            archived,
-            cwds: cwd.map(Path::to_path_buf).into_iter().collect(),
-            ..ListQuery::default()
-        })?;
+        let page = store
+            .list(ListQuery {
+                limit: want,
+                cursor,
+                sort_key: ListSortKey::UpdatedAt,
+                direction: ListDirection::Desc,
+                archived,
+                cwds: cwd.map(Path::to_path_buf).into_iter().collect(),
+                ..ListQuery::default()
+            })
+            .await?;
         records.extend(page.records);
         match page.next_cursor {
             Some(next) => cursor = Some(next),
@@ -172,19 +173,25 @@ fn render_list(records: &[ThreadRecord]) -> String {
 }
 
 /// The thread as text, or the user-facing reason it cannot be shown.
-fn show(home: &Path, id: &str) -> anyhow::Result<Result<String, String>> {
+async fn show(store: &dyn ThreadStore, id: &str) -> anyhow::Result<Result<String, String>> {
     let Ok(thread_id) = ThreadId::from_str(id) else {
         return Ok(Err(format!("`{id}` is not a thread id")));
     };
-    let Some(path) = rollout::find_rollout(home, thread_id)? else {
+    let Some(read) = store.read(thread_id).await? else {
         return Ok(Err(format!(
-            "no thread {thread_id} under {}",
-            home.join(rollout::SESSIONS_DIR).display()
+            "no thread {thread_id} in the {} thread store",
+            store.describe()
         )));
     };
-    let read = rollout::read_rollout_with_notes(&path)?;
+    let path = store
+        .get(thread_id)
+        .await?
+        .and_then(|record| record.rollout_path);
+    let shown_as = path
+        .as_ref()
+        .map_or_else(|| thread_id.to_string(), |path| path.display().to_string());
     for oversized in &read.oversized {
-        eprintln!("note: {}: {oversized}", path.display());
+        eprintln!("note: {shown_as}: {oversized}");
     }
     if let Some(skipped) = read
         .skipped
@@ -212,9 +219,16 @@ fn show(home: &Path, id: &str) -> anyhow::Result<Result<String, String>> {
         if let Some(parent) = meta.forked_from_id {
             let _ = writeln!(out, "  forked from {parent}");
         }
-        let _ = writeln!(out, "  rollout {}", path.display());
+        match &path {
+            Some(path) => {
+                let _ = writeln!(out, "  rollout {}", path.display());
+            }
+            None => {
+                let _ = writeln!(out, "  stored in {}", store.describe());
+            }
+        }
     }
-    let turns = rollout::turns_from_rollout(&items);
+    let turns = store::turns_from_rollout(&items);
     if turns.is_empty() {
         let _ = writeln!(out, "\n(no turns yet)");
     }

@@ -12,7 +12,8 @@ use std::path::Path;
 
 use app_server_support::AppEnv;
 use chrono::{Duration as ChronoDuration, Utc};
-use interpreter_core::rollout::{RolloutItem, SessionMeta, write_rollout};
+use interpreter_core::store::local::write_rollout;
+use interpreter_core::store::{RolloutItem, SessionMeta};
 use interpreter_protocol::{
     EventMsg, SessionSource, TaskCompleteEvent, TaskStartedEvent, ThreadId, UserMessageEvent,
 };

@@ -316,7 +316,8 @@ async fn missing_home_is_created_and_said_so() {
 
 /// A one-line rollout for thread `n`, written as the recorder writes it.
 fn write_thread(home: &Path, n: i64) -> std::path::PathBuf {
-    use interpreter_core::rollout::{SessionMeta, write_rollout};
+    use interpreter_core::store::SessionMeta;
+    use interpreter_core::store::local::write_rollout;
     let meta = SessionMeta {
         id: interpreter_protocol::ThreadId::new(),
         timestamp: chrono::DateTime::from_timestamp(1_767_225_600 + n, 0).expect("timestamp"),
@@ -334,7 +335,7 @@ fn write_thread(home: &Path, n: i64) -> std::path::PathBuf {
 
 #[tokio::test]
 async fn state_check_compares_the_index_with_the_rollouts_on_disk() {
-    use interpreter_core::rollout::ThreadIndex;
+    use interpreter_core::store::{LocalStore, ThreadStore};
     let server = MockModelServer::start().await.expect("mock server");
     let home = TempDir::new().expect("home");
     write_config(
@@ -362,7 +363,10 @@ async fn state_check_compares_the_index_with_the_rollouts_on_disk() {
 
     // Index rebuilt and consistent.
     let gone = write_thread(home.path(), 3);
-    drop(ThreadIndex::open(home.path()).expect("open index"));
+    LocalStore::new(home.path().to_path_buf())
+        .refresh()
+        .await
+        .expect("open index");
     let report = run_doctor(home.path(), &["doctor", "--json"], &env)
         .await
         .report();
@@ -397,8 +401,11 @@ async fn state_check_compares_the_index_with_the_rollouts_on_disk() {
         assert!(state.contains(&expected), "{expected} missing in: {state}");
     }
     // Doctor repaired nothing: the deleted thread is still indexed.
-    let index = ThreadIndex::open_without_repair(home.path()).expect("open index");
-    assert_eq!(index.list(usize::MAX, None).expect("list").len(), 4);
+    let health = LocalStore::new(home.path().to_path_buf())
+        .index_health()
+        .await
+        .expect("index health");
+    assert_eq!(health.indexed, 4);
 }
 
 #[tokio::test]

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
-use interpreter_core::rollout::{RolloutItem, STATE_DB_FILE, SessionMeta, write_rollout};
+use interpreter_core::store::local::{STATE_DB_FILE, write_rollout};
+use interpreter_core::store::{RolloutItem, SessionMeta};
 use interpreter_protocol::{EventMsg, ResponseItem, SessionSource, ThreadId, UserMessageEvent};
 
 use exec_support::{TestEnv, json_warnings, request_mentions};

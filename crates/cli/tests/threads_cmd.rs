@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use chrono::{Duration as ChronoDuration, Utc};
-use interpreter_core::rollout::{RolloutItem, SessionMeta, write_rollout};
+use interpreter_core::store::local::write_rollout;
+use interpreter_core::store::{RolloutItem, SessionMeta};
 use interpreter_protocol::{
     AgentMessageEvent, EventMsg, ExecCommandEndEvent, ExecCommandStatus, FileChange,
     PatchApplyEndEvent, SessionSource, TaskCompleteEvent, TaskStartedEvent, ThreadId,

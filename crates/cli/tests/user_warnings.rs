@@ -11,7 +11,7 @@ mod exec_support;
 use std::path::Path;
 
 use exec_support::{RunOutput, TestEnv, json_warnings};
-use interpreter_core::rollout::STATE_DB_FILE;
+use interpreter_core::store::local::STATE_DB_FILE;
 use interpreter_model_client::credentials::CREDENTIALS_FILE;
 use interpreter_test_support::MockResponse;
 use interpreter_test_support::mock_model::chunk;

@@ -3,19 +3,19 @@
 use interpreter_protocol::ThreadId;
 
 use crate::config::ConfigError;
-use crate::rollout::RolloutError;
+use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    Rollout(#[from] RolloutError),
+    Store(StoreError),
     #[error(transparent)]
     Provider(#[from] interpreter_model_client::ProviderError),
     #[error(transparent)]
     Mcp(#[from] interpreter_mcp_client::McpClientError),
-    #[error("no thread with id {0} (no rollout found under the sessions directory)")]
+    #[error("no thread with id {0} is recorded")]
     ThreadNotFound(ThreadId),
     #[error("thread {thread_id} has no ended turn `{turn_id}`")]
     TurnNotFound {
@@ -36,4 +36,15 @@ pub enum CoreError {
     Review(#[from] crate::review::ReviewError),
     #[error("{0}")]
     Internal(String),
+}
+
+/// A thread the store does not have is the engine's [`CoreError::ThreadNotFound`], which
+/// every front end maps to its "no such thread" answer.
+impl From<StoreError> for CoreError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound(id) => Self::ThreadNotFound(id),
+            other => Self::Store(other),
+        }
+    }
 }

@@ -3,8 +3,8 @@
 //! This crate owns the behaviour every front end shares: loading configuration into one
 //! validated [`config::Config`], threads as queue pairs (`Op` in, `Event` out), the turn
 //! loop that alternates model sampling and tool calls, the approval rules, AGENTS.md
-//! discovery, and durable threads (an append-only JSONL rollout per thread plus a SQLite
-//! index). Front ends translate; they never decide.
+//! discovery, and durable threads behind one [`store::ThreadStore`] (local JSONL rollouts
+//! plus a SQLite index, or PostgreSQL for a fleet). Front ends translate; they never decide.
 
 mod approval;
 mod compact;
@@ -21,8 +21,9 @@ mod plan_mode;
 mod project_doc;
 pub mod revert;
 pub mod review;
-pub mod rollout;
+mod rollout;
 mod session;
+pub mod store;
 mod thread_manager;
 mod turn;
 mod user_requests;

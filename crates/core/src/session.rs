@@ -6,6 +6,7 @@
 //! the model or a child process; the turn observes a [`CancellationToken`] at every await.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::goal::SharedGoal;
@@ -30,7 +31,7 @@ use crate::error::CoreError;
 use crate::pending::PendingAnswers;
 use crate::project_doc;
 use crate::revert::{self, RevertOutcome, RevertReplies};
-use crate::rollout::{self, RolloutItem, RolloutRecorder, SessionMeta};
+use crate::store::{self, RolloutItem, SessionMeta, ThreadStore, ThreadWriter};
 use crate::thread_manager::Submission;
 use crate::turn::{self, TurnKind};
 use crate::workspace_files::WorkspaceFiles;
@@ -75,7 +76,9 @@ pub(crate) struct Session {
     pub files: Arc<dyn WorkspaceFiles>,
     pub instructions: String,
     tx_event: mpsc::UnboundedSender<Event>,
-    recorder: Option<RolloutRecorder>,
+    /// Where the thread is kept; `None` for an ephemeral thread.
+    recorder: Option<Arc<dyn ThreadWriter>>,
+    store: Arc<dyn ThreadStore>,
     /// Model-visible history, in order. The single source of what the model sees.
     pub history: Mutex<Vec<ResponseItem>>,
     /// Input that arrived while a turn was running; the turn picks it up before its next
@@ -248,7 +251,7 @@ impl Session {
 
     /// Send an event to the front end, and persist it when it belongs in the rollout.
     pub async fn emit(&self, sub_id: &str, msg: EventMsg) {
-        if rollout::should_persist_event(&msg) {
+        if store::should_persist_event(&msg) {
             self.persist(&[RolloutItem::EventMsg(bounded_for_rollout(&msg))])
                 .await;
         }
@@ -288,7 +291,7 @@ impl Session {
             history.truncate(base);
             history.clone()
         };
-        self.persist(&[RolloutItem::Compacted(rollout::CompactedItem {
+        self.persist(&[RolloutItem::Compacted(store::CompactedItem {
             message: note,
             replacement_history: replacement,
         })])
@@ -298,7 +301,7 @@ impl Session {
     /// Replace the whole model history (after compaction) and record the checkpoint.
     pub async fn replace_history(&self, summary: String, replacement: Vec<ResponseItem>) {
         *self.history.lock().await = replacement.clone();
-        self.persist(&[RolloutItem::Compacted(rollout::CompactedItem {
+        self.persist(&[RolloutItem::Compacted(store::CompactedItem {
             message: summary,
             replacement_history: replacement,
         })])
@@ -317,20 +320,22 @@ impl Session {
         let Some(recorder) = &self.recorder else {
             return Err(CoreError::ThreadNotPersisted(self.thread_id));
         };
-        let path = recorder.path().to_path_buf();
-        let items = tokio::task::spawn_blocking(move || rollout::read_rollout(&path))
-            .await
-            .map_err(|e| CoreError::Internal(format!("reading the thread stopped: {e}")))??;
+        let items = self
+            .store
+            .read(self.thread_id)
+            .await?
+            .ok_or(CoreError::ThreadNotFound(self.thread_id))?
+            .items;
         let plan = revert::plan(&items, before_turn_id).ok_or_else(|| CoreError::TurnNotFound {
             thread_id: self.thread_id,
             turn_id: before_turn_id.to_string(),
         })?;
         // The marker first: a revert that cannot be recorded changes nothing.
         recorder
-            .record(&[RolloutItem::Reverted(plan.marker.clone())])
+            .append(&[RolloutItem::Reverted(plan.marker.clone())])
             .await?;
         let kept = &items[..plan.cut];
-        *self.history.lock().await = rollout::history_from_rollout(kept);
+        *self.history.lock().await = store::history_from_rollout(kept);
         *self.total_usage.lock().await = last_total_usage(kept);
         *self.last_input_tokens.lock().await = None;
         *self.turn_diff.lock().await = None;
@@ -366,7 +371,7 @@ impl Session {
 
     pub async fn persist(&self, items: &[RolloutItem]) {
         if let Some(recorder) = &self.recorder
-            && let Err(err) = recorder.record(items).await
+            && let Err(err) = recorder.append(items).await
         {
             // Losing durability must be visible, but must not kill the turn.
             tracing::error!(thread_id = %self.thread_id, "failed to write rollout: {err}");
@@ -545,6 +550,7 @@ impl Session {
 
 pub(crate) async fn start(
     init: SessionInit,
+    store: Arc<dyn ThreadStore>,
     mcp_pool: &McpPool,
     files: Arc<dyn WorkspaceFiles>,
     rx_sub: mpsc::Receiver<Submission>,
@@ -561,9 +567,8 @@ pub(crate) async fn start(
                 let recorder = if config.ephemeral {
                     None
                 } else {
-                    let (recorder, repairs) = RolloutRecorder::create(
-                        &config.home,
-                        SessionMeta {
+                    let created = store
+                        .create(SessionMeta {
                             id: thread_id,
                             timestamp: Utc::now(),
                             cwd: config.cwd.clone(),
@@ -574,11 +579,10 @@ pub(crate) async fn start(
                             model: Some(config.model.clone()),
                             base_instructions: config.base_instructions.clone(),
                             forked_from_id: None,
-                        },
-                    )
-                    .await?;
-                    startup_warnings.extend(repairs.iter().map(ToString::to_string));
-                    Some(recorder)
+                        })
+                        .await?;
+                    startup_warnings.extend(created.notices);
+                    Some(created.writer)
                 };
                 (
                     config,
@@ -596,16 +600,14 @@ pub(crate) async fn start(
                 warnings,
             } => {
                 startup_warnings.extend(warnings);
-                let (path, repairs) = rollout::find_rollout_with_repairs(&config.home, thread_id)?;
-                startup_warnings.extend(repairs.iter().map(ToString::to_string));
-                let path = path.ok_or(CoreError::ThreadNotFound(thread_id))?;
-                let rollout::ResumableRollout { items, skipped } = rollout::read_resumable(&path)?;
-                startup_warnings.extend(skipped.map(|skipped| skipped.to_string()));
-                let history = rollout::history_from_rollout(&items);
+                let opened = store.open(thread_id).await?;
+                startup_warnings.extend(opened.notices);
+                let items = opened.items;
+                let history = store::history_from_rollout(&items);
                 let total_usage = last_total_usage(&items);
                 let first_submission_id = next_turn_number(&items);
                 restored_goal = last_goal(&items);
-                let recorder = RolloutRecorder::open_existing(&path).await?;
+                let recorder = opened.writer;
                 (
                     config,
                     thread_id,
@@ -670,7 +672,9 @@ pub(crate) async fn start(
         sandbox_policy: config.sandbox_policy.clone(),
         cwd: config.cwd.clone(),
         reasoning_effort: config.model_reasoning_effort,
-        rollout_path: recorder.as_ref().map(|r| r.path().to_path_buf()),
+        rollout_path: recorder
+            .as_ref()
+            .and_then(|r| r.path().map(Path::to_path_buf)),
     };
 
     let config_window = config.model_context_window;
@@ -683,6 +687,7 @@ pub(crate) async fn start(
         instructions,
         tx_event,
         recorder,
+        store,
         history: Mutex::new(history),
         pending_input: Mutex::new(Vec::new()),
         accepting_input: std::sync::atomic::AtomicBool::new(false),

@@ -9,7 +9,8 @@
 //! Thread lifecycle rules every front end shares live here: one turn at a time per thread
 //! ([`Thread::turn_slot`]), the settings a thread was started with ([`Thread::config`]),
 //! and retiring idle threads from memory ([`ThreadManager::retire_idle`]), which resume
-//! from disk when next used.
+//! from the store when next used. Which [`ThreadStore`] a thread lives in is the
+//! config's `thread_store`; the manager opens each store once ([`ThreadManager::store`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -27,8 +28,8 @@ use crate::config::Config;
 use crate::error::CoreError;
 use crate::goal::{self, GoalUpdate, NextTurn, SharedGoal};
 use crate::revert::{RevertOutcome, RevertReplies};
-use crate::rollout::{self, RolloutItem, SessionMeta, ThreadIndex};
 use crate::session::{self, Session, SessionInit};
+use crate::store::{self, RolloutItem, SessionMeta, StoreError, StoreLocation, ThreadStore};
 use crate::workspace_files::{LocalFiles, WorkspaceFiles};
 
 /// Capacity of a thread's submission queue. Ops are small and rare; a full queue means the
@@ -49,7 +50,10 @@ pub struct Thread {
     tx_sub: mpsc::Sender<Submission>,
     rx_event: Mutex<mpsc::UnboundedReceiver<Event>>,
     next_submission_id: std::sync::atomic::AtomicU64,
+    /// The rollout file, for a store that keeps one.
     rollout_path: Option<PathBuf>,
+    /// Whether the thread is recorded (not ephemeral).
+    persisted: bool,
     config: Arc<Config>,
     turn_slot: Arc<Mutex<()>>,
     goal: SharedGoal,
@@ -69,8 +73,14 @@ impl Thread {
         self.id
     }
 
+    /// The rollout file, for a store that keeps one (shown as the thread's `path`).
     pub fn rollout_path(&self) -> Option<&PathBuf> {
         self.rollout_path.as_ref()
+    }
+
+    /// Whether the thread is recorded in its store (ephemeral threads are not).
+    pub fn is_persisted(&self) -> bool {
+        self.persisted
     }
 
     /// The configuration the thread was started or resumed with.
@@ -126,7 +136,7 @@ impl Thread {
         before_turn_id: &str,
         revert_files: bool,
     ) -> Result<RevertOutcome, CoreError> {
-        if self.rollout_path.is_none() {
+        if !self.persisted {
             return Err(CoreError::ThreadNotPersisted(self.id));
         }
         // Held throughout, so no front end starts a turn meanwhile. A turn that has ended
@@ -306,6 +316,8 @@ pub struct ThreadManager {
     mcp_pool: McpPool,
     /// Where patches read and write files; the local disk unless a front end says.
     files: Arc<dyn WorkspaceFiles>,
+    /// The stores threads were started in, opened once each.
+    stores: Mutex<HashMap<StoreLocation, Arc<dyn ThreadStore>>>,
 }
 
 impl Default for ThreadManager {
@@ -326,6 +338,7 @@ impl ThreadManager {
             recently_used: std::sync::Mutex::default(),
             mcp_pool: pool,
             files: Arc::new(LocalFiles),
+            stores: Mutex::default(),
         }
     }
 
@@ -354,6 +367,18 @@ impl ThreadManager {
             Some(&config.cwd),
             Some(&config.home),
         )
+    }
+
+    /// The store `config` names (`thread_store`), opened on first use and shared by every
+    /// thread and front end of this manager.
+    pub async fn store(&self, config: &Config) -> Result<Arc<dyn ThreadStore>, CoreError> {
+        let mut stores = self.stores.lock().await;
+        if let Some(store) = stores.get(&config.thread_store) {
+            return Ok(Arc::clone(store));
+        }
+        let store = store::open(&config.thread_store).await?;
+        stores.insert(config.thread_store.clone(), Arc::clone(&store));
+        Ok(store)
     }
 
     /// Start a new thread. Its rollout is on disk before this returns, so the id can be
@@ -401,23 +426,11 @@ impl ThreadManager {
         config: Config,
         cwd: Option<PathBuf>,
     ) -> Result<Option<NewThread>, CoreError> {
-        let home = config.home.clone();
-        let (latest, repairs) =
-            tokio::task::spawn_blocking(move || rollout::find_latest(&home, cwd.as_deref()))
-                .await
-                .map_err(|e| {
-                    CoreError::Internal(format!("finding the latest thread stopped: {e}"))
-                })??;
+        let (latest, notices) = self.store(&config).await?.latest(cwd).await?;
         let Some(latest) = latest else {
             return Ok(None);
         };
-        self.resume(
-            config,
-            latest.id,
-            repairs.iter().map(ToString::to_string).collect(),
-        )
-        .await
-        .map(Some)
+        self.resume(config, latest.id, notices).await.map(Some)
     }
 
     /// Copy thread `source` into a new thread (through turn `last_turn_id` when given, else
@@ -433,57 +446,42 @@ impl ThreadManager {
         last_turn_id: Option<String>,
         session_source: SessionSource,
     ) -> Result<NewThread, CoreError> {
-        let home = config.home.clone();
-        let cwd = config.cwd.clone();
-        let provider = config.model_provider_id.clone();
-        let model = config.model.clone();
-        let (new_id, warnings) =
-            tokio::task::spawn_blocking(move || -> Result<(ThreadId, Vec<String>), CoreError> {
-                let (path, repairs) = rollout::find_rollout_with_repairs(&home, source)?;
-                let path = path.ok_or(CoreError::ThreadNotFound(source))?;
-                // Lines of the source that cannot be read are not copied: the fork says so.
-                let rollout::ResumableRollout { items, skipped } = rollout::read_resumable(&path)?;
-                let warnings = repairs
-                    .iter()
-                    .map(ToString::to_string)
-                    .chain(skipped.map(|skipped| skipped.to_string()))
-                    .collect();
-                let Some((RolloutItem::SessionMeta(old_meta), rest)) = items.split_first() else {
-                    return Err(CoreError::ThreadNotFound(source));
-                };
-                let copied = match &last_turn_id {
-                    Some(turn_id) => {
-                        rollout::items_through_turn(rest, turn_id).ok_or_else(|| {
-                            CoreError::TurnNotFound {
-                                thread_id: source,
-                                turn_id: turn_id.clone(),
-                            }
-                        })?
-                    }
-                    None => rest.to_vec(),
-                };
-                let meta = SessionMeta {
-                    id: ThreadId::new(),
-                    timestamp: chrono::Utc::now(),
-                    cwd,
-                    originator: old_meta.originator.clone(),
-                    cli_version: env!("CARGO_PKG_VERSION").to_string(),
-                    source: session_source,
-                    model_provider: Some(provider),
-                    model: Some(model),
-                    base_instructions: old_meta.base_instructions.clone(),
-                    forked_from_id: Some(source),
-                };
-                let new_path = rollout::write_rollout(&home, &meta, &copied)?;
-                // Register it now, so `thread/list` and `resume` find it without a rescan.
-                match ThreadIndex::open(&home) {
-                    Ok(index) => index.index_file(&new_path)?,
-                    Err(err) => tracing::warn!("forked thread {} not indexed: {err}", meta.id),
-                }
-                Ok((meta.id, warnings))
-            })
-            .await
-            .map_err(|e| CoreError::Internal(format!("forking stopped unexpectedly: {e}")))??;
+        let store = self.store(&config).await?;
+        // Lines of the source that cannot be read are not copied: the fork says so.
+        let read = store
+            .read(source)
+            .await?
+            .ok_or(CoreError::ThreadNotFound(source))?;
+        let warnings: Vec<String> = read.skipped.iter().map(ToString::to_string).collect();
+        let Some((RolloutItem::SessionMeta(old_meta), rest)) = read.items.split_first() else {
+            return Err(CoreError::Store(StoreError::Unusable {
+                path: PathBuf::from(source.to_string()),
+                reason: "it has no readable session_meta record".into(),
+            }));
+        };
+        let copied = match &last_turn_id {
+            Some(turn_id) => {
+                store::items_through_turn(rest, turn_id).ok_or_else(|| CoreError::TurnNotFound {
+                    thread_id: source,
+                    turn_id: turn_id.clone(),
+                })?
+            }
+            None => rest.to_vec(),
+        };
+        let meta = SessionMeta {
+            id: ThreadId::new(),
+            timestamp: chrono::Utc::now(),
+            cwd: config.cwd.clone(),
+            originator: old_meta.originator.clone(),
+            cli_version: env!("CARGO_PKG_VERSION").to_string(),
+            source: session_source,
+            model_provider: Some(config.model_provider_id.clone()),
+            model: Some(config.model.clone()),
+            base_instructions: old_meta.base_instructions.clone(),
+            forked_from_id: Some(source),
+        };
+        let new_id = meta.id;
+        store.import(meta, copied).await?;
         self.spawn(SessionInit::Resume {
             config,
             thread_id: new_id,
@@ -497,7 +495,7 @@ impl ThreadManager {
     /// [`CoreError::ThreadNotFound`] when there is no such thread.
     pub async fn delete_thread(
         &self,
-        home: PathBuf,
+        config: &Config,
         id: ThreadId,
         grace: std::time::Duration,
     ) -> Result<(), CoreError> {
@@ -505,10 +503,7 @@ impl ThreadManager {
             let _ = thread.submit(Op::Interrupt).await;
             shut_down(&thread, grace).await;
         }
-        let deleted = tokio::task::spawn_blocking(move || rollout::delete_thread(&home, id))
-            .await
-            .map_err(|e| CoreError::Internal(format!("deleting stopped unexpectedly: {e}")))??;
-        if deleted {
+        if self.store(config).await?.delete(id).await? {
             Ok(())
         } else {
             Err(CoreError::ThreadNotFound(id))
@@ -546,7 +541,7 @@ impl ThreadManager {
                 self.forget_recent(id);
                 continue;
             };
-            if thread.is_busy() || thread.rollout_path().is_none() {
+            if thread.is_busy() || !thread.is_persisted() {
                 continue;
             }
             self.remove_thread(id).await;
@@ -586,7 +581,7 @@ impl ThreadManager {
             .get_thread(thread_id)
             .await
             .ok_or(CoreError::ThreadNotFound(thread_id))?;
-        if thread.rollout_path().is_none() {
+        if !thread.is_persisted() {
             return Err(CoreError::ThreadNotPersisted(thread_id));
         }
         // Held through the restart so no other front end starts a turn meanwhile.
@@ -629,14 +624,23 @@ impl ThreadManager {
         let config = Arc::new(match &init {
             SessionInit::New { config, .. } | SessionInit::Resume { config, .. } => config.clone(),
         });
-        let started =
-            session::start(init, &self.mcp_pool, self.files.clone(), rx_sub, tx_event).await?;
+        let store = self.store(&config).await?;
+        let started = session::start(
+            init,
+            store,
+            &self.mcp_pool,
+            self.files.clone(),
+            rx_sub,
+            tx_event,
+        )
+        .await?;
         let thread = Arc::new(Thread {
             id: started.thread_id,
             tx_sub,
             rx_event: Mutex::new(rx_event),
             next_submission_id: std::sync::atomic::AtomicU64::new(started.first_submission_id),
             rollout_path: started.session_configured.rollout_path.clone(),
+            persisted: !config.ephemeral,
             config,
             turn_slot: Arc::default(),
             goal: started.goal,

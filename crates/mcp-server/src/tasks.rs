@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use interpreter_core::rollout::{RolloutItem, find_rollout, read_rollout};
+use interpreter_core::store::RolloutItem;
 use interpreter_protocol::{EventMsg, ThreadId};
 use rmcp::model::{
     CallToolResult, CreateTaskResult, DetailedTask, ErrorData, GetTaskResult, InputRequest,
@@ -144,15 +144,16 @@ async fn from_rollout(
     turn_id: &str,
     task_id: &str,
 ) -> Result<DetailedTask, ErrorData> {
-    let home = registry.inputs.home.clone();
-    let items = tokio::task::spawn_blocking(move || {
-        let path = find_rollout(&home, thread_id).ok().flatten()?;
-        read_rollout(&path).ok()
-    })
-    .await
-    .ok()
-    .flatten()
-    .ok_or_else(|| ErrorData::invalid_params(format!("unknown task {task_id}"), None))?;
+    let unknown = || ErrorData::invalid_params(format!("unknown task {task_id}"), None);
+    let items = match registry.store().await {
+        Ok(store) => store.read(thread_id).await.ok().flatten(),
+        Err(err) => {
+            tracing::warn!("reading task {task_id}: {err}");
+            None
+        }
+    }
+    .ok_or_else(unknown)?
+    .items;
     let mut started = false;
     let mut last_error: Option<String> = None;
     for item in &items {

@@ -291,6 +291,14 @@ impl Registry {
             .and_then(|r| r.get(&thread_id).cloned())
     }
 
+    /// The thread store the server's config names (shared with the engine).
+    pub async fn store(&self) -> Result<Arc<dyn interpreter_core::store::ThreadStore>, CoreError> {
+        let config = build_session_config(&self.inputs, CallOverrides::default())
+            .await
+            .map_err(|e| CoreError::Internal(format!("failed to load configuration: {e}")))?;
+        self.thread_manager.store(&config).await
+    }
+
     /// A live thread, or the saved one loaded from disk.
     pub async fn live_or_resumed(&self, thread_id: ThreadId) -> Result<Arc<Thread>, CoreError> {
         if let Some(thread) = self.thread_manager.get_thread(thread_id).await {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::Context;
 use futures::FutureExt;
 use interpreter_core::config::{Config, ConfigOverrides, load_config};
-use interpreter_core::rollout::{RolloutItem, ThreadIndex};
+use interpreter_core::store::{ListDirection, ListQuery, ListSortKey, RolloutItem, ThreadRecord};
 use interpreter_core::{CoreError, NewThread, Thread, ThreadManager};
 use interpreter_protocol::{
     AskForApproval, EventMsg, GrantScope, Op, PermissionsDecision, PermissionsRequestEvent,
@@ -537,7 +537,7 @@ impl Chat {
     async fn slash(&mut self, command: Slash) {
         let result = match command {
             Slash::New => self.new_thread().await,
-            Slash::Resume(None) => self.list_threads(),
+            Slash::Resume(None) => self.list_threads().await,
             Slash::Resume(Some(which)) => self.resume(which).await,
             Slash::Model(None) => {
                 self.say(&format!("model: {}", self.configured.model));
@@ -655,16 +655,21 @@ impl Chat {
                 anyhow::anyhow!("`{raw}` is not a thread id (a UUID, as /resume lists them)")
             })?,
             ResumeWhich::Last => {
-                let (latest, repairs) =
-                    interpreter_core::rollout::find_latest(&self.config.home, Some(&self.cwd))?;
-                for repair in repairs {
-                    self.output.warning(&repair.to_string());
+                let (latest, notices) = self
+                    .manager
+                    .store(&self.config)
+                    .await?
+                    .latest(Some(self.cwd.clone()))
+                    .await?;
+                for notice in notices {
+                    self.output.warning(&notice);
                 }
                 // The current thread is the newest one here as soon as it has a message.
                 let latest = match latest {
                     Some(record) if record.id != self.thread.id() => Some(record.id),
                     _ => self
-                        .recent_threads()?
+                        .recent_threads()
+                        .await?
                         .into_iter()
                         .map(|record| record.id)
                         .find(|id| *id != self.thread.id()),
@@ -680,7 +685,7 @@ impl Chat {
         let resumed = self.manager.resume_thread(self.config.clone(), id).await?;
         self.usage = None;
         self.switch_to(resumed).await;
-        self.recap();
+        self.recap().await;
         self.say(&format!(
             "resumed thread {id}; the model sees its earlier history"
         ));
@@ -689,12 +694,16 @@ impl Chat {
 
     /// The end of the current thread's conversation, read back from its rollout, so the
     /// user sees where a resumed thread left off; also its token usage so far.
-    fn recap(&mut self) {
-        let Some(path) = self.configured.rollout_path.clone() else {
-            return;
+    async fn recap(&mut self) {
+        let read = match self.manager.store(&self.config).await {
+            Ok(store) => store
+                .read(self.thread.id())
+                .await
+                .map_err(anyhow::Error::from),
+            Err(err) => Err(err.into()),
         };
-        let items = match interpreter_core::rollout::read_rollout(&path) {
-            Ok(items) => items,
+        let items = match read {
+            Ok(read) => read.map(|read| read.items).unwrap_or_default(),
             Err(err) => {
                 self.output
                     .warning(&format!("cannot show the earlier conversation: {err}"));
@@ -745,19 +754,27 @@ impl Chat {
     }
 
     /// This directory's threads, most recently updated first.
-    fn recent_threads(&self) -> anyhow::Result<Vec<interpreter_core::rollout::ThreadRecord>> {
-        let index = ThreadIndex::open(&self.config.home)?;
-        Ok(index
-            .list(RESUME_SCAN, None)?
-            .into_iter()
-            .filter(|record| record.cwd == self.cwd)
-            .collect())
+    async fn recent_threads(&self) -> anyhow::Result<Vec<ThreadRecord>> {
+        let page = self
+            .manager
+            .store(&self.config)
+            .await?
+            .list(ListQuery {
+                limit: RESUME_SCAN,
+                sort_key: ListSortKey::UpdatedAt,
+                direction: ListDirection::Desc,
+                cwds: vec![self.cwd.clone()],
+                ..ListQuery::default()
+            })
+            .await?;
+        Ok(page.records)
     }
 
-    fn list_threads(&mut self) -> anyhow::Result<()> {
+    async fn list_threads(&mut self) -> anyhow::Result<()> {
         let current = self.thread.id();
         let records: Vec<_> = self
-            .recent_threads()?
+            .recent_threads()
+            .await?
             .into_iter()
             .filter(|record| record.id != current)
             .take(RESUME_LIST_LEN)

@@ -18,6 +18,7 @@ use super::toml_file::{
     read_toml_file, remove_unknown_keys,
 };
 use super::types::Config;
+use crate::store::StoreLocation;
 
 pub const DEFAULT_MODEL_PROVIDER: &str = "openai";
 pub const DEFAULT_PROJECT_DOC_MAX_BYTES: usize = 32 * 1024;
@@ -100,6 +101,25 @@ pub fn validate_provider_id(id: &str) -> Result<(), String> {
             "invalid provider id `{id}`: use 1 to 64 ASCII letters, digits, `-` or `_`"
         ))
     }
+}
+
+/// The thread store the configuration names, without the rest of the configuration:
+/// commands that only read threads (`threads list`, `threads show`) need no model.
+pub fn load_store_location(inputs: &ConfigInputs) -> Result<StoreLocation, ConfigError> {
+    let config_path = inputs.home.join("config.toml");
+    let (toml, layers, _warnings) = read_layered(inputs, &config_path)?;
+    StoreLocation::parse(toml.thread_store.as_deref(), inputs.home.clone()).map_err(|message| {
+        let path = ["thread_store".to_string()];
+        let (origin, key) = match layer_setting(&layers, &path) {
+            Some(layer) => (layer.origin.clone(), layer.display_key(&path)),
+            None => (ConfigSource::File(config_path.clone()), path.join(".")),
+        };
+        ConfigError::InvalidValue {
+            key,
+            origin,
+            message,
+        }
+    })
 }
 
 pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
@@ -276,7 +296,11 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         .model_max_output_tokens
         .or(model_provider.model_max_output_tokens);
 
+    let thread_store = StoreLocation::parse(toml.thread_store.as_deref(), inputs.home.clone())
+        .map_err(|message| invalid("thread_store", &message))?;
+
     Ok(Config {
+        thread_store,
         home: inputs.home,
         cwd,
         model,

@@ -55,6 +55,9 @@ pub(crate) struct ConfigToml {
     /// Replaces the built-in `openai` provider's base URL (a user-defined
     /// `[model_providers.openai]` still wins).
     pub openai_base_url: Option<String>,
+    /// Where threads are kept: `local` (the default: rollouts under the home) or a
+    /// `postgres://user@host/db` URL shared by a fleet (password from `PGPASSWORD`).
+    pub thread_store: Option<String>,
 }
 
 /// `[sandbox_workspace_write]`: settings that apply only in `workspace-write` mode.

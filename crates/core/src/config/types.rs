@@ -57,6 +57,8 @@ pub struct Config {
     pub output_schema: Option<serde_json::Value>,
     /// Do not write rollouts (threads cannot be resumed).
     pub ephemeral: bool,
+    /// `thread_store`: where threads are kept (the home unless a database is named).
+    pub thread_store: crate::store::StoreLocation,
     /// `[mcp_servers.NAME]`: MCP servers our agent uses as a client.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// `[mcp_server]`: how `interpreter mcp-server` behaves towards its client.

@@ -20,9 +20,9 @@ use chrono::{DateTime, Utc};
 use interpreter_protocol::{SessionSource, ThreadId};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior, params};
 
-use super::error::RolloutError;
 use super::item::format_timestamp;
 use super::reader::{RolloutSummary, read_summary};
+use crate::store::StoreError;
 
 pub const STATE_DB_FILE: &str = "state.sqlite";
 /// Beside the index: every archive/unarchive decision, one JSON line each, so that the
@@ -44,7 +44,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThreadRecord {
     pub id: ThreadId,
-    pub rollout_path: PathBuf,
+    /// The rollout file, for a store that keeps one.
+    pub rollout_path: Option<PathBuf>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub cwd: PathBuf,
@@ -86,7 +87,7 @@ impl ThreadRecord {
 
     /// Builds a record from a rollout file (for repairing the index). The file's
     /// modification time stands for the last update: every record appends to it.
-    pub(crate) fn from_file(path: &Path) -> Result<Self, RolloutError> {
+    pub(crate) fn from_file(path: &Path) -> Result<Self, StoreError> {
         let RolloutSummary {
             meta,
             first_user_message,
@@ -97,7 +98,7 @@ impl ThreadRecord {
             .unwrap_or(meta.timestamp);
         Ok(Self {
             id: meta.id,
-            rollout_path: path.to_path_buf(),
+            rollout_path: Some(path.to_path_buf()),
             created_at: meta.timestamp,
             updated_at,
             cwd: meta.cwd,
@@ -263,16 +264,16 @@ impl ThreadIndex {
     /// Opens `<home>/state.sqlite`, creating the home directory and schema if needed and
     /// healing the index (see the module doc). Repairs are logged; the engine, which shows
     /// them to the user as a thread's warnings, calls [`ThreadIndex::open_with_repairs`].
-    pub fn open(home: &Path) -> Result<Self, RolloutError> {
+    pub fn open(home: &Path) -> Result<Self, StoreError> {
         let (index, repairs) = Self::open_with_repairs(home)?;
         log_repairs(&repairs);
         Ok(index)
     }
 
     /// [`ThreadIndex::open`], returning what was repaired instead of logging it.
-    pub fn open_with_repairs(home: &Path) -> Result<(Self, Vec<IndexRepair>), RolloutError> {
+    pub fn open_with_repairs(home: &Path) -> Result<(Self, Vec<IndexRepair>), StoreError> {
         std::fs::create_dir_all(home)
-            .map_err(|source| RolloutError::io("create directory", home, source))?;
+            .map_err(|source| StoreError::io("create directory", home, source))?;
         let path = home.join(STATE_DB_FILE);
         let existed = path.exists();
         let (conn, created, cause) = match connect(&path) {
@@ -288,11 +289,11 @@ impl ThreadIndex {
                 let moved_to = move_aside(&path)?;
                 tracing::debug!("moved unreadable thread index to {}", moved_to.display());
                 let (conn, created) = connect(&path).map_err(|failure| match failure {
-                    ConnectFailure::Unreadable(message) => RolloutError::IndexValue {
+                    ConnectFailure::Unreadable(message) => StoreError::IndexValue {
                         path: path.clone(),
                         message,
                     },
-                    ConnectFailure::Other(source) => RolloutError::Index {
+                    ConnectFailure::Other(source) => StoreError::Index {
                         path: path.clone(),
                         source,
                     },
@@ -300,7 +301,7 @@ impl ThreadIndex {
                 (conn, created, RebuildCause::Unreadable { reason, moved_to })
             }
             Err(ConnectFailure::Other(source)) => {
-                return Err(RolloutError::Index { path, source });
+                return Err(StoreError::Index { path, source });
             }
         };
         let index = Self { conn, path };
@@ -326,21 +327,21 @@ impl ThreadIndex {
 
     /// Opens an existing index without creating, rebuilding or moving anything (for
     /// `interpreter doctor`, which only reads). Errors if the file is unusable.
-    pub fn open_without_repair(home: &Path) -> Result<Self, RolloutError> {
+    pub fn open_without_repair(home: &Path) -> Result<Self, StoreError> {
         let path = home.join(STATE_DB_FILE);
         match connect(&path) {
             Ok((conn, _)) => Ok(Self { conn, path }),
             Err(ConnectFailure::Unreadable(message)) => {
-                Err(RolloutError::IndexValue { path, message })
+                Err(StoreError::IndexValue { path, message })
             }
-            Err(ConnectFailure::Other(source)) => Err(RolloutError::Index { path, source }),
+            Err(ConnectFailure::Other(source)) => Err(StoreError::Index { path, source }),
         }
     }
 
     /// Indexes every rollout in `files` in one transaction (so rebuilding thousands of
     /// threads is one fsync, not thousands). Returns how many were indexed and which
     /// could not be read.
-    fn index_files(&self, files: &[PathBuf]) -> Result<(usize, Vec<PathBuf>), RolloutError> {
+    fn index_files(&self, files: &[PathBuf]) -> Result<(usize, Vec<PathBuf>), StoreError> {
         // Read outside the transaction: the write lock is held only for the inserts.
         let mut records = Vec::with_capacity(files.len());
         let mut skipped = Vec::new();
@@ -366,13 +367,13 @@ impl ThreadIndex {
     }
 
     /// Indexes one rollout file (e.g. one just written by a fork or an import).
-    pub fn index_file(&self, path: &Path) -> Result<(), RolloutError> {
+    pub fn index_file(&self, path: &Path) -> Result<(), StoreError> {
         self.upsert(&ThreadRecord::from_file(path)?)
     }
 
     /// Indexes rollouts in `sessions/` that the index does not know (or knows under
     /// another path), e.g. written while the index was unusable or by an older version.
-    pub fn catch_up(&self, home: &Path) -> Result<Option<IndexRepair>, RolloutError> {
+    pub fn catch_up(&self, home: &Path) -> Result<Option<IndexRepair>, StoreError> {
         let files = list_rollout_files(&home.join(SESSIONS_DIR))?;
         let known = self.known_paths()?;
         let behind: Vec<PathBuf> = files
@@ -393,7 +394,7 @@ impl ThreadIndex {
     }
 
     /// id → rollout path of every indexed thread.
-    fn known_paths(&self) -> Result<HashMap<String, String>, RolloutError> {
+    fn known_paths(&self) -> Result<HashMap<String, String>, StoreError> {
         let mut stmt = self
             .conn
             .prepare("SELECT id, rollout_path FROM threads")
@@ -410,7 +411,7 @@ impl ThreadIndex {
     }
 
     /// Compares the index with `sessions/` (for `interpreter doctor`).
-    pub fn compare_with_disk(&self, home: &Path) -> Result<IndexHealth, RolloutError> {
+    pub fn compare_with_disk(&self, home: &Path) -> Result<IndexHealth, StoreError> {
         let files = list_rollout_files(&home.join(SESSIONS_DIR))?;
         let known = self.known_paths()?;
         let mut not_indexed = Vec::new();
@@ -443,19 +444,15 @@ impl ThreadIndex {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn db_err(&self, source: rusqlite::Error) -> RolloutError {
-        RolloutError::Index {
+    fn db_err(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Index {
             path: self.path.clone(),
             source,
         }
     }
 
     /// Inserts or replaces a record; an existing preview is kept when the new one is empty.
-    pub fn upsert(&self, record: &ThreadRecord) -> Result<(), RolloutError> {
+    pub fn upsert(&self, record: &ThreadRecord) -> Result<(), StoreError> {
         // Cached: a rebuild runs this once per rollout inside one transaction.
         self.conn
             .prepare_cached(
@@ -475,7 +472,11 @@ impl ThreadIndex {
             .and_then(|mut stmt| {
                 stmt.execute(params![
                     record.id.to_string(),
-                    record.rollout_path.to_string_lossy(),
+                    record
+                        .rollout_path
+                        .as_deref()
+                        .map(|path| path.to_string_lossy())
+                        .unwrap_or_default(),
                     format_timestamp(&record.created_at),
                     format_timestamp(&record.updated_at),
                     record.cwd.to_string_lossy(),
@@ -495,7 +496,7 @@ impl ThreadIndex {
         id: ThreadId,
         updated_at: DateTime<Utc>,
         preview: Option<&str>,
-    ) -> Result<(), RolloutError> {
+    ) -> Result<(), StoreError> {
         self.conn
             .execute(
                 "UPDATE threads SET updated_at = ?2, preview = COALESCE(preview, ?3) WHERE id = ?1",
@@ -509,7 +510,7 @@ impl ThreadIndex {
         Ok(())
     }
 
-    pub fn get(&self, id: ThreadId) -> Result<Option<ThreadRecord>, RolloutError> {
+    pub fn get(&self, id: ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
         let sql = format!("SELECT {SELECT_COLUMNS} FROM threads WHERE id = ?1");
         self.query_one(&sql, params![id.to_string()])
     }
@@ -517,7 +518,7 @@ impl ThreadIndex {
     /// The most recently updated thread whose rollout file still exists, optionally only
     /// among those started in `cwd`. A thread whose file was deleted is skipped (not
     /// removed: the file may be on a mount that is away for now).
-    pub fn latest(&self, cwd: Option<&Path>) -> Result<Option<ThreadRecord>, RolloutError> {
+    pub fn latest(&self, cwd: Option<&Path>) -> Result<Option<ThreadRecord>, StoreError> {
         let mut raws = Vec::new();
         {
             let (sql, cwd_text) = match cwd {
@@ -559,11 +560,12 @@ impl ThreadIndex {
 
     /// Up to `limit` threads, most recently updated first, starting after `cursor` (a
     /// [`ThreadRecord::cursor`] of the previous page's last record).
+    #[cfg(test)]
     pub fn list(
         &self,
         limit: usize,
         cursor: Option<&str>,
-    ) -> Result<Vec<ThreadRecord>, RolloutError> {
+    ) -> Result<Vec<ThreadRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut rows = Vec::new();
         match cursor {
@@ -571,7 +573,7 @@ impl ThreadIndex {
                 let (updated_at, id) =
                     cursor
                         .split_once('|')
-                        .ok_or_else(|| RolloutError::IndexValue {
+                        .ok_or_else(|| StoreError::IndexValue {
                             path: self.path.clone(),
                             message: format!("invalid cursor `{cursor}`"),
                         })?;
@@ -606,7 +608,7 @@ impl ThreadIndex {
     /// Marks a thread archived (hidden from default listings) or not. Returns whether the
     /// index knows the thread. The index is a cache, so the decision is also appended to
     /// `<home>/archived_threads.jsonl`, from which a rebuilt index takes it back.
-    pub fn set_archived(&self, id: ThreadId, archived: bool) -> Result<bool, RolloutError> {
+    pub fn set_archived(&self, id: ThreadId, archived: bool) -> Result<bool, StoreError> {
         let changed = self
             .conn
             .execute(
@@ -622,7 +624,7 @@ impl ThreadIndex {
 
     /// Re-applies the archive decisions of `archived_threads.jsonl` (the last line per
     /// thread wins) to a freshly built index. Unreadable lines are skipped.
-    fn apply_archive_log(&self) -> Result<(), RolloutError> {
+    fn apply_archive_log(&self) -> Result<(), StoreError> {
         for (id, archived) in self.latest_decisions(ARCHIVE_LOG_FILE, "archived")? {
             let Some(archived) = archived.as_bool() else {
                 continue;
@@ -646,7 +648,7 @@ impl ThreadIndex {
         id: ThreadId,
         field: &str,
         value: serde_json::Value,
-    ) -> Result<(), RolloutError> {
+    ) -> Result<(), StoreError> {
         let log = self.path.with_file_name(file);
         let mut entry = serde_json::Map::new();
         entry.insert("id".into(), id.to_string().into());
@@ -658,7 +660,7 @@ impl ThreadIndex {
             .append(true)
             .open(&log)
             .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()))
-            .map_err(|source| RolloutError::io("append to", &log, source))
+            .map_err(|source| StoreError::io("append to", &log, source))
     }
 
     /// The last `field` value per thread id in the decision log `file` (empty when the
@@ -667,12 +669,12 @@ impl ThreadIndex {
         &self,
         file: &str,
         field: &str,
-    ) -> Result<HashMap<String, serde_json::Value>, RolloutError> {
+    ) -> Result<HashMap<String, serde_json::Value>, StoreError> {
         let log = self.path.with_file_name(file);
         let text = match std::fs::read_to_string(&log) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
-            Err(source) => return Err(RolloutError::io("read", &log, source)),
+            Err(source) => return Err(StoreError::io("read", &log, source)),
         };
         let mut latest = HashMap::new();
         for line in text.lines() {
@@ -689,7 +691,7 @@ impl ThreadIndex {
     }
 
     /// Forgets thread `id`; returns whether the index knew it.
-    pub fn remove(&self, id: ThreadId) -> Result<bool, RolloutError> {
+    pub fn remove(&self, id: ThreadId) -> Result<bool, StoreError> {
         let removed = self
             .conn
             .execute("DELETE FROM threads WHERE id = ?1", params![id.to_string()])
@@ -700,7 +702,7 @@ impl ThreadIndex {
     /// Names a thread (`None` or an empty name clears it). Returns whether the index
     /// knows the thread. Like archiving, the name is also appended to
     /// `<home>/thread_names.jsonl`, from which a rebuilt index takes it back.
-    pub fn set_name(&self, id: ThreadId, name: Option<&str>) -> Result<bool, RolloutError> {
+    pub fn set_name(&self, id: ThreadId, name: Option<&str>) -> Result<bool, StoreError> {
         let name = name.map(str::trim).filter(|n| !n.is_empty());
         let changed = self
             .conn
@@ -717,7 +719,7 @@ impl ThreadIndex {
 
     /// Re-applies `thread_names.jsonl` (the last line per thread wins) to a freshly
     /// built index. Unreadable lines are skipped.
-    fn apply_name_log(&self) -> Result<(), RolloutError> {
+    fn apply_name_log(&self) -> Result<(), StoreError> {
         for (id, name) in self.latest_decisions(NAME_LOG_FILE, "name")? {
             self.conn
                 .execute(
@@ -736,7 +738,7 @@ impl ThreadIndex {
         &self,
         id: ThreadId,
         git_info: Option<&ThreadGitInfo>,
-    ) -> Result<bool, RolloutError> {
+    ) -> Result<bool, StoreError> {
         let git_info = git_info.filter(|info| !info.is_empty());
         let text = git_info.map(git_info_to_text).transpose()?;
         let changed = self
@@ -748,7 +750,7 @@ impl ThreadIndex {
             .map_err(|e| self.db_err(e))?;
         if changed > 0 {
             let value = match git_info {
-                Some(info) => serde_json::to_value(info).map_err(|e| RolloutError::IndexValue {
+                Some(info) => serde_json::to_value(info).map_err(|e| StoreError::IndexValue {
                     path: self.path.clone(),
                     message: e.to_string(),
                 })?,
@@ -761,7 +763,7 @@ impl ThreadIndex {
 
     /// Re-applies `thread_git_info.jsonl` (the last line per thread wins) to a freshly
     /// built index. Lines that do not hold git metadata are skipped.
-    fn apply_git_info_log(&self) -> Result<(), RolloutError> {
+    fn apply_git_info_log(&self) -> Result<(), StoreError> {
         for (id, value) in self.latest_decisions(GIT_INFO_LOG_FILE, "gitInfo")? {
             let info = match value {
                 serde_json::Value::Null => None,
@@ -782,8 +784,18 @@ impl ThreadIndex {
         Ok(())
     }
 
+    /// How many threads the index holds.
+    pub fn count(&self) -> Result<u64, StoreError> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM threads", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(|count| u64::try_from(count).unwrap_or_default())
+            .map_err(|e| self.db_err(e))
+    }
+
     /// Whether a thread is archived (`None` when the index does not know it).
-    pub fn is_archived(&self, id: ThreadId) -> Result<Option<bool>, RolloutError> {
+    pub fn is_archived(&self, id: ThreadId) -> Result<Option<bool>, StoreError> {
         self.conn
             .query_row(
                 "SELECT archived FROM threads WHERE id = ?1",
@@ -797,7 +809,7 @@ impl ThreadIndex {
     /// One page of threads matching `query`, and the cursor of the next page (`None` on
     /// the last one). Keyset pagination on `(timestamp, id)`: threads added while a client
     /// pages do not shift the pages it has not read yet.
-    pub fn list_page(&self, query: &ListQuery) -> Result<ListPage, RolloutError> {
+    pub fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
         let column = match query.sort_key {
             ListSortKey::CreatedAt => "created_at",
             ListSortKey::UpdatedAt => "updated_at",
@@ -818,7 +830,7 @@ impl ThreadIndex {
                 .filter(|(anchor, id)| {
                     DateTime::parse_from_rfc3339(anchor).is_ok() && ThreadId::from_str(id).is_ok()
                 })
-                .ok_or_else(|| RolloutError::InvalidCursor(cursor.clone()))?;
+                .ok_or_else(|| StoreError::InvalidCursor(cursor.clone()))?;
             conditions.push(format!("({column}, id) {compare} (?, ?)"));
             values.push(rusqlite::types::Value::Text(anchor.to_string()));
             values.push(rusqlite::types::Value::Text(id.to_string()));
@@ -905,7 +917,7 @@ impl ThreadIndex {
         &self,
         sql: &str,
         params: impl rusqlite::Params,
-    ) -> Result<Option<ThreadRecord>, RolloutError> {
+    ) -> Result<Option<ThreadRecord>, StoreError> {
         let raw = self
             .conn
             .query_row(sql, params, raw_row)
@@ -914,8 +926,8 @@ impl ThreadIndex {
         raw.map(|raw| self.parse(raw)).transpose()
     }
 
-    fn parse(&self, raw: RawRow) -> Result<ThreadRecord, RolloutError> {
-        let invalid = |message: String| RolloutError::IndexValue {
+    fn parse(&self, raw: RawRow) -> Result<ThreadRecord, StoreError> {
+        let invalid = |message: String| StoreError::IndexValue {
             path: self.path.clone(),
             message,
         };
@@ -926,7 +938,7 @@ impl ThreadIndex {
         };
         Ok(ThreadRecord {
             id: ThreadId::from_str(&raw.id).map_err(|e| invalid(e.to_string()))?,
-            rollout_path: PathBuf::from(raw.rollout_path),
+            rollout_path: Some(PathBuf::from(raw.rollout_path)),
             created_at: timestamp(&raw.created_at)?,
             updated_at: timestamp(&raw.updated_at)?,
             cwd: PathBuf::from(raw.cwd),
@@ -1024,8 +1036,8 @@ fn raw_row(row: &Row<'_>) -> rusqlite::Result<RawRow> {
     })
 }
 
-fn git_info_to_text(info: &ThreadGitInfo) -> Result<String, RolloutError> {
-    serde_json::to_string(info).map_err(|e| RolloutError::IndexValue {
+fn git_info_to_text(info: &ThreadGitInfo) -> Result<String, StoreError> {
+    serde_json::to_string(info).map_err(|e| StoreError::IndexValue {
         path: PathBuf::new(),
         message: format!("git metadata not serialisable: {e}"),
     })
@@ -1045,7 +1057,7 @@ fn source_from_text(text: &str) -> SessionSource {
 /// Finds the rollout of thread `id`: through the index when it knows the thread and the
 /// file is still there, otherwise by scanning `<home>/sessions/` for `*-<id>.jsonl`, in
 /// which case the index is repaired. Index failures are logged, never fatal.
-pub fn find_rollout(home: &Path, id: ThreadId) -> Result<Option<PathBuf>, RolloutError> {
+pub fn find_rollout(home: &Path, id: ThreadId) -> Result<Option<PathBuf>, StoreError> {
     let (found, repairs) = find_rollout_with_repairs(home, id)?;
     log_repairs(&repairs);
     Ok(found)
@@ -1055,7 +1067,7 @@ pub fn find_rollout(home: &Path, id: ThreadId) -> Result<Option<PathBuf>, Rollou
 pub fn find_rollout_with_repairs(
     home: &Path,
     id: ThreadId,
-) -> Result<(Option<PathBuf>, Vec<IndexRepair>), RolloutError> {
+) -> Result<(Option<PathBuf>, Vec<IndexRepair>), StoreError> {
     let (index, mut repairs) = match ThreadIndex::open_with_repairs(home) {
         Ok((index, repairs)) => (Some(index), repairs),
         Err(err) => {
@@ -1065,8 +1077,11 @@ pub fn find_rollout_with_repairs(
     };
     if let Some(index) = &index {
         match index.get(id) {
-            Ok(Some(record)) if record.rollout_path.is_file() => {
-                return Ok((Some(record.rollout_path), repairs));
+            Ok(Some(ThreadRecord {
+                rollout_path: Some(path),
+                ..
+            })) if path.is_file() => {
+                return Ok((Some(path), repairs));
             }
             Ok(_) => {}
             Err(err) => tracing::warn!("thread index lookup failed: {err}"),
@@ -1093,7 +1108,7 @@ pub fn find_rollout_with_repairs(
 /// Deletes thread `id` for good: its rollout file, then its index entry (the file first,
 /// so an index rebuilt after a crash in between cannot bring it back). Returns whether
 /// there was such a thread. The thread must not be live.
-pub(crate) fn delete_thread(home: &Path, id: ThreadId) -> Result<bool, RolloutError> {
+pub(crate) fn delete_thread(home: &Path, id: ThreadId) -> Result<bool, StoreError> {
     let (found, repairs) = find_rollout_with_repairs(home, id)?;
     log_repairs(&repairs);
     let Some(path) = found else {
@@ -1102,7 +1117,7 @@ pub(crate) fn delete_thread(home: &Path, id: ThreadId) -> Result<bool, RolloutEr
     match std::fs::remove_file(&path) {
         Ok(()) => {}
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => return Err(RolloutError::io("delete", &path, source)),
+        Err(source) => return Err(StoreError::io("delete", &path, source)),
     }
     match ThreadIndex::open_without_repair(home).and_then(|index| index.remove(id)) {
         Ok(_) => {}
@@ -1120,7 +1135,7 @@ pub(crate) fn delete_thread(home: &Path, id: ThreadId) -> Result<bool, RolloutEr
 pub fn find_latest(
     home: &Path,
     cwd: Option<&Path>,
-) -> Result<(Option<ThreadRecord>, Vec<IndexRepair>), RolloutError> {
+) -> Result<(Option<ThreadRecord>, Vec<IndexRepair>), StoreError> {
     let (index, mut repairs) = match ThreadIndex::open_with_repairs(home) {
         Ok(opened) => opened,
         Err(err) => {
@@ -1140,7 +1155,7 @@ pub fn find_latest(
 }
 
 /// The newest rollout by modification time, read straight from `sessions/`.
-fn latest_from_disk(home: &Path, cwd: Option<&Path>) -> Result<Option<ThreadRecord>, RolloutError> {
+fn latest_from_disk(home: &Path, cwd: Option<&Path>) -> Result<Option<ThreadRecord>, StoreError> {
     let latest = list_rollout_files(&home.join(SESSIONS_DIR))?
         .iter()
         .filter_map(|file| ThreadRecord::from_file(file).ok())
@@ -1263,7 +1278,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 /// Renames an unusable `state.sqlite` (and its WAL files, which belong to it) to
 /// `state.sqlite.corrupt-<UTC time>`: it may still hold something a user wants, and the
 /// index is rebuilt from the rollouts anyway.
-fn move_aside(path: &Path) -> Result<PathBuf, RolloutError> {
+fn move_aside(path: &Path) -> Result<PathBuf, StoreError> {
     let stamp = Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
     let file_name = path
         .file_name()
@@ -1274,7 +1289,7 @@ fn move_aside(path: &Path) -> Result<PathBuf, RolloutError> {
         Ok(()) => {}
         // Another process moved it first; it rebuilds, and so do we.
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => return Err(RolloutError::io("move aside", path, source)),
+        Err(source) => return Err(StoreError::io("move aside", path, source)),
     }
     for suffix in ["-wal", "-shm"] {
         let side = path.with_file_name(format!("{file_name}{suffix}"));
@@ -1290,21 +1305,21 @@ fn move_aside(path: &Path) -> Result<PathBuf, RolloutError> {
 
 /// Every `*.jsonl` file under `sessions/`, in no particular order. Only directory
 /// entries are read, which is cheap even for thousands of rollouts.
-pub fn list_rollout_files(dir: &Path) -> Result<Vec<PathBuf>, RolloutError> {
+pub fn list_rollout_files(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(RolloutError::io("list", &dir, source)),
+            Err(source) => return Err(StoreError::io("list", &dir, source)),
         };
         for entry in entries {
-            let entry = entry.map_err(|source| RolloutError::io("list", &dir, source))?;
+            let entry = entry.map_err(|source| StoreError::io("list", &dir, source))?;
             let path = entry.path();
             let file_type = entry
                 .file_type()
-                .map_err(|source| RolloutError::io("inspect", &path, source))?;
+                .map_err(|source| StoreError::io("inspect", &path, source))?;
             if file_type.is_dir() {
                 stack.push(path);
             } else if path.extension().is_some_and(|ext| ext == "jsonl") {
@@ -1322,19 +1337,19 @@ pub(crate) fn thread_id_from_file_name(path: &Path) -> Option<ThreadId> {
     ThreadId::from_str(stem.get(start..)?).ok()
 }
 
-fn scan_for_suffix(dir: &Path, suffix: &str) -> Result<Option<PathBuf>, RolloutError> {
+fn scan_for_suffix(dir: &Path, suffix: &str) -> Result<Option<PathBuf>, StoreError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(RolloutError::io("list", dir, source)),
+        Err(source) => return Err(StoreError::io("list", dir, source)),
     };
     let mut subdirs = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|source| RolloutError::io("list", dir, source))?;
+        let entry = entry.map_err(|source| StoreError::io("list", dir, source))?;
         let path = entry.path();
         let file_type = entry
             .file_type()
-            .map_err(|source| RolloutError::io("inspect", &path, source))?;
+            .map_err(|source| StoreError::io("inspect", &path, source))?;
         if file_type.is_dir() {
             subdirs.push(path);
         } else if entry.file_name().to_string_lossy().ends_with(suffix) {

@@ -11,7 +11,6 @@
 //!
 //! Module dependencies point one way: `item` ← `reader` ← `index` ← `recorder`.
 
-mod error;
 mod index;
 mod item;
 mod reader;
@@ -20,22 +19,23 @@ mod recorder;
 mod tests;
 mod turns;
 
-pub use error::RolloutError;
-pub(crate) use index::delete_thread;
 pub use index::{
     ARCHIVE_LOG_FILE, IndexHealth, IndexRepair, ListDirection, ListPage, ListQuery, ListSortKey,
     NAME_LOG_FILE, PREVIEW_MAX_CHARS, RebuildCause, SESSIONS_DIR, STATE_DB_FILE, ThreadGitInfo,
     ThreadIndex, ThreadRecord, find_latest, find_rollout, find_rollout_with_repairs,
     list_rollout_files,
 };
+pub(crate) use index::{delete_thread, thread_id_from_file_name};
 pub use item::{
     CompactedItem, FileEditsItem, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
     SessionMeta, TurnContextItem, apply_reverts, history_from_rollout, should_persist_event,
     turn_start,
 };
+#[cfg(test)]
+pub use reader::read_rollout;
 pub use reader::{
-    MAX_LINE_BYTES, OversizedLine, ResumableRollout, RolloutRead, SkippedLines, human_bytes,
-    read_resumable, read_rollout, read_rollout_with_notes,
+    MAX_LINE_BYTES, OversizedLine, RolloutRead, SkippedLines, human_bytes, read_resumable,
+    read_rollout_with_notes,
 };
 pub(crate) use reader::{parse_rollout_bytes, summary_from_reader};
 pub use recorder::{RolloutRecorder, write_rollout};

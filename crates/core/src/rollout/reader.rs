@@ -6,8 +6,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use super::error::RolloutError;
 use super::item::{RolloutItem, RolloutLine, SessionMeta};
+use crate::store::StoreError;
 
 /// The longest rollout line read. The recorder writes one record a line, and a record
 /// is bounded by the model's context; a line past this is damage or an attack, and
@@ -20,7 +20,8 @@ pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 /// than [`MAX_LINE_BYTES`] is skipped and logged; the rest is never lost. Resuming a
 /// thread uses [`read_resumable`], and showing one [`read_rollout_with_notes`], which
 /// report skipped lines to the user instead.
-pub fn read_rollout(path: &Path) -> Result<Vec<RolloutItem>, RolloutError> {
+#[cfg(test)]
+pub fn read_rollout(path: &Path) -> Result<Vec<RolloutItem>, StoreError> {
     let read = read_rollout_with_notes(path)?;
     if let Some(skipped) = read.skipped {
         tracing::warn!("{skipped}");
@@ -78,8 +79,8 @@ pub struct RolloutRead {
 
 /// Reads a rollout like [`read_rollout`], returning the lines it left out instead of
 /// logging them, so a front end can tell the user.
-pub fn read_rollout_with_notes(path: &Path) -> Result<RolloutRead, RolloutError> {
-    let file = File::open(path).map_err(|source| RolloutError::io("open", path, source))?;
+pub fn read_rollout_with_notes(path: &Path) -> Result<RolloutRead, StoreError> {
+    let file = File::open(path).map_err(|source| StoreError::io("open", path, source))?;
     read_rollout_from(path, BufReader::new(file))
 }
 
@@ -97,7 +98,7 @@ pub(crate) fn parse_rollout_bytes(
 }
 
 /// [`read_rollout_with_notes`] of an open rollout; `path` names it in errors and notes.
-fn read_rollout_from(path: &Path, reader: impl BufRead) -> Result<RolloutRead, RolloutError> {
+fn read_rollout_from(path: &Path, reader: impl BufRead) -> Result<RolloutRead, StoreError> {
     let mut lines = BoundedLines::new(reader, MAX_LINE_BYTES);
     let mut read = RolloutRead {
         items: Vec::new(),
@@ -107,7 +108,7 @@ fn read_rollout_from(path: &Path, reader: impl BufRead) -> Result<RolloutRead, R
     let mut number = 0;
     while let Some(line) = lines
         .next_line()
-        .map_err(|source| RolloutError::io("read", path, source))?
+        .map_err(|source| StoreError::io("read", path, source))?
     {
         number += 1;
         let (error, at_end) = match line {
@@ -284,7 +285,7 @@ pub struct ResumableRollout {
 
 pub(super) fn parse_rollout(
     path: &Path,
-) -> Result<(Vec<RolloutItem>, Option<SkippedLines>), RolloutError> {
+) -> Result<(Vec<RolloutItem>, Option<SkippedLines>), StoreError> {
     let read = read_rollout_with_notes(path)?;
     Ok((read.items, read.skipped))
 }
@@ -293,14 +294,14 @@ pub(super) fn parse_rollout(
 /// a readable `session_meta` record (0 bytes, or only garbage) is an error naming the
 /// file: resuming it would silently start an empty thread under an old id. Skipped lines
 /// are returned, not logged: the engine shows them as a warning on the resumed thread.
-pub fn read_resumable(path: &Path) -> Result<ResumableRollout, RolloutError> {
+pub fn read_resumable(path: &Path) -> Result<ResumableRollout, StoreError> {
     ensure_not_empty(path)?;
     let (items, skipped) = parse_rollout(path)?;
     if !items
         .iter()
         .any(|item| matches!(item, RolloutItem::SessionMeta(_)))
     {
-        return Err(RolloutError::Unusable {
+        return Err(StoreError::Unusable {
             path: path.to_path_buf(),
             reason: "it has no readable session_meta record".into(),
         });
@@ -317,9 +318,9 @@ pub(crate) struct RolloutSummary {
 
 /// Reads a rollout only as far as needed for [`RolloutSummary`], so rebuilding the index
 /// from thousands of long rollouts reads little more than their first lines.
-pub(crate) fn read_summary(path: &Path) -> Result<RolloutSummary, RolloutError> {
+pub(crate) fn read_summary(path: &Path) -> Result<RolloutSummary, StoreError> {
     ensure_not_empty(path)?;
-    let file = File::open(path).map_err(|source| RolloutError::io("open", path, source))?;
+    let file = File::open(path).map_err(|source| StoreError::io("open", path, source))?;
     summary_from_reader(path, BufReader::new(file))
 }
 
@@ -327,12 +328,12 @@ pub(crate) fn read_summary(path: &Path) -> Result<RolloutSummary, RolloutError> 
 pub(crate) fn summary_from_reader(
     path: &Path,
     reader: impl BufRead,
-) -> Result<RolloutSummary, RolloutError> {
+) -> Result<RolloutSummary, StoreError> {
     let mut lines = BoundedLines::new(reader, MAX_LINE_BYTES);
     let mut meta = None;
     while let Some(line) = lines
         .next_line()
-        .map_err(|source| RolloutError::io("read", path, source))?
+        .map_err(|source| StoreError::io("read", path, source))?
     {
         let Line::Complete { text, .. } = line else {
             // Over-long lines are reported when the thread is read in full.
@@ -361,19 +362,19 @@ pub(crate) fn summary_from_reader(
             meta,
             first_user_message: None,
         }),
-        None => Err(RolloutError::Unusable {
+        None => Err(StoreError::Unusable {
             path: path.to_path_buf(),
             reason: "it has no readable session_meta record".into(),
         }),
     }
 }
 
-fn ensure_not_empty(path: &Path) -> Result<(), RolloutError> {
+fn ensure_not_empty(path: &Path) -> Result<(), StoreError> {
     let len = std::fs::metadata(path)
-        .map_err(|source| RolloutError::io("read", path, source))?
+        .map_err(|source| StoreError::io("read", path, source))?
         .len();
     if len == 0 {
-        return Err(RolloutError::Unusable {
+        return Err(StoreError::Unusable {
             path: path.to_path_buf(),
             reason: "the file is empty (0 bytes)".into(),
         });

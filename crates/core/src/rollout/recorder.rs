@@ -16,11 +16,11 @@ use std::time::Duration;
 use chrono::{Local, Utc};
 use interpreter_protocol::ThreadId;
 
-use super::error::RolloutError;
 use super::index::{
     IndexRepair, SESSIONS_DIR, ThreadIndex, ThreadRecord, thread_id_from_file_name,
 };
 use super::item::{RolloutItem, RolloutLine, SessionMeta, first_user_message};
+use crate::store::StoreError;
 
 /// Deadline of one blocking file operation.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -49,7 +49,7 @@ impl RolloutRecorder {
     pub async fn create(
         home: &Path,
         meta: SessionMeta,
-    ) -> Result<(Self, Vec<IndexRepair>), RolloutError> {
+    ) -> Result<(Self, Vec<IndexRepair>), StoreError> {
         let home = home.to_path_buf();
         let label = home.join(SESSIONS_DIR);
         run_blocking(&label, move || create_blocking(&home, meta)).await
@@ -57,7 +57,7 @@ impl RolloutRecorder {
 
     /// Opens an existing rollout for appending (resuming a thread). A last line cut short
     /// by a crash is terminated first, so the next record starts on its own line.
-    pub async fn open_existing(path: &Path) -> Result<Self, RolloutError> {
+    pub async fn open_existing(path: &Path) -> Result<Self, StoreError> {
         let path = path.to_path_buf();
         let label = path.clone();
         run_blocking(&label, move || open_existing_blocking(path)).await
@@ -68,7 +68,7 @@ impl RolloutRecorder {
     }
 
     /// Appends `items`, one line each, and updates the thread's index entry.
-    pub async fn record(&self, items: &[RolloutItem]) -> Result<(), RolloutError> {
+    pub async fn record(&self, items: &[RolloutItem]) -> Result<(), StoreError> {
         if items.is_empty() {
             return Ok(());
         }
@@ -80,7 +80,7 @@ impl RolloutRecorder {
                 item: item.clone(),
             };
             let mut text =
-                serde_json::to_string(&line).map_err(|source| RolloutError::Serialize {
+                serde_json::to_string(&line).map_err(|source| StoreError::Serialize {
                     path: self.path.clone(),
                     source,
                 })?;
@@ -91,7 +91,7 @@ impl RolloutRecorder {
         let state = Arc::clone(&self.state);
         let path = self.path.clone();
         run_blocking(&self.path, move || {
-            let mut state = state.lock().map_err(|_| RolloutError::WriterFailed {
+            let mut state = state.lock().map_err(|_| StoreError::WriterFailed {
                 path: path.clone(),
                 message: "a previous write panicked".into(),
             })?;
@@ -99,12 +99,12 @@ impl RolloutRecorder {
                 state
                     .file
                     .write_all(line.as_bytes())
-                    .map_err(|source| RolloutError::io("append to", &path, source))?;
+                    .map_err(|source| StoreError::io("append to", &path, source))?;
             }
             state
                 .file
                 .flush()
-                .map_err(|source| RolloutError::io("flush", &path, source))?;
+                .map_err(|source| StoreError::io("flush", &path, source))?;
             state.touch_index(now, preview.as_deref());
             Ok(())
         })
@@ -125,19 +125,19 @@ impl WriterState {
     }
 }
 
-async fn run_blocking<T, F>(label: &Path, work: F) -> Result<T, RolloutError>
+async fn run_blocking<T, F>(label: &Path, work: F) -> Result<T, StoreError>
 where
     T: Send + 'static,
-    F: FnOnce() -> Result<T, RolloutError> + Send + 'static,
+    F: FnOnce() -> Result<T, StoreError> + Send + 'static,
 {
     let task = tokio::task::spawn_blocking(work);
     match tokio::time::timeout(WRITE_TIMEOUT, task).await {
         Ok(Ok(result)) => result,
-        Ok(Err(join_err)) => Err(RolloutError::WriterFailed {
+        Ok(Err(join_err)) => Err(StoreError::WriterFailed {
             path: label.to_path_buf(),
             message: join_err.to_string(),
         }),
-        Err(_) => Err(RolloutError::WriteTimeout {
+        Err(_) => Err(StoreError::WriteTimeout {
             path: label.to_path_buf(),
             seconds: WRITE_TIMEOUT.as_secs(),
         }),
@@ -150,7 +150,7 @@ fn create_file(
     home: &Path,
     meta: &SessionMeta,
     items: &[RolloutItem],
-) -> Result<(File, PathBuf), RolloutError> {
+) -> Result<(File, PathBuf), StoreError> {
     let local = meta.timestamp.with_timezone(&Local);
     let dir = home
         .join(SESSIONS_DIR)
@@ -158,7 +158,7 @@ fn create_file(
         .join(local.format("%m").to_string())
         .join(local.format("%d").to_string());
     std::fs::create_dir_all(&dir)
-        .map_err(|source| RolloutError::io("create directory", &dir, source))?;
+        .map_err(|source| StoreError::io("create directory", &dir, source))?;
     let path = dir.join(format!(
         "rollout-{}-{}.jsonl",
         local.format("%Y-%m-%dT%H-%M-%S"),
@@ -168,7 +168,7 @@ fn create_file(
         .create_new(true)
         .append(true)
         .open(&path)
-        .map_err(|source| RolloutError::io("create", &path, source))?;
+        .map_err(|source| StoreError::io("create", &path, source))?;
 
     // One write for the whole content: a new file is either complete or cut in its
     // last line, which reading tolerates.
@@ -181,7 +181,7 @@ fn create_file(
             item,
         };
         text.push_str(
-            &serde_json::to_string(&line).map_err(|source| RolloutError::Serialize {
+            &serde_json::to_string(&line).map_err(|source| StoreError::Serialize {
                 path: path.clone(),
                 source,
             })?,
@@ -190,7 +190,7 @@ fn create_file(
     }
     file.write_all(text.as_bytes())
         .and_then(|()| file.flush())
-        .map_err(|source| RolloutError::io("write", &path, source))?;
+        .map_err(|source| StoreError::io("write", &path, source))?;
     Ok((file, path))
 }
 
@@ -201,14 +201,14 @@ pub fn write_rollout(
     home: &Path,
     meta: &SessionMeta,
     items: &[RolloutItem],
-) -> Result<PathBuf, RolloutError> {
+) -> Result<PathBuf, StoreError> {
     create_file(home, meta, items).map(|(_, path)| path)
 }
 
 fn create_blocking(
     home: &Path,
     meta: SessionMeta,
-) -> Result<(RolloutRecorder, Vec<IndexRepair>), RolloutError> {
+) -> Result<(RolloutRecorder, Vec<IndexRepair>), StoreError> {
     // The index is opened (and healed) before the new rollout exists: opened after, a
     // fresh home's first thread looked like a rollout the index had lost, and its
     // creation was reported as a repair.
@@ -220,7 +220,7 @@ fn create_blocking(
 
     let record = ThreadRecord {
         id: meta.id,
-        rollout_path: path.clone(),
+        rollout_path: Some(path.clone()),
         created_at: meta.timestamp,
         updated_at: meta.timestamp,
         cwd: meta.cwd,
@@ -253,28 +253,28 @@ fn create_blocking(
     Ok((recorder, repairs))
 }
 
-fn open_existing_blocking(path: PathBuf) -> Result<RolloutRecorder, RolloutError> {
+fn open_existing_blocking(path: PathBuf) -> Result<RolloutRecorder, StoreError> {
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)
         .open(&path)
-        .map_err(|source| RolloutError::io("open", &path, source))?;
+        .map_err(|source| StoreError::io("open", &path, source))?;
     let len = file
         .metadata()
-        .map_err(|source| RolloutError::io("inspect", &path, source))?
+        .map_err(|source| StoreError::io("inspect", &path, source))?
         .len();
     if len > 0 {
         let mut last = [0u8; 1];
         file.seek(SeekFrom::Start(len - 1))
             .and_then(|_| file.read_exact(&mut last))
-            .map_err(|source| RolloutError::io("read", &path, source))?;
+            .map_err(|source| StoreError::io("read", &path, source))?;
         if last[0] != b'\n' {
             tracing::warn!(
                 "{} ends with an incomplete line; starting a new line",
                 path.display()
             );
             file.write_all(b"\n")
-                .map_err(|source| RolloutError::io("append to", &path, source))?;
+                .map_err(|source| StoreError::io("append to", &path, source))?;
         }
     }
 

@@ -120,7 +120,7 @@ async fn write_then_read_back_in_order() {
     // The index learned the thread and its preview.
     let index = ThreadIndex::open(home.path()).unwrap();
     let record = index.get(meta.id).unwrap().unwrap();
-    assert_eq!(record.rollout_path, path);
+    assert_eq!(record.rollout_path, Some(path));
     assert_eq!(record.preview.as_deref(), Some("list the files"));
     assert_eq!(record.source, SessionSource::Exec);
     assert_eq!(record.model.as_deref(), Some("qwen"));
@@ -246,7 +246,7 @@ fn record_at(dir: &Path, id: ThreadId, cwd: &str, minutes: i64) -> ThreadRecord 
     std::fs::write(&rollout_path, "{}\n").unwrap();
     ThreadRecord {
         id,
-        rollout_path,
+        rollout_path: Some(rollout_path),
         created_at: at,
         updated_at: at,
         cwd: cwd.into(),
@@ -353,7 +353,7 @@ async fn find_rollout_survives_a_deleted_index() {
         .get(meta.id)
         .unwrap()
         .unwrap();
-    assert_eq!(record.rollout_path, path);
+    assert_eq!(record.rollout_path, Some(path));
     assert_eq!(record.preview.as_deref(), Some("list the files"));
 
     assert_eq!(find_rollout(home.path(), ThreadId::new()).unwrap(), None);

@@ -1,10 +1,12 @@
-//! Errors of durable threads. File and database errors carry the path involved, because
-//! "permission denied" alone does not tell a user which file to fix.
+//! Errors of thread stores. File and database errors carry the path or store involved,
+//! because "permission denied" alone does not tell a user what to fix.
 
 use std::path::PathBuf;
 
+use interpreter_protocol::ThreadId;
+
 #[derive(Debug, thiserror::Error)]
-pub enum RolloutError {
+pub enum StoreError {
     #[error("failed to {action} {}: {source}", path.display())]
     Io {
         action: &'static str,
@@ -36,9 +38,32 @@ pub enum RolloutError {
     WriteTimeout { path: PathBuf, seconds: u64 },
     #[error("the rollout writer for {} stopped unexpectedly: {message}", path.display())]
     WriterFailed { path: PathBuf, message: String },
+    /// No thread with this id is recorded.
+    #[error("no thread with id {0} is recorded")]
+    NotFound(ThreadId),
+    /// The database refused or failed a statement, or could not be reached in time.
+    #[error("thread store {store}: {message}")]
+    Database { store: String, message: String },
+    /// Another process took the thread over (its lease epoch moved on): this process must
+    /// stop writing to it.
+    #[error(
+        "thread {thread_id} was taken over by another process (epoch {held} is no longer \
+         current); this process stopped writing to it"
+    )]
+    Fenced { thread_id: ThreadId, held: i64 },
+    /// Another live process runs the thread; try there, or again once it is idle.
+    #[error("thread {thread_id} is running on {owner}; retry there or once its turn ends")]
+    OwnedElsewhere {
+        thread_id: ThreadId,
+        owner: String,
+        /// Where the owner takes requests from other replicas, when it said.
+        internal_url: Option<String>,
+    },
+    #[error("{what} are not available with the {store} thread store")]
+    Unsupported { store: String, what: &'static str },
 }
 
-impl RolloutError {
+impl StoreError {
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
