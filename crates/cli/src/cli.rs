@@ -406,6 +406,26 @@ pub enum ThreadsCommand {
         #[arg(value_name = "ID")]
         id: String,
     },
+    /// Copy every thread of the configured store (usually this machine's home) into
+    /// another, e.g. the PostgreSQL store of a fleet. Safe to run again: threads already
+    /// there are left as they are.
+    #[command(
+        after_help = "Example:\n  PGPASSWORD=... interpreter threads migrate --to postgres://interpreter@db.internal:5432/interpreter"
+    )]
+    Migrate {
+        /// The store to copy into: a postgres:// URL (password in PGPASSWORD) or `local`.
+        #[arg(long = "to", value_name = "STORE")]
+        to: String,
+    },
+    /// Write one thread as a rollout file: JSON lines, the first its metadata.
+    Export {
+        /// Thread id.
+        #[arg(value_name = "ID")]
+        id: String,
+        /// Write here instead of standard output (refuses to replace a file).
+        #[arg(long = "output", short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
-//! `interpreter threads list|show`: past threads from the engine's thread store (the
-//! SQLite index and the JSONL rollouts), whichever front end made them, readable without
-//! opening JSONL by hand.
+//! `interpreter threads list|show|migrate|export`: past threads from the engine's thread
+//! store (this machine's home, or the PostgreSQL store of a fleet), whichever front end
+//! made them, readable without opening JSONL by hand; and copied between stores.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use interpreter_core::config::ConfigOverrides;
 use interpreter_core::config::load_store_location;
+use interpreter_core::store::StoreLocation;
 use interpreter_core::store::{
     self, ListDirection, ListQuery, ListSortKey, RolloutItem, ThreadRecord, ThreadStore, TurnEntry,
     TurnOutcome,
@@ -37,6 +38,16 @@ pub async fn run(
     let location = load_store_location(&inputs)?;
     let store = store::open(&location).await?;
     let text = match args.command {
+        ThreadsCommand::Migrate { to } => {
+            let target = StoreLocation::parse(Some(&to), inputs.home.clone())
+                .map_err(|message| anyhow::anyhow!("--to: {message}"))?;
+            if target == location {
+                eprintln!("Error: --to names the store the threads are already in ({location})");
+                return Ok(ExitCode::from(2));
+            }
+            let target = store::open(&target).await?;
+            return migrate(store.as_ref(), target.as_ref()).await;
+        }
         ThreadsCommand::List {
             json,
             cwd: dir,
@@ -60,6 +71,9 @@ pub async fn run(
         ThreadsCommand::Show { id } => show(store.as_ref(), &id)
             .await?
             .map(|text| neutralize_controls(&text).into_owned()),
+        ThreadsCommand::Export { id, output } => {
+            return export(store.as_ref(), &id, output.map(|o| cwd.join(o))).await;
+        }
     };
     match text {
         Ok(text) => {
@@ -73,6 +87,124 @@ pub async fn run(
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// Copies every thread, archived ones too, with its name, archive flag and git
+/// metadata; a thread already in `target` is skipped, so an interrupted run is finished
+/// by running it again. Progress goes to stderr, the summary to stdout.
+async fn migrate(source: &dyn ThreadStore, target: &dyn ThreadStore) -> anyhow::Result<ExitCode> {
+    let mut records = list(source, None, None, false).await?;
+    records.extend(list(source, None, None, true).await?);
+    // Oldest first: an interrupted copy leaves the target's newest threads missing,
+    // not a gap in the middle.
+    records.reverse();
+    let total = records.len();
+    eprintln!(
+        "copying {total} threads from {} to {}",
+        source.describe(),
+        target.describe()
+    );
+    let (mut copied, mut present, mut failed) = (0usize, 0usize, 0usize);
+    for (n, record) in records.iter().enumerate() {
+        match copy_thread(source, target, record).await {
+            Ok(store::Imported::Created) => copied += 1,
+            Ok(store::Imported::AlreadyPresent) => present += 1,
+            Err(err) => {
+                failed += 1;
+                eprintln!(
+                    "thread {}: not copied: {}",
+                    record.id,
+                    neutralize_controls(&err.to_string())
+                );
+            }
+        }
+        if (n + 1) % 50 == 0 || n + 1 == total {
+            eprintln!("{}/{total} threads done", n + 1);
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{copied} copied, {present} already there, {failed} failed"
+    )?;
+    out.flush()?;
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+async fn copy_thread(
+    source: &dyn ThreadStore,
+    target: &dyn ThreadStore,
+    record: &ThreadRecord,
+) -> anyhow::Result<store::Imported> {
+    let read = source
+        .read(record.id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("it was deleted meanwhile"))?;
+    if let Some(skipped) = &read.skipped {
+        eprintln!("thread {}: {skipped}", record.id);
+    }
+    let mut items = read.items.into_iter();
+    let Some(RolloutItem::SessionMeta(meta)) = items.next() else {
+        anyhow::bail!("its first record is not the thread's metadata");
+    };
+    let imported = target
+        .import(meta, items.collect(), Some(record.updated_at))
+        .await?;
+    if imported == store::Imported::Created {
+        if record.name.is_some() {
+            target.set_name(record.id, record.name.clone()).await?;
+        }
+        if record.git_info.is_some() {
+            target
+                .set_git_info(record.id, record.git_info.clone())
+                .await?;
+        }
+        if source.is_archived(record.id).await? == Some(true) {
+            target.set_archived(record.id, true).await?;
+        }
+    }
+    Ok(imported)
+}
+
+/// Writes the thread's records as JSON lines to `output` (a new file) or stdout.
+async fn export(
+    store: &dyn ThreadStore,
+    id: &str,
+    output: Option<std::path::PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let Ok(thread_id) = ThreadId::from_str(id) else {
+        eprintln!("Error: `{}` is not a thread id", neutralize_controls(id));
+        return Ok(ExitCode::from(1));
+    };
+    let Some(bytes) = store.export(thread_id).await? else {
+        eprintln!(
+            "Error: no thread {thread_id} in the {} thread store",
+            store.describe()
+        );
+        return Ok(ExitCode::from(1));
+    };
+    match output {
+        Some(path) => {
+            let mut file = std::fs::File::options()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+            eprintln!("wrote thread {thread_id} to {}", path.display());
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes)?;
+            out.flush()?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Every matching thread, most recently updated first.

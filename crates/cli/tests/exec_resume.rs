@@ -402,3 +402,63 @@ async fn resume_last_catches_up_with_rollouts_the_index_missed() {
     );
     env.server.assert_invariants();
 }
+
+/// A process that died mid-turn leaves a turn started and never ended. Resuming records
+/// it as interrupted (once) and runs only the new prompt: the old turn's commands may
+/// already have had effects, so nothing of it is run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_left_unfinished_by_a_dead_process_is_recorded_as_interrupted() {
+    let env = TestEnv::new().await;
+    let meta = SessionMeta {
+        id: ThreadId::new(),
+        timestamp: Utc::now(),
+        cwd: env.work_path(),
+        originator: "test".into(),
+        cli_version: "0.0.0".into(),
+        source: SessionSource::Exec,
+        model_provider: Some("mock".into()),
+        model: Some("mock-model".into()),
+        base_instructions: None,
+        forked_from_id: None,
+    };
+    let items = [
+        RolloutItem::EventMsg(EventMsg::TaskStarted(
+            interpreter_protocol::TaskStartedEvent {
+                turn_id: "1".into(),
+                model_context_window: None,
+            },
+        )),
+        RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
+            message: "delete the build directory".into(),
+        })),
+        RolloutItem::ResponseItem(ResponseItem::user_text("delete the build directory")),
+    ];
+    let path = write_rollout(env.home.path(), &meta, &items).unwrap();
+    env.server.push(answer("done"));
+    env.server.push(answer("done again"));
+
+    let id = meta.id.to_string();
+    let resumed = env.run(&args(&["resume", &id, "what happened?"])).await;
+    resumed.assert_success();
+    assert_eq!(
+        json_warnings(&resumed.events(), "turn 1 was interrupted"),
+        1,
+        "{}",
+        resumed.stdout
+    );
+    let aborted = |text: &str| {
+        text.lines()
+            .filter(|line| line.contains("\"turn_aborted\"") && line.contains("\"turn_id\":\"1\""))
+            .count()
+    };
+    assert_eq!(aborted(&std::fs::read_to_string(&path).unwrap()), 1);
+    let requests = env.server.requests();
+    assert_eq!(requests.len(), 1, "only the new prompt runs");
+    assert!(request_mentions(&requests[0], "what happened?"));
+
+    // Recorded once: the next resume finds it ended.
+    let again = env.run(&args(&["resume", &id, "and now?"])).await;
+    again.assert_success();
+    assert_eq!(json_warnings(&again.events(), "was interrupted"), 0);
+    assert_eq!(aborted(&std::fs::read_to_string(&path).unwrap()), 1);
+}

@@ -31,7 +31,7 @@ use crate::error::CoreError;
 use crate::pending::PendingAnswers;
 use crate::project_doc;
 use crate::revert::{self, RevertOutcome, RevertReplies};
-use crate::store::{self, RolloutItem, SessionMeta, ThreadStore, ThreadWriter};
+use crate::store::{self, RolloutItem, SessionMeta, StoreError, ThreadStore, ThreadWriter};
 use crate::thread_manager::Submission;
 use crate::turn::{self, TurnKind};
 use crate::workspace_files::WorkspaceFiles;
@@ -78,6 +78,10 @@ pub(crate) struct Session {
     tx_event: mpsc::UnboundedSender<Event>,
     /// Where the thread is kept; `None` for an ephemeral thread.
     recorder: Option<Arc<dyn ThreadWriter>>,
+    /// Cancelled for good once another process took the thread over (an append was
+    /// fenced): every turn's token is a child of it, so the running turn stops at once
+    /// instead of running commands whose results can no longer be recorded.
+    fence: CancellationToken,
     store: Arc<dyn ThreadStore>,
     /// Model-visible history, in order. The single source of what the model sees.
     pub history: Mutex<Vec<ResponseItem>>,
@@ -373,6 +377,9 @@ impl Session {
         if let Some(recorder) = &self.recorder
             && let Err(err) = recorder.append(items).await
         {
+            if matches!(err, StoreError::Fenced { .. }) {
+                self.fence.cancel();
+            }
             // Losing durability must be visible, but must not kill the turn.
             tracing::error!(thread_id = %self.thread_id, "failed to write rollout: {err}");
             let _ = self.tx_event.send(Event {
@@ -381,6 +388,54 @@ impl Session {
                     message: format!("failed to persist the thread: {err}"),
                 }),
             });
+        }
+    }
+
+    /// Takes the thread for a turn (or another write) about to start; on failure the
+    /// submission gets an error saying why and nothing starts. With a shared store the
+    /// thread may have been continued, or be running, in another process.
+    async fn take_for_turn(&self, sub_id: &str) -> bool {
+        let Some(recorder) = &self.recorder else {
+            return true;
+        };
+        if self.fence.is_cancelled() {
+            self.emit(sub_id, fenced_error(self.thread_id)).await;
+            return false;
+        }
+        match recorder.reacquire().await {
+            Ok(()) => true,
+            Err(err) => {
+                if matches!(err, StoreError::Fenced { .. }) {
+                    self.fence.cancel();
+                }
+                self.emit(
+                    sub_id,
+                    EventMsg::Error(interpreter_protocol::ErrorEvent {
+                        message: err.to_string(),
+                        kind: None,
+                    }),
+                )
+                .await;
+                false
+            }
+        }
+    }
+
+    pub(crate) async fn writer_is_stale(&self) -> bool {
+        match &self.recorder {
+            Some(recorder) => self.fence.is_cancelled() || recorder.is_stale().await,
+            None => false,
+        }
+    }
+
+    /// Lets go of the thread while it is idle, so any process sharing the store may run
+    /// its next turn.
+    async fn release_when_idle(&self) {
+        if let Some(recorder) = &self.recorder
+            && !self.fence.is_cancelled()
+            && let Err(err) = recorder.release().await
+        {
+            tracing::warn!(thread_id = %self.thread_id, "failed to release the thread: {err}");
         }
     }
 
@@ -602,7 +657,29 @@ pub(crate) async fn start(
                 startup_warnings.extend(warnings);
                 let opened = store.open(thread_id).await?;
                 startup_warnings.extend(opened.notices);
-                let items = opened.items;
+                let mut items = opened.items;
+                // A turn the last process did not finish (it crashed, or its replica
+                // died) is recorded as interrupted and never run again: its commands
+                // may have had effects, and repeating them is not safe.
+                if let Some(turn) = store::turns_from_rollout(&items)
+                    .into_iter()
+                    .last()
+                    .filter(|turn| turn.outcome == store::TurnOutcome::InProgress)
+                {
+                    let aborted = RolloutItem::EventMsg(EventMsg::TurnAborted(
+                        interpreter_protocol::TurnAbortedEvent {
+                            turn_id: turn.id.clone(),
+                            reason: interpreter_protocol::TurnAbortReason::Interrupted,
+                        },
+                    ));
+                    opened.writer.append(std::slice::from_ref(&aborted)).await?;
+                    items.push(aborted);
+                    startup_warnings.push(format!(
+                        "turn {} was interrupted when the process running it stopped; it \
+                         was recorded as interrupted and is not run again",
+                        turn.id
+                    ));
+                }
                 let history = store::history_from_rollout(&items);
                 let total_usage = last_total_usage(&items);
                 let first_submission_id = next_turn_number(&items);
@@ -687,6 +764,7 @@ pub(crate) async fn start(
         instructions,
         tx_event,
         recorder,
+        fence: CancellationToken::new(),
         store,
         history: Mutex::new(history),
         pending_input: Mutex::new(Vec::new()),
@@ -898,6 +976,7 @@ async fn run_loop(session: Arc<Session>, rx_sub: mpsc::Receiver<Submission>) {
 
 async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Submission>) {
     let mut running: Option<RunningTurn> = None;
+    session.release_when_idle().await;
     loop {
         let turn_finished = async {
             match running.as_mut() {
@@ -928,9 +1007,12 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             if let Some(turn) = running.take() {
                                 let _ = turn.handle.await;
                             }
+                            if !session.take_for_turn(&sub.id).await {
+                                continue;
+                            }
                             let mut input = session.open_input().await;
                             input.append(&mut items);
-                            let cancel = CancellationToken::new();
+                            let cancel = session.fence.child_token();
                             let handle = tokio::spawn(turn::run_turn(
                                 session.clone(),
                                 sub.id.clone(),
@@ -941,11 +1023,13 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         }
                     }
                     Op::Compact => {
-                        if idle_for(session, &mut running, &sub.id, "compact").await {
+                        if idle_for(session, &mut running, &sub.id, "compact").await
+                            && session.take_for_turn(&sub.id).await
+                        {
                             // Input sent during the compaction waits for it, then runs
                             // as a turn of its own.
                             session.reopen_input().await;
-                            let cancel = CancellationToken::new();
+                            let cancel = session.fence.child_token();
                             let handle = tokio::spawn(turn::run_compact_turn(
                                 session.clone(),
                                 sub.id.clone(),
@@ -955,11 +1039,13 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         }
                     }
                     Op::Review { request } => {
-                        if idle_for(session, &mut running, &sub.id, "start the review").await {
+                        if idle_for(session, &mut running, &sub.id, "start the review").await
+                            && session.take_for_turn(&sub.id).await
+                        {
                             // Input sent during the review waits for it, then runs as a
                             // turn of its own.
                             session.reopen_input().await;
-                            let cancel = CancellationToken::new();
+                            let cancel = session.fence.child_token();
                             let handle = tokio::spawn(turn::run_turn(
                                 session.clone(),
                                 sub.id.clone(),
@@ -970,17 +1056,22 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         }
                     }
                     Op::InjectItems { items } => {
-                        if idle_for(session, &mut running, &sub.id, "inject items").await {
+                        if idle_for(session, &mut running, &sub.id, "inject items").await
+                            && session.take_for_turn(&sub.id).await
+                        {
                             session.record_items(&items).await;
+                            session.release_when_idle().await;
                         }
                     }
                     Op::RunUserShellCommand { command, timeout_ms } => {
-                        if idle_for(session, &mut running, &sub.id, "run the command").await {
+                        if idle_for(session, &mut running, &sub.id, "run the command").await
+                            && session.take_for_turn(&sub.id).await
+                        {
                             session.reopen_input().await;
                             let timeout = timeout_ms
                                 .map(std::time::Duration::from_millis)
                                 .unwrap_or(crate::handlers::USER_SHELL_DEFAULT_TIMEOUT);
-                            let cancel = CancellationToken::new();
+                            let cancel = session.fence.child_token();
                             let handle = tokio::spawn(turn::run_user_shell_turn(
                                 session.clone(),
                                 sub.id.clone(),
@@ -1028,7 +1119,18 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             continue;
                         };
                         let result = if idle_or_finishing(session, &mut running).await {
-                            session.revert(&before_turn_id, revert_files).await
+                            match session.recorder.as_ref().map(Arc::clone) {
+                                Some(recorder) => match recorder.reacquire().await {
+                                    Ok(()) => {
+                                        let reverted =
+                                            session.revert(&before_turn_id, revert_files).await;
+                                        session.release_when_idle().await;
+                                        reverted
+                                    }
+                                    Err(err) => Err(err.into()),
+                                },
+                                None => session.revert(&before_turn_id, revert_files).await,
+                            }
                         } else {
                             Err(CoreError::ThreadBusy(session.thread_id))
                         };
@@ -1039,6 +1141,7 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             turn.cancel.cancel();
                             let _ = turn.handle.await;
                         }
+                        session.release_when_idle().await;
                         session.emit(&sub.id, EventMsg::ShutdownComplete).await;
                         return;
                     }
@@ -1050,7 +1153,7 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                 // turn.
                 let leftover = session.open_input().await;
                 if !leftover.is_empty() {
-                    let cancel = CancellationToken::new();
+                    let cancel = session.fence.child_token();
                     let sub_id = format!("{}-followup", session.thread_id);
                     let handle = tokio::spawn(turn::run_turn(
                         session.clone(),
@@ -1059,10 +1162,22 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                         cancel.clone(),
                     ));
                     running = Some(RunningTurn { sub_id, cancel, handle });
+                } else {
+                    session.release_when_idle().await;
                 }
             }
         }
     }
+}
+
+fn fenced_error(thread_id: ThreadId) -> EventMsg {
+    EventMsg::Error(interpreter_protocol::ErrorEvent {
+        message: format!(
+            "thread {thread_id} was continued by another process; resume it again to see \
+             its latest turns"
+        ),
+        kind: None,
+    })
 }
 
 /// The most of an MCP tool result a rollout keeps. The live event carries the whole

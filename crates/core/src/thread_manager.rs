@@ -95,6 +95,15 @@ impl Thread {
         self.turn_slot.clone().lock_owned().await
     }
 
+    /// Whether another process sharing the store continued this thread since it was
+    /// loaded here (see [`crate::store::ThreadWriter::is_stale`]).
+    async fn is_stale(&self) -> bool {
+        match self.session.upgrade() {
+            Some(session) => session.writer_is_stale().await,
+            None => false,
+        }
+    }
+
     /// Whether a turn holds the thread right now.
     pub fn is_busy(&self) -> bool {
         self.turn_slot.try_lock().is_err()
@@ -481,7 +490,7 @@ impl ThreadManager {
             forked_from_id: Some(source),
         };
         let new_id = meta.id;
-        store.import(meta, copied).await?;
+        store.import(meta, copied, None).await?;
         self.spawn(SessionInit::Resume {
             config,
             thread_id: new_id,
@@ -510,9 +519,19 @@ impl ThreadManager {
         }
     }
 
-    /// A live thread by id.
+    /// A live thread by id. An idle one that another process sharing the store has
+    /// continued since (or runs now) is out of date: it is shut down and forgotten, and
+    /// `None` sends the caller to resume it from the store.
     pub async fn get_thread(&self, id: ThreadId) -> Option<Arc<Thread>> {
-        self.threads.read().await.get(&id).cloned()
+        let thread = self.threads.read().await.get(&id).cloned()?;
+        if thread.is_busy() || !thread.is_stale().await {
+            return Some(thread);
+        }
+        tracing::info!("thread {id} was continued elsewhere; it resumes from the store");
+        self.remove_thread(id).await;
+        self.forget_recent(id);
+        let _ = thread.submit(Op::Shutdown).await;
+        None
     }
 
     /// Forget a thread (its session task ends once the handle is dropped everywhere).

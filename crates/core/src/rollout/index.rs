@@ -1043,14 +1043,14 @@ fn git_info_to_text(info: &ThreadGitInfo) -> Result<String, StoreError> {
     })
 }
 
-fn source_to_text(source: SessionSource) -> String {
+pub(crate) fn source_to_text(source: SessionSource) -> String {
     match serde_json::to_value(source) {
         Ok(serde_json::Value::String(text)) => text,
         _ => "unknown".to_string(),
     }
 }
 
-fn source_from_text(text: &str) -> SessionSource {
+pub(crate) fn source_from_text(text: &str) -> SessionSource {
     serde_json::from_value(serde_json::Value::String(text.to_string())).unwrap_or_default()
 }
 

@@ -25,18 +25,21 @@ pub use index::{
     ThreadIndex, ThreadRecord, find_latest, find_rollout, find_rollout_with_repairs,
     list_rollout_files,
 };
-pub(crate) use index::{delete_thread, thread_id_from_file_name};
+pub(crate) use index::{
+    delete_thread, source_from_text, source_to_text, thread_id_from_file_name, truncate_preview,
+};
 pub use item::{
     CompactedItem, FileEditsItem, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
     SessionMeta, TurnContextItem, apply_reverts, history_from_rollout, should_persist_event,
     turn_start,
 };
+pub(crate) use item::{RolloutLine, first_user_message, format_timestamp};
 #[cfg(test)]
 pub use reader::read_rollout;
 pub use reader::{
     MAX_LINE_BYTES, OversizedLine, RolloutRead, SkippedLines, human_bytes, read_resumable,
     read_rollout_with_notes,
 };
-pub(crate) use reader::{parse_rollout_bytes, summary_from_reader};
+pub(crate) use reader::{parse_rollout_bytes, read_rollout_bytes, summary_from_reader};
 pub use recorder::{RolloutRecorder, write_rollout};
 pub use turns::{TurnEntry, TurnOutcome, TurnRecord, items_through_turn, turns_from_rollout};

@@ -97,6 +97,17 @@ pub(crate) fn parse_rollout_bytes(
     }
 }
 
+/// [`read_rollout_with_notes`] of content held in memory (a database's rows, joined by
+/// newlines); `label` names the thread in notes.
+pub(crate) fn read_rollout_bytes(label: &Path, bytes: &[u8]) -> RolloutRead {
+    read_rollout_from(label, bytes).unwrap_or(RolloutRead {
+        // Reading from memory cannot fail.
+        items: Vec::new(),
+        skipped: None,
+        oversized: Vec::new(),
+    })
+}
+
 /// [`read_rollout_with_notes`] of an open rollout; `path` names it in errors and notes.
 fn read_rollout_from(path: &Path, reader: impl BufRead) -> Result<RolloutRead, StoreError> {
     let mut lines = BoundedLines::new(reader, MAX_LINE_BYTES);

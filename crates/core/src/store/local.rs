@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use interpreter_protocol::ThreadId;
 
 use super::{
@@ -213,12 +214,21 @@ impl ThreadStore for LocalStore {
         &self,
         meta: SessionMeta,
         items: Vec<RolloutItem>,
+        updated_at: Option<DateTime<Utc>>,
     ) -> Result<Imported, StoreError> {
         self.with_index(move |index, home| {
             if rollout::find_rollout(home, meta.id)?.is_some() {
                 return Ok(Imported::AlreadyPresent);
             }
             let path = rollout::write_rollout(home, &meta, &items)?;
+            if let Some(at) = updated_at {
+                // The index takes a rollout's last update from its modification time.
+                std::fs::File::options()
+                    .append(true)
+                    .open(&path)
+                    .and_then(|file| file.set_modified(at.into()))
+                    .map_err(|source| StoreError::io("set the time of", &path, source))?;
+            }
             // Registered now, so listing and resuming find it without a rescan.
             index.index_file(&path)?;
             Ok(Imported::Created)
@@ -226,9 +236,14 @@ impl ThreadStore for LocalStore {
         .await
     }
 
-    async fn release(&self, _id: ThreadId) -> Result<(), StoreError> {
-        // One machine: nothing to hand over.
-        Ok(())
+    async fn export(&self, id: ThreadId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.blocking(move |home| match rollout::find_rollout(home, id)? {
+            Some(path) => std::fs::read(&path)
+                .map(Some)
+                .map_err(|source| StoreError::io("read", &path, source)),
+            None => Ok(None),
+        })
+        .await
     }
 
     async fn refresh(&self) -> Result<Vec<String>, StoreError> {

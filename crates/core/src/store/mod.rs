@@ -19,16 +19,19 @@
 mod error;
 pub mod local;
 mod location;
+pub mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use interpreter_protocol::ThreadId;
 
 pub use error::StoreError;
 pub use local::LocalStore;
 pub use location::{LOCAL_STORE, StoreLocation};
+pub use postgres::{PgStore, Replica};
 
 pub use crate::rollout::{
     CompactedItem, FileEditsItem, ListDirection, ListPage, ListQuery, ListSortKey, MAX_LINE_BYTES,
@@ -124,17 +127,20 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
     /// not be running anywhere.
     async fn delete(&self, id: ThreadId) -> Result<bool, StoreError>;
 
-    /// Writes a whole thread at once (forks, `threads migrate`): `meta` and then `items`.
-    /// Idempotent: a thread with `meta.id` already recorded is left as it is.
+    /// Writes a whole thread at once (forks, `threads migrate`): `meta` and then `items`,
+    /// last updated at `updated_at` (now when `None`), so a migrated thread keeps its
+    /// place in listings. Idempotent: a thread with `meta.id` already recorded is left as
+    /// it is.
     async fn import(
         &self,
         meta: SessionMeta,
         items: Vec<RolloutItem>,
+        updated_at: Option<DateTime<Utc>>,
     ) -> Result<Imported, StoreError>;
 
-    /// Lets go of a thread this process took (it went idle or is shutting down), so
-    /// another process may continue it at once.
-    async fn release(&self, id: ThreadId) -> Result<(), StoreError>;
+    /// The thread as a rollout file holds it: one JSON record per line, the first its
+    /// metadata (`threads export`); `None` when there is no such thread.
+    async fn export(&self, id: ThreadId) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// Brings the store's index up to date with its records, where those can be written
     /// behind its back (rollout files copied into a home); one line per repair.
@@ -153,16 +159,37 @@ pub trait ThreadWriter: Send + Sync + std::fmt::Debug {
 
     /// The rollout file, for a store that keeps one (shown as the thread's `path`).
     fn path(&self) -> Option<&Path>;
+
+    /// Takes the thread again for a new turn after [`ThreadWriter::release`]. Fails with
+    /// [`StoreError::Fenced`] when another process continued the thread meanwhile (what
+    /// this one holds in memory is stale: resume it from the store instead), and with
+    /// [`StoreError::OwnedElsewhere`] while another process runs it.
+    async fn reacquire(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Lets go of the thread between turns, so another process may continue it at once.
+    async fn release(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Whether another process continued the thread, or runs it now, so what this
+    /// process holds in memory is out of date. A store nobody else writes to never is;
+    /// an error reading the answer counts as not stale (the next write checks anyway).
+    async fn is_stale(&self) -> bool {
+        false
+    }
 }
 
 /// Opens the store at `location`.
 pub async fn open(location: &StoreLocation) -> Result<Arc<dyn ThreadStore>, StoreError> {
     match location {
         StoreLocation::Local { home } => Ok(Arc::new(LocalStore::new(home.clone()))),
-        StoreLocation::Postgres { .. } => Err(StoreError::Unsupported {
-            store: location.to_string(),
-            what: "PostgreSQL thread stores",
-        }),
+        StoreLocation::Postgres { url } => {
+            let store =
+                PgStore::connect(url, location.to_string(), Replica::this_process(None)).await?;
+            Ok(Arc::new(store))
+        }
     }
 }
 
