@@ -11,20 +11,8 @@ mod exec_support;
 use exec_support::{TestEnv, request_mentions, run_binary};
 use interpreter_test_support::MockResponse;
 use interpreter_test_support::mock_model::chunk;
+use interpreter_test_support::postgres;
 use serde_json::Value;
-
-fn pg_url() -> Option<String> {
-    match std::env::var("INTERPRETER_TEST_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("INTERPRETER_REQUIRE_PG").as_deref() != Ok("1"),
-                "INTERPRETER_REQUIRE_PG=1 but INTERPRETER_TEST_PG_URL is not set"
-            );
-            None
-        }
-    }
-}
 
 fn answer(text: &str) -> MockResponse {
     MockResponse::sse(vec![
@@ -36,7 +24,9 @@ fn answer(text: &str) -> MockResponse {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_started_on_one_machine_continues_on_another_through_the_store() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = postgres::test_url() else {
+        return;
+    };
     let store = format!("thread_store=\"{url}\"");
     let one = TestEnv::new().await;
     let two = TestEnv::new().await;
@@ -108,7 +98,9 @@ async fn a_thread_started_on_one_machine_continues_on_another_through_the_store(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrate_copies_a_home_into_the_store_once_and_export_writes_it_back() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = postgres::test_url() else {
+        return;
+    };
     let store = format!("thread_store=\"{url}\"");
     let env = TestEnv::new().await;
     env.server.push(answer("local answer"));

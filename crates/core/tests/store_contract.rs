@@ -13,21 +13,8 @@ use interpreter_core::store::{
     ThreadGitInfo, ThreadStore,
 };
 use interpreter_protocol::{EventMsg, SessionSource, ThreadId, UserMessageEvent};
+use interpreter_test_support::postgres;
 use tempfile::TempDir;
-
-fn pg_url() -> Option<String> {
-    match std::env::var("INTERPRETER_TEST_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("INTERPRETER_REQUIRE_PG").as_deref() != Ok("1"),
-                "INTERPRETER_REQUIRE_PG=1 but INTERPRETER_TEST_PG_URL is not set"
-            );
-            eprintln!("INTERPRETER_TEST_PG_URL is not set: skipping the PostgreSQL store");
-            None
-        }
-    }
-}
 
 async fn pg_store(url: &str, replica: &str) -> PgStore {
     PgStore::connect(
@@ -47,7 +34,7 @@ async fn stores() -> (TempDir, Vec<Arc<dyn ThreadStore>>) {
     let home = TempDir::new().unwrap();
     let mut stores: Vec<Arc<dyn ThreadStore>> =
         vec![Arc::new(LocalStore::new(home.path().to_path_buf()))];
-    if let Some(url) = pg_url() {
+    if let Some(url) = postgres::test_url() {
         stores.push(Arc::new(pg_store(&url, "contract").await));
     }
     (home, stores)
@@ -286,7 +273,9 @@ async fn import_writes_a_whole_thread_once() {
 /// go, and once another replica took it the first cannot write one more record.
 #[tokio::test]
 async fn a_replica_that_lost_its_thread_cannot_append() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = postgres::test_url() else {
+        return;
+    };
     let first = pg_store(&url, "replica-1").await;
     let second = pg_store(&url, "replica-2").await;
     let meta = meta(&unique_cwd());
@@ -354,7 +343,9 @@ async fn a_replica_that_lost_its_thread_cannot_append() {
 /// the thread over and says so.
 #[tokio::test]
 async fn an_expired_lease_is_taken_over() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = postgres::test_url() else {
+        return;
+    };
     let first = pg_store(&url, "replica-dead").await;
     let second = pg_store(&url, "replica-alive").await;
     let meta = meta(&unique_cwd());

@@ -8,6 +8,7 @@
 pub mod bins;
 pub mod fixtures;
 pub mod mock_model;
+pub mod postgres;
 pub mod process;
 
 pub use mock_model::{MockModelServer, MockRecord, MockResponse};

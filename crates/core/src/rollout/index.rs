@@ -825,15 +825,10 @@ impl ThreadIndex {
             conditions.push("preview IS NOT NULL AND preview <> ''".to_string());
         }
         if let Some(cursor) = &query.cursor {
-            let (anchor, id) = cursor
-                .split_once('|')
-                .filter(|(anchor, id)| {
-                    DateTime::parse_from_rfc3339(anchor).is_ok() && ThreadId::from_str(id).is_ok()
-                })
-                .ok_or_else(|| StoreError::InvalidCursor(cursor.clone()))?;
+            let cursor = ListCursor::parse(cursor)?;
             conditions.push(format!("({column}, id) {compare} (?, ?)"));
-            values.push(rusqlite::types::Value::Text(anchor.to_string()));
-            values.push(rusqlite::types::Value::Text(id.to_string()));
+            values.push(rusqlite::types::Value::Text(cursor.anchor.to_string()));
+            values.push(rusqlite::types::Value::Text(cursor.id.to_string()));
         }
         let mut any_of = |column: &str, texts: &[String]| {
             if texts.is_empty() {
@@ -894,23 +889,7 @@ impl ThreadIndex {
             .into_iter()
             .map(|raw| self.parse(raw))
             .collect::<Result<Vec<_>, _>>()?;
-        let cursor_of = |record: &ThreadRecord| {
-            let at = match query.sort_key {
-                ListSortKey::CreatedAt => &record.created_at,
-                ListSortKey::UpdatedAt => &record.updated_at,
-            };
-            format!("{}|{}", format_timestamp(at), record.id)
-        };
-        let next_cursor = if more {
-            records.last().map(cursor_of)
-        } else {
-            None
-        };
-        Ok(ListPage {
-            backwards_cursor: records.first().map(cursor_of),
-            records,
-            next_cursor,
-        })
+        Ok(ListPage::of_records(records, more, query.sort_key))
     }
 
     fn query_one(
@@ -1004,6 +983,61 @@ pub struct ListPage {
     /// Anchored at the page's first record: with the opposite direction it lists what
     /// comes before this page. `None` for an empty page.
     pub backwards_cursor: Option<String>,
+}
+
+impl ListPage {
+    /// A page of `records` in listing order, `more` when the listing goes on past them;
+    /// the cursors anchor at its last and first record by `sort_key`.
+    pub(crate) fn of_records(
+        records: Vec<ThreadRecord>,
+        more: bool,
+        sort_key: ListSortKey,
+    ) -> Self {
+        let cursor_of = |record: &ThreadRecord| {
+            let at = match sort_key {
+                ListSortKey::CreatedAt => &record.created_at,
+                ListSortKey::UpdatedAt => &record.updated_at,
+            };
+            format!("{}|{}", format_timestamp(at), record.id)
+        };
+        Self {
+            next_cursor: if more {
+                records.last().map(cursor_of)
+            } else {
+                None
+            },
+            backwards_cursor: records.first().map(cursor_of),
+            records,
+        }
+    }
+}
+
+/// A listing cursor, `<timestamp>|<thread id>`: the sort value and id of the record a
+/// page continues after (every store pages by that pair).
+pub(crate) struct ListCursor<'a> {
+    /// The timestamp as written in the cursor.
+    pub anchor: &'a str,
+    pub at: DateTime<Utc>,
+    /// The thread id as written in the cursor.
+    pub id: &'a str,
+}
+
+impl<'a> ListCursor<'a> {
+    /// Refuses a cursor no listing produced.
+    pub(crate) fn parse(cursor: &'a str) -> Result<Self, StoreError> {
+        cursor
+            .split_once('|')
+            .and_then(|(anchor, id)| {
+                let at = DateTime::parse_from_rfc3339(anchor).ok()?;
+                ThreadId::from_str(id).ok()?;
+                Some(Self {
+                    anchor,
+                    at: at.with_timezone(&Utc),
+                    id,
+                })
+            })
+            .ok_or_else(|| StoreError::InvalidCursor(cursor.to_string()))
+    }
 }
 
 struct RawRow {

@@ -26,14 +26,15 @@ pub use index::{
     list_rollout_files,
 };
 pub(crate) use index::{
-    delete_thread, source_from_text, source_to_text, thread_id_from_file_name, truncate_preview,
+    ListCursor, delete_thread, source_from_text, source_to_text, thread_id_from_file_name,
+    truncate_preview,
 };
 pub use item::{
     CompactedItem, FileEditsItem, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
     SessionMeta, TurnContextItem, apply_reverts, history_from_rollout, should_persist_event,
     turn_start,
 };
-pub(crate) use item::{RolloutLine, first_user_message, format_timestamp};
+pub(crate) use item::{RolloutLine, first_user_message};
 #[cfg(test)]
 pub use reader::read_rollout;
 pub use reader::{

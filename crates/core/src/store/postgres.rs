@@ -25,8 +25,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use deadpool_postgres::Transaction;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use interpreter_protocol::ThreadId;
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use tokio_util::sync::CancellationToken;
 
@@ -160,6 +162,111 @@ impl Shared {
             Err(_) => Err(self.error(format!("no answer within {} s", DEADLINE.as_secs()))),
         }
     }
+
+    /// One statement on a pooled connection, under the deadline: its rows.
+    async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.deadline(async {
+            let client = self.client().await?;
+            client.query(sql, params).await.map_err(|e| self.db(e))
+        })
+        .await
+    }
+
+    /// [`Shared::query`] of a statement with at most one row.
+    async fn query_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        self.deadline(async {
+            let client = self.client().await?;
+            client.query_opt(sql, params).await.map_err(|e| self.db(e))
+        })
+        .await
+    }
+
+    /// [`Shared::query`] of a statement that returns no rows: how many it changed.
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        self.deadline(async {
+            let client = self.client().await?;
+            client.execute(sql, params).await.map_err(|e| self.db(e))
+        })
+        .await
+    }
+
+    /// Locks the lease of thread `id` until `tx` ends (appends and claims take the same
+    /// row lock, so they are ordered).
+    async fn lock_lease(&self, tx: &Transaction<'_>, id: ThreadId) -> Result<Lease, StoreError> {
+        let row = tx
+            .query_opt(
+                "SELECT t.lease_epoch, t.owner, t.lease_expires_at > now(), r.internal_url \
+                 FROM interpreter_threads t \
+                 LEFT JOIN interpreter_replicas r ON r.id = t.owner \
+                 WHERE t.id = $1 FOR UPDATE OF t",
+                &[&id.to_string()],
+            )
+            .await
+            .map_err(|e| self.db(e))?
+            .ok_or(StoreError::NotFound(id))?;
+        let owner: Option<String> = row.get(1);
+        Ok(Lease {
+            thread_id: id,
+            epoch: row.get(0),
+            // Another replica's, that is; this one's own lease is no obstacle.
+            other_owner: owner.filter(|owner| *owner != self.replica.id),
+            live: row.get::<_, Option<bool>>(2).unwrap_or(false),
+            internal_url: row.get(3),
+        })
+    }
+}
+
+/// A thread's lease as [`Shared::lock_lease`] found it.
+struct Lease {
+    thread_id: ThreadId,
+    epoch: i64,
+    /// The replica holding it, when that is not this one.
+    other_owner: Option<String>,
+    /// Whether it has not expired.
+    live: bool,
+    internal_url: Option<String>,
+}
+
+impl Lease {
+    /// Refuses while another live replica holds the thread, naming it.
+    fn refuse_if_held_elsewhere(&self) -> Result<(), StoreError> {
+        match &self.other_owner {
+            Some(owner) if self.live => Err(StoreError::OwnedElsewhere {
+                thread_id: self.thread_id,
+                owner: owner.clone(),
+                internal_url: self.internal_url.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Appends `lines` to thread `id` as records `first`, `first + 1`, … in `tx`.
+async fn insert_lines(
+    shared: &Shared,
+    tx: &Transaction<'_>,
+    id: &str,
+    first: i64,
+    lines: &[String],
+) -> Result<(), StoreError> {
+    let count = i64::try_from(lines.len()).unwrap_or(i64::MAX);
+    let seqs: Vec<i64> = (first..first + count).collect();
+    tx.execute(
+        "INSERT INTO interpreter_items (thread_id, seq, line) \
+         SELECT $1, * FROM UNNEST($2::BIGINT[], $3::TEXT[])",
+        &[&id, &seqs, &lines],
+    )
+    .await
+    .map_err(|e| shared.db(e))?;
+    Ok(())
 }
 
 /// Threads in PostgreSQL. Cloning shares the pool and the replica identity.
@@ -218,30 +325,22 @@ impl PgStore {
             replica,
         });
         shared.deadline(migrate(&shared)).await?;
+        // Replicas that stopped without a word (killed, or short-lived commands such as
+        // `threads list`) are forgotten after an hour; the threads they held were free to
+        // take since their leases expired.
         shared
-            .deadline(async {
-                let client = shared.client().await?;
-                // Replicas that stopped without a word (killed, or short-lived commands
-                // such as `threads list`) are forgotten after an hour; the threads they
-                // held were free to take since their leases expired.
-                client
-                    .execute(
-                        "DELETE FROM interpreter_replicas \
-                         WHERE heartbeat_at < now() - interval '1 hour'",
-                        &[],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))?;
-                client
-                    .execute(
-                        "INSERT INTO interpreter_replicas (id, internal_url) VALUES ($1, $2) \
-                         ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), \
-                         internal_url = EXCLUDED.internal_url",
-                        &[&shared.replica.id, &shared.replica.internal_url],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))
-            })
+            .execute(
+                "DELETE FROM interpreter_replicas WHERE heartbeat_at < now() - interval '1 hour'",
+                &[],
+            )
+            .await?;
+        shared
+            .execute(
+                "INSERT INTO interpreter_replicas (id, internal_url) VALUES ($1, $2) \
+                 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), \
+                 internal_url = EXCLUDED.internal_url",
+                &[&shared.replica.id, &shared.replica.internal_url],
+            )
             .await?;
         let token = CancellationToken::new();
         tokio::spawn(heartbeat(Arc::clone(&shared), token.clone()));
@@ -264,30 +363,8 @@ impl PgStore {
             .deadline(async {
                 let mut client = shared.client().await?;
                 let tx = client.transaction().await.map_err(|e| shared.db(e))?;
-                let row = tx
-                    .query_opt(
-                        "SELECT t.owner, t.lease_expires_at > now() AS live, r.internal_url \
-                         FROM interpreter_threads t \
-                         LEFT JOIN interpreter_replicas r ON r.id = t.owner \
-                         WHERE t.id = $1 FOR UPDATE OF t",
-                        &[&id.to_string()],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))?
-                    .ok_or(StoreError::NotFound(id))?;
-                let owner: Option<String> = row.get(0);
-                let live: Option<bool> = row.get(1);
-                let internal_url: Option<String> = row.get(2);
-                let previous = owner.filter(|owner| *owner != shared.replica.id);
-                if let Some(owner) = &previous
-                    && live.unwrap_or(false)
-                {
-                    return Err(StoreError::OwnedElsewhere {
-                        thread_id: id,
-                        owner: owner.clone(),
-                        internal_url,
-                    });
-                }
+                let lease = shared.lock_lease(&tx, id).await?;
+                lease.refuse_if_held_elsewhere()?;
                 let epoch: i64 = tx
                     .query_one(
                         "UPDATE interpreter_threads SET owner = $2, \
@@ -300,7 +377,7 @@ impl PgStore {
                     .map_err(|e| shared.db(e))?
                     .get(0);
                 tx.commit().await.map_err(|e| shared.db(e))?;
-                Ok((epoch, previous))
+                Ok((epoch, lease.other_owner))
             })
             .await
     }
@@ -320,24 +397,6 @@ impl PgStore {
             .export(id)
             .await?
             .map(|bytes| rollout::read_rollout_bytes(&label, &bytes)))
-    }
-
-    async fn update_thread(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<bool, StoreError> {
-        let shared = &self.shared;
-        shared
-            .deadline(async {
-                let client = shared.client().await?;
-                let changed = client
-                    .execute(sql, params)
-                    .await
-                    .map_err(|e| shared.db(e))?;
-                Ok(changed > 0)
-            })
-            .await
     }
 }
 
@@ -416,16 +475,14 @@ async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
             () = stop.cancelled() => break,
             _ = ticks.tick() => {}
         }
-        let beat = shared.deadline(async {
-            let client = shared.client().await?;
-            client
+        let beat = async {
+            shared
                 .execute(
                     "UPDATE interpreter_replicas SET heartbeat_at = now() WHERE id = $1",
                     &[&shared.replica.id],
                 )
-                .await
-                .map_err(|e| shared.db(e))?;
-            client
+                .await?;
+            shared
                 .execute(
                     "UPDATE interpreter_threads \
                      SET lease_expires_at = now() + make_interval(secs => $2) \
@@ -433,34 +490,32 @@ async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
                     &[&shared.replica.id, &lease_seconds()],
                 )
                 .await
-                .map_err(|e| shared.db(e))
-        });
+        };
         if let Err(err) = beat.await {
             tracing::warn!("lease heartbeat failed: {err}");
         }
     }
     // Let go of everything so other replicas need not wait for the TTL. Best effort:
     // the process may be exiting.
-    let release = shared.deadline(async {
-        let client = shared.client().await?;
-        client
+    let release = async {
+        shared
             .execute(
                 "UPDATE interpreter_threads SET owner = NULL, lease_expires_at = NULL \
                  WHERE owner = $1",
                 &[&shared.replica.id],
             )
-            .await
-            .map_err(|e| shared.db(e))?;
-        client
+            .await?;
+        shared
             .execute(
                 "DELETE FROM interpreter_replicas WHERE id = $1",
                 &[&shared.replica.id],
             )
             .await
-            .map_err(|e| shared.db(e))
-    });
-    if let Err(err) = tokio::time::timeout(Duration::from_secs(5), release).await {
-        tracing::debug!("releasing leases at shutdown: {err}");
+    };
+    match tokio::time::timeout(Duration::from_secs(5), release).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(err)) => tracing::debug!("releasing leases at shutdown: {err}"),
+        Err(_) => tracing::debug!("releasing leases at shutdown: no answer within 5 s"),
     }
 }
 
@@ -548,12 +603,7 @@ impl ThreadStore for PgStore {
                     .await
                     .map_err(|e| shared.db(e))?
                     .get(0);
-                tx.execute(
-                    "INSERT INTO interpreter_items (thread_id, seq, line) VALUES ($1, 0, $2)",
-                    &[&id.to_string(), &line],
-                )
-                .await
-                .map_err(|e| shared.db(e))?;
+                insert_lines(shared, &tx, &id.to_string(), 0, std::slice::from_ref(&line)).await?;
                 tx.commit().await.map_err(|e| shared.db(e))?;
                 Ok(epoch)
             })
@@ -594,20 +644,14 @@ impl ThreadStore for PgStore {
 
     async fn get(&self, id: ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
         let shared = &self.shared;
-        shared
-            .deadline(async {
-                let client = shared.client().await?;
-                let row = client
-                    .query_opt(
-                        &format!("SELECT {SELECT_COLUMNS} FROM interpreter_threads WHERE id = $1"),
-                        &[&id.to_string()],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))?;
-                row.map(|row| record_from_row(&row).map_err(|m| shared.error(m)))
-                    .transpose()
-            })
-            .await
+        let row = shared
+            .query_opt(
+                &format!("SELECT {SELECT_COLUMNS} FROM interpreter_threads WHERE id = $1"),
+                &[&id.to_string()],
+            )
+            .await?;
+        row.map(|row| record_from_row(&row).map_err(|m| shared.error(m)))
+            .transpose()
     }
 
     async fn latest(
@@ -644,16 +688,9 @@ impl ThreadStore for PgStore {
             conditions.push("preview IS NOT NULL AND preview <> ''".to_string());
         }
         if let Some(cursor) = &query.cursor {
-            let (anchor, id) = cursor
-                .split_once('|')
-                .and_then(|(anchor, id)| {
-                    let anchor = DateTime::parse_from_rfc3339(anchor).ok()?;
-                    id.parse::<ThreadId>().ok()?;
-                    Some((anchor.with_timezone(&Utc), id.to_string()))
-                })
-                .ok_or_else(|| StoreError::InvalidCursor(cursor.clone()))?;
-            let a = next(&mut params, Box::new(anchor));
-            let b = next(&mut params, Box::new(id));
+            let cursor = rollout::ListCursor::parse(cursor)?;
+            let a = next(&mut params, Box::new(cursor.at));
+            let b = next(&mut params, Box::new(cursor.id.to_string()));
             conditions.push(format!("({column}, id) {compare} ({a}, {b})"));
         }
         let text_list = |values: Vec<String>| -> Box<dyn ToSql + Sync + Send> { Box::new(values) };
@@ -704,70 +741,49 @@ impl ThreadStore for PgStore {
             conditions.join(" AND ")
         );
         let shared = &self.shared;
-        let rows = shared
-            .deadline(async {
-                let client = shared.client().await?;
-                let refs: Vec<&(dyn ToSql + Sync)> = params
-                    .iter()
-                    .map(|p| p.as_ref() as &(dyn ToSql + Sync))
-                    .collect();
-                client.query(&sql, &refs).await.map_err(|e| shared.db(e))
-            })
-            .await?;
+        let refs: Vec<&(dyn ToSql + Sync)> = params
+            .iter()
+            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        let rows = shared.query(&sql, &refs).await?;
         let more = rows.len() > limit;
-        let mut records = Vec::with_capacity(limit);
-        for row in rows.iter().take(limit) {
-            records.push(record_from_row(row).map_err(|m| shared.error(m))?);
-        }
-        let cursor_of = |record: &ThreadRecord| {
-            let at = match query.sort_key {
-                ListSortKey::CreatedAt => &record.created_at,
-                ListSortKey::UpdatedAt => &record.updated_at,
-            };
-            format!("{}|{}", rollout::format_timestamp(at), record.id)
-        };
-        Ok(ListPage {
-            next_cursor: if more {
-                records.last().map(cursor_of)
-            } else {
-                None
-            },
-            backwards_cursor: records.first().map(cursor_of),
-            records,
-        })
+        let records = rows
+            .iter()
+            .take(limit)
+            .map(|row| record_from_row(row).map_err(|m| shared.error(m)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ListPage::of_records(records, more, query.sort_key))
     }
 
     async fn set_archived(&self, id: ThreadId, archived: bool) -> Result<bool, StoreError> {
-        self.update_thread(
-            "UPDATE interpreter_threads SET archived = $2 WHERE id = $1",
-            &[&id.to_string(), &archived],
-        )
-        .await
+        self.shared
+            .execute(
+                "UPDATE interpreter_threads SET archived = $2 WHERE id = $1",
+                &[&id.to_string(), &archived],
+            )
+            .await
+            .map(|changed| changed > 0)
     }
 
     async fn is_archived(&self, id: ThreadId) -> Result<Option<bool>, StoreError> {
-        let shared = &self.shared;
-        shared
-            .deadline(async {
-                let client = shared.client().await?;
-                let row = client
-                    .query_opt(
-                        "SELECT archived FROM interpreter_threads WHERE id = $1",
-                        &[&id.to_string()],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))?;
-                Ok(row.map(|row| row.get(0)))
-            })
-            .await
+        let row = self
+            .shared
+            .query_opt(
+                "SELECT archived FROM interpreter_threads WHERE id = $1",
+                &[&id.to_string()],
+            )
+            .await?;
+        Ok(row.map(|row| row.get(0)))
     }
 
     async fn set_name(&self, id: ThreadId, name: Option<String>) -> Result<bool, StoreError> {
-        self.update_thread(
-            "UPDATE interpreter_threads SET name = $2 WHERE id = $1",
-            &[&id.to_string(), &name],
-        )
-        .await
+        self.shared
+            .execute(
+                "UPDATE interpreter_threads SET name = $2 WHERE id = $1",
+                &[&id.to_string(), &name],
+            )
+            .await
+            .map(|changed| changed > 0)
     }
 
     async fn set_git_info(
@@ -783,20 +799,24 @@ impl ThreadStore for PgStore {
                 path: PathBuf::from(&self.shared.label),
                 source,
             })?;
-        self.update_thread(
-            "UPDATE interpreter_threads SET git_info = $2 WHERE id = $1",
-            &[&id.to_string(), &text],
-        )
-        .await
+        self.shared
+            .execute(
+                "UPDATE interpreter_threads SET git_info = $2 WHERE id = $1",
+                &[&id.to_string(), &text],
+            )
+            .await
+            .map(|changed| changed > 0)
     }
 
     async fn delete(&self, id: ThreadId) -> Result<bool, StoreError> {
         // Items go with the thread (ON DELETE CASCADE).
-        self.update_thread(
-            "DELETE FROM interpreter_threads WHERE id = $1",
-            &[&id.to_string()],
-        )
-        .await
+        self.shared
+            .execute(
+                "DELETE FROM interpreter_threads WHERE id = $1",
+                &[&id.to_string()],
+            )
+            .await
+            .map(|changed| changed > 0)
     }
 
     async fn import(
@@ -845,14 +865,7 @@ impl ThreadStore for PgStore {
                 if inserted == 0 {
                     return Ok(Imported::AlreadyPresent);
                 }
-                let seqs: Vec<i64> = (0..count).collect();
-                tx.execute(
-                    "INSERT INTO interpreter_items (thread_id, seq, line) \
-                     SELECT $1, * FROM UNNEST($2::BIGINT[], $3::TEXT[])",
-                    &[&id.to_string(), &seqs, &lines],
-                )
-                .await
-                .map_err(|e| shared.db(e))?;
+                insert_lines(shared, &tx, &id.to_string(), 0, &lines).await?;
                 tx.commit().await.map_err(|e| shared.db(e))?;
                 Ok(Imported::Created)
             })
@@ -861,34 +874,25 @@ impl ThreadStore for PgStore {
 
     async fn export(&self, id: ThreadId) -> Result<Option<Vec<u8>>, StoreError> {
         let shared = &self.shared;
-        shared
-            .deadline(async {
-                let client = shared.client().await?;
-                let exists = client
-                    .query_opt(
-                        "SELECT 1 FROM interpreter_threads WHERE id = $1",
-                        &[&id.to_string()],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))?;
-                if exists.is_none() {
-                    return Ok(None);
-                }
-                let rows = client
-                    .query(
-                        "SELECT line FROM interpreter_items WHERE thread_id = $1 ORDER BY seq",
-                        &[&id.to_string()],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))?;
-                let mut bytes = Vec::new();
-                for row in rows {
-                    bytes.extend_from_slice(row.get::<_, &str>(0).as_bytes());
-                    bytes.push(b'\n');
-                }
-                Ok(Some(bytes))
-            })
-            .await
+        // One statement: the thread and its lines as of one snapshot (a thread without
+        // lines still exports as empty, and a missing thread is `None`).
+        let rows = shared
+            .query(
+                "SELECT i.line FROM interpreter_threads t \
+                 LEFT JOIN interpreter_items i ON i.thread_id = t.id \
+                 WHERE t.id = $1 ORDER BY i.seq",
+                &[&id.to_string()],
+            )
+            .await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut bytes = Vec::new();
+        for line in rows.iter().filter_map(|row| row.get::<_, Option<&str>>(0)) {
+            bytes.extend_from_slice(line.as_bytes());
+            bytes.push(b'\n');
+        }
+        Ok(Some(bytes))
     }
 
     async fn refresh(&self) -> Result<Vec<String>, StoreError> {
@@ -897,17 +901,12 @@ impl ThreadStore for PgStore {
     }
 
     async fn status(&self) -> Result<StoreStatus, StoreError> {
-        let shared = &self.shared;
-        let threads: i64 = shared
-            .deadline(async {
-                let client = shared.client().await?;
-                Ok(client
-                    .query_one("SELECT count(*) FROM interpreter_threads", &[])
-                    .await
-                    .map_err(|e| shared.db(e))?
-                    .get(0))
-            })
-            .await?;
+        let threads: i64 = self
+            .shared
+            .query("SELECT count(*) FROM interpreter_threads", &[])
+            .await?
+            .first()
+            .map_or(0, |row| row.get(0));
         Ok(StoreStatus {
             description: self.describe(),
             threads: u64::try_from(threads).unwrap_or(0),
@@ -972,15 +971,8 @@ impl ThreadWriter for PgWriter {
                 if epoch != held {
                     return Err(self.fenced());
                 }
+                insert_lines(shared, &tx, &id, first, &lines).await?;
                 let count = i64::try_from(lines.len()).unwrap_or(i64::MAX);
-                let seqs: Vec<i64> = (first..first + count).collect();
-                tx.execute(
-                    "INSERT INTO interpreter_items (thread_id, seq, line) \
-                     SELECT $1, * FROM UNNEST($2::BIGINT[], $3::TEXT[])",
-                    &[&id, &seqs, &lines],
-                )
-                .await
-                .map_err(|e| shared.db(e))?;
                 tx.execute(
                     "UPDATE interpreter_threads SET item_count = item_count + $2, \
                      updated_at = $3, preview = COALESCE(preview, $4) WHERE id = $1",
@@ -1016,30 +1008,9 @@ impl ThreadWriter for PgWriter {
             .deadline(async {
                 let mut client = shared.client().await?;
                 let tx = client.transaction().await.map_err(|e| shared.db(e))?;
-                let row = tx
-                    .query_opt(
-                        "SELECT t.lease_epoch, t.owner, t.lease_expires_at > now(), \
-                         r.internal_url FROM interpreter_threads t \
-                         LEFT JOIN interpreter_replicas r ON r.id = t.owner \
-                         WHERE t.id = $1 FOR UPDATE OF t",
-                        &[&id.to_string()],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))?
-                    .ok_or(StoreError::NotFound(id))?;
-                let epoch: i64 = row.get(0);
-                let owner: Option<String> = row.get(1);
-                let live: Option<bool> = row.get(2);
-                if let Some(owner) = owner.filter(|owner| *owner != shared.replica.id)
-                    && live.unwrap_or(false)
-                {
-                    return Err(StoreError::OwnedElsewhere {
-                        thread_id: id,
-                        owner,
-                        internal_url: row.get(3),
-                    });
-                }
-                if epoch != held {
+                let lease = shared.lock_lease(&tx, id).await?;
+                lease.refuse_if_held_elsewhere()?;
+                if lease.epoch != held {
                     // Someone else continued the thread since: what this process holds
                     // in memory is stale.
                     return Err(self.fenced());
@@ -1063,17 +1034,11 @@ impl ThreadWriter for PgWriter {
         let shared = &self.shared;
         let held = self.epoch.load(Ordering::SeqCst);
         let row = shared
-            .deadline(async {
-                let client = shared.client().await?;
-                client
-                    .query_opt(
-                        "SELECT lease_epoch, owner IS NOT NULL AND owner <> $2 \
-                         AND lease_expires_at > now() FROM interpreter_threads WHERE id = $1",
-                        &[&self.thread_id.to_string(), &shared.replica.id],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))
-            })
+            .query_opt(
+                "SELECT lease_epoch, owner IS NOT NULL AND owner <> $2 \
+                 AND lease_expires_at > now() FROM interpreter_threads WHERE id = $1",
+                &[&self.thread_id.to_string(), &shared.replica.id],
+            )
             .await;
         match row {
             Ok(Some(row)) => {
@@ -1089,21 +1054,14 @@ impl ThreadWriter for PgWriter {
     }
 
     async fn release(&self) -> Result<(), StoreError> {
-        let shared = &self.shared;
         let held = self.epoch.load(Ordering::SeqCst);
-        shared
-            .deadline(async {
-                let client = shared.client().await?;
-                client
-                    .execute(
-                        "UPDATE interpreter_threads SET owner = NULL, lease_expires_at = NULL \
-                         WHERE id = $1 AND owner = $2 AND lease_epoch = $3",
-                        &[&self.thread_id.to_string(), &shared.replica.id, &held],
-                    )
-                    .await
-                    .map_err(|e| shared.db(e))?;
-                Ok(())
-            })
-            .await
+        self.shared
+            .execute(
+                "UPDATE interpreter_threads SET owner = NULL, lease_expires_at = NULL \
+                 WHERE id = $1 AND owner = $2 AND lease_epoch = $3",
+                &[&self.thread_id.to_string(), &self.shared.replica.id, &held],
+            )
+            .await?;
+        Ok(())
     }
 }
