@@ -192,14 +192,11 @@ async fn reasoning_and_tool_call_ids_are_replayed_on_resume() {
     env.server.assert_invariants();
 }
 
-/// Writes a finished one-exchange thread started in `cwd`, as the recorder would, with
-/// a modification time `seq` seconds after a fixed instant so recency is unambiguous.
-fn write_thread(home: &Path, cwd: &Path, seq: u64, question: &str) -> (ThreadId, PathBuf) {
-    let base = 1_767_225_600; // 2026-01-01T00:00:00Z
-    let started = DateTime::<Utc>::from_timestamp(base + i64::try_from(seq).unwrap(), 0).unwrap();
-    let meta = SessionMeta {
+/// The metadata of a thread `exec` started in `cwd` at `timestamp` with the mock model.
+fn exec_meta(cwd: &Path, timestamp: DateTime<Utc>) -> SessionMeta {
+    SessionMeta {
         id: ThreadId::new(),
-        timestamp: started,
+        timestamp,
         cwd: cwd.to_path_buf(),
         originator: "test".into(),
         cli_version: "0.0.0".into(),
@@ -208,7 +205,15 @@ fn write_thread(home: &Path, cwd: &Path, seq: u64, question: &str) -> (ThreadId,
         model: Some("mock-model".into()),
         base_instructions: None,
         forked_from_id: None,
-    };
+    }
+}
+
+/// Writes a finished one-exchange thread started in `cwd`, as the recorder would, with
+/// a modification time `seq` seconds after a fixed instant so recency is unambiguous.
+fn write_thread(home: &Path, cwd: &Path, seq: u64, question: &str) -> (ThreadId, PathBuf) {
+    let base = 1_767_225_600; // 2026-01-01T00:00:00Z
+    let started = DateTime::<Utc>::from_timestamp(base + i64::try_from(seq).unwrap(), 0).unwrap();
+    let meta = exec_meta(cwd, started);
     let items = [
         RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
             message: question.into(),
@@ -409,18 +414,7 @@ async fn resume_last_catches_up_with_rollouts_the_index_missed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_left_unfinished_by_a_dead_process_is_recorded_as_interrupted() {
     let env = TestEnv::new().await;
-    let meta = SessionMeta {
-        id: ThreadId::new(),
-        timestamp: Utc::now(),
-        cwd: env.work_path(),
-        originator: "test".into(),
-        cli_version: "0.0.0".into(),
-        source: SessionSource::Exec,
-        model_provider: Some("mock".into()),
-        model: Some("mock-model".into()),
-        base_instructions: None,
-        forked_from_id: None,
-    };
+    let meta = exec_meta(&env.work_path(), Utc::now());
     let items = [
         RolloutItem::EventMsg(EventMsg::TaskStarted(
             interpreter_protocol::TaskStartedEvent {

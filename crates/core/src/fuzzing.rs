@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::rollout::{
+use crate::store::rollout::{
     history_from_rollout, items_through_turn, parse_rollout_bytes, summary_from_reader,
     turns_from_rollout,
 };

@@ -29,15 +29,9 @@ use crate::goal;
 use crate::pending::NoAnswer;
 use crate::revert::EditRecorder;
 use crate::session::Session;
+use crate::tool_output::{ToolOutcome, cap_tool_result};
 use crate::user_requests;
 use crate::workspace_files::read_sources;
-
-pub(crate) enum ToolOutcome {
-    Output(String),
-    /// The turn must stop. The text is what the model is told about this call, and it
-    /// says what really happened: never started, refused, or stopped while running.
-    Stop(String),
-}
 
 /// Recorded for a call the user refused with "abort".
 const REFUSED_AND_STOPPED: &str =
@@ -136,30 +130,6 @@ pub(crate) fn tool_specs(sess: &Session) -> OfferedTools {
         }));
     }
     OfferedTools { specs, left_out }
-}
-
-/// `text` cut to at most about `max_bytes`: its head and its tail, with what was cut
-/// said between them, like shell output. An MCP server is not trusted to keep its answers
-/// small, and the whole answer would go to the model in every later request.
-pub(crate) fn cap_tool_result(text: String, max_bytes: usize) -> String {
-    if text.len() <= max_bytes {
-        return text;
-    }
-    let mut head_end = max_bytes / 2;
-    while !text.is_char_boundary(head_end) {
-        head_end -= 1;
-    }
-    let mut tail_start = text.len() - (max_bytes - max_bytes / 2);
-    while !text.is_char_boundary(tail_start) {
-        tail_start += 1;
-    }
-    let cut = (tail_start - head_end) as u64;
-    format!(
-        "{}\n[... {} cut from the middle of this tool result ...]\n{}",
-        &text[..head_end],
-        crate::rollout::human_bytes(cut),
-        &text[tail_start..]
-    )
 }
 
 /// `list_mcp_resources` and `read_mcp_resource`: resources are data a server exposes

@@ -7,7 +7,6 @@
 //! plus a SQLite index, or PostgreSQL for a fleet). Front ends translate; they never decide.
 
 mod approval;
-mod compact;
 pub mod config;
 mod elicitation;
 mod error;
@@ -15,16 +14,18 @@ mod error;
 pub mod fuzzing;
 pub mod goal;
 mod handlers;
+mod op_loop;
 mod pending;
 mod permissions;
 mod plan_mode;
 mod project_doc;
 pub mod revert;
 pub mod review;
-mod rollout;
 mod session;
 pub mod store;
+mod submission;
 mod thread_manager;
+mod tool_output;
 mod turn;
 mod user_requests;
 pub mod workspace_files;

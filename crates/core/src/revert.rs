@@ -22,7 +22,7 @@ use interpreter_tools::sandbox;
 use tokio::sync::oneshot;
 
 use crate::error::CoreError;
-use crate::rollout::{
+use crate::store::rollout::{
     self, FileEditsItem, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
 };
 

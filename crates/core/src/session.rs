@@ -1,28 +1,26 @@
-//! One thread's session task: the loop that owns a thread's state, takes its [`Op`]s and
-//! runs its turns.
+//! One thread's session: the state a thread's turns read and write (history, config,
+//! the store writer and its lease, approvals, grants, goal, MCP servers) and how it
+//! starts (new, or resumed from the store).
 //!
-//! The task selects over the submission queue and the running turn. A turn runs as its own
-//! task so that `Interrupt` and approval answers are handled while the turn is blocked on
-//! the model or a child process; the turn observes a [`CancellationToken`] at every await.
+//! It is the context every turn runs in, and sits below everything that runs turns:
+//! [`crate::turn`], the tool handlers and [`crate::op_loop`] use it; it uses none of them.
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::goal::SharedGoal;
-use base64::prelude::*;
 use chrono::Utc;
 use interpreter_mcp_client::{McpConnectionManager, McpPool, StartupStatus, StartupUpdate};
 use interpreter_model_client::ModelClient;
 use interpreter_protocol::{
     CollaborationMode, CollaborationModeKind, Event, EventMsg, GoalClearedEvent, GoalUpdatedEvent,
-    GrantScope, McpStartupStatus, McpStartupUpdateEvent, Op, PermissionGrant, PermissionsDecision,
+    GrantScope, McpStartupStatus, McpStartupUpdateEvent, PermissionGrant, PermissionsDecision,
     ResponseItem, ReviewDecision, SessionConfiguredEvent, SessionSource, ThreadGoal, ThreadId,
-    TokenUsage, UserInput, UserInputResponse,
+    TokenUsage, UserInputResponse,
 };
 use interpreter_tools::apply_patch::{PatchPlan, TurnDiff};
 use tokio::sync::{Mutex, mpsc};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -32,8 +30,6 @@ use crate::pending::PendingAnswers;
 use crate::project_doc;
 use crate::revert::{self, RevertOutcome, RevertReplies};
 use crate::store::{self, RolloutItem, SessionMeta, StoreError, ThreadStore, ThreadWriter};
-use crate::thread_manager::Submission;
-use crate::turn::{self, TurnKind};
 use crate::workspace_files::WorkspaceFiles;
 
 pub(crate) enum SessionInit {
@@ -77,11 +73,11 @@ pub(crate) struct Session {
     pub instructions: String,
     tx_event: mpsc::UnboundedSender<Event>,
     /// Where the thread is kept; `None` for an ephemeral thread.
-    recorder: Option<Arc<dyn ThreadWriter>>,
+    pub(crate) recorder: Option<Arc<dyn ThreadWriter>>,
     /// Cancelled for good once another process took the thread over (an append was
     /// fenced): every turn's token is a child of it, so the running turn stops at once
     /// instead of running commands whose results can no longer be recorded.
-    fence: CancellationToken,
+    pub(crate) fence: CancellationToken,
     store: Arc<dyn ThreadStore>,
     /// Model-visible history, in order. The single source of what the model sees.
     pub history: Mutex<Vec<ResponseItem>>,
@@ -94,7 +90,7 @@ pub(crate) struct Session {
     /// of trailing the turn that already ended for the front end.
     accepting_input: std::sync::atomic::AtomicBool,
     /// Questions of the thread's MCP servers waiting for the front end's answer.
-    elicitations: ElicitationBroker,
+    pub(crate) elicitations: ElicitationBroker,
     /// Approval requests waiting for an answer, by call id.
     pub approvals: PendingAnswers<ReviewDecision>,
     /// `request_user_input` calls waiting for the user's answers, by call id.
@@ -124,7 +120,7 @@ pub(crate) struct Session {
     /// The collaboration mode the next turn starts in (`Op::SetCollaborationMode`). A
     /// loaded thread starts in Default mode: a mode is the client's choice for its
     /// session with the thread, not part of the thread.
-    collaboration_mode: std::sync::Mutex<CollaborationMode>,
+    pub(crate) collaboration_mode: std::sync::Mutex<CollaborationMode>,
     /// The running turn is a Plan-mode turn: nothing it runs may write.
     plan_turn: std::sync::atomic::AtomicBool,
     /// The running turn is a review: nothing it runs may write.
@@ -132,7 +128,7 @@ pub(crate) struct Session {
     /// Plans the running turn's answers proposed so far (for their ids).
     turn_plans: std::sync::atomic::AtomicU32,
     /// Callers of `Thread::revert` waiting for the result, by submission id.
-    revert_replies: RevertReplies,
+    pub(crate) revert_replies: RevertReplies,
 }
 
 /// The context window as far as it is known, and the calibration of the prompt estimate.
@@ -316,7 +312,7 @@ impl Session {
     /// thread): records the marker, rebuilds what the model sees next from the kept
     /// prefix, and with `revert_files` undoes the dropped turns' patches where that can
     /// be done cleanly.
-    async fn revert(
+    pub(crate) async fn revert(
         &self,
         before_turn_id: &str,
         revert_files: bool,
@@ -394,7 +390,7 @@ impl Session {
     /// Takes the thread for a turn (or another write) about to start; on failure the
     /// submission gets an error saying why and nothing starts. With a shared store the
     /// thread may have been continued, or be running, in another process.
-    async fn take_for_turn(&self, sub_id: &str) -> bool {
+    pub(crate) async fn take_for_turn(&self, sub_id: &str) -> bool {
         let Some(recorder) = &self.recorder else {
             return true;
         };
@@ -427,7 +423,7 @@ impl Session {
 
     /// Lets go of the thread while it is idle, so any process sharing the store may run
     /// its next turn.
-    async fn release_when_idle(&self) {
+    pub(crate) async fn release_when_idle(&self) {
         if let Some(recorder) = &self.recorder
             && !self.fence.is_cancelled()
             && let Err(err) = recorder.release().await
@@ -438,7 +434,7 @@ impl Session {
 
     /// Add `items` to the running turn's input if it still takes input (they are moved
     /// out); whether it did.
-    async fn offer_input(&self, items: &mut Vec<ResponseItem>) -> bool {
+    pub(crate) async fn offer_input(&self, items: &mut Vec<ResponseItem>) -> bool {
         let mut pending = self.pending_input.lock().await;
         let open = self
             .accepting_input
@@ -450,7 +446,7 @@ impl Session {
     }
 
     /// A new turn starts taking input; what was left over from the last one.
-    async fn open_input(&self) -> Vec<ResponseItem> {
+    pub(crate) async fn open_input(&self) -> Vec<ResponseItem> {
         let mut pending = self.pending_input.lock().await;
         self.accepting_input
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -458,14 +454,14 @@ impl Session {
     }
 
     /// Whether the running turn still takes input.
-    async fn takes_input(&self) -> bool {
+    pub(crate) async fn takes_input(&self) -> bool {
         let _pending = self.pending_input.lock().await;
         self.accepting_input
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Take input again, keeping what is waiting.
-    async fn reopen_input(&self) {
+    pub(crate) async fn reopen_input(&self) {
         let _pending = self.pending_input.lock().await;
         self.accepting_input
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -605,9 +601,8 @@ pub(crate) async fn start(
     store: Arc<dyn ThreadStore>,
     mcp_pool: &McpPool,
     files: Arc<dyn WorkspaceFiles>,
-    rx_sub: mpsc::Receiver<Submission>,
     tx_event: mpsc::UnboundedSender<Event>,
-) -> Result<Started, CoreError> {
+) -> Result<(Started, Arc<Session>), CoreError> {
     // What the user must hear about this thread's start, emitted as `warning` events once
     // the session exists: the only path such notices take to every front end.
     let mut startup_warnings = Vec::new();
@@ -839,15 +834,17 @@ pub(crate) async fn start(
     let goal = session.goal.clone();
     let weak = Arc::downgrade(&session);
     let revert_replies = session.revert_replies.clone();
-    tokio::spawn(run_loop(session, rx_sub));
-    Ok(Started {
-        thread_id,
-        session_configured,
-        first_submission_id,
-        goal,
-        session: weak,
-        revert_replies,
-    })
+    Ok((
+        Started {
+            thread_id,
+            session_configured,
+            first_submission_id,
+            goal,
+            session: weak,
+            revert_replies,
+        },
+        session,
+    ))
 }
 
 /// One past the highest numeric turn id recorded (reverted turns included), so a resumed
@@ -918,255 +915,6 @@ fn last_goal(items: &[RolloutItem]) -> Option<interpreter_protocol::ThreadGoal> 
     })?
 }
 
-/// Whether the thread is idle, waiting first for a turn that no longer takes input (it
-/// is only finishing its bookkeeping).
-async fn idle_or_finishing(session: &Session, running: &mut Option<RunningTurn>) -> bool {
-    if running.is_some()
-        && !session.takes_input().await
-        && let Some(turn) = running.take()
-    {
-        let _ = turn.handle.await;
-    }
-    running.is_none()
-}
-
-struct RunningTurn {
-    sub_id: String,
-    cancel: CancellationToken,
-    handle: JoinHandle<()>,
-}
-
-/// Whether the thread is idle for an op that needs it so (`what` names the op in the
-/// error otherwise). A turn that no longer takes input is only finishing its bookkeeping,
-/// so it is waited for rather than refused.
-async fn idle_for(
-    session: &Session,
-    running: &mut Option<RunningTurn>,
-    sub_id: &str,
-    what: &str,
-) -> bool {
-    if !idle_or_finishing(session, running).await {
-        session
-            .emit(
-                sub_id,
-                EventMsg::Error(interpreter_protocol::ErrorEvent {
-                    message: format!("a turn is running; {what} after it ends"),
-                    kind: None,
-                }),
-            )
-            .await;
-        return false;
-    }
-    true
-}
-
-async fn run_loop(session: Arc<Session>, rx_sub: mpsc::Receiver<Submission>) {
-    serve_submissions(&session, rx_sub).await;
-    // The thread is over; give its MCP servers back to the pool, which stops them once
-    // no thread has used them for its idle timeout.
-    if let Ok(session) = Arc::try_unwrap(session)
-        && let Some(mcp) = session.mcp
-    {
-        mcp.shutdown().await;
-    }
-}
-
-async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Submission>) {
-    let mut running: Option<RunningTurn> = None;
-    session.release_when_idle().await;
-    loop {
-        let turn_finished = async {
-            match running.as_mut() {
-                Some(turn) => {
-                    let _ = (&mut turn.handle).await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            sub = rx_sub.recv() => {
-                let Some(sub) = sub else {
-                    // Every handle is gone: stop the turn so children die and the rollout
-                    // records the abort.
-                    if let Some(turn) = running.take() {
-                        turn.cancel.cancel();
-                        let _ = turn.handle.await;
-                    }
-                    return;
-                };
-                match sub.op {
-                    Op::UserInput { items } => {
-                        let mut items = user_input_to_items(items);
-                        let joined = running.is_some() && session.offer_input(&mut items).await;
-                        if !joined {
-                            // A turn that no longer takes input is only finishing its
-                            // bookkeeping: wait for it, then this input is a turn of its own.
-                            if let Some(turn) = running.take() {
-                                let _ = turn.handle.await;
-                            }
-                            if !session.take_for_turn(&sub.id).await {
-                                continue;
-                            }
-                            let mut input = session.open_input().await;
-                            input.append(&mut items);
-                            let cancel = session.fence.child_token();
-                            let handle = tokio::spawn(turn::run_turn(
-                                session.clone(),
-                                sub.id.clone(),
-                                TurnKind::Input(input),
-                                cancel.clone(),
-                            ));
-                            running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
-                        }
-                    }
-                    Op::Compact => {
-                        if idle_for(session, &mut running, &sub.id, "compact").await
-                            && session.take_for_turn(&sub.id).await
-                        {
-                            // Input sent during the compaction waits for it, then runs
-                            // as a turn of its own.
-                            session.reopen_input().await;
-                            let cancel = session.fence.child_token();
-                            let handle = tokio::spawn(turn::run_compact_turn(
-                                session.clone(),
-                                sub.id.clone(),
-                                cancel.clone(),
-                            ));
-                            running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
-                        }
-                    }
-                    Op::Review { request } => {
-                        if idle_for(session, &mut running, &sub.id, "start the review").await
-                            && session.take_for_turn(&sub.id).await
-                        {
-                            // Input sent during the review waits for it, then runs as a
-                            // turn of its own.
-                            session.reopen_input().await;
-                            let cancel = session.fence.child_token();
-                            let handle = tokio::spawn(turn::run_turn(
-                                session.clone(),
-                                sub.id.clone(),
-                                TurnKind::Review(request),
-                                cancel.clone(),
-                            ));
-                            running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
-                        }
-                    }
-                    Op::InjectItems { items } => {
-                        if idle_for(session, &mut running, &sub.id, "inject items").await
-                            && session.take_for_turn(&sub.id).await
-                        {
-                            session.record_items(&items).await;
-                            session.release_when_idle().await;
-                        }
-                    }
-                    Op::RunUserShellCommand { command, timeout_ms } => {
-                        if idle_for(session, &mut running, &sub.id, "run the command").await
-                            && session.take_for_turn(&sub.id).await
-                        {
-                            session.reopen_input().await;
-                            let timeout = timeout_ms
-                                .map(std::time::Duration::from_millis)
-                                .unwrap_or(crate::handlers::USER_SHELL_DEFAULT_TIMEOUT);
-                            let cancel = session.fence.child_token();
-                            let handle = tokio::spawn(turn::run_user_shell_turn(
-                                session.clone(),
-                                sub.id.clone(),
-                                command,
-                                timeout,
-                                cancel.clone(),
-                            ));
-                            running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
-                        }
-                    }
-                    Op::Interrupt => {
-                        if let Some(turn) = &running {
-                            tracing::debug!(turn = %turn.sub_id, "interrupt requested");
-                            turn.cancel.cancel();
-                        }
-                    }
-                    Op::ExecApproval { id, decision } | Op::PatchApproval { id, decision } => {
-                        session.approvals.resolve(&id, decision).await;
-                    }
-                    Op::ResolveUserInput { id, response } => {
-                        session.user_input.resolve(&id, response).await;
-                    }
-                    Op::ResolvePermissions { id, decision } => {
-                        session.permission_requests.resolve(&id, decision).await;
-                    }
-                    Op::ResolveElicitation { id, response } => {
-                        session.elicitations.resolve(&id, response);
-                    }
-                    Op::SetGoal { goal } => session.record_goal(&sub.id, goal).await,
-                    Op::SetCollaborationMode { mode } => {
-                        if let Ok(mut slot) = session.collaboration_mode.lock() {
-                            *slot = mode;
-                        }
-                    }
-                    Op::RevertThread { before_turn_id, revert_files } => {
-                        let reply = session
-                            .revert_replies
-                            .lock()
-                            .ok()
-                            .and_then(|mut replies| replies.remove(&sub.id));
-                        // Only `Thread::revert` sends it, holding the turn slot; an op
-                        // queued some other way, or whose caller gave up, changes nothing.
-                        let Some(reply) = reply else {
-                            tracing::warn!(sub = %sub.id, "revert with no caller waiting; ignored");
-                            continue;
-                        };
-                        let result = if idle_or_finishing(session, &mut running).await {
-                            match session.recorder.as_ref().map(Arc::clone) {
-                                Some(recorder) => match recorder.reacquire().await {
-                                    Ok(()) => {
-                                        let reverted =
-                                            session.revert(&before_turn_id, revert_files).await;
-                                        session.release_when_idle().await;
-                                        reverted
-                                    }
-                                    Err(err) => Err(err.into()),
-                                },
-                                None => session.revert(&before_turn_id, revert_files).await,
-                            }
-                        } else {
-                            Err(CoreError::ThreadBusy(session.thread_id))
-                        };
-                        let _ = reply.send(result);
-                    }
-                    Op::Shutdown => {
-                        if let Some(turn) = running.take() {
-                            turn.cancel.cancel();
-                            let _ = turn.handle.await;
-                        }
-                        session.release_when_idle().await;
-                        session.emit(&sub.id, EventMsg::ShutdownComplete).await;
-                        return;
-                    }
-                }
-            }
-            () = turn_finished => {
-                running = None;
-                // Input the turn took but did not use (it stopped first) starts a new
-                // turn.
-                let leftover = session.open_input().await;
-                if !leftover.is_empty() {
-                    let cancel = session.fence.child_token();
-                    let sub_id = format!("{}-followup", session.thread_id);
-                    let handle = tokio::spawn(turn::run_turn(
-                        session.clone(),
-                        sub_id.clone(),
-                        TurnKind::Input(leftover),
-                        cancel.clone(),
-                    ));
-                    running = Some(RunningTurn { sub_id, cancel, handle });
-                } else {
-                    session.release_when_idle().await;
-                }
-            }
-        }
-    }
-}
-
 /// The most of an MCP tool result a rollout keeps. The live event carries the whole
 /// result; the history keeps what fits here, so one huge answer cannot make the thread
 /// slow to read back (the model saw a capped form anyway).
@@ -1187,7 +935,7 @@ fn bounded_for_rollout(msg: &EventMsg) -> EventMsg {
     }
     let max = PERSISTED_MCP_RESULT_MAX_BYTES - 1024;
     let result = match &end.result {
-        Err(message) => Err(crate::handlers::cap_tool_result(message.clone(), max)),
+        Err(message) => Err(crate::tool_output::cap_tool_result(message.clone(), max)),
         Ok(value) => {
             let mut text = Vec::new();
             for block in value
@@ -1213,7 +961,7 @@ fn bounded_for_rollout(msg: &EventMsg) -> EventMsg {
             let mut kept = serde_json::json!({
                 "content": [{
                     "type": "text",
-                    "text": crate::handlers::cap_tool_result(text.join("\n"), max),
+                    "text": crate::tool_output::cap_tool_result(text.join("\n"), max),
                 }],
             });
             if let Some(is_error) = value.get("isError") {
@@ -1226,50 +974,4 @@ fn bounded_for_rollout(msg: &EventMsg) -> EventMsg {
         result,
         ..end.clone()
     })
-}
-
-fn user_input_to_items(items: Vec<UserInput>) -> Vec<ResponseItem> {
-    let mut content = Vec::new();
-    for item in items {
-        match item {
-            UserInput::Text { text } => {
-                content.push(interpreter_protocol::ContentItem::InputText { text })
-            }
-            UserInput::LocalImage { path } => match image_data_url(&path) {
-                Ok(url) => {
-                    content.push(interpreter_protocol::ContentItem::InputImage { image_url: url })
-                }
-                Err(err) => content.push(interpreter_protocol::ContentItem::InputText {
-                    text: format!("[image {} could not be attached: {err}]", path.display()),
-                }),
-            },
-            UserInput::Image { image_url } => {
-                content.push(interpreter_protocol::ContentItem::InputImage { image_url })
-            }
-        }
-    }
-    vec![ResponseItem::Message {
-        role: interpreter_protocol::Role::User,
-        content,
-    }]
-}
-
-fn image_data_url(path: &std::path::Path) -> Result<String, std::io::Error> {
-    let bytes = std::fs::read(path)?;
-    let mime = match path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("png") => "image/png",
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("gif") => "image/gif",
-        Some("webp") => "image/webp",
-        _ => "application/octet-stream",
-    };
-    Ok(format!(
-        "data:{mime};base64,{}",
-        BASE64_STANDARD.encode(bytes)
-    ))
 }

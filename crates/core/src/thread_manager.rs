@@ -27,9 +27,11 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::error::CoreError;
 use crate::goal::{self, GoalUpdate, NextTurn, SharedGoal};
+use crate::op_loop;
 use crate::revert::{RevertOutcome, RevertReplies};
 use crate::session::{self, Session, SessionInit};
 use crate::store::{self, RolloutItem, SessionMeta, StoreError, StoreLocation, ThreadStore};
+pub use crate::submission::Submission;
 use crate::workspace_files::{LocalFiles, WorkspaceFiles};
 
 /// Capacity of a thread's submission queue. Ops are small and rare; a full queue means the
@@ -59,13 +61,6 @@ pub struct Thread {
     goal: SharedGoal,
     session: std::sync::Weak<Session>,
     revert_replies: RevertReplies,
-}
-
-/// An [`Op`] with the id its events will carry.
-#[derive(Debug, Clone)]
-pub struct Submission {
-    pub id: String,
-    pub op: Op,
 }
 
 impl Thread {
@@ -644,15 +639,9 @@ impl ThreadManager {
             SessionInit::New { config, .. } | SessionInit::Resume { config, .. } => config.clone(),
         });
         let store = self.store(&config).await?;
-        let started = session::start(
-            init,
-            store,
-            &self.mcp_pool,
-            self.files.clone(),
-            rx_sub,
-            tx_event,
-        )
-        .await?;
+        let (started, session) =
+            session::start(init, store, &self.mcp_pool, self.files.clone(), tx_event).await?;
+        tokio::spawn(op_loop::run_loop(session, rx_sub));
         let thread = Arc::new(Thread {
             id: started.thread_id,
             tx_sub,

@@ -19,12 +19,14 @@ use interpreter_protocol::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::compact;
-use crate::handlers::{self, ToolOutcome};
+mod compact;
+
+use crate::handlers;
 use crate::plan_mode::{self, Piece, PlanSplitter};
 use crate::review;
-use crate::rollout::{RolloutItem, TurnContextItem};
 use crate::session::Session;
+use crate::store::rollout::{RolloutItem, TurnContextItem};
+use crate::tool_output::ToolOutcome;
 
 /// Why a turn stopped early.
 pub(crate) enum TurnStop {

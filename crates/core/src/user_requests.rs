@@ -21,10 +21,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::handlers::ToolOutcome;
 use crate::pending::NoAnswer;
 use crate::permissions;
 use crate::session::Session;
+use crate::tool_output::ToolOutcome;
 
 pub(crate) const REQUEST_USER_INPUT_TOOL: &str = "request_user_input";
 pub(crate) const REQUEST_PERMISSIONS_TOOL: &str = "request_permissions";
@@ -267,7 +267,7 @@ pub(crate) async fn handle_user_input(
                     .into_iter()
                     .map(|(id, answers)| (id, json!({"answers": answers})))
                     .collect();
-                ToolOutcome::Output(crate::handlers::cap_tool_result(
+                ToolOutcome::Output(crate::tool_output::cap_tool_result(
                     json!({"answers": wire}).to_string(),
                     ANSWERS_MAX_BYTES,
                 ))

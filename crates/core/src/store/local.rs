@@ -1,6 +1,6 @@
 //! [`LocalStore`]: threads as JSONL rollouts under `<home>/sessions/`, found and listed
 //! through the `<home>/state.sqlite` index, which heals itself from the rollouts (see
-//! `crate::rollout`). One machine's threads; several processes on that machine may share
+//! `crate::store::rollout`). One machine's threads; several processes on that machine may share
 //! a home.
 //!
 //! The file and SQLite work is blocking, so it runs on tokio's blocking pool, each call
@@ -17,12 +17,12 @@ use interpreter_protocol::ThreadId;
 use super::{
     CreatedThread, Imported, OpenedThread, StoreError, StoreStatus, ThreadStore, ThreadWriter,
 };
-use crate::rollout::{
+use crate::store::rollout::{
     self, ListPage, ListQuery, RolloutItem, RolloutRead, RolloutRecorder, SessionMeta,
     ThreadGitInfo, ThreadIndex, ThreadRecord,
 };
 
-pub use crate::rollout::{
+pub use crate::store::rollout::{
     ARCHIVE_LOG_FILE, IndexHealth, IndexRepair, NAME_LOG_FILE, RebuildCause, SESSIONS_DIR,
     STATE_DB_FILE, list_rollout_files, write_rollout,
 };

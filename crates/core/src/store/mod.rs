@@ -20,6 +20,7 @@ mod error;
 pub mod local;
 mod location;
 pub mod postgres;
+pub(crate) mod rollout;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,7 +34,7 @@ pub use local::LocalStore;
 pub use location::{LOCAL_STORE, StoreLocation};
 pub use postgres::{PgStore, Replica};
 
-pub use crate::rollout::{
+pub use rollout::{
     CompactedItem, FileEditsItem, ListDirection, ListPage, ListQuery, ListSortKey, MAX_LINE_BYTES,
     OversizedLine, PREVIEW_MAX_CHARS, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
     RolloutRead, SessionMeta, SkippedLines, ThreadGitInfo, ThreadRecord, TurnContextItem,
@@ -191,11 +192,4 @@ pub async fn open(location: &StoreLocation) -> Result<Arc<dyn ThreadStore>, Stor
             Ok(Arc::new(store))
         }
     }
-}
-
-/// Opens the store `config` names (`thread_store`, else the local home).
-pub async fn open_configured(
-    config: &crate::config::Config,
-) -> Result<Arc<dyn ThreadStore>, StoreError> {
-    open(&config.thread_store).await
 }

@@ -37,7 +37,7 @@ use super::{
     RolloutItem, RolloutRead, SessionMeta, StoreError, StoreStatus, ThreadGitInfo, ThreadRecord,
     ThreadStore, ThreadWriter,
 };
-use crate::rollout::{self, RolloutLine};
+use crate::store::rollout::{self, RolloutLine};
 
 /// How long a lease lasts without a heartbeat: a dead replica's threads are taken over
 /// this long after its last heartbeat.
