@@ -108,6 +108,25 @@ struct LiveProcess {
     terminate: CancellationToken,
 }
 
+/// A process's stdin, held by `command/exec` until the process is started.
+type StdinSlot = tokio::sync::OwnedMutexGuard<Stdin>;
+
+impl LiveProcess {
+    /// A process not started yet, and its stdin, locked (at once: nobody else can
+    /// know of it yet).
+    async fn new(stream_stdin: bool) -> (Arc<Self>, StdinSlot) {
+        let stdin = Arc::new(tokio::sync::Mutex::new(Stdin::Unavailable));
+        let slot = stdin.clone().lock_owned().await;
+        let process = Arc::new(Self {
+            stream_stdin,
+            stdin,
+            pty: OnceLock::new(),
+            terminate: CancellationToken::new(),
+        });
+        (process, slot)
+    }
+}
+
 enum Stdin {
     /// Reserved; the process is not started yet (or stdin was not asked for).
     Unavailable,
@@ -118,13 +137,15 @@ enum Stdin {
 
 impl CommandExecProcesses {
     /// Reserve `process_id` on `connection` before anything starts; the entry goes when
-    /// the returned guard drops.
+    /// the returned guard drops. `process` comes with its stdin locked
+    /// ([`LiveProcess::new`]): a write that finds the entry waits for the process to be
+    /// started rather than finding no stdin.
     fn reserve<'a>(
         &'a self,
         connection: u64,
         process_id: &str,
-        stream_stdin: bool,
-    ) -> Result<(Registration<'a>, Arc<LiveProcess>), AppServerError> {
+        process: Arc<LiveProcess>,
+    ) -> Result<Registration<'a>, AppServerError> {
         let key = (connection, process_id.to_string());
         let mut live = self
             .live
@@ -135,14 +156,8 @@ impl CommandExecProcesses {
                 "duplicate active command/exec process id: {process_id}"
             )));
         }
-        let process = Arc::new(LiveProcess {
-            stream_stdin,
-            stdin: Arc::new(tokio::sync::Mutex::new(Stdin::Unavailable)),
-            pty: OnceLock::new(),
-            terminate: CancellationToken::new(),
-        });
-        live.insert(key.clone(), process.clone());
-        Ok((Registration { table: self, key }, process))
+        live.insert(key.clone(), process);
+        Ok(Registration { table: self, key })
     }
 
     /// A `command/exec` naming `process_id` arrived on `connection`: called in arrival
@@ -352,29 +367,20 @@ pub(crate) async fn exec(
     let mode = mode(&params)?;
     // Reserved first, before anything is awaited: a duplicate id must not run anything,
     // and follow-up calls sent right behind this request find the id.
-    let (_registration, live) = match &params.process_id {
-        Some(id) => {
-            let (registration, live) =
-                state
-                    .command_exec
-                    .reserve(connection.id, id, mode.stream_stdin)?;
-            (Some(registration), live)
-        }
-        // Buffered runs without an id are only reachable by the connection closing.
-        None => (
-            None,
-            Arc::new(LiveProcess {
-                stream_stdin: false,
-                stdin: Arc::new(tokio::sync::Mutex::new(Stdin::Unavailable)),
-                pty: OnceLock::new(),
-                terminate: CancellationToken::new(),
-            }),
+    // `stdin_slot` is released once stdin is wired up (or the request fails, leaving
+    // stdin unavailable).
+    // Buffered runs without an id are only reachable by the connection closing.
+    let (live, mut stdin_slot) =
+        LiveProcess::new(mode.stream_stdin && params.process_id.is_some()).await;
+    let _registration = match &params.process_id {
+        Some(id) => Some(
+            state
+                .command_exec
+                .reserve(connection.id, id, live.clone())?,
         ),
+        None => None,
     };
     drop(arrival);
-    // Uncontended: nobody else can have locked it yet. Released once stdin is wired up
-    // (or the request fails, leaving stdin unavailable).
-    let mut stdin_slot = live.stdin.clone().lock_owned().await;
     let config = state.base_config().await?;
     let timeout = match mode.timeout {
         Timeout::Default => Some(config.shell_default_timeout),
@@ -867,7 +873,8 @@ mod tests {
             table: &table,
             key: (1, "p".into()),
         };
-        let reserved = table.reserve(1, "p", true);
+        let (process, _stdin) = LiveProcess::new(true).await;
+        let reserved = table.reserve(1, "p", process);
         assert!(reserved.is_ok());
         drop(arrival);
         assert!(waiter.await.unwrap_or(false));
