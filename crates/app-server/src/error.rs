@@ -3,7 +3,7 @@
 use interpreter_core::config::ConfigError;
 use interpreter_core::config::edit::ConfigEditError;
 use interpreter_core::review::ReviewError;
-use interpreter_core::store::StoreError;
+use interpreter_core::store::{RUNS_ELSEWHERE_CODE, StoreError};
 use interpreter_core::{CoreError, McpClientError};
 use serde_json::json;
 
@@ -59,6 +59,7 @@ impl From<CoreError> for AppServerError {
         match err {
             CoreError::ThreadNotFound(id) => Self::ThreadNotFound(id.to_string()),
             CoreError::Config(e) => Self::Config(e),
+            CoreError::Store(e) => Self::from(e),
             CoreError::TurnNotFound { .. }
             | CoreError::Goal(_)
             | CoreError::Mcp(
@@ -99,6 +100,18 @@ impl AppServerError {
             Self::Store(StoreError::InvalidCursor(_)) => {
                 JsonRpcError::new(INVALID_REQUEST, message)
             }
+            // Another replica of a fleet runs the thread: nothing happened here, and the
+            // client may retry (the connection's replica cannot relay that turn).
+            Self::Store(err @ StoreError::OwnedElsewhere { .. }) => {
+                let rpc = JsonRpcError::new(i64::from(RUNS_ELSEWHERE_CODE), message);
+                match err
+                    .runs_elsewhere()
+                    .and_then(|d| serde_json::to_value(d).ok())
+                {
+                    Some(data) => rpc.with_data(data),
+                    None => rpc,
+                }
+            }
             Self::Config(_) => JsonRpcError::new(INVALID_REQUEST, message),
             Self::ConfigWrite(err) => {
                 let code = match err {
@@ -119,6 +132,36 @@ impl AppServerError {
             Self::Store(_) | Self::Core(_) | Self::Internal(_) => {
                 JsonRpcError::new(INTERNAL_ERROR, message)
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_running_on_another_replica_is_a_retryable_refusal() {
+        let thread_id = interpreter_protocol::ThreadId::new();
+        let owned = StoreError::OwnedElsewhere {
+            thread_id,
+            owner: "replica-2".to_string(),
+            internal_url: None,
+        };
+        for err in [
+            AppServerError::from(CoreError::Store(owned)),
+            AppServerError::from(StoreError::OwnedElsewhere {
+                thread_id,
+                owner: "replica-2".to_string(),
+                internal_url: None,
+            }),
+        ] {
+            let rpc = err.to_rpc();
+            assert_eq!(rpc.code, i64::from(RUNS_ELSEWHERE_CODE));
+            let data = rpc.data.unwrap_or_default();
+            assert_eq!(data["retryable"], true);
+            assert_eq!(data["owner"], "replica-2");
+            assert_eq!(data["threadId"], thread_id.to_string());
         }
     }
 }

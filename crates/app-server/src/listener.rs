@@ -149,6 +149,11 @@ fn check_private_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), Strin
     Ok(())
 }
 
+/// `bytes` as lower-case hex, the form of the secrets written to token and key files.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The token in `path`: read when the file exists (owned by this uid, mode 0600 or
 /// stricter, at least 16 characters), else created with mode 0600 holding `fresh` applied
 /// to 32 bytes from the OS random source. The checks are made on the opened file, so the
@@ -162,19 +167,20 @@ pub fn load_or_create_token(
         path: path.to_path_buf(),
         message,
     };
-    match std::fs::File::open(path) {
-        Ok(mut file) => {
-            let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
-            check_private_file(path, &meta).map_err(fail)?;
-            let mut text = String::new();
-            file.read_to_string(&mut text)
-                .map_err(|e| fail(e.to_string()))?;
-            let token = text.trim().to_string();
-            if token.len() < 16 {
-                return Err(fail("holds no token of at least 16 characters".to_string()));
-            }
-            Ok(token)
+    let read = |mut file: std::fs::File| {
+        let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
+        check_private_file(path, &meta).map_err(fail)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text)
+            .map_err(|e| fail(e.to_string()))?;
+        let token = text.trim().to_string();
+        if token.len() < 16 {
+            return Err(fail("holds no token of at least 16 characters".to_string()));
         }
+        Ok(token)
+    };
+    match std::fs::File::open(path) {
+        Ok(file) => read(file),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             let mut bytes = [0u8; 32];
             getrandom::fill(&mut bytes).map_err(|e| fail(e.to_string()))?;
@@ -190,7 +196,15 @@ pub fn load_or_create_token(
                 use std::os::unix::fs::OpenOptionsExt as _;
                 options.mode(0o600);
             }
-            let mut file = options.open(path).map_err(|e| fail(e.to_string()))?;
+            let mut file = match options.open(path) {
+                Ok(file) => file,
+                // Another process sharing the file (a fleet replica) created it first:
+                // use its secret, so both hold the same one.
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return read(std::fs::File::open(path).map_err(|e| fail(e.to_string()))?);
+                }
+                Err(err) => return Err(fail(err.to_string())),
+            };
             file.write_all(format!("{token}\n").as_bytes())
                 .map_err(|e| fail(e.to_string()))?;
             Ok(token)
@@ -700,23 +714,22 @@ where
 mod tests {
     use super::*;
 
-    fn hex(bytes: &[u8; 32]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
     #[test]
     fn token_files_must_be_private() {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("sub").join("t");
-        let token = load_or_create_token(&path, hex).expect("create");
+        let token = load_or_create_token(&path, |b| hex(b)).expect("create");
         assert_eq!(token.len(), 64);
         let meta = std::fs::metadata(&path).expect("meta");
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-        assert_eq!(load_or_create_token(&path, hex).expect("read"), token);
+        assert_eq!(
+            load_or_create_token(&path, |b| hex(b)).expect("read"),
+            token
+        );
         for mode in [0o644, 0o620, 0o604] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-            let err = load_or_create_token(&path, hex)
+            let err = load_or_create_token(&path, |b| hex(b))
                 .expect_err("refused")
                 .to_string();
             assert!(err.contains(&path.display().to_string()), "{err}");
@@ -734,7 +747,7 @@ mod tests {
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         }
-        assert!(load_or_create_token(&path, hex).is_err());
+        assert!(load_or_create_token(&path, |b| hex(b)).is_err());
     }
 
     #[test]

@@ -320,7 +320,7 @@ pub async fn serve_unix(
 /// mode 0600.
 pub fn load_or_create_token(path: &Path) -> Result<String, TransportError> {
     Ok(listener::load_or_create_token(path, |bytes| {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
+        listener::hex(bytes)
     })?)
 }
 

@@ -466,6 +466,18 @@ pub struct McpServerArgs {
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origins: Vec<String>,
 
+    /// HTTP only: a `Host` header value to accept besides this machine's loopback names
+    /// and the listen address (the name a load balancer or proxy sends, e.g.
+    /// `mcp.internal` or `mcp.internal:8443`); any other Host gets 403. Repeatable.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+
+    /// HTTP only, fleet mode: the URL other replicas sharing the thread store use to
+    /// forward requests for threads this one runs (e.g. `http://10.0.0.5:8765/mcp`).
+    /// [default: the listen URL, unless it listens on 0.0.0.0 or ::]
+    #[arg(long = "internal-url", value_name = "URL")]
+    pub internal_url: Option<String>,
+
     /// Model for every session (overrides `model` in config; a call's `model` wins).
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,

@@ -771,7 +771,7 @@ fn sandbox_verdict(support: &SandboxSupport, mode: SandboxMode) -> Check {
 async fn check_store(location: &StoreLocation) -> Check {
     const NAME: &str = "state";
     let status = async {
-        let store = store::open(location).await?;
+        let store = store::open(location, None).await?;
         store.status().await
     };
     match tokio::time::timeout(STATE_DEADLINE, status).await {

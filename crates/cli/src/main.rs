@@ -219,9 +219,14 @@ fn mcp_server_listen(
     inputs: &interpreter_core::config::ConfigInputs,
 ) -> anyhow::Result<interpreter_mcp_server::Listen> {
     if args.listen == "stdio://" || args.listen == "stdio" {
-        if args.no_auth || args.token_file.is_some() || !args.allow_origins.is_empty() {
+        if args.no_auth
+            || args.token_file.is_some()
+            || !args.allow_origins.is_empty()
+            || !args.allow_hosts.is_empty()
+            || args.internal_url.is_some()
+        {
             anyhow::bail!(
-                "--token-file, --no-auth and --allow-origin apply only to --listen http://…"
+                "--token-file, --no-auth, --allow-origin, --allow-host and --internal-url apply only to --listen http://…"
             );
         }
         return Ok(interpreter_mcp_server::Listen::Stdio);
@@ -240,6 +245,13 @@ fn mcp_server_listen(
         listen,
         token_file,
         allowed_origins: args.allow_origins.clone(),
+        allowed_hosts: args.allow_hosts.clone(),
+        internal_url: match &args.internal_url {
+            Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                anyhow::bail!("--internal-url must be an http:// or https:// URL, not `{url}`")
+            }
+            other => other.clone(),
+        },
     })
 }
 

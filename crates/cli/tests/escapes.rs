@@ -157,6 +157,8 @@ async fn credential_files_are_unreadable() {
         ("mcp-credentials.json", r#"{"server":"sk-file-secret-2"}"#),
         ("mcp-server.token", "sk-file-secret-3"),
         ("app-server.token", "sk-file-secret-4"),
+        // A fleet's request-state keyring (`mcp_server.request_state_key_file`).
+        ("request-state.keys", "k1 sk-file-secret-5"),
     ] {
         std::fs::write(home.join(file), content).expect("secret file");
     }
@@ -164,7 +166,8 @@ async fn credential_files_are_unreadable() {
         &env,
         json!({"command": format!(
             "cat {h}/credentials.json {h}/mcp-credentials.json {h}/mcp-server.token \
-             {h}/app-server.token {h}/config.toml; ls -la {h}; grep -r sk- {h}",
+             {h}/app-server.token {h}/request-state.keys {h}/config.toml; ls -la {h}; \
+             grep -r sk- {h}",
             h = home.display()
         )}),
     );

@@ -322,6 +322,8 @@ pub struct ThreadManager {
     files: Arc<dyn WorkspaceFiles>,
     /// The stores threads were started in, opened once each.
     stores: Mutex<HashMap<StoreLocation, Arc<dyn ThreadStore>>>,
+    /// Where other processes sharing a store forward requests for threads this one runs.
+    internal_url: std::sync::OnceLock<String>,
 }
 
 impl Default for ThreadManager {
@@ -343,7 +345,15 @@ impl ThreadManager {
             mcp_pool: pool,
             files: Arc::new(LocalFiles),
             stores: Mutex::default(),
+            internal_url: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Tells stores opened from now on that other processes reach this one at `url` (a
+    /// fleet replica's own address). Set once, before the first store opens; a later
+    /// call changes nothing.
+    pub fn advertise_internal_url(&self, url: String) {
+        let _ = self.internal_url.set(url);
     }
 
     /// This manager's threads read and write the files they patch through `files`.
@@ -380,7 +390,7 @@ impl ThreadManager {
         if let Some(store) = stores.get(&config.thread_store) {
             return Ok(Arc::clone(store));
         }
-        let store = store::open(&config.thread_store).await?;
+        let store = store::open(&config.thread_store, self.internal_url.get().cloned()).await?;
         stores.insert(config.thread_store.clone(), Arc::clone(&store));
         Ok(store)
     }

@@ -26,13 +26,15 @@ use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::app::AppBridge;
+use crate::fleet;
 use crate::follow::{Asker, FollowEnd, Follower};
 use crate::mrtr::{APPROVAL_INPUT_KEY, RequestStates};
 use crate::result::{self, TurnStatus};
 use crate::tasks;
 use crate::tools::{
     CODEX_REPLY_TOOL, CODEX_STATUS_TOOL, CODEX_TOOL, CODEX_WAIT_TOOL, CodexArgs, CodexReplyArgs,
-    CodexStatusArgs, CodexWaitArgs, build_session_config, parse_thread_id, tool_definitions,
+    CodexStatusArgs, CodexWaitArgs, build_session_config, parse_thread_id, routed_tool_definitions,
+    tool_definitions,
 };
 use crate::turns::{Answer, Registry, RunState, TurnRun};
 
@@ -283,6 +285,15 @@ impl AgentServer {
         };
         Ok(match thread {
             Ok(thread) => Ok(thread),
+            // Another replica took the thread between the owner check and the resume.
+            Err(CoreError::Store(err)) if err.runs_elsewhere().is_some() => {
+                let owner = err.runs_elsewhere().map(|r| r.owner).unwrap_or_default();
+                return Err(fleet::runs_elsewhere(
+                    thread_id,
+                    &owner,
+                    "it took the thread first",
+                ));
+            }
             Err(CoreError::ThreadNotFound(_)) => Err(result::thread_error(
                 thread_id,
                 &format!(
@@ -416,6 +427,60 @@ impl AgentServer {
         }
     }
 
+    /// The thread a `tools/call` is about: the one its `requestState` names (when it
+    /// opens here), or the thread its arguments name, read as the tool itself reads
+    /// them. `None` for a new `codex` run, and for arguments the tool would refuse (the
+    /// refusal is given here).
+    fn thread_of_call(&self, params: &CallToolRequestParams) -> Option<ThreadId> {
+        if let Some(sealed) = &params.request_state {
+            let state = self.states.open(sealed, params.name.as_ref()).ok()?;
+            return parse_thread_id(&state.thread).ok();
+        }
+        match params.name.as_ref() {
+            CODEX_REPLY_TOOL => arguments::<CodexReplyArgs>(CODEX_REPLY_TOOL, params)
+                .ok()?
+                .thread_id()
+                .ok(),
+            CODEX_STATUS_TOOL => {
+                let args: CodexStatusArgs = arguments(CODEX_STATUS_TOOL, params).ok()?;
+                parse_thread_id(&args.thread_id).ok()
+            }
+            CODEX_WAIT_TOOL => {
+                let args: CodexWaitArgs = arguments(CODEX_WAIT_TOOL, params).ok()?;
+                parse_thread_id(&args.thread_id).ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// When another live replica runs `thread_id`, the answer of that replica to this
+    /// request (or the retryable refusal); `None` when it is this replica's to serve.
+    async fn forward_if_elsewhere(
+        &self,
+        thread_id: ThreadId,
+        method: &str,
+        params: &impl serde::Serialize,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Option<Result<Value, ErrorData>> {
+        let owner = fleet::owner_elsewhere(&self.registry, thread_id).await?;
+        let params = match serde_json::to_value(params) {
+            Ok(params) => params,
+            Err(e) => return Some(Err(ErrorData::internal_error(e.to_string(), None))),
+        };
+        Some(
+            fleet::forward(
+                &self.registry,
+                &owner,
+                thread_id,
+                method,
+                params,
+                is_modern(ctx),
+                ctx,
+            )
+            .await,
+        )
+    }
+
     /// A 2026-07-28 retry carrying `requestState` and `inputResponses`: resolve the
     /// suspended approval it names, then follow the turn again.
     async fn resume_after_input(
@@ -467,6 +532,24 @@ impl AgentServer {
         }
         self.follow_to_end(follower, &run).await
     }
+}
+
+/// A forwarded `tools/call`'s answer, by its `resultType`.
+fn call_tool_response(result: Value) -> Result<CallToolResponse, ErrorData> {
+    match result.get("resultType").and_then(Value::as_str) {
+        Some("input_required") => decode_answer(result).map(CallToolResponse::InputRequired),
+        Some("task") => decode_answer(result).map(CallToolResponse::Task),
+        _ => decode_answer(result).map(CallToolResponse::Complete),
+    }
+}
+
+fn decode_answer<T: serde::de::DeserializeOwned>(result: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(result).map_err(|e| {
+        ErrorData::internal_error(
+            format!("the owning replica's answer does not decode: {e}"),
+            None,
+        )
+    })
 }
 
 fn status_result(run: &TurnRun) -> CallToolResult {
@@ -545,7 +628,12 @@ impl ServerHandler for AgentServer {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools: Vec<Tool> = tool_definitions()
+        let definitions = if is_modern(&ctx) {
+            routed_tool_definitions()
+        } else {
+            tool_definitions()
+        };
+        let tools: Vec<Tool> = definitions
             .into_iter()
             .filter_map(|t| serde_json::from_value(t).ok())
             .collect();
@@ -554,6 +642,16 @@ impl ServerHandler for AgentServer {
             result.meta = server_info_meta();
         }
         Ok(result)
+    }
+
+    /// The schema rmcp checks a 2026-07-28 call's `Mcp-Param-*` headers against: a
+    /// header that disagrees with the body is refused before the call runs, so a
+    /// balancer routing on the header and the server acting on the body cannot diverge.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        routed_tool_definitions()
+            .into_iter()
+            .filter(|t| t.get("name").and_then(Value::as_str) == Some(name))
+            .find_map(|t| serde_json::from_value(t).ok())
     }
 
     async fn list_resources(
@@ -620,8 +718,15 @@ impl ServerHandler for AgentServer {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        if let Some(thread_id) = tasks::thread_of(&request.task_id)
+            && let Some(answer) = self
+                .forward_if_elsewhere(thread_id, "tasks/get", &request, &ctx)
+                .await
+        {
+            return answer.and_then(decode_answer);
+        }
         let mut result = tasks::get(&self.registry, &request.task_id).await?;
         result.meta = server_info_meta();
         Ok(result)
@@ -630,16 +735,30 @@ impl ServerHandler for AgentServer {
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if let Some(thread_id) = tasks::thread_of(&request.task_id)
+            && let Some(answer) = self
+                .forward_if_elsewhere(thread_id, "tasks/update", &request, &ctx)
+                .await
+        {
+            return answer.map(drop);
+        }
         tasks::update(&self.registry, &request.task_id, &request.input_responses)
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if let Some(thread_id) = tasks::thread_of(&request.task_id)
+            && let Some(answer) = self
+                .forward_if_elsewhere(thread_id, "tasks/cancel", &request, &ctx)
+                .await
+        {
+            return answer.map(drop);
+        }
         tasks::cancel(&self.registry, &request.task_id)
     }
 
@@ -648,6 +767,13 @@ impl ServerHandler for AgentServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(thread_id) = self.thread_of_call(&params)
+            && let Some(answer) = self
+                .forward_if_elsewhere(thread_id, "tools/call", &params, &ctx)
+                .await
+        {
+            return answer.and_then(call_tool_response);
+        }
         let response = if let Some(sealed) = params.request_state.clone() {
             self.resume_after_input(&params, &ctx, &sealed).await
         } else {

@@ -165,12 +165,25 @@ async fn require_token(State(token): State<Arc<String>>, request: Request, next:
     }
 }
 
+/// What the HTTP listener is, and whom it lets in.
+pub struct HttpServe {
+    pub listen: HttpListen,
+    pub auth: HttpAuth,
+    /// Browser origins allowed besides this address's own.
+    pub allowed_origins: Vec<String>,
+    /// `Host` names allowed besides this machine's loopback names and bound address.
+    pub allowed_hosts: Vec<String>,
+}
+
 /// Serve MCP over streamable HTTP until `shutdown` fires. Calls `ready` with the bound
 /// address once accepting.
 pub async fn serve(
-    listen: HttpListen,
-    auth: HttpAuth,
-    allowed_origins: Vec<String>,
+    HttpServe {
+        listen,
+        auth,
+        allowed_origins,
+        allowed_hosts: extra_hosts,
+    }: HttpServe,
     registry: Arc<Registry>,
     states: Arc<RequestStates>,
     shutdown: CancellationToken,
@@ -197,6 +210,7 @@ pub async fn serve(
     ];
     allowed_hosts.push(bound.ip().to_string());
     allowed_hosts.push(bound.to_string());
+    allowed_hosts.extend(extra_hosts);
     let mut allowed_origins = allowed_origins;
     allowed_origins.extend(own_origins(bound));
     let config = StreamableHttpServerConfig::default()

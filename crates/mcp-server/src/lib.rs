@@ -17,6 +17,7 @@
 //!   `InputRequiredResult` with a sealed `requestState` (2026-07-28);
 //! * [`tasks`]: the 2026-07-28 Tasks extension, backed by the thread store;
 //! * [`http`]: the listener, its bearer token and Origin/Host checks;
+//! * [`fleet`]: requests about a thread another replica runs, forwarded to it;
 //! * [`app`]: the app-server's v2 methods on the same connection, as custom requests;
 //! * [`tools`], [`result`]: tool definitions, arguments and results. The nesting
 //!   marker sessions carry is the MCP client's (`interpreter_mcp_client::nesting`).
@@ -28,6 +29,7 @@
 
 pub mod app;
 pub mod approval;
+pub mod fleet;
 pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -68,6 +70,12 @@ pub enum Listen {
         /// `None` = no token (`--no-auth`, loopback only).
         token_file: Option<PathBuf>,
         allowed_origins: Vec<String>,
+        /// `Host` names accepted besides this machine's own addresses (a load
+        /// balancer's, a fleet peer's).
+        allowed_hosts: Vec<String>,
+        /// Where other replicas sharing the thread store forward requests for threads
+        /// this one runs. `None`: the listen address, unless it is a wildcard.
+        internal_url: Option<String>,
     },
 }
 
@@ -100,25 +108,43 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     // must not stop the server before `initialize`: an MCP host would only show
     // "connection closed". Say it on stderr; every tool call then answers with the error.
     let inputs = opts.config_inputs.clone();
-    let loaded = tokio::task::spawn_blocking(move || load_config(inputs).map(drop))
-        .await
-        .map_err(|e| McpServerError::Join(e.to_string()))?;
-    if let Err(e) = loaded {
-        eprintln!(
-            "warning: the configuration does not load yet ({e}); every tool call will report it until it is fixed (e.g. `interpreter mcp-server -m MODEL`)"
-        );
-    }
-    let registry = Arc::new(Registry::new(
-        Arc::new(ThreadManager::new()),
-        opts.config_inputs,
-    ));
-    let states = Arc::new(RequestStates::new()?);
+    let loaded = tokio::task::spawn_blocking(move || {
+        load_config(inputs).map(|config| {
+            config
+                .mcp_server
+                .request_state_key_file
+                .map(|path| config.home.join(path))
+        })
+    })
+    .await
+    .map_err(|e| McpServerError::Join(e.to_string()))?;
+    let key_file = match loaded {
+        Ok(key_file) => key_file,
+        Err(e) => {
+            eprintln!(
+                "warning: the configuration does not load yet ({e}); every tool call will report it until it is fixed (e.g. `interpreter mcp-server -m MODEL`)"
+            );
+            None
+        }
+    };
+    let thread_manager = Arc::new(ThreadManager::new());
+    let registry = Arc::new(Registry::new(thread_manager.clone(), opts.config_inputs));
+    let states = Arc::new(match &key_file {
+        Some(path) => {
+            let states = RequestStates::from_key_file(path)?;
+            eprintln!("request-state key file: {}", path.display());
+            states
+        }
+        None => RequestStates::new()?,
+    });
     let served = match opts.listen {
         Listen::Stdio => Box::pin(serve_stdio(registry.clone(), states, stop)).await,
         Listen::Http {
             listen,
             token_file,
             allowed_origins,
+            allowed_hosts,
+            internal_url,
         } => {
             let auth = match token_file {
                 Some(path) => {
@@ -130,13 +156,26 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
             };
             let path = listen.path.clone();
             http::serve(
-                listen,
-                auth,
-                allowed_origins,
+                http::HttpServe {
+                    listen,
+                    auth,
+                    allowed_origins,
+                    allowed_hosts,
+                },
                 registry.clone(),
                 states,
                 stop,
-                |addr: SocketAddr| eprintln!("listening on http://{addr}{path}"),
+                |addr: SocketAddr| {
+                    let url = format!("http://{addr}{path}");
+                    // Stores open at the first call, after this. A wildcard address
+                    // names no machine, so without --internal-url nothing is advertised.
+                    let advertised =
+                        internal_url.or_else(|| (!addr.ip().is_unspecified()).then(|| url.clone()));
+                    if let Some(advertised) = advertised {
+                        thread_manager.advertise_internal_url(advertised);
+                    }
+                    eprintln!("listening on {url}");
+                },
             )
             .await
             .map_err(McpServerError::from)

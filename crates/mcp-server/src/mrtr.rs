@@ -6,11 +6,19 @@
 //! The turn itself stays suspended on the server, waiting for the decision.
 //!
 //! `requestState` is attacker-controlled input, so it is sealed with rmcp's
-//! [`RequestStateCodec`] (HMAC-SHA256) under a key that exists only in this process,
-//! bound to the tool, carrying the thread and the pending approval's one-time id, with an
-//! expiry. A forged, tampered, expired or foreign state fails to open; a replayed one
-//! opens but finds its approval already redeemed. Either way nothing runs.
+//! [`RequestStateCodec`] (HMAC-SHA256), bound to the tool, carrying the thread and the
+//! pending approval's one-time id, with an expiry. A forged, tampered, expired or foreign
+//! state fails to open; a replayed one opens but finds its approval already redeemed.
+//! Either way nothing runs.
+//!
+//! The key exists only in this process unless `mcp_server.request_state_key_file` names
+//! a keyring every replica of a fleet loads, so a retry that a load balancer sends to
+//! another replica still opens there (and is forwarded to the turn's owner). The file
+//! holds one `<id> <hex key>` per line: the first line seals, every line opens, which is
+//! the staged rotation rmcp's keyring allows (add the new key second everywhere, then
+//! move it first everywhere, then drop the old one once its states expired).
 
+use std::path::Path;
 use std::time::Duration;
 
 use rmcp::model::{RequestStateCodec, RequestStateError, SealOptions};
@@ -32,6 +40,11 @@ pub struct SuspendedApproval {
 pub enum MrtrError {
     #[error("could not create the request-state key: {0}")]
     Key(String),
+    #[error("request-state key file {}: {reason}", path.display())]
+    KeyFile {
+        path: std::path::PathBuf,
+        reason: String,
+    },
     #[error("requestState was refused: {0}")]
     Refused(#[from] RequestStateError),
 }
@@ -47,6 +60,30 @@ impl RequestStates {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).map_err(|e| MrtrError::Key(e.to_string()))?;
         let codec = RequestStateCodec::try_new(key.to_vec())?;
+        Ok(Self { codec })
+    }
+
+    /// A codec over the keyring in `path` (created with one fresh key when missing,
+    /// readable only by its owner; a file others may read is refused).
+    pub fn from_key_file(path: &Path) -> Result<Self, MrtrError> {
+        let fail = |reason: String| MrtrError::KeyFile {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = interpreter_app_server::listener::load_or_create_token(path, |bytes| {
+            format!(
+                "{FIRST_KEY_ID} {}",
+                interpreter_app_server::listener::hex(bytes)
+            )
+        })
+        .map_err(|e| fail(e.to_string()))?;
+        let keys = parse_keyring(&text).map_err(fail)?;
+        let active = keys
+            .first()
+            .map(|(id, _)| id.clone())
+            .ok_or_else(|| fail("holds no key".to_string()))?;
+        let codec =
+            RequestStateCodec::new_with_keyring(active, keys).map_err(|e| fail(e.to_string()))?;
         Ok(Self { codec })
     }
 
@@ -71,6 +108,42 @@ impl RequestStates {
         let context = Self::associated_data(tool);
         Ok(self.codec.open_json_with(sealed, &context)?)
     }
+}
+
+/// The id of the key a freshly created key file holds.
+const FIRST_KEY_ID: &str = "k1";
+
+/// `<id> <hex>` lines (blank lines and `#` comments skipped), in file order.
+fn parse_keyring(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut keys = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let number = index + 1;
+        let (id, key) = line
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| format!("line {number} is not `<id> <hex key>`"))?;
+        let key = key.trim();
+        if key.len() % 2 != 0 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("line {number}: the key is not hex digits"));
+        }
+        let bytes = (0..key.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&key[i..i + 2], 16))
+            .collect::<Result<Vec<u8>, _>>()
+            .map_err(|e| format!("line {number}: {e}"))?;
+        if bytes.len() < RequestStateCodec::MIN_KEY_LENGTH {
+            return Err(format!(
+                "line {number}: a key needs at least {} bytes ({} hex digits)",
+                RequestStateCodec::MIN_KEY_LENGTH,
+                RequestStateCodec::MIN_KEY_LENGTH * 2
+            ));
+        }
+        keys.push((id.to_string(), bytes));
+    }
+    Ok(keys)
 }
 
 #[cfg(test)]
@@ -100,6 +173,86 @@ mod tests {
         assert!(states.open(&tampered, "codex").is_err());
         assert!(states.open("garbage", "codex").is_err());
         assert!(states.open("", "codex").is_err());
+    }
+
+    fn write_private(path: &Path, text: &str) {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .unwrap_or_else(|e| panic!("{e}"));
+        file.write_all(text.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn replicas_sharing_a_key_file_open_each_others_states() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("keys");
+        let first = RequestStates::from_key_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let second = RequestStates::from_key_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let sealed = first
+            .seal(&state(), "codex", Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(second.open(&sealed, "codex").ok(), Some(state()));
+        let fresh = RequestStates::new().unwrap_or_else(|e| panic!("{e}"));
+        assert!(fresh.open(&sealed, "codex").is_err());
+    }
+
+    #[test]
+    fn staged_rotation_keeps_every_state_open() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let old = format!("old {}", "a".repeat(64));
+        let new = format!("new {}", "b".repeat(64));
+        let file = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            write_private(&path, text);
+            RequestStates::from_key_file(&path).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let before = file("before", &format!("{old}\n"));
+        let staged = file("staged", &format!("# rotating\n{old}\n{new}\n"));
+        let promoted = file("promoted", &format!("{new}\n{old}\n"));
+        let after = file("after", &format!("{new}\n"));
+        let seal = |states: &RequestStates| {
+            states
+                .seal(&state(), "codex", Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let by_old = seal(&before);
+        let by_new = seal(&promoted);
+        assert!(staged.open(&by_old, "codex").is_ok());
+        assert!(staged.open(&by_new, "codex").is_ok());
+        assert!(promoted.open(&by_old, "codex").is_ok());
+        assert!(after.open(&by_new, "codex").is_ok());
+        assert!(after.open(&by_old, "codex").is_err());
+    }
+
+    #[test]
+    fn weak_or_exposed_key_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for (name, text) in [
+            ("short", "k1 abcd\n"),
+            ("not-hex", &format!("k1 {}\n", "zz".repeat(32))),
+            (
+                "no-key",
+                "# nothing here but a comment that is long enough\n",
+            ),
+            ("no-id", &format!("{}\n", "a".repeat(64))),
+        ] {
+            let path = dir.path().join(name);
+            write_private(&path, text);
+            assert!(RequestStates::from_key_file(&path).is_err(), "{name}");
+        }
+        let exposed = dir.path().join("exposed");
+        std::fs::write(&exposed, format!("k1 {}\n", "a".repeat(64)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&exposed, std::fs::Permissions::from_mode(0o644))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(RequestStates::from_key_file(&exposed).is_err());
     }
 
     #[test]

@@ -40,6 +40,11 @@ pub fn task_id(thread_id: ThreadId, turn_id: &str) -> String {
     format!("{thread_id}.{turn_id}")
 }
 
+/// The thread task `task_id` is a turn of, if the id is one of ours.
+pub fn thread_of(task_id: &str) -> Option<ThreadId> {
+    parse_task_id(task_id).ok().map(|(thread, _)| thread)
+}
+
 fn parse_task_id(task_id: &str) -> Result<(ThreadId, &str), ErrorData> {
     let unknown = || ErrorData::invalid_params(format!("unknown task {task_id}"), None);
     let (thread, turn) = task_id.split_once('.').ok_or_else(unknown)?;

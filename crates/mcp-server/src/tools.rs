@@ -74,6 +74,28 @@ pub fn tool_definitions() -> Vec<Value> {
     ]
 }
 
+/// The `Mcp-Param-*` name 2026-07-28 clients send a call's `threadId` under
+/// (`x-mcp-header`), so a load balancer can route every call about one thread alike
+/// without reading bodies.
+pub const THREAD_ID_HEADER: &str = "ThreadId";
+
+/// [`tool_definitions`] as 2026-07-28 clients see them: `threadId` marked for the
+/// [`THREAD_ID_HEADER`] routing header. Legacy-era clients get the plain schemas: they
+/// send no such headers, and some hosts pass schemas on to model APIs that refuse
+/// keywords they do not know.
+pub fn routed_tool_definitions() -> Vec<Value> {
+    let mut tools = tool_definitions();
+    for tool in &mut tools {
+        if let Some(thread_id) = tool
+            .pointer_mut("/inputSchema/properties/threadId")
+            .and_then(Value::as_object_mut)
+        {
+            thread_id.insert("x-mcp-header".to_string(), json!(THREAD_ID_HEADER));
+        }
+    }
+    tools
+}
+
 fn codex_status_tool() -> Value {
     json!({
         "name": CODEX_STATUS_TOOL,

@@ -147,6 +147,9 @@ pub struct McpServerSettings {
     pub elicitation_fallback: ElicitationFallback,
     /// Heartbeat interval of `notifications/progress` while a turn runs, in seconds.
     pub progress_interval_sec: u64,
+    /// The keyring that seals MRTR `requestState`s, shared by every replica of a fleet
+    /// (relative to the home). `None`: a key that lives and dies with the process.
+    pub request_state_key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for McpServerSettings {
@@ -156,6 +159,7 @@ impl Default for McpServerSettings {
             approval_timeout_sec: 600,
             elicitation_fallback: ElicitationFallback::Deny,
             progress_interval_sec: 5,
+            request_state_key_file: None,
         }
     }
 }

@@ -76,3 +76,47 @@ impl StoreError {
         }
     }
 }
+
+/// The JSON-RPC error code front ends answer with when another live process runs the
+/// thread and the request could not be forwarded there: the request did nothing and may
+/// be sent again (in a moment, or to the owner). In the range JSON-RPC leaves to servers.
+pub const RUNS_ELSEWHERE_CODE: i32 = -32050;
+
+/// How long a caller should wait before retrying a thread another process runs: about a
+/// heartbeat, after which an owner that died is visibly dead or the turn has moved on.
+pub const RUNS_ELSEWHERE_RETRY_AFTER_MS: u64 = 2_000;
+
+/// The `data` of a [`RUNS_ELSEWHERE_CODE`] error.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunsElsewhere {
+    pub thread_id: String,
+    /// The replica that holds the thread.
+    pub owner: String,
+    /// Always true: nothing ran.
+    pub retryable: bool,
+    pub retry_after_ms: u64,
+}
+
+impl RunsElsewhere {
+    pub fn new(thread_id: ThreadId, owner: &str) -> Self {
+        Self {
+            thread_id: thread_id.to_string(),
+            owner: owner.to_string(),
+            retryable: true,
+            retry_after_ms: RUNS_ELSEWHERE_RETRY_AFTER_MS,
+        }
+    }
+}
+
+impl StoreError {
+    /// For [`StoreError::OwnedElsewhere`], what the wire error says about it.
+    pub fn runs_elsewhere(&self) -> Option<RunsElsewhere> {
+        match self {
+            Self::OwnedElsewhere {
+                thread_id, owner, ..
+            } => Some(RunsElsewhere::new(*thread_id, owner)),
+            _ => None,
+        }
+    }
+}

@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use interpreter_protocol::ThreadId;
 
-pub use error::StoreError;
+pub use error::{RUNS_ELSEWHERE_CODE, RUNS_ELSEWHERE_RETRY_AFTER_MS, RunsElsewhere, StoreError};
 pub use local::LocalStore;
 pub use location::{LOCAL_STORE, StoreLocation};
 pub use postgres::{PgStore, Replica};
@@ -149,6 +149,29 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
 
     /// Whether the store answers, and how many threads it holds.
     async fn status(&self) -> Result<StoreStatus, StoreError>;
+
+    /// The other live process that runs thread `id` now, if one does (this process's own
+    /// lease, an expired one or none at all is `None`). Only a store shared by several
+    /// processes can say so; a local home never does.
+    async fn owner_elsewhere(&self, _id: ThreadId) -> Result<Option<RemoteOwner>, StoreError> {
+        Ok(None)
+    }
+
+    /// Whether the process `replica` has heartbeaten within the lease time (a process
+    /// that stopped, or is paused, has not). Only meaningful for an owner
+    /// [`ThreadStore::owner_elsewhere`] named.
+    async fn replica_alive(&self, _replica: &str) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+}
+
+/// Another live process holding a thread's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOwner {
+    /// Its replica id.
+    pub replica: String,
+    /// Where it takes requests forwarded by other replicas, when it advertised one.
+    pub internal_url: Option<String>,
 }
 
 /// Appends to one thread. Each append is durable when it returns (one flushed line per
@@ -182,13 +205,22 @@ pub trait ThreadWriter: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// Opens the store at `location`.
-pub async fn open(location: &StoreLocation) -> Result<Arc<dyn ThreadStore>, StoreError> {
+/// Opens the store at `location`. `internal_url` is where other processes sharing the
+/// store reach this one with requests for threads it runs (a fleet replica's own
+/// address), if it takes any.
+pub async fn open(
+    location: &StoreLocation,
+    internal_url: Option<String>,
+) -> Result<Arc<dyn ThreadStore>, StoreError> {
     match location {
         StoreLocation::Local { home } => Ok(Arc::new(LocalStore::new(home.clone()))),
         StoreLocation::Postgres { url } => {
-            let store =
-                PgStore::connect(url, location.to_string(), Replica::this_process(None)).await?;
+            let store = PgStore::connect(
+                url,
+                location.to_string(),
+                Replica::this_process(internal_url),
+            )
+            .await?;
             Ok(Arc::new(store))
         }
     }

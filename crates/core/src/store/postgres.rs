@@ -34,8 +34,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     CreatedThread, Imported, ListDirection, ListPage, ListQuery, ListSortKey, OpenedThread,
-    RolloutItem, RolloutRead, SessionMeta, StoreError, StoreStatus, ThreadGitInfo, ThreadRecord,
-    ThreadStore, ThreadWriter,
+    RemoteOwner, RolloutItem, RolloutRead, SessionMeta, StoreError, StoreStatus, ThreadGitInfo,
+    ThreadRecord, ThreadStore, ThreadWriter,
 };
 use crate::store::rollout::{self, RolloutLine};
 
@@ -99,7 +99,7 @@ const SELECT_COLUMNS: &str = "id, created_at, updated_at, cwd, model_provider, m
 pub struct Replica {
     /// Unique per process: `<host>-<pid>-<random>`.
     pub id: String,
-    /// Where other replicas reach this one (`fleet.internal_url`), if it said.
+    /// Where other replicas reach this one (`mcp-server --internal-url`), if it said.
     pub internal_url: Option<String>,
 }
 
@@ -203,26 +203,38 @@ impl Shared {
     async fn lock_lease(&self, tx: &Transaction<'_>, id: ThreadId) -> Result<Lease, StoreError> {
         let row = tx
             .query_opt(
-                "SELECT t.lease_epoch, t.owner, t.lease_expires_at > now(), r.internal_url \
-                 FROM interpreter_threads t \
-                 LEFT JOIN interpreter_replicas r ON r.id = t.owner \
-                 WHERE t.id = $1 FOR UPDATE OF t",
+                &format!("{LEASE_QUERY} FOR UPDATE OF t"),
                 &[&id.to_string()],
             )
             .await
             .map_err(|e| self.db(e))?
             .ok_or(StoreError::NotFound(id))?;
+        Ok(self.lease_of(id, &row))
+    }
+
+    /// The lease of thread `id` as it stands, without locking it (`None`: no such thread).
+    async fn read_lease(&self, id: ThreadId) -> Result<Option<Lease>, StoreError> {
+        let row = self.query_opt(LEASE_QUERY, &[&id.to_string()]).await?;
+        Ok(row.map(|row| self.lease_of(id, &row)))
+    }
+
+    fn lease_of(&self, id: ThreadId, row: &Row) -> Lease {
         let owner: Option<String> = row.get(1);
-        Ok(Lease {
+        Lease {
             thread_id: id,
             epoch: row.get(0),
             // Another replica's, that is; this one's own lease is no obstacle.
             other_owner: owner.filter(|owner| *owner != self.replica.id),
             live: row.get::<_, Option<bool>>(2).unwrap_or(false),
             internal_url: row.get(3),
-        })
+        }
     }
 }
+
+/// A thread's lease and its owner's advertised address ([`Shared::lease_of`] reads it).
+const LEASE_QUERY: &str = "SELECT t.lease_epoch, t.owner, t.lease_expires_at > now(), \
+     r.internal_url FROM interpreter_threads t \
+     LEFT JOIN interpreter_replicas r ON r.id = t.owner WHERE t.id = $1";
 
 /// A thread's lease as [`Shared::lock_lease`] found it.
 struct Lease {
@@ -236,15 +248,24 @@ struct Lease {
 }
 
 impl Lease {
+    /// The other replica that holds the thread, while its lease has not expired.
+    fn held_elsewhere(&self) -> Option<RemoteOwner> {
+        let owner = self.other_owner.as_ref().filter(|_| self.live)?;
+        Some(RemoteOwner {
+            replica: owner.clone(),
+            internal_url: self.internal_url.clone(),
+        })
+    }
+
     /// Refuses while another live replica holds the thread, naming it.
     fn refuse_if_held_elsewhere(&self) -> Result<(), StoreError> {
-        match &self.other_owner {
-            Some(owner) if self.live => Err(StoreError::OwnedElsewhere {
+        match self.held_elsewhere() {
+            Some(owner) => Err(StoreError::OwnedElsewhere {
                 thread_id: self.thread_id,
-                owner: owner.clone(),
-                internal_url: self.internal_url.clone(),
+                owner: owner.replica,
+                internal_url: owner.internal_url,
             }),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 }
@@ -898,6 +919,23 @@ impl ThreadStore for PgStore {
     async fn refresh(&self) -> Result<Vec<String>, StoreError> {
         // Every record goes through the store: nothing can be written behind its back.
         Ok(Vec::new())
+    }
+
+    async fn owner_elsewhere(&self, id: ThreadId) -> Result<Option<RemoteOwner>, StoreError> {
+        let lease = self.shared.read_lease(id).await?;
+        Ok(lease.and_then(|lease| lease.held_elsewhere()))
+    }
+
+    async fn replica_alive(&self, replica: &str) -> Result<bool, StoreError> {
+        let row = self
+            .shared
+            .query_opt(
+                "SELECT heartbeat_at > now() - make_interval(secs => $2) \
+                 FROM interpreter_replicas WHERE id = $1",
+                &[&replica, &lease_seconds()],
+            )
+            .await?;
+        Ok(row.is_some_and(|row| row.get::<_, bool>(0)))
     }
 
     async fn status(&self) -> Result<StoreStatus, StoreError> {
