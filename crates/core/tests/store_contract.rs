@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use chrono::{DurationRound, TimeDelta, Utc};
 use interpreter_core::store::{
-    Imported, ListQuery, LocalStore, PgStore, Replica, RolloutItem, SessionMeta, StoreError,
-    ThreadGitInfo, ThreadStore,
+    Imported, ListQuery, LocalStore, MAX_LINE_BYTES, PgStore, Replica, RolloutItem, SessionMeta,
+    StoreError, ThreadGitInfo, ThreadStore,
 };
 use interpreter_protocol::{EventMsg, SessionSource, ThreadId, UserMessageEvent};
 use interpreter_test_support::postgres;
@@ -115,6 +115,38 @@ async fn a_thread_reads_back_as_written_and_lists_with_its_preview() {
         let (latest, _) = store.latest(Some(cwd)).await.unwrap();
         assert_eq!(latest.map(|r| r.id), Some(id));
         assert!(store.status().await.unwrap().threads >= 1);
+    }
+}
+
+/// A record over the line cap (here a 9 MiB message) is left out with its size, on
+/// every store, and the records around it still read back; PostgreSQL does not even send
+/// it (`PgStore::read_lines`).
+#[tokio::test]
+async fn a_record_over_the_line_cap_is_skipped_with_its_size() {
+    let (_home, stores) = stores().await;
+    let huge = "x".repeat(MAX_LINE_BYTES + 1024 * 1024);
+    for store in stores {
+        let meta = meta(&unique_cwd());
+        let created = store.create(meta.clone()).await.unwrap();
+        for item in [user("before"), user(&huge), user("after")] {
+            created.writer.append(&[item]).await.unwrap();
+        }
+
+        let read = store.read(meta.id).await.unwrap().expect("recorded");
+        let name = store.describe();
+        assert_eq!(
+            read.items,
+            [
+                RolloutItem::SessionMeta(meta),
+                user("before"),
+                user("after")
+            ],
+            "{name}"
+        );
+        assert_eq!(read.oversized.len(), 1, "{name}");
+        assert_eq!(read.oversized[0].line, 3, "{name}");
+        assert!(read.oversized[0].bytes > huge.len() as u64, "{name}");
+        assert_eq!(read.skipped.map(|s| s.lines), Some(vec![3]), "{name}");
     }
 }
 

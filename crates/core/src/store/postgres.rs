@@ -37,7 +37,7 @@ use super::{
     RemoteOwner, RolloutItem, RolloutRead, SessionMeta, StoreError, StoreStatus, ThreadGitInfo,
     ThreadRecord, ThreadStore, ThreadWriter,
 };
-use crate::store::rollout::{self, RolloutLine};
+use crate::store::rollout::{self, RolloutLine, StoredLine};
 
 /// How long a lease lasts without a heartbeat: a dead replica's threads are taken over
 /// this long after its last heartbeat.
@@ -412,12 +412,38 @@ impl PgStore {
         })
     }
 
+    /// A thread's records. A line over [`rollout::MAX_LINE_BYTES`] stays in the database:
+    /// only its size is fetched, for the note that says it was skipped, so one huge row
+    /// costs this process no more memory than it would from a local rollout.
     async fn read_lines(&self, id: ThreadId) -> Result<Option<RolloutRead>, StoreError> {
-        let label = PathBuf::from(format!("{}/{id}", self.shared.label));
-        Ok(self
-            .export(id)
-            .await?
-            .map(|bytes| rollout::read_rollout_bytes(&label, &bytes)))
+        let shared = &self.shared;
+        let max = i64::try_from(rollout::MAX_LINE_BYTES).unwrap_or(i64::MAX);
+        // One statement: the thread and its lines as of one snapshot; a thread without
+        // lines reads as empty, a missing thread is `None`.
+        let rows = shared
+            .query(
+                "SELECT CASE WHEN octet_length(i.line) <= $2::BIGINT THEN i.line END, \
+                 octet_length(i.line)::BIGINT, i.seq IS NOT NULL \
+                 FROM interpreter_threads t \
+                 LEFT JOIN interpreter_items i ON i.thread_id = t.id \
+                 WHERE t.id = $1 ORDER BY i.seq",
+                &[&id.to_string(), &max],
+            )
+            .await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let lines = rows
+            .into_iter()
+            .filter(|row| row.get::<_, bool>(2))
+            .map(|row| match row.get::<_, Option<String>>(0) {
+                Some(text) => StoredLine::Text(text),
+                None => StoredLine::TooLong {
+                    bytes: u64::try_from(row.get::<_, Option<i64>>(1).unwrap_or(0)).unwrap_or(0),
+                },
+            });
+        let label = PathBuf::from(format!("{}/{id}", shared.label));
+        Ok(Some(rollout::read_stored_lines(&label, lines)))
     }
 }
 

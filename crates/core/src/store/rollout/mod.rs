@@ -41,6 +41,6 @@ pub use reader::{
     MAX_LINE_BYTES, OversizedLine, RolloutRead, SkippedLines, human_bytes, read_resumable,
     read_rollout_with_notes,
 };
-pub(crate) use reader::{parse_rollout_bytes, read_rollout_bytes, summary_from_reader};
+pub(crate) use reader::{StoredLine, parse_rollout_bytes, read_stored_lines, summary_from_reader};
 pub use recorder::{RolloutRecorder, write_rollout};
 pub use turns::{TurnEntry, TurnOutcome, TurnRecord, items_through_turn, turns_from_rollout};

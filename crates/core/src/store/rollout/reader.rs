@@ -97,31 +97,71 @@ pub(crate) fn parse_rollout_bytes(
     }
 }
 
-/// [`read_rollout_with_notes`] of content held in memory (a database's rows, joined by
-/// newlines); `label` names the thread in notes.
-pub(crate) fn read_rollout_bytes(label: &Path, bytes: &[u8]) -> RolloutRead {
-    read_rollout_from(label, bytes).unwrap_or(RolloutRead {
-        // Reading from memory cannot fail.
-        items: Vec::new(),
-        skipped: None,
-        oversized: Vec::new(),
-    })
+/// One line as a database hands it over: its text, or only its size when it is over
+/// [`MAX_LINE_BYTES`] and was left in the database unread.
+pub(crate) enum StoredLine {
+    Text(String),
+    TooLong { bytes: u64 },
+}
+
+/// [`read_rollout_with_notes`] of the lines a database holds, in order; `label` names the
+/// thread in notes.
+pub(crate) fn read_stored_lines(
+    label: &Path,
+    lines: impl IntoIterator<Item = StoredLine>,
+) -> RolloutRead {
+    let mut read = ReadLines::new(label);
+    for line in lines {
+        // A row is a whole line: none is cut short like a file's last line can be.
+        read.push(match &line {
+            StoredLine::Text(text) => Line::Complete {
+                text: text.as_bytes(),
+                at_end: false,
+            },
+            StoredLine::TooLong { bytes } => Line::TooLong {
+                bytes: *bytes,
+                at_end: false,
+            },
+        });
+    }
+    read.finish()
 }
 
 /// [`read_rollout_with_notes`] of an open rollout; `path` names it in errors and notes.
 fn read_rollout_from(path: &Path, reader: impl BufRead) -> Result<RolloutRead, StoreError> {
     let mut lines = BoundedLines::new(reader, MAX_LINE_BYTES);
-    let mut read = RolloutRead {
-        items: Vec::new(),
-        skipped: None,
-        oversized: Vec::new(),
-    };
-    let mut number = 0;
+    let mut read = ReadLines::new(path);
     while let Some(line) = lines
         .next_line()
         .map_err(|source| StoreError::io("read", path, source))?
     {
-        number += 1;
+        read.push(line);
+    }
+    Ok(read.finish())
+}
+
+/// A [`RolloutRead`] being put together one line at a time, whatever holds the lines.
+struct ReadLines<'a> {
+    path: &'a Path,
+    read: RolloutRead,
+    number: usize,
+}
+
+impl<'a> ReadLines<'a> {
+    fn new(path: &'a Path) -> Self {
+        Self {
+            path,
+            read: RolloutRead {
+                items: Vec::new(),
+                skipped: None,
+                oversized: Vec::new(),
+            },
+            number: 0,
+        }
+    }
+
+    fn push(&mut self, line: Line<'_>) {
+        self.number += 1;
         let (error, at_end) = match line {
             Line::Complete { text, at_end } => {
                 // Lossy decoding keeps a line cut inside a multi-byte character from
@@ -129,19 +169,19 @@ fn read_rollout_from(path: &Path, reader: impl BufRead) -> Result<RolloutRead, S
                 let text = String::from_utf8_lossy(text);
                 let text = text.trim();
                 if text.is_empty() {
-                    continue;
+                    return;
                 }
                 match serde_json::from_str::<RolloutLine>(text) {
                     Ok(parsed) => {
-                        read.items.push(parsed.item);
-                        continue;
+                        self.read.items.push(parsed.item);
+                        return;
                     }
                     Err(err) => (err.to_string(), at_end),
                 }
             }
             Line::TooLong { bytes, at_end } => {
                 let oversized = OversizedLine {
-                    line: number,
+                    line: self.number,
                     bytes,
                 };
                 let error = format!(
@@ -149,22 +189,25 @@ fn read_rollout_from(path: &Path, reader: impl BufRead) -> Result<RolloutRead, S
                     human_bytes(bytes),
                     human_bytes(MAX_LINE_BYTES as u64)
                 );
-                read.oversized.push(oversized);
+                self.read.oversized.push(oversized);
                 (error, at_end)
             }
         };
-        let skipped = read.skipped.get_or_insert_with(|| SkippedLines {
-            path: path.to_path_buf(),
+        let skipped = self.read.skipped.get_or_insert_with(|| SkippedLines {
+            path: self.path.to_path_buf(),
             lines: Vec::new(),
             includes_last: false,
             first_error: error,
         });
-        skipped.lines.push(number);
+        skipped.lines.push(self.number);
         skipped.includes_last = at_end;
     }
-    // Every reader sees the thread as its reverts left it.
-    read.items = super::item::apply_reverts(read.items);
-    Ok(read)
+
+    fn finish(mut self) -> RolloutRead {
+        // Every reader sees the thread as its reverts left it.
+        self.read.items = super::item::apply_reverts(self.read.items);
+        self.read
+    }
 }
 
 /// One line of a [`BoundedLines`] reader.
