@@ -49,8 +49,9 @@ export function script(steps) {
 
 /** Start mock-model with `steps`; returns {home, work, env, stop()} (and `record`, the
  * file mock-model writes the requests it saw to when it stops). `config` is appended to
- * config.toml (whole tables, e.g. "[mcp_server]\nprogress_interval_sec = 2\n"). */
-export async function setUp(steps, { config = "" } = {}) {
+ * config.toml (whole tables, e.g. "[mcp_server]\nprogress_interval_sec = 2\n"); `topLevel`
+ * keys go before the first table (e.g. `thread_store = "postgres://…"\n`). */
+export async function setUp(steps, { config = "", topLevel = "" } = {}) {
   const home = mkdtempSync(join(tmpdir(), "peer-home-"));
   const work = mkdtempSync(join(tmpdir(), "peer-work-"));
   const scriptFile = join(home, "script.json");
@@ -64,7 +65,7 @@ export async function setUp(steps, { config = "" } = {}) {
   });
   const { base_url } = JSON.parse(firstLine);
   writeFileSync(join(home, "config.toml"),
-    `model = "mock-model"\nmodel_provider = "mock"\n\n[model_providers.mock]\nname = "mock"\n` +
+    `model = "mock-model"\nmodel_provider = "mock"\n${topLevel}\n[model_providers.mock]\nname = "mock"\n` +
     `base_url = "${base_url}"\nenv_key = "MOCK_API_KEY"\nwire_api = "chat"\nrequest_max_retries = 0\n` + (config ? `\n${config}` : ""));
   const env = { PATH: process.env.PATH, HOME: home, INTERPRETER_HOME: home, MOCK_API_KEY: "k" };
   // Closing stdin is how mock-model is told to stop; SIGKILL makes sure it does.
