@@ -7,26 +7,13 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { appendFileSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { createServer } from "node:net";
 import { join } from "node:path";
-import { BIN_DIR, setUp } from "./common.mjs";
+import { BIN_DIR, freePort, setUp } from "./common.mjs";
 
 const SERVER = join(import.meta.dirname,
   "node_modules/@modelcontextprotocol/server-everything/dist/index.js");
 const FILESYSTEM = join(import.meta.dirname,
   "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-
-/** A TCP port that was free a moment ago. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 /** server-everything in its streamableHttp mode on a free port; resolves once it listens. */
 async function startEverythingHttp() {

@@ -4,6 +4,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer } from "node:net";
 import { createInterface } from "node:readline";
 
 /** Whether `pid` runs (a zombie does not). The process can exit between any two looks at
@@ -15,6 +16,18 @@ export function alive(pid) {
     if (error.code === "ENOENT" || error.code === "ESRCH") return false;
     throw error;
   }
+}
+
+/** A TCP port that was free a moment ago. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
 }
 
 export const BIN_DIR = process.env.INTERPRETER_BIN_DIR ?? join(import.meta.dirname, "../../target/debug");

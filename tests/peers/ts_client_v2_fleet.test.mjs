@@ -12,11 +12,11 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { connect, createServer } from "node:net";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { setUp, startHttpServer } from "./common.mjs";
+import { freePort, setUp, startHttpServer } from "./common.mjs";
 
 const MODERN = "2026-07-28";
 // nginx sends its upstream's name as Host; the replicas accept it with --allow-host.
@@ -26,17 +26,6 @@ const NGINX = process.env.INTERPRETER_NGINX;
 const REQUIRED = process.env.INTERPRETER_REQUIRE_PG === "1";
 const missing = !PG_URL ? "INTERPRETER_TEST_PG_URL" : !NGINX ? "INTERPRETER_NGINX" : null;
 if (missing && REQUIRED) throw new Error(`INTERPRETER_REQUIRE_PG=1 but ${missing} is not set`);
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** nginx round robin over `upstreams` ("127.0.0.1:PORT"), logging which one served each
  * request; resolves to {url, served(), stop()}. */
