@@ -27,9 +27,11 @@ const REQUIRED = process.env.INTERPRETER_REQUIRE_PG === "1";
 const missing = !PG_URL ? "INTERPRETER_TEST_PG_URL" : !NGINX ? "INTERPRETER_NGINX" : null;
 if (missing && REQUIRED) throw new Error(`INTERPRETER_REQUIRE_PG=1 but ${missing} is not set`);
 
-/** nginx round robin over `upstreams` ("127.0.0.1:PORT"), logging which one served each
- * request; resolves to {url, served(), stop()}. */
-async function startNginx(upstreams) {
+/** nginx over `upstreams` ("127.0.0.1:PORT"), round robin, or with `hashOnThread` the
+ * routing docs/fleet.md gives (hash on `Mcp-Param-ThreadId`, else per request), logging
+ * which upstream served each request and the thread header it carried; resolves to
+ * {url, served(), stop()}, `served()` giving [{upstream, thread}]. */
+async function startNginx(upstreams, { hashOnThread = false } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "peer-nginx-"));
   mkdirSync(join(dir, "logs"));
   const port = await freePort();
@@ -39,11 +41,13 @@ async function startNginx(upstreams) {
 error_log ${dir}/logs/error.log warn;
 events { worker_connections 256; }
 http {
-  log_format upstream '$upstream_addr';
+  log_format upstream '$upstream_addr $http_mcp_param_threadid';
   access_log ${log} upstream;
+${hashOnThread ? `  map $http_mcp_param_threadid $route_key { "" $request_id; default $http_mcp_param_threadid; }` : ""}
   client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy;
   fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;
   upstream ${UPSTREAM} {
+${hashOnThread ? "    hash $route_key consistent;" : ""}
 ${upstreams.map((u) => `    server ${u} max_fails=1 fail_timeout=5s;`).join("\n")}
   }
   server {
@@ -72,43 +76,84 @@ ${upstreams.map((u) => `    server ${u} max_fails=1 fail_timeout=5s;`).join("\n"
   }
   return {
     url: `http://127.0.0.1:${port}/mcp`,
-    served: () => (existsSync(log) ? readFileSync(log, "utf8").split("\n").filter(Boolean) : []),
+    served: () => (existsSync(log) ? readFileSync(log, "utf8").split("\n").filter(Boolean) : [])
+      .map((line) => { const [upstream, thread] = line.split(" "); return { upstream, thread: thread === "-" ? undefined : thread }; }),
     stop: async () => { proc.kill("SIGKILL"); await exited; },
   };
 }
 
+/** Three replicas on the store behind nginx (`nginxOptions` as `startNginx` takes them),
+ * the mock model scripted with `steps`, and a connected v2 client that accepts every
+ * approval. One home for all three (three ports of one machine): the token file and the
+ * request-state keyring the first replica creates are the ones the others read. */
+async function startFleet(steps, nginxOptions = {}) {
+  const ctx = await setUp(steps, {
+    topLevel: `thread_store = "${PG_URL}"\n`,
+    config: "[mcp_server]\nrequest_state_key_file = \"request-state.keys\"\n",
+  });
+  const fleet = { ctx, replicas: [], sent: [], elicitations: [] };
+  fleet.stop = async () => {
+    await fleet.client?.close();
+    await fleet.nginx?.stop();
+    for (const r of fleet.replicas) await r.stop();
+    ctx.stop();
+  };
+  try {
+    for (let i = 0; i < 3; i++) fleet.replicas.push(await startHttpServer(ctx, ["--allow-host", UPSTREAM]));
+    fleet.nginx = await startNginx(fleet.replicas.map((r) => new URL(r.url).host), nginxOptions);
+    const transport = new StreamableHTTPClientTransport(new URL(fleet.nginx.url), {
+      requestInit: { headers: { Authorization: `Bearer ${fleet.replicas[0].token}` } },
+      // Every request as the SDK sent it, headers included.
+      fetch: (url, init) => {
+        const body = typeof init?.body === "string" ? JSON.parse(init.body) : undefined;
+        fleet.sent.push({ body, headers: new Headers(init?.headers) });
+        return fetch(url, init);
+      },
+    });
+    fleet.client = new Client({ name: "peer-ts-v2-fleet", version: "0.0.0" },
+      { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: "auto" } });
+    fleet.client.setRequestHandler("elicitation/create", async (request) => {
+      fleet.elicitations.push(request.params);
+      return { action: "accept", content: { decision: "approved" } };
+    });
+    await fleet.client.connect(transport);
+    assert.equal(fleet.client.getNegotiatedProtocolVersion(), MODERN);
+    return fleet;
+  } catch (error) {
+    await fleet.stop();
+    throw error;
+  }
+}
+
+/** `codex-reply` on `threadId` with "reply N", for each N, checking each answer is the
+ * scripted "Reply N." of that thread and that the SDK sent it with the routing header.
+ * Returns how many `codex-reply` requests went without the header: a client that has not
+ * listed the tools does not know of the header, the replica refuses such a call as the
+ * 2026-07-28 revision says, and the SDK lists the tools and sends it again with it. */
+async function replies(fleet, threadId, numbers) {
+  for (const n of numbers) {
+    const answer = await fleet.client.callTool({ name: "codex-reply", arguments: { threadId, prompt: `reply ${n}` } },
+      { timeout: 90000 });
+    assert.ok(!answer.isError, JSON.stringify(answer));
+    assert.equal(answer.structuredContent.content, `Reply ${n}.`);
+    assert.equal(answer.structuredContent.threadId, threadId);
+  }
+  const sent = fleet.sent.filter((h) => h.body?.method === "tools/call" && h.body.params?.name === "codex-reply");
+  const routed = sent.filter((h) => h.headers.get("mcp-param-threadid") === threadId);
+  assert.equal(routed.length, numbers.length, "the SDK sent no routing header");
+  return sent.length - routed.length;
+}
+
+const skip = missing ? `${missing} is not set` : false;
+
 test("v2 through nginx to three replicas: an approval retry and one thread across all of them",
-  { timeout: 180000, skip: missing ? `${missing} is not set` : false }, async () => {
-    const ctx = await setUp([
+  { timeout: 180000, skip }, async () => {
+    const fleet = await startFleet([
       { command: "touch from_the_fleet.txt" }, { text: "Made it." },
       { text: "Reply 1." }, { text: "Reply 2." }, { text: "Reply 3." },
-    ], { topLevel: `thread_store = "${PG_URL}"\n`, config: "[mcp_server]\nrequest_state_key_file = \"request-state.keys\"\n" });
-    // One home for all three (three ports of one machine): the token file and the
-    // request-state keyring the first replica creates are the ones the others read.
-    const replicas = [];
-    let nginx;
-    let client;
+    ]);
+    const { ctx, client } = fleet;
     try {
-      for (let i = 0; i < 3; i++) replicas.push(await startHttpServer(ctx, ["--allow-host", UPSTREAM]));
-      nginx = await startNginx(replicas.map((r) => new URL(r.url).host));
-      const headers = [];
-      const transport = new StreamableHTTPClientTransport(new URL(nginx.url), {
-        requestInit: { headers: { Authorization: `Bearer ${replicas[0].token}` } },
-        fetch: (url, init) => {
-          const body = typeof init?.body === "string" ? JSON.parse(init.body) : undefined;
-          headers.push({ body, headers: new Headers(init?.headers) });
-          return fetch(url, init);
-        },
-      });
-      client = new Client({ name: "peer-ts-v2-fleet", version: "0.0.0" },
-        { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: "auto" } });
-      const elicitations = [];
-      client.setRequestHandler("elicitation/create", async (request) => {
-        elicitations.push(request.params);
-        return { action: "accept", content: { decision: "approved" } };
-      });
-      await client.connect(transport);
-      assert.equal(client.getNegotiatedProtocolVersion(), MODERN);
       const tools = await client.listTools();
       const reply = tools.tools.find((t) => t.name === "codex-reply");
       assert.equal(reply?.inputSchema?.properties?.threadId?.["x-mcp-header"], "ThreadId");
@@ -118,27 +163,18 @@ test("v2 through nginx to three replicas: an approval retry and one thread acros
       } }, { timeout: 90000 });
       assert.ok(!first.isError, JSON.stringify(first));
       assert.equal(first.structuredContent.content, "Made it.");
-      assert.equal(elicitations.length, 1, "want one approval");
+      assert.equal(fleet.elicitations.length, 1, "want one approval");
       assert.ok(existsSync(join(ctx.work, "from_the_fleet.txt")), "the approved command did not run");
       const threadId = first.structuredContent.threadId;
       assert.match(threadId, /^[0-9a-f-]{36}$/);
 
       // Three replies in a row: round robin lands them on three replicas.
-      for (const n of [1, 2, 3]) {
-        const answer = await client.callTool({ name: "codex-reply", arguments: { threadId, prompt: `reply ${n}` } },
-          { timeout: 90000 });
-        assert.ok(!answer.isError, JSON.stringify(answer));
-        assert.equal(answer.structuredContent.content, `Reply ${n}.`);
-        assert.equal(answer.structuredContent.threadId, threadId);
-      }
-      const replies = headers.filter((h) => h.body?.method === "tools/call" && h.body.params?.name === "codex-reply");
-      assert.equal(replies.length, 3);
-      for (const h of replies) assert.equal(h.headers.get("mcp-param-threadid"), threadId, "the SDK sent no routing header");
-      const served = new Set(nginx.served());
+      assert.equal(await replies(fleet, threadId, [1, 2, 3]), 0, "the tools were listed: every call had the header");
+      const served = new Set(fleet.nginx.served().map((r) => r.upstream));
       assert.equal(served.size, 3, `want every replica to have served requests, got ${[...served]}`);
 
       await client.close();
-      client = undefined;
+      fleet.client = undefined;
       await ctx.finish();
       const record = JSON.parse(readFileSync(ctx.record, "utf8"));
       assert.deepEqual(record.violations, []);
@@ -149,9 +185,28 @@ test("v2 through nginx to three replicas: an approval retry and one thread acros
         assert.ok(last.includes(said), `the last model request lacks ${JSON.stringify(said)}`);
       }
     } finally {
-      await client?.close();
-      await nginx?.stop();
-      for (const r of replicas) await r.stop();
-      ctx.stop();
+      await fleet.stop();
+    }
+  });
+
+test("v2 through nginx hashing on Mcp-Param-ThreadId, as docs/fleet.md routes: a thread's calls stay on one replica",
+  { timeout: 180000, skip }, async () => {
+    const fleet = await startFleet([
+      { text: "Started." }, { text: "Reply 1." }, { text: "Reply 2." }, { text: "Reply 3." },
+    ], { hashOnThread: true });
+    try {
+      const first = await fleet.client.callTool({ name: "codex", arguments: {
+        prompt: "start", cwd: fleet.ctx.work, "approval-policy": "never",
+      } }, { timeout: 90000 });
+      assert.equal(first.structuredContent.content, "Started.");
+      const threadId = first.structuredContent.threadId;
+      // No tools/list first: the first reply goes without the header, is refused, and
+      // is sent again with it once the SDK has listed the tools.
+      assert.equal(await replies(fleet, threadId, [1, 2, 3]), 1);
+      const routed = fleet.nginx.served().filter((r) => r.thread === threadId);
+      assert.equal(routed.length, 3, JSON.stringify(fleet.nginx.served()));
+      assert.equal(new Set(routed.map((r) => r.upstream)).size, 1, `one thread's calls went to several replicas: ${JSON.stringify(routed)}`);
+    } finally {
+      await fleet.stop();
     }
   });
