@@ -681,6 +681,40 @@ developer_instructions = "profile dev"
     }
 
     #[test]
+    fn a_top_level_key_written_below_a_table_is_named_as_misplaced() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            r#"
+model = "a"
+[model_providers.local]
+name = "Local"
+base_url = "http://localhost:9/v1"
+thread_store = "postgres://db.internal/interpreter"
+"#,
+        );
+        let config = load_config(fx.inputs()).unwrap();
+        assert!(config.thread_store.to_string().starts_with("local"));
+        let warning = config
+            .warnings
+            .iter()
+            .find(|w| w.contains("`model_providers.local.thread_store`"))
+            .unwrap_or_else(|| panic!("{:?}", config.warnings));
+        assert!(
+            warning.contains("`thread_store` is a top-level key"),
+            "{warning}"
+        );
+        assert!(
+            !config
+                .warnings
+                .iter()
+                .any(|w| w.contains("`name` is a top-level")),
+            "{:?}",
+            config.warnings
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_ignored_when_not_strict_and_codex_keys_are_accepted() {
         let fx = Fixture::new();
         fx.write(

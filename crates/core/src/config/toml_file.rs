@@ -307,12 +307,31 @@ pub(crate) fn remove_unknown_keys(
                 origin: layer.origin.clone(),
             });
         }
+        let hint = misplaced_top_level_key(&shape, &path)
+            .map(|name| {
+                format!(
+                    " (`{name}` is a top-level key: below a `[table]` header it belongs to \
+                     that table, so move it above the file's first table)"
+                )
+            })
+            .unwrap_or_default();
         warnings.push(format!(
-            "ignoring unknown config key `{key}` in {}",
+            "ignoring unknown config key `{key}` in {}{hint}",
             layer.origin
         ));
     }
     Ok(())
+}
+
+/// The top-level key an unknown nested key `path` names, if it names one: written after
+/// a table header, `thread_store = …` silently became `model_providers.x.thread_store`,
+/// and a replica so configured would fall back to its local store.
+fn misplaced_top_level_key<'a>(shape: &Shape, path: &'a [String]) -> Option<&'a str> {
+    let (last, parents) = path.split_last()?;
+    let Shape::Struct(fields) = shape else {
+        return None;
+    };
+    (!parents.is_empty() && fields.iter().any(|(name, _)| name == last)).then_some(last.as_str())
 }
 
 fn collect_unknown(
