@@ -130,6 +130,8 @@ impl Replica {
         loop {
             let text = std::fs::read_to_string(self.log(run)).unwrap_or_default();
             if text.contains("listening on ") {
+                // Every replica names the shared database, and none runs on its own home.
+                assert!(text.contains("thread store: postgres ("), "{text}");
                 return;
             }
             assert!(

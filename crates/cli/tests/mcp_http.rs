@@ -412,3 +412,24 @@ async fn token_files_of_others_or_open_to_others_are_refused() {
         client.wait_for_stderr(needle).await;
     }
 }
+
+/// A replica told where other replicas reach it (`--internal-url`) but left on its local
+/// home's store (e.g. `thread_store` written below a table of config.toml) says so at
+/// start-up: the others would never see its threads.
+#[tokio::test]
+async fn an_internal_url_on_a_local_store_is_a_warning() {
+    let env = McpEnv::new().await;
+    let client = env.spawn_with_args(&[
+        "--listen",
+        "http://127.0.0.1:0/mcp",
+        "--internal-url",
+        "http://10.0.0.5:8765/mcp",
+    ]);
+    client.wait_for_stderr("thread store: local (").await;
+    client
+        .wait_for_stderr(
+            "warning: --internal-url is set but the thread store is this machine's home",
+        )
+        .await;
+    client.wait_for_stderr("listening on ").await;
+}

@@ -50,6 +50,7 @@ use std::time::Duration;
 
 use interpreter_core::ThreadManager;
 use interpreter_core::config::{ConfigError, ConfigInputs, load_config};
+use interpreter_core::store::StoreLocation;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
@@ -110,21 +111,22 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     let inputs = opts.config_inputs.clone();
     let loaded = tokio::task::spawn_blocking(move || {
         load_config(inputs).map(|config| {
-            config
+            let key_file = config
                 .mcp_server
                 .request_state_key_file
-                .map(|path| config.home.join(path))
+                .map(|path| config.home.join(path));
+            (key_file, config.thread_store)
         })
     })
     .await
     .map_err(|e| McpServerError::Join(e.to_string()))?;
-    let key_file = match loaded {
-        Ok(key_file) => key_file,
+    let (key_file, thread_store) = match loaded {
+        Ok((key_file, thread_store)) => (key_file, Some(thread_store)),
         Err(e) => {
             eprintln!(
                 "warning: the configuration does not load yet ({e}); every tool call will report it until it is fixed (e.g. `interpreter mcp-server -m MODEL`)"
             );
-            None
+            (None, None)
         }
     };
     let thread_manager = Arc::new(ThreadManager::new());
@@ -146,6 +148,18 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
             allowed_hosts,
             internal_url,
         } => {
+            if let Some(location) = &thread_store {
+                eprintln!("thread store: {location}");
+                // An address for other replicas means a fleet, and a fleet shares one
+                // database; on a local store the others never see this one's threads.
+                if internal_url.is_some() && matches!(location, StoreLocation::Local { .. }) {
+                    eprintln!(
+                        "warning: --internal-url is set but the thread store is this machine's \
+                         home: other replicas cannot see its threads; set thread_store = \
+                         \"postgres://…\" at the top of config.toml"
+                    );
+                }
+            }
             let auth = match token_file {
                 Some(path) => {
                     let token = http::load_or_create_token(&path)?;
