@@ -570,6 +570,30 @@ impl http_body::Body for TrackedBody {
     }
 }
 
+/// The probes every HTTP listener answers without a token, for load balancers and
+/// orchestrators: `GET /readyz` (200 while the listener accepts) and `GET /healthz` (200,
+/// or 403 when the request has an `Origin` header: a web page has no business here). They
+/// say nothing but the status. Paths `taken` by the listener's own service are left to it.
+pub fn probe_routes<S: Clone + Send + Sync + 'static>(taken: &str) -> Router<S> {
+    use axum::http::{HeaderMap, StatusCode, header};
+    use axum::routing::get;
+    async fn health(headers: HeaderMap) -> StatusCode {
+        if headers.contains_key(header::ORIGIN) {
+            StatusCode::FORBIDDEN
+        } else {
+            StatusCode::OK
+        }
+    }
+    let mut router = Router::new();
+    if taken != "/readyz" {
+        router = router.route("/readyz", get(|| async { StatusCode::OK }));
+    }
+    if taken != "/healthz" {
+        router = router.route("/healthz", get(health));
+    }
+    router
+}
+
 /// Serve `router` on `acceptor` until `stop` fires, with the header-read timeout and the
 /// connection cap. Raises the fd limit first.
 pub async fn serve(

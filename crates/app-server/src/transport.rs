@@ -161,17 +161,8 @@ struct WsState {
 fn router(state: WsState) -> Router {
     Router::new()
         .route("/", get(upgrade))
-        .route("/readyz", get(|| async { StatusCode::OK }))
-        .route("/healthz", get(health))
+        .merge(listener::probe_routes("/"))
         .with_state(state)
-}
-
-async fn health(headers: HeaderMap) -> StatusCode {
-    if headers.contains_key(header::ORIGIN) {
-        StatusCode::FORBIDDEN
-    } else {
-        StatusCode::OK
-    }
 }
 
 /// Constant-time comparison, so the token cannot be guessed byte by byte from timing.

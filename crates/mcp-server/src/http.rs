@@ -239,6 +239,8 @@ pub async fn serve(
             require_token,
         ));
     }
+    // Added after the token layer, so a balancer's health checks need no token.
+    let router = router.merge(listener::probe_routes(&listen.path));
     ready(bound);
     // The shared accept loop: header-read timeout, connection cap, fd limit raised.
     listener::serve(listener::Acceptor::Tcp(tcp), router, shutdown)
