@@ -775,15 +775,25 @@ async fn check_store(location: &StoreLocation) -> Check {
         store.status().await
     };
     match tokio::time::timeout(STATE_DEADLINE, status).await {
-        Ok(Ok(status)) => Check::ok(
-            NAME,
-            format!(
+        Ok(Ok(status)) => {
+            let mut detail = format!(
                 "{} answers; {} thread{}",
                 status.description,
                 status.threads,
                 plural(status.threads as usize)
-            ),
-        ),
+            );
+            // Who else uses the database: a fleet's replicas show here, and a store
+            // nobody else heartbeats on is one machine's, whatever its URL.
+            if let Some(fleet) = status.fleet {
+                detail.push_str(&format!(
+                    " ({} running); {} other live process{}",
+                    fleet.running,
+                    fleet.other_processes,
+                    if fleet.other_processes == 1 { "" } else { "es" }
+                ));
+            }
+            Check::ok(NAME, detail)
+        }
         Ok(Err(err)) => Check::fail(
             NAME,
             one_line(&err.to_string()),

@@ -858,3 +858,62 @@ async fn a_task_is_polled_and_answered_through_other_replicas() {
         );
     }
 }
+
+/// `doctor` on a machine of the fleet reports the shared store as the fleet sees it:
+/// a turn running on r1, and the replicas heartbeating on the database (other tests'
+/// fleets may share it, so at least these).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn doctor_sees_the_fleet_on_the_store() {
+    let Some(fleet) = Fleet::start(RUNS_COMMANDS_UNASKED).await else {
+        return;
+    };
+    let urls: Vec<String> = fleet.replicas.iter().map(Replica::url).collect();
+    fleet.command_then("call_nap", "sleep 3", "rested");
+    let started = fleet
+        .codex(
+            &urls[0],
+            json!({"prompt": "take a nap", "background": true}),
+        )
+        .await;
+    let thread_id = thread_of(&started);
+
+    let home = fleet.replicas[1].home.path();
+    let out = Command::new(env!("CARGO_BIN_EXE_interpreter"))
+        .args(["doctor", "--json"])
+        .current_dir(fleet.work.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("INTERPRETER_HOME", home)
+        .env("MOCK_API_KEY", "test-key")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let state = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|check| check["name"] == "state")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(state["status"], "ok", "{state}");
+    let detail = state["detail"].as_str().unwrap();
+    let number_before = |marker: &str| -> u64 {
+        let head = &detail[..detail.find(marker).unwrap_or_else(|| panic!("{detail}"))];
+        let digits = head.rsplit(|c: char| !c.is_ascii_digit()).next().unwrap();
+        digits.parse().unwrap_or_else(|_| panic!("{detail}"))
+    };
+    assert!(detail.starts_with("postgres ("), "{detail}");
+    assert!(number_before(" running)") >= 1, "{detail}");
+    assert!(number_before(" other live process") >= 3, "{detail}");
+
+    let waited = fleet
+        .call(
+            &urls[0],
+            "codex-wait",
+            json!({"arguments": {"threadId": thread_id, "timeoutSec": 60}}),
+        )
+        .await;
+    assert_eq!(completed(&waited)["content"], "rested", "{waited}");
+    fleet.model.assert_invariants();
+}

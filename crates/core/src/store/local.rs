@@ -256,6 +256,7 @@ impl ThreadStore for LocalStore {
         Ok(StoreStatus {
             description: self.describe(),
             threads,
+            fleet: None,
         })
     }
 }

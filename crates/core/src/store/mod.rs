@@ -74,6 +74,17 @@ pub struct StoreStatus {
     pub description: String,
     /// Threads recorded.
     pub threads: u64,
+    /// What a store shared by several processes knows of them (`None` for a local home).
+    pub fleet: Option<FleetStatus>,
+}
+
+/// The processes sharing a store, as its leases and heartbeats say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetStatus {
+    /// Threads whose turn runs now (a live lease).
+    pub running: u64,
+    /// Other processes that heartbeat within the lease time (replicas, `exec` runs).
+    pub other_processes: u64,
 }
 
 /// Thread storage. Every method has a deadline inside (a stuck disk or database is an

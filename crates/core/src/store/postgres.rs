@@ -33,9 +33,9 @@ use tokio_postgres::types::ToSql;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    CreatedThread, Imported, ListDirection, ListPage, ListQuery, ListSortKey, OpenedThread,
-    RemoteOwner, RolloutItem, RolloutRead, SessionMeta, StoreError, StoreStatus, ThreadGitInfo,
-    ThreadRecord, ThreadStore, ThreadWriter,
+    CreatedThread, FleetStatus, Imported, ListDirection, ListPage, ListQuery, ListSortKey,
+    OpenedThread, RemoteOwner, RolloutItem, RolloutRead, SessionMeta, StoreError, StoreStatus,
+    ThreadGitInfo, ThreadRecord, ThreadStore, ThreadWriter,
 };
 use crate::store::rollout::{self, RolloutLine, StoredLine};
 
@@ -965,15 +965,30 @@ impl ThreadStore for PgStore {
     }
 
     async fn status(&self) -> Result<StoreStatus, StoreError> {
-        let threads: i64 = self
+        // One statement, one snapshot: the counts agree with each other.
+        let row = self
             .shared
-            .query("SELECT count(*) FROM interpreter_threads", &[])
-            .await?
-            .first()
-            .map_or(0, |row| row.get(0));
+            .query_opt(
+                "SELECT (SELECT count(*) FROM interpreter_threads), \
+                 (SELECT count(*) FROM interpreter_threads \
+                  WHERE owner IS NOT NULL AND lease_expires_at > now()), \
+                 (SELECT count(*) FROM interpreter_replicas \
+                  WHERE id <> $1 AND heartbeat_at > now() - make_interval(secs => $2))",
+                &[&self.shared.replica.id, &lease_seconds()],
+            )
+            .await?;
+        let count = |i: usize| {
+            row.as_ref()
+                .and_then(|row| u64::try_from(row.get::<_, i64>(i)).ok())
+                .unwrap_or(0)
+        };
         Ok(StoreStatus {
             description: self.describe(),
-            threads: u64::try_from(threads).unwrap_or(0),
+            threads: count(0),
+            fleet: Some(FleetStatus {
+                running: count(1),
+                other_processes: count(2),
+            }),
         })
     }
 }
