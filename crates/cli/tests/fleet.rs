@@ -447,6 +447,15 @@ impl Fleet {
         thread_id
     }
 
+    /// A background turn on `url` that runs `sleep 3`, then answers "rested"; its thread.
+    async fn background_nap(&self, url: &str) -> String {
+        self.command_then("call_nap", "sleep 3", "rested");
+        let started = self
+            .codex(url, json!({"prompt": "take a nap", "background": true}))
+            .await;
+        thread_of(&started)
+    }
+
     async fn codex(&self, url: &str, arguments: Value) -> Value {
         self.call(url, "codex", json!({"arguments": arguments}))
             .await
@@ -764,14 +773,7 @@ async fn a_running_thread_is_followed_through_another_replica() {
         return;
     };
     let urls: Vec<String> = fleet.replicas.iter().map(Replica::url).collect();
-    fleet.command_then("call_nap", "sleep 3", "rested");
-    let started = fleet
-        .codex(
-            &urls[0],
-            json!({"prompt": "take a nap", "background": true}),
-        )
-        .await;
-    let thread_id = thread_of(&started);
+    let thread_id = fleet.background_nap(&urls[0]).await;
     let body = fleet
         .call_raw(
             &urls[1],
@@ -868,14 +870,7 @@ async fn doctor_sees_the_fleet_on_the_store() {
         return;
     };
     let urls: Vec<String> = fleet.replicas.iter().map(Replica::url).collect();
-    fleet.command_then("call_nap", "sleep 3", "rested");
-    let started = fleet
-        .codex(
-            &urls[0],
-            json!({"prompt": "take a nap", "background": true}),
-        )
-        .await;
-    let thread_id = thread_of(&started);
+    let thread_id = fleet.background_nap(&urls[0]).await;
 
     let home = fleet.replicas[1].home.path();
     let out = Command::new(env!("CARGO_BIN_EXE_interpreter"))
