@@ -190,24 +190,31 @@ pub fn load_or_create_token(
                     .create(dir)
                     .map_err(|e| fail(format!("creating its directory: {e}")))?;
             }
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            {
-                use std::os::unix::fs::OpenOptionsExt as _;
-                options.mode(0o600);
-            }
-            let mut file = match options.open(path) {
-                Ok(file) => file,
-                // Another process sharing the file (a fleet replica) created it first:
-                // use its secret, so both hold the same one.
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-                    return read(std::fs::File::open(path).map_err(|e| fail(e.to_string()))?);
-                }
-                Err(err) => return Err(fail(err.to_string())),
-            };
-            file.write_all(format!("{token}\n").as_bytes())
+            // Written whole to a private (0600) file beside it, then linked into place
+            // only if nothing is there yet: another process sharing the file (a fleet
+            // replica starting at the same moment) sees either no file or the whole
+            // secret, never an empty or half-written one.
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let mut staged = tempfile::Builder::new()
+                .prefix(".token-")
+                .tempfile_in(dir)
                 .map_err(|e| fail(e.to_string()))?;
-            Ok(token)
+            staged
+                .write_all(format!("{token}\n").as_bytes())
+                .and_then(|()| staged.as_file().sync_all())
+                .map_err(|e| fail(e.to_string()))?;
+            match staged.persist_noclobber(path) {
+                Ok(_) => Ok(token),
+                // Another process created it first: use its secret, so both hold the
+                // same one.
+                Err(err) if err.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    read(std::fs::File::open(path).map_err(|e| fail(e.to_string()))?)
+                }
+                Err(err) => Err(fail(err.error.to_string())),
+            }
         }
         Err(err) => Err(fail(err.to_string())),
     }
@@ -737,6 +744,27 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Replicas of a fleet sharing one token or key file may start together: every one
+    /// of them gets the same secret, none an empty or half-written file.
+    #[test]
+    fn processes_creating_one_token_file_at_once_all_get_the_same_token() {
+        for _ in 0..50 {
+            let dir = tempfile::tempdir().expect("dir");
+            let path = dir.path().join("t");
+            let tokens: Vec<String> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| scope.spawn(|| load_or_create_token(&path, |b| hex(b))))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("thread").expect("token"))
+                    .collect()
+            });
+            assert!(tokens.iter().all(|t| *t == tokens[0]), "{tokens:?}");
+            assert_eq!(tokens[0].len(), 64);
+        }
+    }
 
     #[test]
     fn token_files_must_be_private() {
