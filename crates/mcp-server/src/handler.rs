@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use interpreter_core::CoreError;
 use interpreter_core::config::McpServerSettings;
+use interpreter_core::store::StoreError;
 use interpreter_protocol::{EventMsg, ReviewDecision, SessionSource, ThreadId};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ErrorData,
@@ -286,8 +287,7 @@ impl AgentServer {
         Ok(match thread {
             Ok(thread) => Ok(thread),
             // Another replica took the thread between the owner check and the resume.
-            Err(CoreError::Store(err)) if err.runs_elsewhere().is_some() => {
-                let owner = err.runs_elsewhere().map(|r| r.owner).unwrap_or_default();
+            Err(CoreError::Store(StoreError::OwnedElsewhere { owner, .. })) => {
                 return Err(fleet::runs_elsewhere(
                     thread_id,
                     &owner,

@@ -1,7 +1,7 @@
 //! [`LocalStore`]: threads as JSONL rollouts under `<home>/sessions/`, found and listed
 //! through the `<home>/state.sqlite` index, which heals itself from the rollouts (see
-//! `crate::store::rollout`). One machine's threads; several processes on that machine may share
-//! a home.
+//! `crate::store::rollout`). One machine's threads; several processes on that machine
+//! may share a home.
 //!
 //! The file and SQLite work is blocking, so it runs on tokio's blocking pool, each call
 //! under [`LOCAL_DEADLINE`]. The index connection is opened once per store and shared.

@@ -236,6 +236,9 @@ const LEASE_QUERY: &str = "SELECT t.lease_epoch, t.owner, t.lease_expires_at > n
      r.internal_url FROM interpreter_threads t \
      LEFT JOIN interpreter_replicas r ON r.id = t.owner WHERE t.id = $1";
 
+/// A replica is live while it has heartbeaten within the lease time (`$2`: [`lease_seconds`]).
+const REPLICA_LIVE: &str = "heartbeat_at > now() - make_interval(secs => $2)";
+
 /// A thread's lease as [`Shared::lock_lease`] found it.
 struct Lease {
     thread_id: ThreadId,
@@ -956,8 +959,7 @@ impl ThreadStore for PgStore {
         let row = self
             .shared
             .query_opt(
-                "SELECT heartbeat_at > now() - make_interval(secs => $2) \
-                 FROM interpreter_replicas WHERE id = $1",
+                &format!("SELECT {REPLICA_LIVE} FROM interpreter_replicas WHERE id = $1"),
                 &[&replica, &lease_seconds()],
             )
             .await?;
@@ -969,11 +971,12 @@ impl ThreadStore for PgStore {
         let row = self
             .shared
             .query_opt(
-                "SELECT (SELECT count(*) FROM interpreter_threads), \
-                 (SELECT count(*) FROM interpreter_threads \
-                  WHERE owner IS NOT NULL AND lease_expires_at > now()), \
-                 (SELECT count(*) FROM interpreter_replicas \
-                  WHERE id <> $1 AND heartbeat_at > now() - make_interval(secs => $2))",
+                &format!(
+                    "SELECT (SELECT count(*) FROM interpreter_threads), \
+                     (SELECT count(*) FROM interpreter_threads \
+                      WHERE owner IS NOT NULL AND lease_expires_at > now()), \
+                     (SELECT count(*) FROM interpreter_replicas WHERE id <> $1 AND {REPLICA_LIVE})"
+                ),
                 &[&self.shared.replica.id, &lease_seconds()],
             )
             .await?;
