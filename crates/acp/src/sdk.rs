@@ -8,7 +8,7 @@
 //! that do not parse.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::{Client, Error, ErrorCode, JsonRpcResponse, Lines};
 use futures::StreamExt as _;
 use interpreter_core::config::McpServerConfig;
-use interpreter_core::workspace_files::{FileFuture, LocalFiles, WorkspaceFiles};
+use interpreter_core::workspace_files::{FileFuture, LocalFiles, Target, WorkspaceFiles};
 use interpreter_protocol::ThreadId;
 use interpreter_protocol::UserInput;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
@@ -140,12 +140,14 @@ impl EditorFiles {
 }
 
 impl WorkspaceFiles for EditorFiles {
-    fn read_text<'a>(&'a self, thread: ThreadId, path: &'a Path) -> FileFuture<'a, String> {
+    fn read_text<'a>(&'a self, thread: ThreadId, target: &'a Target) -> FileFuture<'a, String> {
         Box::pin(async move {
             let Some((connection, _)) = self.peer.get().filter(|(_, fs)| fs.read_text_file) else {
-                return LocalFiles.read_text(thread, path).await;
+                return LocalFiles.read_text(thread, target).await;
             };
-            let request = ReadTextFileRequest::new(thread.to_string(), path.to_path_buf());
+            // The editor is asked for where the path leads (the engine checked that), not
+            // for a name a symlink could turn into another file.
+            let request = ReadTextFileRequest::new(thread.to_string(), target.resolved.clone());
             let content = editor_file_request(connection.send_request(request).block_task())
                 .await?
                 .content;
@@ -166,15 +168,16 @@ impl WorkspaceFiles for EditorFiles {
     fn write_text<'a>(
         &'a self,
         thread: ThreadId,
-        path: &'a Path,
+        target: &'a Target,
         contents: &'a str,
     ) -> FileFuture<'a, ()> {
         Box::pin(async move {
             let Some((connection, _)) = self.peer.get().filter(|(_, fs)| fs.write_text_file) else {
-                return LocalFiles.write_text(thread, path, contents).await;
+                return LocalFiles.write_text(thread, target, contents).await;
             };
+            // The resolved target is what the approval named.
             let request =
-                WriteTextFileRequest::new(thread.to_string(), path.to_path_buf(), contents);
+                WriteTextFileRequest::new(thread.to_string(), target.resolved.clone(), contents);
             editor_file_request(connection.send_request(request).block_task()).await?;
             Ok(())
         })

@@ -11,7 +11,7 @@
 //! The command is untrusted (so is the client, as far as the sandbox goes), so:
 //!
 //! * it runs through the same launch path as the agent's shell tool: the sandbox helper
-//!   re-exec built by core's [`sandboxed_command_argv`], the environment scrubbed by the
+//!   re-exec built by core's [`sandboxed_command`], the environment scrubbed by the
 //!   config's `[shell_environment_policy]` ([`Config::command_env`]), its own session and
 //!   process group, and death with the server;
 //! * the policy is the server's configured one; a `sandboxPolicy` in the request may only
@@ -34,10 +34,10 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use interpreter_core::config::Config;
-use interpreter_core::sandboxed_command_argv;
+use interpreter_core::sandboxed_command;
 use interpreter_protocol::SandboxPolicy;
 use interpreter_tools::exec_process::{ProcessRequest, ProcessStdio, PtyMaster, RunningProcess};
-use interpreter_tools::sandbox::{WritableRoot, writable_roots};
+use interpreter_tools::sandbox::{RootAnchors, WritableRoot, writable_roots};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
@@ -409,16 +409,20 @@ pub(crate) async fn exec(
             None => env.remove(&name),
         };
     }
-    ensure_no_looser(&config, &policy, &env, &base_env)?;
+    // The roots are decided once for this command: the comparison with the configured
+    // policy and the sandbox it then runs in are made from the same open directories.
+    let anchors = RootAnchors::new();
+    ensure_no_looser(&config, &anchors, &policy, &env, &base_env)?;
     let sandboxed = !policy.runs_unsandboxed();
     if sandboxed {
         refuse_loader_variables(params.env.as_ref())?;
     }
-    let argv = if sandboxed {
-        sandboxed_command_argv(&config, &policy, &cwd, &params.command)
-            .map_err(|err| AppServerError::InvalidRequest(err.to_string()))?
+    let (argv, inherited_roots) = if sandboxed {
+        let command = sandboxed_command(&config, &anchors, &policy, &cwd, &params.command)
+            .map_err(|err| AppServerError::InvalidRequest(err.to_string()))?;
+        (command.argv, command.roots)
     } else {
-        params.command.clone()
+        (params.command.clone(), Vec::new())
     };
     let stdio = if mode.tty {
         let size = params.size.unwrap_or(DEFAULT_PTY_SIZE);
@@ -438,6 +442,7 @@ pub(crate) async fn exec(
         cwd,
         env,
         stdio,
+        inherited_roots,
     })
     .map_err(|err| AppServerError::InvalidRequest(format!("failed to start command: {err}")))?;
 
@@ -669,6 +674,7 @@ pub(crate) async fn resize(
 /// and outside that root's read-only parts (`.git`, the agent's home, …).
 fn ensure_no_looser(
     config: &Config,
+    anchors: &RootAnchors,
     policy: &SandboxPolicy,
     env: &HashMap<String, String>,
     base_env: &HashMap<String, String>,
@@ -693,8 +699,8 @@ fn ensure_no_looser(
         return refuse("network access");
     }
     let protected = config.sandbox_protected_paths();
-    let allowed_roots = writable_roots(allowed, &config.cwd, base_env, &protected);
-    for root in writable_roots(policy, &config.cwd, env, &protected) {
+    let allowed_roots = writable_roots(anchors, allowed, &config.cwd, base_env, &protected);
+    for root in writable_roots(anchors, policy, &config.cwd, env, &protected) {
         if !within(&root.root, &allowed_roots) {
             return refuse(&format!("writing {}", root.root.display()));
         }

@@ -8,18 +8,20 @@
 //! goes through the engine's one rule for client file access
 //! ([`interpreter_core::config::FileAccessRule`], built from the server's config on every
 //! request so a changed `sandbox_mode` applies at once) and the work is then done on the
-//! *resolved* path it returns. On top of the rule, this module only opens what it checked:
-//! reads open regular files without blocking and without following a last-moment symlink,
-//! writes go to a temporary file beside the target that is renamed over it (never through
-//! a symlink or a hard link planted at the target), and whole trees that would be removed
-//! or replaced are checked for roots and protected paths inside them.
+//! *resolved* path it returns, reached from the root's open directory without following
+//! any symlink ([`interpreter_tools::beneath`]): a directory swapped for a symlink after
+//! the check fails the request instead of redirecting it. Reads open regular files
+//! without blocking, writes go to a temporary file beside the target that is renamed over
+//! it (never through a symlink or a hard link planted at the target), removals remove the
+//! entry itself, copies walk and create trees through descriptors, and whole trees that
+//! would be removed or replaced are checked for roots and protected paths inside them.
 //!
 //! Watches belong to the connection that made them: one native watcher per connection,
 //! bounded in number, dropped by `fs/unwatch` and when the connection closes.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{File, Metadata, OpenOptions};
-use std::io::{self, Write};
+use std::fs::Metadata;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -27,9 +29,11 @@ use std::time::{Duration, SystemTime};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use interpreter_core::config::{Config, FileAccess, FileAccessRule, PathRefused};
-use interpreter_tools::regular_file::{self, RegularFileError};
+use interpreter_tools::beneath::{BeneathError, Target};
+use interpreter_tools::regular_file::RegularFileError;
 use interpreter_tools::sandbox::{PROTECTED_DIR_NAMES, resolve_for_write};
 use notify::Watcher as _;
+use rustix::fs::FileType;
 use tokio::sync::mpsc;
 
 use crate::connection::Connection;
@@ -128,8 +132,10 @@ pub(crate) async fn read_file(
     params: v2::FsReadFileParams,
 ) -> Result<Reply, AppServerError> {
     let bytes = with_rule(state, "fs/readFile", move |rule| {
-        let resolved = rule.check(Path::new(&params.path), FileAccess::Read)?;
-        read_regular(&resolved)
+        let target = rule.target(Path::new(&params.path), FileAccess::Read)?;
+        target
+            .read_capped(MAX_FILE_BYTES)
+            .map_err(beneath_error(&target.resolved))
     })
     .await?;
     Reply::new(&v2::FsReadFileResponse {
@@ -154,8 +160,10 @@ pub(crate) async fn write_file(
         .decode(params.data_base64.as_bytes())
         .map_err(|e| FsError::InvalidBase64(e.to_string()))?;
     with_rule(state, "fs/writeFile", move |rule| {
-        let resolved = rule.check(Path::new(&params.path), FileAccess::Write)?;
-        write_replacing(&resolved, |file| file.write_all(&bytes))
+        let target = rule.target(Path::new(&params.path), FileAccess::Write)?;
+        target
+            .replace(&bytes)
+            .map_err(beneath_error(&target.resolved))
     })
     .await?;
     Reply::new(&v2::FsWriteFileResponse {})
@@ -166,13 +174,10 @@ pub(crate) async fn create_directory(
     params: v2::FsCreateDirectoryParams,
 ) -> Result<Reply, AppServerError> {
     with_rule(state, "fs/createDirectory", move |rule| {
-        let resolved = rule.check(Path::new(&params.path), FileAccess::Write)?;
-        if params.recursive.unwrap_or(true) {
-            std::fs::create_dir_all(&resolved)
-        } else {
-            std::fs::create_dir(&resolved)
-        }
-        .map_err(io_error(&resolved))
+        let target = rule.target(Path::new(&params.path), FileAccess::Write)?;
+        target
+            .create_dir(params.recursive.unwrap_or(true))
+            .map_err(beneath_error(&target.resolved))
     })
     .await?;
     Reply::new(&v2::FsCreateDirectoryResponse {})
@@ -245,41 +250,19 @@ pub(crate) async fn remove(
     params: v2::FsRemoveParams,
 ) -> Result<Reply, AppServerError> {
     with_rule(state, "fs/remove", move |rule| {
-        let path = Path::new(&params.path);
         // Refused unless what the path leads to is writable (so a link to outside the
-        // roots is refused too) and is no root and holds nothing protected ...
-        let resolved = rule.check(path, FileAccess::Write)?;
-        rule.check_tree(&resolved)?;
-        // ... but what is removed is the entry itself: a symlink goes, not its target. The
-        // link must then lie where the client may write too.
-        let entry = match link_entry(path) {
-            Some(entry) if entry != resolved => {
-                if let Some(dir) = entry.parent() {
-                    rule.check(dir, FileAccess::Write)?;
-                }
-                rule.check_tree(&entry)?;
-                entry
-            }
-            _ => resolved,
-        };
-        let metadata = match std::fs::symlink_metadata(&entry) {
-            Ok(metadata) => metadata,
-            Err(err) if err.kind() == io::ErrorKind::NotFound && params.force.unwrap_or(true) => {
-                return Ok(());
-            }
-            Err(err) => return Err(io_error(&entry)(err)),
-        };
-        if metadata.is_dir() {
-            if params.recursive.unwrap_or(true) {
-                // Does not follow symlinks inside the tree.
-                std::fs::remove_dir_all(&entry)
-            } else {
-                std::fs::remove_dir(&entry)
-            }
-        } else {
-            std::fs::remove_file(&entry)
+        // roots is refused too) and is no root and holds nothing protected; what is
+        // removed is the entry itself: a symlink goes, not its target.
+        let entry = rule.entry_target(Path::new(&params.path))?;
+        let removed = entry
+            .remove_entry(params.recursive.unwrap_or(true))
+            .map_err(beneath_error(&entry.resolved))?;
+        if !removed && !params.force.unwrap_or(true) {
+            return Err(io_error(&entry.resolved)(io::Error::from(
+                io::ErrorKind::NotFound,
+            )));
         }
-        .map_err(io_error(&entry))
+        Ok(())
     })
     .await?;
     Reply::new(&v2::FsRemoveResponse {})
@@ -290,113 +273,66 @@ pub(crate) async fn copy(
     params: v2::FsCopyParams,
 ) -> Result<Reply, AppServerError> {
     with_rule(state, "fs/copy", move |rule| {
-        let source = rule.check(Path::new(&params.source_path), FileAccess::Read)?;
-        let destination = rule.check(Path::new(&params.destination_path), FileAccess::Write)?;
-        let metadata = std::fs::metadata(&source).map_err(io_error(&source))?;
-        if metadata.is_file() {
-            let mut from = open_regular(&source)?;
-            return write_replacing(&destination, |to| io::copy(&mut from, to).map(|_| ()));
-        }
-        if !metadata.is_dir() {
-            return Err(FsError::Invalid(format!(
-                "{} is {}; fs/copy copies regular files and directories",
-                source.display(),
-                regular_file::kind(&metadata)
-            )));
-        }
-        if !params.recursive {
-            return Err(FsError::Invalid(format!(
+        let source = rule.target(Path::new(&params.source_path), FileAccess::Read)?;
+        let destination = rule.target(Path::new(&params.destination_path), FileAccess::Write)?;
+        let kind = source.kind().map_err(beneath_error(&source.resolved))?;
+        match kind {
+            Some(FileType::RegularFile) => {
+                let mut from = source
+                    .open_existing(false)
+                    .map_err(beneath_error(&source.resolved))?;
+                destination
+                    .replace_from(&mut from)
+                    .map_err(beneath_error(&destination.resolved))
+            }
+            Some(FileType::Directory) if params.recursive => {
+                copy_tree(rule, &source, &destination)
+            }
+            Some(FileType::Directory) => Err(FsError::Invalid(format!(
                 "{} is a directory; fs/copy needs `recursive: true` to copy a directory",
-                source.display()
-            )));
+                source.resolved.display()
+            ))),
+            Some(other) => Err(FsError::Invalid(format!(
+                "{} is {}; fs/copy copies regular files and directories",
+                source.resolved.display(),
+                interpreter_tools::beneath::describe_kind(other)
+            ))),
+            None => Err(io_error(&source.resolved)(io::Error::from(
+                io::ErrorKind::NotFound,
+            ))),
         }
-        copy_tree(rule, &source, &destination)
     })
     .await?;
     Reply::new(&v2::FsCopyResponse {})
 }
 
 /// A directory copy into a new destination: every entry is listed (and checked) first,
-/// then created. Symlinks are copied as symlinks (never followed, so a link to outside
-/// the roots copies no outside file); FIFOs, sockets and devices are refused.
-fn copy_tree(rule: &FileAccessRule, source: &Path, destination: &Path) -> Result<(), FsError> {
-    if destination.starts_with(source) {
+/// then created, all through descriptors (see [`interpreter_tools::beneath`]). Symlinks
+/// are copied as symlinks (never followed, so a link to outside the roots copies no
+/// outside file); FIFOs, sockets and devices are refused, and so are `.git`, `.agents`
+/// and `.interpreter` entries (a copied `.git` would be a repository whose config and
+/// hooks run at the user's next git command there).
+fn copy_tree(rule: &FileAccessRule, source: &Target, destination: &Target) -> Result<(), FsError> {
+    if destination.resolved.starts_with(&source.resolved) {
         return Err(FsError::Invalid(format!(
             "{} is inside {}; a directory cannot be copied into itself",
-            destination.display(),
-            source.display()
+            destination.resolved.display(),
+            source.resolved.display()
         )));
     }
-    if std::fs::symlink_metadata(destination).is_ok() {
+    if std::fs::symlink_metadata(&destination.resolved).is_ok() {
         return Err(FsError::Invalid(format!(
             "{} already exists; fs/copy copies a directory only to a new path",
-            destination.display()
+            destination.resolved.display()
         )));
     }
     // A protected path that does not exist yet (an agent home inside the workspace)
     // must not be created by the copy, and one inside the source not copied out.
-    rule.check_tree(destination)?;
-    rule.check_tree_readable(source)?;
-    let mut entries: Vec<(PathBuf, std::fs::FileType)> = Vec::new();
-    let mut pending = vec![source.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(io_error(&dir))? {
-            let entry = entry.map_err(io_error(&dir))?;
-            let kind = entry.file_type().map_err(io_error(&entry.path()))?;
-            let path = entry.path();
-            if PROTECTED_DIR_NAMES
-                .iter()
-                .any(|name| entry.file_name() == *name)
-            {
-                // A copied `.git` would be a repository whose config and hooks run at the
-                // user's next git command there: the sandbox keeps these read-only.
-                return Err(FsError::Invalid(format!(
-                    "{} is a `{}` entry; fs/copy does not copy repositories or agent configuration",
-                    path.display(),
-                    entry.file_name().to_string_lossy()
-                )));
-            }
-            if !(kind.is_dir() || kind.is_file() || kind.is_symlink()) {
-                return Err(FsError::Invalid(format!(
-                    "{} is not a regular file, directory or symlink; fs/copy does not copy it",
-                    path.display()
-                )));
-            }
-            if kind.is_dir() {
-                pending.push(path.clone());
-            }
-            entries.push((path, kind));
-            if entries.len() > MAX_ENTRIES {
-                return Err(FsError::Invalid(format!(
-                    "{} holds more than {MAX_ENTRIES} entries, the limit of fs/copy",
-                    source.display()
-                )));
-            }
-        }
-    }
-    // Parents come before their children: `pending` is depth first from the top.
-    std::fs::create_dir(destination).map_err(io_error(destination))?;
-    for (path, kind) in entries {
-        let Ok(relative) = path.strip_prefix(source) else {
-            continue;
-        };
-        let target = destination.join(relative);
-        if kind.is_dir() {
-            std::fs::create_dir(&target).map_err(io_error(&target))?;
-        } else if kind.is_symlink() {
-            let link = std::fs::read_link(&path).map_err(io_error(&path))?;
-            symlink(&link, &target).map_err(io_error(&target))?;
-        } else {
-            let mut from = open_regular(&path)?;
-            let mut to = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&target)
-                .map_err(io_error(&target))?;
-            io::copy(&mut from, &mut to).map_err(io_error(&target))?;
-        }
-    }
-    Ok(())
+    rule.check_tree(&destination.resolved)?;
+    rule.check_tree_readable(&source.resolved)?;
+    destination
+        .copy_tree_from(source, MAX_ENTRIES, &PROTECTED_DIR_NAMES)
+        .map_err(beneath_error(&destination.resolved))
 }
 
 /// Where the last component of the absolute `path` lies: its directory resolved, its own
@@ -406,81 +342,22 @@ fn link_entry(path: &Path) -> Option<PathBuf> {
     Some(resolve_for_write(path.parent()?)?.join(name))
 }
 
-#[cfg(unix)]
-fn symlink(link: &Path, at: &Path) -> io::Result<()> {
-    std::os::unix::fs::symlink(link, at)
-}
-
-#[cfg(not(unix))]
-fn symlink(_link: &Path, at: &Path) -> io::Result<()> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        format!("cannot copy the symlink {}", at.display()),
-    ))
-}
-
-/// Opens the regular file at the resolved path `path` (see
-/// [`interpreter_tools::regular_file`]).
-fn open_regular(path: &Path) -> Result<File, FsError> {
-    regular_file::open(path).map_err(regular_file_error(path))
-}
-
-/// The contents of the regular file at the resolved path `path`, at most
-/// [`MAX_FILE_BYTES`].
-fn read_regular(path: &Path) -> Result<Vec<u8>, FsError> {
-    regular_file::read_capped(path, MAX_FILE_BYTES).map_err(regular_file_error(path))
-}
-
-fn regular_file_error(path: &Path) -> impl FnOnce(RegularFileError) -> FsError + '_ {
+/// An anchored operation's refusal as the client reads it.
+fn beneath_error(path: &Path) -> impl FnOnce(BeneathError) -> FsError + '_ {
     move |err| match err {
-        RegularFileError::NotRegular { kind } => {
+        BeneathError::NotRegular(RegularFileError::NotRegular { kind }) => {
             FsError::Invalid(format!("{} is {kind}, not a regular file", path.display()))
         }
-        RegularFileError::TooLarge { bytes } => FsError::TooLarge {
+        BeneathError::NotRegular(RegularFileError::TooLarge { bytes }) => FsError::TooLarge {
             path: path.to_path_buf(),
             bytes,
         },
-        RegularFileError::Io(e) => io_error(path)(e),
-    }
-}
-
-/// Writes a new file beside the resolved path `path` and renames it over `path`: the
-/// target is replaced whole (a reader never sees half a file), and a hard link or symlink
-/// planted at `path` is replaced rather than written through. An existing file keeps its
-/// permissions; an existing directory or special file is refused.
-fn write_replacing(
-    path: &Path,
-    fill: impl FnOnce(&mut File) -> io::Result<()>,
-) -> Result<(), FsError> {
-    let permissions = match std::fs::symlink_metadata(path) {
-        Ok(metadata) if metadata.is_file() => Some(metadata.permissions()),
-        Ok(metadata) if metadata.file_type().is_symlink() => None,
-        Ok(metadata) => {
-            return Err(FsError::Invalid(format!(
-                "{} is {}, not a regular file",
-                path.display(),
-                regular_file::kind(&metadata)
-            )));
+        BeneathError::Refused(message) => FsError::Invalid(message),
+        BeneathError::Changed(_) | BeneathError::Protected(_) => FsError::Invalid(err.to_string()),
+        BeneathError::NotRegular(RegularFileError::Io(e)) | BeneathError::Io(e) => {
+            io_error(path)(e)
         }
-        Err(err) if err.kind() == io::ErrorKind::NotFound => None,
-        Err(err) => return Err(io_error(path)(err)),
-    };
-    let dir = path
-        .parent()
-        .ok_or_else(|| FsError::Invalid(format!("{} has no parent directory", path.display())))?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".interpreter-write-")
-        .tempfile_in(dir)
-        .map_err(io_error(path))?;
-    fill(temp.as_file_mut()).map_err(io_error(path))?;
-    temp.as_file_mut().flush().map_err(io_error(path))?;
-    if let Some(permissions) = permissions {
-        temp.as_file()
-            .set_permissions(permissions)
-            .map_err(io_error(path))?;
     }
-    temp.persist(path).map_err(|e| io_error(path)(e.error))?;
-    Ok(())
 }
 
 fn unix_ms(time: io::Result<SystemTime>) -> i64 {

@@ -75,12 +75,15 @@ async fn run_for_person(
     let inputs = config_inputs::build(&config_args, env, cwd.clone(), overrides)?;
     let config = load_config(inputs)?;
     let exe = std::env::current_exe()?;
+    // One command: the helper decides the roots itself when it starts (the same rules a
+    // session applies once), so there is no later command for a rename to affect.
     let argv = sandbox::sandbox_argv(
         &exe,
         &config.sandbox_policy,
         &cwd,
         &cwd,
         &config.sandbox_protected_paths(),
+        None,
         &args.command_argv,
     );
     let (program, rest) = argv

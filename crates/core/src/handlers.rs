@@ -5,6 +5,7 @@
 //! itself and the history stays well formed. Only an interrupt (or an approval answered
 //! with `abort`) stops the turn instead.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
     ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandSource, ExecCommandStatus,
-    ExecOutputStream, FileChanges, GoalStatus, McpInvocation, McpToolCallBeginEvent,
+    ExecOutputStream, FileChange, FileChanges, GoalStatus, McpInvocation, McpToolCallBeginEvent,
     McpToolCallEndEvent, McpToolCallProgressEvent, PatchApplyBeginEvent, PatchApplyEndEvent,
     ReviewDecision, SandboxMode, SandboxPolicy, TurnDiffEvent, UpdatePlanArgs, WarningEvent,
 };
@@ -31,7 +32,7 @@ use crate::revert::EditRecorder;
 use crate::session::Session;
 use crate::tool_output::{ToolOutcome, cap_tool_result};
 use crate::user_requests;
-use crate::workspace_files::read_sources;
+use crate::workspace_files::{Target, read_sources};
 
 /// Recorded for a call the user refused with "abort".
 const REFUSED_AND_STOPPED: &str =
@@ -633,31 +634,50 @@ pub(crate) async fn run_user_shell_command(
 )]
 pub struct SandboxHelperUnavailable;
 
-/// The argv that runs `argv` in `cwd` under `policy` through the sandbox helper: the one
-/// rule for how a sandboxed command is launched, shared by the shell tool and front ends
-/// that run commands outside a turn (the app-server's `command/exec`).
+/// A command wrapped in the sandbox helper, and the writable roots whose descriptors the
+/// helper must inherit (its `--root-fds`).
+#[derive(Debug)]
+pub struct SandboxedCommand {
+    pub argv: Vec<String>,
+    pub roots: Vec<Arc<sandbox::AnchoredRoot>>,
+}
+
+/// `argv` run in `cwd` under `policy` through the sandbox helper: the one rule for how a
+/// sandboxed command is launched, shared by the shell tool and front ends that run
+/// commands outside a turn (the app-server's `command/exec`).
 ///
 /// The writable roots come from `config.cwd` (the session's or server's working
 /// directory), never from `cwd`: where a command runs is the caller's choice and must not
-/// widen what is writable. The agent's home and credential sockets stay protected.
-pub fn sandboxed_command_argv(
+/// widen what is writable. They are the directories `anchors` decided on (once per
+/// session), handed to the helper as descriptors. The agent's home and credential sockets
+/// stay protected.
+pub fn sandboxed_command(
     config: &Config,
+    anchors: &sandbox::RootAnchors,
     policy: &SandboxPolicy,
     cwd: &Path,
     argv: &[String],
-) -> Result<Vec<String>, SandboxHelperUnavailable> {
+) -> Result<SandboxedCommand, SandboxHelperUnavailable> {
     let exe = config
         .sandbox_exe
         .as_ref()
         .ok_or(SandboxHelperUnavailable)?;
-    Ok(sandbox::sandbox_argv(
-        exe,
-        policy,
-        &config.cwd,
-        cwd,
-        &config.sandbox_protected_paths(),
-        argv,
-    ))
+    let protected = config.sandbox_protected_paths();
+    let roots = anchors
+        .anchor(policy, &config.cwd, &config.command_env(), &protected)
+        .roots;
+    Ok(SandboxedCommand {
+        argv: sandbox::sandbox_argv(
+            exe,
+            policy,
+            &config.cwd,
+            cwd,
+            &protected,
+            Some(&roots),
+            argv,
+        ),
+        roots,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -673,11 +693,18 @@ async fn run_command(
 ) -> Result<shell::ExecOutput, String> {
     // The sandbox helper itself tells a sandboxed command that the network is off.
     let env = sess.config.command_env();
-    let argv = if sandboxed {
-        sandboxed_command_argv(&sess.config, &sess.turn_sandbox_policy(), cwd, argv)
-            .map_err(|err| err.to_string())?
+    let (argv, inherited_roots) = if sandboxed {
+        let command = sandboxed_command(
+            &sess.config,
+            &sess.root_anchors,
+            &sess.turn_sandbox_policy(),
+            cwd,
+            argv,
+        )
+        .map_err(|err| err.to_string())?;
+        (command.argv, command.roots)
     } else {
-        argv.to_vec()
+        (argv.to_vec(), Vec::new())
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(ExecOutputStream, Vec<u8>)>();
     let forward = {
@@ -704,6 +731,7 @@ async fn run_command(
         env,
         timeout,
         output_max_bytes: sess.config.tool_output_max_bytes,
+        inherited_roots,
     };
     let result = shell::run(request, cancel.child_token(), Some(tx)).await;
     // The sender is gone once `run` returns, so the forwarder drains and ends.
@@ -863,27 +891,40 @@ async fn handle_patch(
     let cwd = sess.config.cwd.clone();
     // A patch that does not parse or fit its files is still an edit the model tried:
     // front ends show it failed, with why.
-    let planned = match apply_patch::parse_patch(patch_text) {
-        Ok(patch) => plan_patch(sess, &patch, &cwd)
-            .await
-            .map(|plan| (patch, plan)),
-        Err(err) => Err(err),
-    };
-    let (patch, plan) = match planned {
-        Ok(planned) => planned,
+    let patch = match apply_patch::parse_patch(patch_text) {
+        Ok(patch) => patch,
         Err(err) => {
             let text = format!("apply_patch failed: {err}");
             report_refused_patch(sess, sub_id, call_id, FileChanges::new(), &text).await;
             return ToolOutcome::Output(text);
         }
     };
-    let changes = plan.changes();
-    let paths = patch.affected_paths(&cwd);
-    let unwritable = unwritable_reason(sess, &cwd, &paths);
+    // Every path the patch touches is resolved and checked once, before any file is
+    // read; what is shown, asked about and written is that resolved target, reached by
+    // descriptor (see `interpreter_tools::beneath`).
+    let scope = sess.write_scope();
+    let targets = match patch_targets(&scope, &cwd, &patch) {
+        Ok(targets) => targets,
+        Err(text) => {
+            report_refused_patch(sess, sub_id, call_id, FileChanges::new(), &text).await;
+            return ToolOutcome::Output(text);
+        }
+    };
+    let plan = match plan_patch(sess, &patch, &cwd, &targets).await {
+        Ok(plan) => plan,
+        Err(err) => {
+            let text = format!("apply_patch failed: {err}");
+            report_refused_patch(sess, sub_id, call_id, FileChanges::new(), &text).await;
+            return ToolOutcome::Output(text);
+        }
+    };
+    let changes = shown_changes(plan.changes(), &targets);
+    let resolved: Vec<PathBuf> = targets.values().map(|t| t.resolved.clone()).collect();
+    let unwritable = unwritable_reason(sess, &scope, &targets);
     let all_writable = unwritable.is_none();
     let session_key = format!(
         "patch:{}",
-        paths
+        resolved
             .iter()
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
@@ -903,7 +944,7 @@ async fn handle_patch(
             return ToolOutcome::Output(text);
         }
         PatchAssessment::Ask { reason } => {
-            let grant_root = (!all_writable).then(|| common_parent(&paths)).flatten();
+            let grant_root = (!all_writable).then(|| common_parent(&resolved)).flatten();
             let request = EventMsg::ApplyPatchApprovalRequest(ApplyPatchApprovalRequestEvent {
                 call_id: call_id.to_string(),
                 turn_id: sub_id.to_string(),
@@ -933,7 +974,17 @@ async fn handle_patch(
         }),
     )
     .await;
-    let applied = apply_planned(sess, sub_id, call_id, &patch, &cwd, plan, !auto_approved).await;
+    let applied = apply_planned(
+        sess,
+        sub_id,
+        call_id,
+        &patch,
+        &cwd,
+        &targets,
+        plan,
+        !auto_approved,
+    )
+    .await;
     let (success, stdout, stderr) = match &applied {
         Ok(plan) => (true, plan.report().summary(), String::new()),
         Err(err) => (false, String::new(), format!("apply_patch failed: {err}")),
@@ -958,14 +1009,88 @@ async fn handle_patch(
     ToolOutcome::Output(if success { stdout } else { stderr })
 }
 
+/// Each path `patch` touches, by the absolute path the patch names, as the target it is
+/// read and written through: a path the sandbox lets commands write is reached beneath
+/// its root; any other (written only if a person approves, naming the resolved target)
+/// along its resolved path. Refused before anything is read: a path that cannot be
+/// resolved, and one in the agent's home or a credential agent, which commands can
+/// neither read nor write (reading it for the patch would tell the model whether its
+/// lines match).
+fn patch_targets(
+    scope: &sandbox::WriteScope,
+    cwd: &Path,
+    patch: &apply_patch::Patch,
+) -> Result<BTreeMap<PathBuf, Target>, String> {
+    let mut targets = BTreeMap::new();
+    for path in patch.affected_paths(cwd) {
+        let Some(resolved) = sandbox::resolve_for_write(&path) else {
+            return Err(format!(
+                "apply_patch failed: {} cannot be resolved (a symlink loop)",
+                path.display()
+            ));
+        };
+        if scope.is_hidden(&resolved) {
+            return Err(format!(
+                "patch rejected: {} is protected (the agent's home or a credential store); apply_patch never reads or writes it",
+                path.display()
+            ));
+        }
+        let purpose = if scope.allows_resolved(&resolved) {
+            sandbox::Purpose::Write
+        } else {
+            sandbox::Purpose::ApprovedWrite
+        };
+        let target = scope.target(cwd, &path, purpose).ok_or_else(|| {
+            format!(
+                "apply_patch failed: {} cannot be resolved (a symlink loop)",
+                path.display()
+            )
+        })?;
+        targets.insert(path, target);
+    }
+    Ok(targets)
+}
+
+/// The patch's changes by the resolved target each path leads to: what approvals and
+/// events name, so a symlink in the workspace cannot show one file and write another.
+fn shown_changes(changes: FileChanges, targets: &BTreeMap<PathBuf, Target>) -> FileChanges {
+    let shown = |path: &PathBuf| {
+        targets
+            .get(path)
+            .map_or_else(|| path.clone(), |target| target.resolved.clone())
+    };
+    changes
+        .into_iter()
+        .map(|(path, change)| {
+            let change = match change {
+                FileChange::Update {
+                    unified_diff,
+                    move_path,
+                } => FileChange::Update {
+                    unified_diff,
+                    move_path: move_path.as_ref().map(shown),
+                },
+                other => other,
+            };
+            (shown(&path), change)
+        })
+        .collect()
+}
+
 /// The patch resolved against its files as the thread's [`WorkspaceFiles`] has them
-/// (an editor's unsaved buffers, over ACP).
+/// (an editor's unsaved buffers, over ACP), read through `targets`.
 async fn plan_patch(
     sess: &Session,
     patch: &apply_patch::Patch,
     cwd: &Path,
+    targets: &BTreeMap<PathBuf, Target>,
 ) -> Result<apply_patch::PatchPlan, apply_patch::PatchError> {
-    let sources = read_sources(sess.files.as_ref(), sess.thread_id, &patch.sources(cwd)).await;
+    let sources: Vec<Target> = patch
+        .sources(cwd)
+        .iter()
+        .filter_map(|path| targets.get(path).cloned())
+        .collect();
+    let sources = read_sources(sess.files.as_ref(), sess.thread_id, &sources).await;
     patch.plan(cwd, &sources)
 }
 
@@ -973,17 +1098,19 @@ async fn plan_patch(
 /// revert of the turn may undo). `waited`: a person was asked, so the files are read
 /// again; when they changed while the question was open, the patch no longer is what the
 /// person approved, so nothing is written. Returns the plan that was written.
+#[allow(clippy::too_many_arguments)]
 async fn apply_planned(
     sess: &Session,
     sub_id: &str,
     call_id: &str,
     patch: &apply_patch::Patch,
     cwd: &Path,
+    targets: &BTreeMap<PathBuf, Target>,
     planned: apply_patch::PatchPlan,
     waited: bool,
 ) -> Result<apply_patch::PatchPlan, apply_patch::PatchError> {
     let plan = if waited {
-        let now = plan_patch(sess, patch, cwd).await?;
+        let now = plan_patch(sess, patch, cwd, targets).await?;
         if now.changes() != planned.changes() {
             return Err(apply_patch::PatchError::Mismatch {
                 path: cwd.to_path_buf(),
@@ -995,7 +1122,7 @@ async fn apply_planned(
         planned
     };
     let mut record = EditRecorder::new(sub_id, call_id);
-    let written = write_edits(sess, &plan, &mut record).await;
+    let written = write_edits(sess, &plan, targets, &mut record).await;
     // Also after a failed edit: the ones before it did change the files.
     if let Some(item) = record.finish() {
         sess.persist(&[item]).await;
@@ -1006,58 +1133,41 @@ async fn apply_planned(
 async fn write_edits(
     sess: &Session,
     plan: &apply_patch::PatchPlan,
+    targets: &BTreeMap<PathBuf, Target>,
     record: &mut EditRecorder,
 ) -> Result<(), apply_patch::PatchError> {
     for edit in plan.edits() {
+        let Some(target) = targets.get(&edit.absolute) else {
+            return Err(edit.failed(std::io::Error::other(
+                "it was not among the paths checked for the patch",
+            )));
+        };
+        let before = sess.files.read_text(sess.thread_id, target).await;
         match &edit.action {
             apply_patch::EditAction::Write(contents) => {
-                create_parent_directories(&edit).await?;
-                let resolved = resolved_target(&edit.absolute).await;
-                let before = sess.files.read_text(sess.thread_id, &edit.absolute).await;
                 sess.files
-                    .write_text(sess.thread_id, &edit.absolute, contents)
+                    .write_text(sess.thread_id, target, contents)
                     .await
                     .map_err(|source| edit.failed(source))?;
-                record.push(&edit.absolute, resolved, before, Some(contents));
+                record.push(
+                    &edit.absolute,
+                    target.resolved.clone(),
+                    before,
+                    Some(contents),
+                );
             }
             // Removing is always local: the editor protocols have no delete.
             apply_patch::EditAction::Delete | apply_patch::EditAction::RemoveMoved => {
-                let resolved = resolved_target(&edit.absolute).await;
-                let before = sess.files.read_text(sess.thread_id, &edit.absolute).await;
                 let local = edit.clone();
-                tokio::task::spawn_blocking(move || local.apply_locally())
+                let local_target = target.clone();
+                tokio::task::spawn_blocking(move || local.apply_to(&local_target))
                     .await
                     .map_err(|e| edit.failed(std::io::Error::other(e.to_string())))??;
-                record.push(&edit.absolute, resolved, before, None);
+                record.push(&edit.absolute, target.resolved.clone(), before, None);
             }
         }
     }
     Ok(())
-}
-
-/// Where a write to `path` lands, symlinks resolved; the path itself when that cannot be
-/// worked out (a symlink loop).
-async fn resolved_target(path: &Path) -> PathBuf {
-    let owned = path.to_path_buf();
-    tokio::task::spawn_blocking(move || sandbox::resolve_for_write(&owned))
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| path.to_path_buf())
-}
-
-async fn create_parent_directories(
-    edit: &apply_patch::FileEdit,
-) -> Result<(), apply_patch::PatchError> {
-    let Some(parent) = edit.absolute.parent().map(Path::to_path_buf) else {
-        return Ok(());
-    };
-    let created = tokio::task::spawn_blocking(move || std::fs::create_dir_all(&parent)).await;
-    match created {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(source)) => Err(edit.failed(source)),
-        Err(e) => Err(edit.failed(std::io::Error::other(e.to_string()))),
-    }
 }
 
 /// The end of a call to an MCP server (a tool, or a resource list/read): one rule for the
@@ -1111,28 +1221,39 @@ fn stopped_while_running(what: &str, started: Instant) -> ToolOutcome {
 }
 
 /// Why the patch may not write where it wants, in the words the model and the user see;
-/// `None` when every path is writable in the sandbox.
-fn unwritable_reason(sess: &Session, cwd: &Path, paths: &[PathBuf]) -> Option<String> {
-    let protected = sess.config.sandbox_protected_paths();
-    let policy = sess.turn_sandbox_policy();
-    let blocked: Vec<&PathBuf> = paths
-        .iter()
-        .filter(|path| !sandbox::is_path_writable(&policy, cwd, &sess.config.env, &protected, path))
-        .collect();
-    let first = blocked.first()?;
-    Some(if policy.mode() == SandboxMode::ReadOnly {
-        "the sandbox is read-only (sandbox_mode = read-only), so no file may be written; use workspace-write to let the agent edit the workspace".to_string()
-    } else if protected.iter().any(|p| first.starts_with(p)) {
-        format!(
-            "{} is protected (it stays read-only inside the sandbox even under a writable root)",
-            first.display()
-        )
+/// `None` when every target is writable in the sandbox.
+fn unwritable_reason(
+    sess: &Session,
+    scope: &sandbox::WriteScope,
+    targets: &BTreeMap<PathBuf, Target>,
+) -> Option<String> {
+    let first = targets
+        .values()
+        .find(|target| !scope.allows_resolved(&target.resolved))?;
+    let shown = if first.resolved == first.path {
+        first.path.display().to_string()
     } else {
         format!(
-            "{} lies outside the sandbox's writable roots",
-            first.display()
+            "{} (which leads to {})",
+            first.path.display(),
+            first.resolved.display()
         )
-    })
+    };
+    Some(
+        if sess.turn_sandbox_policy().mode() == SandboxMode::ReadOnly {
+            "the sandbox is read-only (sandbox_mode = read-only), so no file may be written; use workspace-write to let the agent edit the workspace".to_string()
+        } else if scope
+            .roots()
+            .iter()
+            .any(|root| first.resolved.starts_with(&root.root))
+        {
+            format!(
+                "{shown} is protected (it stays read-only inside the sandbox even under a writable root)"
+            )
+        } else {
+            format!("{shown} lies outside the sandbox's writable roots")
+        },
+    )
 }
 
 /// A patch that will not be applied still shows in every front end (a begin and a failed
@@ -1175,12 +1296,7 @@ fn missing_repository_dirs(sess: &Session, cwd: &Path) -> Vec<PathBuf> {
     if sess.config.sandbox_allow_git_init {
         return Vec::new();
     }
-    let roots = sandbox::writable_roots(
-        &sess.turn_sandbox_policy(),
-        &sess.config.cwd,
-        &sess.config.env,
-        &sess.config.sandbox_protected_paths(),
-    );
+    let roots = sess.write_scope().roots().to_vec();
     let mut candidates: Vec<PathBuf> = roots.iter().map(|root| root.root.join(".git")).collect();
     if let Ok(cwd) = std::fs::canonicalize(cwd)
         && roots.iter().any(|root| cwd.starts_with(&root.root))

@@ -23,7 +23,9 @@
 use std::path::{Component, Path, PathBuf};
 
 use interpreter_protocol::{PermissionGrant, SandboxPolicy};
-use interpreter_tools::sandbox::{PROTECTED_DIR_NAMES, resolve_for_write, writable_roots};
+use interpreter_tools::sandbox::{
+    PROTECTED_DIR_NAMES, RootAnchors, resolve_for_write, writable_roots,
+};
 
 use crate::config::Config;
 
@@ -41,6 +43,7 @@ pub(crate) struct ConfinedRequest {
 /// be asked for and what is refused.
 pub(crate) fn confine(
     config: &Config,
+    anchors: &RootAnchors,
     policy: &SandboxPolicy,
     in_force: &PermissionGrant,
     write: &[String],
@@ -60,9 +63,10 @@ pub(crate) fn confine(
         .filter_map(|path| resolve_for_write(path))
         .collect();
     let current = writable_roots(
+        anchors,
         &widened(policy, in_force),
         &config.cwd,
-        &config.env,
+        &config.command_env(),
         &config.sandbox_protected_paths(),
     );
     for raw in write {

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use interpreter_protocol::{EventMsg, SandboxPolicy};
+use interpreter_protocol::EventMsg;
 use interpreter_tools::restore::{self, RestoreRefusal};
 use interpreter_tools::sandbox;
 use tokio::sync::oneshot;
@@ -100,18 +100,11 @@ pub(crate) fn plan(items: &[RolloutItem], before_turn_id: &str) -> Option<Revert
     })
 }
 
-/// What decides whether a file may be written, from the thread's config as it is now.
+/// What decides whether a file may be written, from the thread's config as it is now,
+/// over the session's anchored roots.
 pub(crate) struct WritableRoots {
-    pub policy: SandboxPolicy,
+    pub scope: sandbox::WriteScope,
     pub cwd: PathBuf,
-    pub env: HashMap<String, String>,
-    pub protected: Vec<PathBuf>,
-}
-
-impl WritableRoots {
-    fn allows(&self, path: &Path) -> bool {
-        sandbox::is_path_writable(&self.policy, &self.cwd, &self.env, &self.protected, path)
-    }
 }
 
 /// Undoes `edits` (newest first) on the local disk where that can be done cleanly.
@@ -149,19 +142,24 @@ fn restore_one(edit: &RecordedFileEdit, roots: &WritableRoots) -> Result<bool, S
         }
         None => return Err("where it leads cannot be resolved".to_string()),
     }
-    if !roots.allows(&edit.path) {
+    if !roots.scope.allows_resolved(&edit.resolved) {
         return Err("it is outside the thread's writable roots".to_string());
     }
+    // Reached beneath its root from here on: nothing renamed after the checks above can
+    // move the write elsewhere.
+    let target = roots
+        .scope
+        .target(&roots.cwd, &edit.resolved, sandbox::Purpose::Write)
+        .ok_or_else(|| "where it leads cannot be resolved".to_string())?;
     match (&edit.before, &edit.after) {
         (RecordedContent::Text { text: before }, RecordedContent::Text { text: after }) => {
-            restore::replace_if_unchanged(&edit.path, &edit.resolved, after, before)
-                .map_err(refused)?;
+            restore::replace_if_unchanged(&target, after, before).map_err(refused)?;
         }
         (RecordedContent::Absent, RecordedContent::Text { text: after }) => {
-            restore::remove_if_unchanged(&edit.path, &edit.resolved, after).map_err(refused)?;
+            restore::remove_if_unchanged(&target, after).map_err(refused)?;
         }
         (RecordedContent::Text { text: before }, RecordedContent::Absent) => {
-            restore::create_absent(&edit.path, &edit.resolved, before).map_err(refused)?;
+            restore::create_absent(&target, before).map_err(refused)?;
         }
         // Nothing was there before or after.
         _ => return Ok(false),

@@ -129,6 +129,10 @@ pub(crate) struct Session {
     turn_plans: std::sync::atomic::AtomicU32,
     /// Callers of `Thread::revert` waiting for the result, by submission id.
     pub(crate) revert_replies: RevertReplies,
+    /// The writable roots this session decided on, kept open: every command's sandbox
+    /// and every file the agent writes for the model start from these directories, so a
+    /// command that renames one (or plants a symlink where it was) changes nothing.
+    pub(crate) root_anchors: interpreter_tools::sandbox::RootAnchors,
 }
 
 /// The context window as far as it is known, and the calibration of the prompt estimate.
@@ -249,6 +253,18 @@ impl Session {
         }
     }
 
+    /// What the running turn may write and how the agent reaches it: the turn's sandbox
+    /// policy over this session's anchored roots.
+    pub fn write_scope(&self) -> interpreter_tools::sandbox::WriteScope {
+        interpreter_tools::sandbox::WriteScope::new(
+            &self.root_anchors,
+            &self.turn_sandbox_policy(),
+            &self.config.cwd,
+            &self.config.command_env(),
+            &self.config.sandbox_protected_paths(),
+        )
+    }
+
     /// Send an event to the front end, and persist it when it belongs in the rollout.
     pub async fn emit(&self, sub_id: &str, msg: EventMsg) {
         if store::should_persist_event(&msg) {
@@ -347,10 +363,14 @@ impl Session {
         }
         let files = if revert_files {
             let roots = revert::WritableRoots {
-                policy: self.config.sandbox_policy.clone(),
+                scope: interpreter_tools::sandbox::WriteScope::new(
+                    &self.root_anchors,
+                    &self.config.sandbox_policy,
+                    &self.config.cwd,
+                    &self.config.command_env(),
+                    &self.config.sandbox_protected_paths(),
+                ),
                 cwd: self.config.cwd.clone(),
-                env: self.config.env.clone(),
-                protected: self.config.sandbox_protected_paths(),
             };
             let edits = plan.edits_newest_first;
             Some(
@@ -579,6 +599,17 @@ impl Session {
         if let Ok(mut grant) = slot.lock() {
             grant.extend(permissions);
         }
+        // A granted directory is decided on (opened) now, as it was checked and shown,
+        // not when the next command happens to need it.
+        let anchored = self.root_anchors.anchor(
+            &self.turn_sandbox_policy(),
+            &self.config.cwd,
+            &self.config.command_env(),
+            &self.config.sandbox_protected_paths(),
+        );
+        for refusal in anchored.refused {
+            tracing::warn!(%refusal, "a granted directory is not writable");
+        }
     }
 
     /// Everything granted that is in force now: the session's and the running turn's.
@@ -703,6 +734,16 @@ pub(crate) async fn start(
     // goes on, and the first model request waits for them (see `Session::prepare_mcp`).
     // Config warnings first: they were found first.
     startup_warnings.splice(0..0, config.warnings.iter().cloned());
+    // The roots are decided now, before the first command can rename anything: a root
+    // that does not exist is created, and one that may not be a root says why.
+    let root_anchors = interpreter_tools::sandbox::RootAnchors::new();
+    let anchored = root_anchors.anchor(
+        &config.sandbox_policy,
+        &config.cwd,
+        &config.command_env(),
+        &config.sandbox_protected_paths(),
+    );
+    startup_warnings.extend(anchored.refused.iter().map(ToString::to_string));
     let elicitations = ElicitationBroker::new(
         tx_event.clone(),
         config.approval_timeout,
@@ -784,6 +825,7 @@ pub(crate) async fn start(
         review_turn: std::sync::atomic::AtomicBool::new(false),
         turn_plans: std::sync::atomic::AtomicU32::new(0),
         revert_replies: RevertReplies::default(),
+        root_anchors,
     });
     if let Ok(mut slot) = session.goal.lock() {
         slot.set(restored_goal);

@@ -360,6 +360,7 @@ pub(crate) async fn handle_permissions(
     let network = args.permissions.network.is_some_and(|n| n.enabled);
     let mut confined = permissions::confine(
         &sess.config,
+        &sess.root_anchors,
         &sess.config.sandbox_policy,
         &sess.granted(),
         &file_system.write,

@@ -47,6 +47,9 @@ pub struct ProcessRequest {
     /// The complete environment of the child; nothing is inherited.
     pub env: HashMap<String, String>,
     pub stdio: ProcessStdio,
+    /// The writable roots a sandbox helper in `argv` names (see
+    /// [`ExecRequest::inherited_roots`](crate::shell::ExecRequest::inherited_roots)).
+    pub inherited_roots: Vec<std::sync::Arc<crate::sandbox::AnchoredRoot>>,
 }
 
 /// A started child. Dropping it kills its whole process group.
@@ -62,7 +65,8 @@ pub struct RunningProcess {
 
 impl RunningProcess {
     pub fn spawn(req: ProcessRequest) -> Result<Self, ShellError> {
-        let (mut command, program) = prepare_command(&req.argv, &req.cwd, &req.env)?;
+        let (mut command, program) =
+            prepare_command(&req.argv, &req.cwd, &req.env, &req.inherited_roots)?;
         let spawn_error = |source: io::Error| spawn_error(&program, source);
         let mut pty = None;
         match req.stdio {

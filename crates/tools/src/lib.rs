@@ -10,6 +10,7 @@
 //! something runs (approvals); this crate decides *how*.
 
 pub mod apply_patch;
+pub mod beneath;
 pub mod env_policy;
 pub mod exec_process;
 pub mod git;
@@ -21,7 +22,7 @@ pub mod shell;
 
 pub use apply_patch::{
     ApplyReport, EditAction, FileEdit, Hunk, Patch, PatchError, PatchPlan, Sources, UpdateChunk,
-    apply_patch, extract_patch_from_shell, parse_patch, read_target, write_target,
+    apply_patch, extract_patch_from_shell, parse_patch,
 };
 pub use env_policy::{EnvironmentInherit, ShellEnvironmentPolicy, create_env};
 pub use safety::{

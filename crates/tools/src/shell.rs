@@ -12,6 +12,7 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use interpreter_protocol::ExecOutputStream;
@@ -20,6 +21,8 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+use crate::sandbox::AnchoredRoot;
 
 /// How long to keep reading after the child exited (or was killed) before giving up on
 /// pipes held open by processes that escaped the group.
@@ -44,6 +47,10 @@ pub struct ExecRequest {
     /// Cap on each captured stream (and on the aggregated stream); the first and last
     /// halves are kept.
     pub output_max_bytes: usize,
+    /// The writable roots the sandbox helper in `argv` names with `--root-fd`: the only
+    /// descriptors the child inherits beyond its standard streams (see
+    /// [`sandbox_argv`](crate::sandbox::sandbox_argv)). Empty for an unsandboxed command.
+    pub inherited_roots: Vec<Arc<AnchoredRoot>>,
 }
 
 /// The outcome of a command that was started.
@@ -94,6 +101,7 @@ pub(crate) fn prepare_command(
     argv: &[String],
     cwd: &Path,
     env: &HashMap<String, String>,
+    inherited_roots: &[Arc<AnchoredRoot>],
 ) -> Result<(Command, String), ShellError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(ShellError::EmptyCommand);
@@ -111,7 +119,35 @@ pub(crate) fn prepare_command(
         .envs(env)
         .kill_on_drop(true);
     start_in_own_session_and_die_with_us(&mut command);
+    inherit_roots(&mut command, inherited_roots);
     Ok((command, program.clone()))
+}
+
+/// Lets the child inherit the descriptors of `roots` (the sandbox helper's `--root-fd`
+/// arguments). They stay close-on-exec in this process, so no other child gets them; the
+/// flag is cleared only in this child's copy, between fork and exec.
+fn inherit_roots(command: &mut Command, roots: &[Arc<AnchoredRoot>]) {
+    if roots.is_empty() {
+        return;
+    }
+    let descriptors: Vec<std::os::fd::RawFd> = roots.iter().map(|root| root.raw_fd()).collect();
+    #[allow(unsafe_code)]
+    // SAFETY: the hook runs between fork and exec in the child of a multi-threaded process,
+    // where only async-signal-safe work is sound: it makes one `fcntl` per descriptor on
+    // numbers collected before the fork, and allocates nothing. The descriptors are open:
+    // `roots` keeps them open in the parent until the spawn returns, and the child's
+    // table is a copy of the parent's.
+    unsafe {
+        command.pre_exec(move || {
+            for &descriptor in &descriptors {
+                rustix::io::fcntl_setfd(
+                    std::os::fd::BorrowedFd::borrow_raw(descriptor),
+                    rustix::io::FdFlags::empty(),
+                )?;
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Why `program` did not start, in the terms the model and the user read.
@@ -131,7 +167,8 @@ pub async fn run(
     cancel: CancellationToken,
     on_output: Option<mpsc::UnboundedSender<(ExecOutputStream, Vec<u8>)>>,
 ) -> Result<ExecOutput, ShellError> {
-    let (mut command, program) = prepare_command(&req.argv, &req.cwd, &req.env)?;
+    let (mut command, program) =
+        prepare_command(&req.argv, &req.cwd, &req.env, &req.inherited_roots)?;
     let started = Instant::now();
     command
         .stdin(Stdio::null())

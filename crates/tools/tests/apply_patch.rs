@@ -3,13 +3,26 @@
 use std::fs;
 use std::path::Path;
 
-use interpreter_protocol::FileChange;
+use std::collections::HashMap;
+
+use interpreter_protocol::{FileChange, SandboxPolicy};
 use interpreter_tools::apply_patch::{PatchError, apply_patch, parse_patch};
+use interpreter_tools::sandbox::{RootAnchors, WriteScope};
 use pretty_assertions::assert_eq;
+
+fn full_access(cwd: &Path) -> WriteScope {
+    WriteScope::new(
+        &RootAnchors::new(),
+        &SandboxPolicy::DangerFullAccess,
+        cwd,
+        &HashMap::new(),
+        &[],
+    )
+}
 
 fn apply(text: &str, cwd: &Path) -> Result<String, PatchError> {
     let patch = parse_patch(text)?;
-    Ok(apply_patch(&patch, cwd)?.summary())
+    Ok(apply_patch(&patch, cwd, &full_access(cwd))?.summary())
 }
 
 #[test]
@@ -183,7 +196,7 @@ fn changes_preview_without_writing() -> anyhow::Result<()> {
             cwd.join("m.txt")
         ]
     );
-    let changes = patch.changes(cwd)?;
+    let changes = patch.changes(cwd, &full_access(cwd))?;
     assert_eq!(
         changes.get(&cwd.join("n.txt")),
         Some(&FileChange::Add {
@@ -313,5 +326,71 @@ fn a_directory_is_refused() -> anyhow::Result<()> {
         panic!("a patch on a directory applied");
     };
     assert!(err.to_string().contains("it is a directory"), "{err}");
+    Ok(())
+}
+
+/// A second agent on the same workspace swaps a directory with a symlink to the outside
+/// in a tight loop (`renameat2(RENAME_EXCHANGE)`) while patches add files in it: every
+/// file lands in the workspace or the patch fails; nothing is ever created outside.
+#[cfg(target_os = "linux")]
+#[test]
+fn adversarial_a_directory_swapped_with_a_symlink_while_patching_writes_nothing_outside()
+-> anyhow::Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let tmp = tempfile::tempdir()?;
+    let ws = tmp.path().canonicalize()?.join("ws");
+    let outside = tmp.path().canonicalize()?.join("outside");
+    fs::create_dir_all(ws.join("dir"))?;
+    fs::create_dir_all(&outside)?;
+    std::os::unix::fs::symlink(&outside, ws.join("swap"))?;
+    let policy = SandboxPolicy::WorkspaceWrite {
+        writable_roots: vec![],
+        network_access: false,
+        exclude_tmpdir_env_var: true,
+        exclude_slash_tmp: true,
+    };
+    let scope = WriteScope::new(&RootAnchors::new(), &policy, &ws, &HashMap::new(), &[]);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let racer = {
+        let stop = stop.clone();
+        let ws = ws.clone();
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let _ = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    ws.join("dir"),
+                    rustix::fs::CWD,
+                    ws.join("swap"),
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut landed = 0;
+    for index in 0..300 {
+        let text = format!("*** Begin Patch\n*** Add File: dir/f{index}\n+x\n*** End Patch\n");
+        let patch = parse_patch(&text)?;
+        if apply_patch(&patch, &ws, &scope).is_ok() {
+            landed += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = racer
+        .join()
+        .map_err(|_| anyhow::anyhow!("racer panicked"))?;
+    let escaped: Vec<_> = fs::read_dir(&outside)?.collect();
+    assert!(
+        escaped.is_empty(),
+        "{} of 300 files were created outside the workspace ({swaps} swaps, {landed} landed)",
+        escaped.len()
+    );
+    assert!(swaps > 0);
+    eprintln!("{landed} of 300 patches landed in the workspace, {swaps} swaps");
     Ok(())
 }

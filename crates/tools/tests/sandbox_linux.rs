@@ -116,6 +116,7 @@ mod linux {
             env: std::env::vars().collect(),
             timeout: Duration::from_secs(3600),
             output_max_bytes: 1024,
+            inherited_roots: Vec::new(),
         };
         let cancel = tokio_util::sync::CancellationToken::new();
         match runtime.block_on(interpreter_tools::shell::run(request, cancel, None)) {
@@ -429,6 +430,7 @@ mod linux {
                 cwd,
                 launch.command_cwd.as_deref().unwrap_or(cwd),
                 &launch.protected,
+                None,
                 command,
             ))
             .collect();
@@ -981,6 +983,7 @@ mod linux {
                 &ws,
                 &ws,
                 &[],
+                None,
                 &probe_argv("probe-tiocsti", &[])?,
             );
             let mut shell = Command::new("/bin/sh");
@@ -1312,6 +1315,7 @@ mod linux {
                 &ws,
                 &ws,
                 &[],
+                None,
                 &command,
             );
             // The "agent": a shell that starts the helper as its child and waits.
@@ -1387,7 +1391,7 @@ mod linux {
                 marker.clone(),
             ];
             let argv = if sandboxed {
-                sandbox_argv(&exe, &workspace_write(false), &ws, &ws, &[], &command)
+                sandbox_argv(&exe, &workspace_write(false), &ws, &ws, &[], None, &command)
             } else {
                 command
             };

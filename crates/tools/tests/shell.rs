@@ -23,6 +23,7 @@ fn request(script: &str, cwd: &Path, timeout: Duration) -> ExecRequest {
         env: base_env(),
         timeout,
         output_max_bytes: 64 * 1024,
+        inherited_roots: Vec::new(),
     }
 }
 

@@ -13,7 +13,7 @@
 //!   agent's home with its config and credentials, the user's credential agents), which
 //!   sandboxed commands cannot read either.
 //! * Writes (creating, writing, removing, the destination of a copy): readable as above,
-//!   and writable by a sandboxed command ([`is_path_writable`]): nowhere under `read-only`,
+//!   and writable by a sandboxed command ([`WriteScope`]): nowhere under `read-only`,
 //!   never inside `.git`, `.agents` or `.interpreter` of a root (or a nested repository's
 //!   `.git`, or a hooks path). Under `danger-full-access` the workspace is the only root:
 //!   a client that may run anything still gets no file access beyond the workspace through
@@ -25,7 +25,8 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 use interpreter_protocol::SandboxPolicy;
-use interpreter_tools::sandbox::{is_path_writable, resolve_for_write, writable_roots};
+use interpreter_tools::beneath::Target;
+use interpreter_tools::sandbox::{Purpose, RootAnchors, WriteScope, resolve_for_write};
 
 use super::Config;
 
@@ -66,14 +67,15 @@ pub enum PathRefused {
 }
 
 /// The rule for one config, with its roots resolved once (a request checks several
-/// paths against the same roots).
+/// paths against the same roots) and kept open, so what a request then does is reached
+/// from them ([`FileAccessRule::target`]).
 #[derive(Debug, Clone)]
 pub struct FileAccessRule {
     policy: SandboxPolicy,
     cwd: PathBuf,
-    env: HashMap<String, String>,
-    /// As the config names them, for [`is_path_writable`].
-    protected: Vec<PathBuf>,
+    /// What may be written, and how it is reached: the sandbox's roots, or the workspace
+    /// alone under `danger-full-access`.
+    scope: WriteScope,
     /// Resolved, for comparing against resolved paths.
     protected_resolved: Vec<PathBuf>,
     /// Canonical: the workspace, then the sandbox's writable roots.
@@ -88,7 +90,7 @@ impl Config {
         FileAccessRule::new(
             &self.sandbox_policy,
             &self.cwd,
-            &self.env,
+            &self.command_env(),
             self.sandbox_protected_paths(),
         )
     }
@@ -107,21 +109,33 @@ impl FileAccessRule {
             .iter()
             .filter_map(|path| resolve_for_write(path))
             .collect();
-        let sandbox_roots = writable_roots(policy, cwd, env, &protected);
+        // Full access still confines a client to the workspace: its scope is the
+        // workspace alone, as a root.
+        let scope_policy = match policy {
+            SandboxPolicy::DangerFullAccess | SandboxPolicy::ExternalSandbox { .. } => {
+                SandboxPolicy::WorkspaceWrite {
+                    writable_roots: Vec::new(),
+                    network_access: false,
+                    exclude_tmpdir_env_var: true,
+                    exclude_slash_tmp: true,
+                }
+            }
+            other => other.clone(),
+        };
+        let scope = WriteScope::new(&RootAnchors::new(), &scope_policy, cwd, env, &protected);
         // A workspace that cannot be resolved is no root at all: everything is refused.
         let mut roots: Vec<PathBuf> = std::fs::canonicalize(cwd).into_iter().collect();
         let mut read_only_subpaths = Vec::new();
-        for root in sandbox_roots {
+        for root in scope.roots() {
             if !roots.contains(&root.root) {
-                roots.push(root.root);
+                roots.push(root.root.clone());
             }
-            read_only_subpaths.extend(root.read_only_subpaths);
+            read_only_subpaths.extend(root.read_only_subpaths.iter().cloned());
         }
         Self {
             policy: policy.clone(),
             cwd: cwd.to_path_buf(),
-            env: env.clone(),
-            protected,
+            scope,
             protected_resolved,
             roots,
             read_only_subpaths,
@@ -167,17 +181,45 @@ impl FileAccessRule {
             if matches!(self.policy, SandboxPolicy::ReadOnly { .. }) {
                 return Err(PathRefused::ReadOnly(path.to_path_buf()));
             }
-            if !is_path_writable(
-                &self.policy,
-                &self.cwd,
-                &self.env,
-                &self.protected,
-                &resolved,
-            ) {
+            if !self.scope.allows_resolved(&resolved) {
                 return Err(PathRefused::ReadOnlyInSandbox(path.to_path_buf()));
             }
         }
         Ok(resolved)
+    }
+
+    /// The checked `path` as the target the work is done through: beneath the root that
+    /// holds it, so a directory on the way swapped for a symlink after the check fails the
+    /// operation instead of redirecting it (see [`interpreter_tools::beneath`]).
+    pub fn target(&self, path: &Path, access: FileAccess) -> Result<Target, PathRefused> {
+        let resolved = self.check(path, access)?;
+        let purpose = match access {
+            FileAccess::Read => Purpose::Read,
+            FileAccess::Write => Purpose::Write,
+        };
+        self.scope
+            .target(&self.cwd, &resolved, purpose)
+            .ok_or_else(|| PathRefused::Unresolvable(path.to_path_buf()))
+    }
+
+    /// The entry `path` names itself (its directory resolved, its own name kept: a symlink
+    /// there is the entry, not what it points at), for removing it. What it leads to must
+    /// be writable, and so must the place of the entry itself; neither may be, or hold, a
+    /// root or a protected path.
+    pub fn entry_target(&self, path: &Path) -> Result<Target, PathRefused> {
+        let resolved = self.check(path, FileAccess::Write)?;
+        self.check_tree(&resolved)?;
+        let entry = self
+            .scope
+            .entry_target(&self.cwd, path, Purpose::Write)
+            .ok_or_else(|| PathRefused::Unresolvable(path.to_path_buf()))?;
+        if entry.resolved != resolved {
+            if let Some(dir) = entry.resolved.parent() {
+                self.check(dir, FileAccess::Write)?;
+            }
+            self.check_tree(&entry.resolved)?;
+        }
+        Ok(entry)
     }
 
     /// For a resolved path removed or replaced as a whole: it must not be (or hold) a

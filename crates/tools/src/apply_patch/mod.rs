@@ -16,7 +16,10 @@ use std::path::{Component, Path, PathBuf};
 
 use interpreter_protocol::{FileChange, FileChanges};
 
-pub use files::MAX_FILE_BYTES;
+pub use files::{MAX_FILE_BYTES, read_text, remove, write_text};
+
+use crate::beneath::Target;
+use crate::sandbox::{Purpose, WriteScope};
 pub use parser::parse_patch;
 pub use turn_diff::TurnDiff;
 
@@ -148,9 +151,10 @@ impl Patch {
         plan(self, cwd, sources).map(|planned| PatchPlan { planned })
     }
 
-    /// Previews the patch against the files on disk without writing anything.
-    pub fn changes(&self, cwd: &Path) -> Result<FileChanges, PatchError> {
-        let sources = read_sources_locally(&self.sources(cwd));
+    /// Previews the patch against the files on disk, read as `scope` reads them, without
+    /// writing anything.
+    pub fn changes(&self, cwd: &Path, scope: &WriteScope) -> Result<FileChanges, PatchError> {
+        let sources = read_sources_locally(&self.sources(cwd), cwd, scope);
         Ok(self.plan(cwd, &sources)?.changes())
     }
 }
@@ -158,24 +162,25 @@ impl Patch {
 /// The contents of a patch's source files by absolute path, or why one could not be read.
 pub type Sources = HashMap<PathBuf, io::Result<String>>;
 
-/// Reads `paths` from the local disk with [`read_target`].
-fn read_sources_locally(paths: &[PathBuf]) -> Sources {
+/// Reads `paths` from the local disk as `scope` reads them ([`read_text`]).
+fn read_sources_locally(paths: &[PathBuf], cwd: &Path, scope: &WriteScope) -> Sources {
     paths
         .iter()
-        .map(|path| (path.clone(), read_target(path)))
+        .map(|path| {
+            let read = scope
+                .target(cwd, path, Purpose::Read)
+                .ok_or_else(unresolvable)
+                .and_then(|target| read_text(&target));
+            (path.clone(), read)
+        })
         .collect()
 }
 
-/// A patch target's text from the local disk: regular UTF-8 files only, at most
-/// [`MAX_FILE_BYTES`], never blocking on a FIFO.
-pub fn read_target(path: &Path) -> io::Result<String> {
-    files::read_regular(path)
-}
-
-/// Writes a patch target on the local disk, replacing only a regular file; its directory
-/// must exist.
-pub fn write_target(path: &Path, contents: &str) -> io::Result<()> {
-    files::write_regular(path, contents)
+fn unresolvable() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "it cannot be resolved (a symlink loop)",
+    )
 }
 
 /// A patch resolved against its files' contents: what it changes and the writes that
@@ -286,15 +291,15 @@ pub enum EditAction {
 }
 
 impl FileEdit {
-    /// Performs the edit on the local disk. Writes create missing parent directories and
-    /// only ever replace regular files.
-    pub fn apply_locally(&self) -> Result<(), PatchError> {
+    /// Performs the edit on the local disk at `target` (this edit's path as the session's
+    /// scope reaches it). Writes create missing parent directories and only ever replace
+    /// regular files; removals remove the name.
+    pub fn apply_to(&self, target: &Target) -> Result<(), PatchError> {
         match &self.action {
-            EditAction::Write(contents) => write_file(&self.absolute, contents),
-            EditAction::Delete | EditAction::RemoveMoved => {
-                std::fs::remove_file(&self.absolute).map_err(|source| self.failed(source))
-            }
+            EditAction::Write(contents) => write_text(target, contents),
+            EditAction::Delete | EditAction::RemoveMoved => remove(target),
         }
+        .map_err(|source| self.failed(source))
     }
 
     /// The error for this edit failing with `source`, naming the path as the patch did.
@@ -311,13 +316,31 @@ impl FileEdit {
     }
 }
 
-/// Applies `patch` relative to `cwd` on the local disk. Nothing is written unless every
-/// hunk resolves.
-pub fn apply_patch(patch: &Patch, cwd: &Path) -> Result<ApplyReport, PatchError> {
-    let sources = read_sources_locally(&patch.sources(cwd));
+/// Applies `patch` relative to `cwd` on the local disk, where `scope` lets commands write.
+/// Nothing is written unless every hunk resolves and every path may be written.
+pub fn apply_patch(
+    patch: &Patch,
+    cwd: &Path,
+    scope: &WriteScope,
+) -> Result<ApplyReport, PatchError> {
+    let sources = read_sources_locally(&patch.sources(cwd), cwd, scope);
     let plan = patch.plan(cwd, &sources)?;
-    for edit in plan.edits() {
-        edit.apply_locally()?;
+    let edits = plan.edits();
+    let mut targets = Vec::with_capacity(edits.len());
+    for edit in &edits {
+        let target = scope
+            .target(cwd, &edit.absolute, Purpose::Write)
+            .filter(|target| scope.allows_resolved(&target.resolved))
+            .ok_or_else(|| {
+                edit.failed(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "it lies outside the sandbox's writable roots or is protected",
+                ))
+            })?;
+        targets.push(target);
+    }
+    for (edit, target) in edits.iter().zip(&targets) {
+        edit.apply_to(target)?;
     }
     Ok(plan.report())
 }
@@ -667,23 +690,6 @@ pub fn apply_unified_diff(old: &str, diff: &str) -> Option<String> {
     }
     old_lines[next_old..].iter().for_each(|l| new.push_str(l));
     Some(new)
-}
-
-fn write_file(path: &Path, contents: &str) -> Result<(), PatchError> {
-    if let Some(parent) = path.parent()
-        && !parent.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(parent).map_err(|source| PatchError::Io {
-            action: "create directory",
-            path: parent.to_path_buf(),
-            source,
-        })?;
-    }
-    files::write_regular(path, contents).map_err(|source| PatchError::Io {
-        action: "write",
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 /// Joins `path` onto `cwd` and folds `.`/`..` lexically.

@@ -51,6 +51,12 @@ pub enum SandboxError {
         source: std::io::Error,
     },
 
+    #[error(
+        "the command was not run: {detail} while its sandbox was being set up (another \
+         command running at the same time renamed it); run it again"
+    )]
+    RootMoved { detail: String },
+
     #[error("cannot enter the working directory {path}: {source}")]
     Cwd {
         path: PathBuf,

@@ -2,7 +2,14 @@
 //!
 //! The engine runs a sandboxed command as
 //! `[<interpreter exe>, "sandbox", "linux", "--policy-json", JSON, "--cwd", DIR,
-//! "--policy-cwd", DIR, ("--protect", PATH)*, "--", argv...]`.
+//! "--policy-cwd", DIR, ("--protect", PATH)*, "--root-fds", "N,N,…", "--", argv...]`.
+//!
+//! `--root-fds` hands the helper the session's writable roots as the directories the
+//! session opened when it decided on them ([`super::RootAnchors`]), not as names: a name
+//! a command can rename and replace between two commands; an open directory it cannot.
+//! An empty list means no root at all (every candidate was refused). Without the option
+//! (a person typing the helper form) the helper decides the roots itself, by the same
+//! rules, from `--policy-json` and `--policy-cwd`.
 //!
 //! `--cwd` is where the command runs; `--policy-cwd` is the session's working directory,
 //! the one the policy's writable roots come from. They are kept apart on purpose: the
@@ -12,10 +19,11 @@
 //! remaining arguments to [`parse_linux_helper_args`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use interpreter_protocol::SandboxPolicy;
 
-use super::SandboxError;
+use super::{AnchoredRoot, SandboxError};
 
 /// The first two arguments (after the program name) that select the helper.
 pub const HELPER_SUBCOMMAND: [&str; 2] = ["sandbox", "linux"];
@@ -30,6 +38,8 @@ const CWD_FLAG: &str = "--cwd";
 const POLICY_CWD_FLAG: &str = "--policy-cwd";
 /// A path kept read-only wherever it lies (the agent's home); may be repeated.
 const PROTECT_FLAG: &str = "--protect";
+/// The inherited descriptors of the writable roots, comma-separated (possibly none).
+const ROOT_FDS_FLAG: &str = "--root-fds";
 const COMMAND_SEPARATOR: &str = "--";
 
 /// What the helper needs to sandbox and run one command.
@@ -44,12 +54,20 @@ pub struct LinuxHelperArgs {
     /// Paths that stay read-only even inside a writable root (see
     /// [`writable_roots`](super::writable_roots)).
     pub protected: Vec<PathBuf>,
+    /// Descriptors of the writable roots, inherited from the engine; `None` when the
+    /// helper is to decide the roots itself.
+    pub root_fds: Option<Vec<i32>>,
     pub command: Vec<String>,
 }
 
 /// The full argv that runs `argv` in `cwd` under `policy` (whose roots come from
 /// `policy_cwd`, the session's working directory) through the helper in `exe`, keeping
 /// `protected` (the agent's home) out of the command's reach.
+///
+/// `roots` are the session's anchored writable roots: their descriptors are named on the
+/// command line, and the caller must let the helper inherit exactly those (see
+/// [`crate::shell::ExecRequest::inherited_roots`]). `None`: the helper decides the roots
+/// (the helper form a person types).
 ///
 /// Paths are passed as (lossy) UTF-8 because the helper's arguments are `String`s.
 pub fn sandbox_argv(
@@ -58,6 +76,7 @@ pub fn sandbox_argv(
     policy_cwd: &Path,
     cwd: &Path,
     protected: &[PathBuf],
+    roots: Option<&[Arc<AnchoredRoot>]>,
     argv: &[String],
 ) -> Vec<String> {
     // Serializing this enum of plain fields cannot fail; if it ever did, the empty string
@@ -76,19 +95,30 @@ pub fn sandbox_argv(
         full.push(PROTECT_FLAG.to_owned());
         full.push(path.to_string_lossy().into_owned());
     }
+    if let Some(roots) = roots {
+        full.push(ROOT_FDS_FLAG.to_owned());
+        full.push(
+            roots
+                .iter()
+                .map(|root| root.raw_fd().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+    }
     full.push(COMMAND_SEPARATOR.to_owned());
     full.extend(argv.iter().cloned());
     full
 }
 
 /// Parses the arguments that follow [`HELPER_SUBCOMMAND`]:
-/// `--policy-json JSON --cwd DIR [--policy-cwd DIR] [--protect PATH]... -- COMMAND...` (the
-/// options in any order, all but `--protect` once each).
+/// `--policy-json JSON --cwd DIR [--policy-cwd DIR] [--protect PATH]... [--root-fds N,…] --
+/// COMMAND...` (the options in any order, all but `--protect` once each).
 pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, SandboxError> {
     let mut policy = None;
     let mut cwd = None;
     let mut policy_cwd = None;
     let mut protected = Vec::new();
+    let mut root_fds: Option<Vec<i32>> = None;
     let mut index = 0;
     while index < args.len() {
         let flag = args[index].as_str();
@@ -118,7 +148,20 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
                 }
                 protected.push(path);
             }
-            POLICY_FLAG | CWD_FLAG | POLICY_CWD_FLAG => {
+            ROOT_FDS_FLAG if root_fds.is_none() => {
+                let fds = value
+                    .split(',')
+                    .filter(|item| !item.is_empty())
+                    .map(|item| item.parse::<i32>().ok().filter(|fd| *fd > 2))
+                    .collect::<Option<Vec<i32>>>()
+                    .ok_or_else(|| {
+                        SandboxError::InvalidHelperArgs(format!(
+                            "{ROOT_FDS_FLAG} takes descriptor numbers above 2, got {value}"
+                        ))
+                    })?;
+                root_fds = Some(fds);
+            }
+            POLICY_FLAG | CWD_FLAG | POLICY_CWD_FLAG | ROOT_FDS_FLAG => {
                 return Err(SandboxError::InvalidHelperArgs(format!(
                     "`{flag}` given more than once"
                 )));
@@ -126,7 +169,7 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
             other => {
                 return Err(SandboxError::InvalidHelperArgs(format!(
                     "unexpected argument `{other}` (expected {POLICY_FLAG}, {CWD_FLAG}, \
-                     {POLICY_CWD_FLAG}, {PROTECT_FLAG} or --)"
+                     {POLICY_CWD_FLAG}, {PROTECT_FLAG}, {ROOT_FDS_FLAG} or --)"
                 )));
             }
         }
@@ -159,6 +202,7 @@ pub fn parse_linux_helper_args(args: &[String]) -> Result<LinuxHelperArgs, Sandb
         cwd,
         policy_cwd,
         protected,
+        root_fds,
         command,
     })
 }
@@ -182,12 +226,15 @@ mod tests {
         };
         let command = strings(&["bash", "-lc", "echo -- hi --cwd x"]);
         let protected = vec![PathBuf::from("/home/me/.interpreter")];
+        let dir = tempfile::tempdir().unwrap();
+        let root = Arc::new(AnchoredRoot::open(dir.path()).unwrap());
         let argv = sandbox_argv(
             Path::new("/usr/bin/interpreter"),
             &policy,
             Path::new("/ws"),
             Path::new("/ws/sub"),
             &protected,
+            Some(std::slice::from_ref(&root)),
             &command,
         );
         assert_eq!(argv[0], "/usr/bin/interpreter");
@@ -200,6 +247,7 @@ mod tests {
                 cwd: PathBuf::from("/ws/sub"),
                 policy_cwd: PathBuf::from("/ws"),
                 protected,
+                root_fds: Some(vec![root.raw_fd()]),
                 command
             }
         );
@@ -259,6 +307,16 @@ mod tests {
                 "true",
             ]),
             strings(&["--policy-json"]),
+            strings(&[
+                "--policy-json",
+                policy,
+                "--cwd",
+                "/ws",
+                "--root-fds",
+                "3,1",
+                "--",
+                "true",
+            ]),
         ] {
             assert!(parse_linux_helper_args(&bad).is_err(), "accepted {bad:?}");
         }

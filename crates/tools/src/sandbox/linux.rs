@@ -64,10 +64,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::fs;
 use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use interpreter_protocol::SandboxPolicy;
@@ -75,6 +78,7 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
+use rustix::fs::{FileType, Mode, OFlags};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
@@ -84,8 +88,8 @@ use super::hardening;
 use super::mount_ns::{MountFailure, MountPlan, mount_fresh_proc};
 use super::paths::resolve_for_write;
 use super::{
-    LinuxHelperArgs, NETWORK_DISABLED_ENV_VAR, SandboxError, SandboxSupport, WritableRoot,
-    writable_roots,
+    AnchoredRoot, LinuxHelperArgs, NETWORK_DISABLED_ENV_VAR, RootAnchors, SandboxError,
+    SandboxSupport, WritableRoot, writable_roots_of,
 };
 
 /// Oldest Landlock ABI we accept, and why.
@@ -134,8 +138,26 @@ pub fn run_linux_helper(
         cwd,
         policy_cwd,
         protected,
+        root_fds,
         command,
     } = args;
+    // Taken over (and marked close-on-exec) first, whatever the policy: the command must
+    // never inherit a descriptor that leads around its own mount namespace.
+    let inherited = root_fds
+        .map(|fds| {
+            fds.into_iter()
+                .map(|fd| {
+                    AnchoredRoot::from_inherited(fd)
+                        .map(Arc::new)
+                        .map_err(|error| {
+                            SandboxError::InvalidHelperArgs(format!(
+                                "root descriptor {fd} is not an open directory: {error}"
+                            ))
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
     let Some((program, program_args)) = command.split_first() else {
         return Err(SandboxError::InvalidHelperArgs(
             "no command to run".to_owned(),
@@ -148,7 +170,13 @@ pub fn run_linux_helper(
     // Everything that reads the file system or allocates happens before restricting.
     let prepared = match policy {
         SandboxPolicy::DangerFullAccess | SandboxPolicy::ExternalSandbox { .. } => None,
-        _ => Some(PreparedSandbox::new(&policy, &policy_cwd, env, &protected)?),
+        _ => Some(PreparedSandbox::new(
+            &policy,
+            &policy_cwd,
+            env,
+            &protected,
+            inherited,
+        )?),
     };
     // Only now: a working directory entered before the bind mounts would still lead into
     // the mount tree they cover, where protected paths are writable.
@@ -224,24 +252,38 @@ struct PreparedSandbox {
 
 impl PreparedSandbox {
     /// `policy_cwd` is the session's working directory, not the command's: only the policy
-    /// decides what is writable.
+    /// decides what is writable. `inherited` are the session's anchored roots; without
+    /// them (the helper form a person types) the roots are decided here, by the same rules.
     fn new(
         policy: &SandboxPolicy,
         policy_cwd: &Path,
         env: &HashMap<String, String>,
         protected: &[PathBuf],
+        inherited: Option<Vec<Arc<AnchoredRoot>>>,
     ) -> Result<Self, SandboxError> {
         // Checked before touching mounts: there is no point isolating a command we refuse.
         let abi = required_landlock_abi()?;
         let network_off = !policy.has_full_network_access();
-        let roots = writable_roots(policy, policy_cwd, env, protected);
+        let anchored = match (policy, inherited) {
+            (SandboxPolicy::WorkspaceWrite { .. }, Some(inherited)) => inherited,
+            (SandboxPolicy::WorkspaceWrite { .. }, None) => {
+                let decided = RootAnchors::new().anchor(policy, policy_cwd, env, protected);
+                for refusal in &decided.refused {
+                    // The helper's stderr is the command's: the person sees why.
+                    eprintln!("interpreter sandbox: warning: {refusal}");
+                }
+                decided.roots
+            }
+            _ => Vec::new(),
+        };
+        let roots = writable_roots_of(&anchored, protected);
         create_missing_protected_dirs(&roots, protected);
         let hidden: Vec<PathBuf> = protected
             .iter()
             .filter_map(|path| resolve_for_write(path))
             .collect();
         let keep = resolve_for_write(policy_cwd).unwrap_or_else(|| policy_cwd.to_path_buf());
-        let (carve_outs, pid_namespace) = protect_with_mounts(&roots, &hidden, &keep);
+        let (carve_outs, pid_namespace) = protect_with_mounts(&roots, &hidden, &keep)?;
         Ok(Self {
             ruleset: build_ruleset(abi, &roots, &carve_outs, network_off)?,
             seccomp: build_seccomp_filter(network_off)?,
@@ -279,11 +321,15 @@ fn create_missing_protected_dirs(roots: &[WritableRoot], protected: &[PathBuf]) 
 /// namespace, hides `hidden` (the agent's home; `keep`, the session's working directory,
 /// stays reachable) and gives the command a fresh `/dev`; returns the protected paths
 /// Landlock must carve out instead, and whether the command gets a PID namespace of its own.
+///
+/// A writable root or protected path that is not the directory it was when the plan was
+/// made (a command running at the same moment renamed it) fails the command: the mounts
+/// are made from what was checked, never from what a name leads to afterwards.
 fn protect_with_mounts(
     roots: &[WritableRoot],
     hidden: &[PathBuf],
     keep: &Path,
-) -> (Vec<PathBuf>, bool) {
+) -> Result<(Vec<PathBuf>, bool), SandboxError> {
     // Protected paths of every root count for every root: a `gitdir:` target may live
     // inside another writable root.
     let mut protected: Vec<PathBuf> = Vec::new();
@@ -297,13 +343,16 @@ fn protect_with_mounts(
     let outcome = plan.apply();
     let pid_namespace = outcome.pid_namespace;
     match outcome.result {
-        Ok(()) => (
+        Ok(()) => Ok((
             protected
                 .into_iter()
                 .filter(|path| !plan.covers(path))
                 .collect(),
             pid_namespace,
-        ),
+        )),
+        Err(failure) if failure.errno == libc::ESTALE => Err(SandboxError::RootMoved {
+            detail: failure.step.to_owned(),
+        }),
         Err(failure) => {
             if !plan.is_empty() || plan.hides_anything() {
                 // The helper's stderr is the command's: this is where a person (or the
@@ -316,7 +365,7 @@ fn protect_with_mounts(
                      home stays readable"
                 );
             }
-            (protected, pid_namespace)
+            Ok((protected, pid_namespace))
         }
     }
 }
@@ -485,8 +534,13 @@ fn build_ruleset(
             created = add_path_rule(created, device, write_file)?;
         }
     }
-    for (path, access) in write_grants(roots, carve_outs, write_dir, write_file) {
-        created = add_path_rule(created, &path, access)?;
+    for grant in write_grants(roots, carve_outs, write_dir, write_file) {
+        created = created
+            .add_rule(PathBeneath::new(grant.directory, grant.access))
+            .map_err(landlock_setup_error(format!(
+                "granting {}",
+                grant.path.display()
+            )))?;
     }
     Ok(created)
 }
@@ -505,52 +559,112 @@ fn add_path_rule(
         .map_err(landlock_setup_error(format!("granting {}", path.display())))
 }
 
+/// One Landlock write rule: the object it is made from, and the name it had, for messages
+/// and tests.
+struct Grant {
+    path: PathBuf,
+    directory: OwnedFd,
+    access: BitFlags<AccessFs>,
+}
+
 /// The Landlock write rules for `roots`: each root whole when it holds no carve-out,
-/// otherwise its other entries one by one (see the module documentation).
+/// otherwise its other entries one by one (see the module documentation). Every rule is
+/// made from the root's anchored descriptor or from an entry opened beneath it without
+/// following symlinks, so nothing a command renames meanwhile turns a rule into a grant
+/// on something else.
 fn write_grants(
     roots: &[WritableRoot],
     carve_outs: &[PathBuf],
     write_dir: BitFlags<AccessFs>,
     write_file: BitFlags<AccessFs>,
-) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
+) -> Vec<Grant> {
     let protected: Vec<&Path> = carve_outs.iter().map(PathBuf::as_path).collect();
     let mut grants = Vec::new();
     for root in roots {
-        grant_beneath(&root.root, &protected, write_dir, write_file, &mut grants);
+        // Best effort like the rest of the walk: a root that cannot be duplicated gets
+        // no grant, which only costs writability.
+        let Ok(directory) = root.anchor.as_fd().try_clone_to_owned() else {
+            continue;
+        };
+        grant_beneath(
+            directory,
+            &root.root,
+            &protected,
+            write_dir,
+            write_file,
+            &mut grants,
+        );
     }
     grants
 }
 
 fn grant_beneath(
-    dir: &Path,
+    directory: OwnedFd,
+    path: &Path,
     protected: &[&Path],
     write_dir: BitFlags<AccessFs>,
     write_file: BitFlags<AccessFs>,
-    grants: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+    grants: &mut Vec<Grant>,
 ) {
-    if protected.contains(&dir) {
+    if protected.contains(&path) {
         return;
     }
-    if !protected.iter().any(|path| path.starts_with(dir)) {
-        grants.push((dir.to_path_buf(), write_dir));
+    if !protected.iter().any(|carved| carved.starts_with(path)) {
+        grants.push(Grant {
+            path: path.to_path_buf(),
+            directory,
+            access: write_dir,
+        });
         return;
     }
     // An unreadable directory gets no grants: failing closed only costs writability.
-    let Ok(entries) = fs::read_dir(dir) else {
+    let Ok(listing) = rustix::fs::openat(
+        &directory,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let Ok(entries) = rustix::fs::Dir::read_from(&listing) else {
         return;
     };
     for entry in entries.flatten() {
-        let Ok(file_type) = entry.file_type() else {
-            continue;
-        };
-        let path = entry.path();
-        if file_type.is_symlink() || protected.contains(&path.as_path()) {
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
             continue;
         }
-        if file_type.is_dir() {
-            grant_beneath(&path, protected, write_dir, write_file, grants);
+        let Ok(opened) = rustix::fs::openat(
+            &directory,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            continue;
+        };
+        let Ok(stat) = rustix::fs::fstat(&opened) else {
+            continue;
+        };
+        let entry_path = path.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+        let file_type = FileType::from_raw_mode(stat.st_mode);
+        if file_type == FileType::Symlink || protected.contains(&entry_path.as_path()) {
+            continue;
+        }
+        if file_type == FileType::Directory {
+            grant_beneath(
+                opened,
+                &entry_path,
+                protected,
+                write_dir,
+                write_file,
+                grants,
+            );
         } else {
-            grants.push((path, write_file));
+            grants.push(Grant {
+                path: entry_path,
+                directory: opened,
+                access: write_file,
+            });
         }
     }
 }
@@ -834,6 +948,7 @@ fn probe_program() -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::FileIdentity;
     use pretty_assertions::assert_eq;
 
     #[test]
@@ -846,35 +961,59 @@ mod tests {
         std::os::unix::fs::symlink("/etc", root.join("etc-link")).unwrap();
         let other = tempfile::tempdir().unwrap();
         let other_root = fs::canonicalize(other.path()).unwrap();
+        let anchored = |path: &Path| Arc::new(AnchoredRoot::open(path).unwrap());
 
         let roots = vec![
             WritableRoot {
                 root: root.clone(),
                 read_only_subpaths: vec![root.join(".git")],
+                anchor: anchored(&root),
             },
             WritableRoot {
                 root: other_root.clone(),
                 read_only_subpaths: vec![],
+                anchor: anchored(&other_root),
             },
         ];
         let dir = AccessFs::from_write(ABI::V3);
         let file = dir & AccessFs::from_file(ABI::V3);
-        let mut grants = write_grants(&roots, &[root.join(".git")], dir, file);
-        grants.sort();
+        let described = |grants: Vec<Grant>| {
+            let mut described: Vec<(PathBuf, BitFlags<AccessFs>)> = grants
+                .into_iter()
+                .map(|grant| (grant.path, grant.access))
+                .collect();
+            described.sort();
+            described
+        };
         let mut expected = vec![
             (root.join("README.md"), file),
             (root.join("src"), dir),
             (other_root.clone(), dir),
         ];
         expected.sort();
-        assert_eq!(grants, expected);
+        assert_eq!(
+            described(write_grants(&roots, &[root.join(".git")], dir, file)),
+            expected
+        );
 
         // With the mounts keeping `.git` read-only there is nothing to carve out.
-        let mut whole = write_grants(&roots, &[], dir, file);
-        whole.sort();
-        let mut expected = vec![(root, dir), (other_root, dir)];
+        let mut expected = vec![(root.clone(), dir), (other_root.clone(), dir)];
         expected.sort();
-        assert_eq!(whole, expected);
+        assert_eq!(described(write_grants(&roots, &[], dir, file)), expected);
+
+        // The rules are made from the anchored directory, not from its name: renamed,
+        // it is still what is granted.
+        let moved = other_root.join("moved-root");
+        fs::rename(&root, &moved).unwrap();
+        std::os::unix::fs::symlink("/etc", &root).unwrap();
+        let grants = write_grants(&roots[..1], &[], dir, file);
+        assert_eq!(grants.len(), 1);
+        assert_eq!(
+            FileIdentity::of(&grants[0].directory).unwrap(),
+            roots[0].anchor.identity()
+        );
+        fs::remove_file(&root).unwrap();
+        fs::rename(&moved, &root).unwrap();
     }
 
     #[test]

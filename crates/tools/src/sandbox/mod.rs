@@ -1,7 +1,8 @@
 //! The OS sandbox shell commands run under.
 //!
 //! This module owns the meaning of a [`SandboxPolicy`] on the machine: which directories a
-//! command may write ([`writable_roots`], [`is_path_writable`]), how a sandboxed command is
+//! command may write ([`writable_roots`], [`WriteScope`]), decided once per session
+//! and kept as open directories ([`RootAnchors`]), how a sandboxed command is
 //! launched (the engine re-executes its own binary as `interpreter sandbox linux … -- CMD`,
 //! see [`sandbox_argv`] / [`parse_linux_helper_args`]), the helper that keeps protected paths
 //! read-only with a private mount namespace and installs Landlock and seccomp right before
@@ -16,6 +17,7 @@ mod denial;
 mod error;
 mod helper_args;
 mod paths;
+mod roots;
 mod support;
 
 #[cfg(target_os = "linux")]
@@ -34,8 +36,10 @@ pub use helper_args::{
     sandbox_argv,
 };
 pub use paths::{
-    PROTECTED_DIR_NAMES, WritableRoot, is_path_writable, resolve_for_write, writable_roots,
+    PROTECTED_DIR_NAMES, Purpose, WritableRoot, WriteScope, resolve_for_write, writable_roots,
+    writable_roots_of,
 };
+pub use roots::{AnchoredRoot, AnchoredRoots, FileIdentity, RootAnchors, RootRefusal};
 pub use support::SandboxSupport;
 
 #[cfg(target_os = "linux")]

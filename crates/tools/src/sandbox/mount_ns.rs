@@ -49,7 +49,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::WritableRoot;
+use super::{FileIdentity, WritableRoot};
 
 /// `MOUNT_ATTR_RDONLY` from `<linux/mount.h>` (not exported by the `libc` crate).
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
@@ -68,7 +68,21 @@ struct MountAttr {
 struct MountTarget {
     path: CString,
     read_only: bool,
+    /// What the path named when the plan was made: the mount goes onto that object or
+    /// nowhere (see [`bind_onto_itself`]).
+    identity: FileIdentity,
 }
+
+/// A writable root the seal keeps writable: its name now, and the directory it must name.
+#[derive(Debug)]
+struct SealedRoot {
+    path: CString,
+    identity: FileIdentity,
+}
+
+/// The errno of a target that is no longer the object the plan was made for. The caller
+/// refuses the command on it (see `protect_with_mounts` in the helper).
+pub(super) const CHANGED_UNDER_US: i32 = libc::ESTALE;
 
 /// One path to cover so the command can neither read nor write what is beneath it.
 #[derive(Debug)]
@@ -126,7 +140,7 @@ pub(super) struct MountPlan {
     /// The protected paths the read-only mounts keep read-only.
     covered: Vec<PathBuf>,
     /// Make everything outside these (the writable roots) read-only; `None` seals nothing.
-    seal_outside: Option<Vec<CString>>,
+    seal_outside: Option<Vec<SealedRoot>>,
     /// Covered last, so no bind mount above can bring them back.
     hidden: Vec<HiddenTarget>,
     /// Replace `/dev` with a minimal one (see the module documentation).
@@ -170,12 +184,17 @@ impl MountPlan {
             plan.covered.push(path.clone());
         }
         // A root of `/` would leave nothing to seal, and a clone put back on top of `/` is
-        // not what path lookups from `/` see.
+        // not what path lookups from `/` see. (The engine refuses `/` as a root.)
         if roots.iter().all(|root| root.root != Path::new("/")) {
             plan.seal_outside = Some(
                 roots
                     .iter()
-                    .filter_map(|root| CString::new(root.root.as_os_str().as_bytes()).ok())
+                    .filter_map(|root| {
+                        Some(SealedRoot {
+                            path: CString::new(root.root.as_os_str().as_bytes()).ok()?,
+                            identity: root.anchor.identity(),
+                        })
+                    })
                     .collect(),
             );
         }
@@ -197,7 +216,8 @@ impl MountPlan {
         plan.add_target(dir, true);
         plan.seal_outside = CString::new(writable.as_os_str().as_bytes())
             .ok()
-            .map(|root| vec![root]);
+            .zip(FileIdentity::at(writable).ok())
+            .map(|(path, identity)| vec![SealedRoot { path, identity }]);
         plan
     }
 
@@ -236,15 +256,24 @@ impl MountPlan {
         }
     }
 
-    /// Adds (or upgrades to read-only) a target; `false` when the path cannot be passed to
-    /// the kernel.
+    /// Adds (or upgrades to read-only) a target, as the object it names now; `false` when
+    /// the path cannot be passed to the kernel or names nothing.
     fn add_target(&mut self, path: &Path, read_only: bool) -> bool {
-        let Ok(path) = CString::new(path.as_os_str().as_bytes()) else {
+        let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) else {
             return false;
         };
-        match self.targets.iter_mut().find(|target| target.path == path) {
+        match self.targets.iter_mut().find(|target| target.path == c_path) {
             Some(existing) => existing.read_only |= read_only,
-            None => self.targets.push(MountTarget { path, read_only }),
+            None => {
+                let Ok(identity) = lstat_identity(path) else {
+                    return false;
+                };
+                self.targets.push(MountTarget {
+                    path: c_path,
+                    read_only,
+                    identity,
+                });
+            }
         }
         true
     }
@@ -301,17 +330,7 @@ impl MountPlan {
             seal_outside(roots)?;
         }
         for target in &self.targets {
-            // Recursive, because a non-recursive bind of a tree holding mounts the user
-            // namespace has locked is refused, and would hide mounts beneath the target.
-            mount(
-                Some(&target.path),
-                &target.path,
-                libc::MS_BIND | libc::MS_REC,
-                "bind-mounting a protected path",
-            )?;
-            if target.read_only {
-                make_read_only(&target.path)?;
-            }
+            bind_onto_itself(target)?;
         }
         for target in &self.hidden {
             if target.directory {
@@ -449,8 +468,10 @@ fn mount(
 /// Makes every mount read-only except the trees of `roots`, which keep their flags.
 ///
 /// Each root is cloned before the seal and the clone moved back on top of it afterwards;
-/// recursion holds the clones on the stack, so nothing is allocated.
-fn seal_outside(roots: &[CString]) -> Result<(), MountFailure> {
+/// recursion holds the clones on the stack, so nothing is allocated. A root is opened by
+/// its name and must be the directory the session anchored ([`CHANGED_UNDER_US`]
+/// otherwise); the clone is taken from, and put back onto, that opened directory.
+fn seal_outside(roots: &[SealedRoot]) -> Result<(), MountFailure> {
     use rustix::mount::{MoveMountFlags, OpenTreeFlags};
     let Some((root, rest)) = roots.split_first() else {
         return make_read_only(c"/");
@@ -461,23 +482,105 @@ fn seal_outside(roots: &[CString]) -> Result<(), MountFailure> {
             errno: error.raw_os_error(),
         }
     };
-    let clone = rustix::mount::open_tree(
+    let directory = rustix::fs::openat(
         rustix::fs::CWD,
-        root.as_c_str(),
+        root.path.as_c_str(),
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(failure("opening a writable root"))?;
+    if identity_of(&directory) != Some(root.identity) {
+        return Err(MountFailure {
+            step: "a writable root was renamed or replaced",
+            errno: CHANGED_UNDER_US,
+        });
+    }
+    let clone = rustix::mount::open_tree(
+        &directory,
+        c"",
         OpenTreeFlags::OPEN_TREE_CLONE
             | OpenTreeFlags::OPEN_TREE_CLOEXEC
-            | OpenTreeFlags::AT_RECURSIVE,
+            | OpenTreeFlags::AT_RECURSIVE
+            | OpenTreeFlags::AT_EMPTY_PATH,
     )
     .map_err(failure("cloning a writable root"))?;
     seal_outside(rest)?;
     rustix::mount::move_mount(
         &clone,
         c"",
-        rustix::fs::CWD,
-        root.as_c_str(),
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+        &directory,
+        c"",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
     )
     .map_err(failure("putting a writable root back"))
+}
+
+/// Bind-mounts `target` onto itself (read-only when it says so), as the object it named
+/// when the plan was made: the path is opened without following a final symlink, checked
+/// to be that object ([`CHANGED_UNDER_US`] otherwise), and the copy is taken from and
+/// attached onto that open file. A target that is gone needs no cover.
+///
+/// Recursive, because a non-recursive bind of a tree holding mounts the user namespace has
+/// locked is refused, and would hide mounts beneath the target.
+fn bind_onto_itself(target: &MountTarget) -> Result<(), MountFailure> {
+    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
+    let failure = |step| {
+        move |error: rustix::io::Errno| MountFailure {
+            step,
+            errno: error.raw_os_error(),
+        }
+    };
+    let opened = match rustix::fs::openat(
+        rustix::fs::CWD,
+        target.path.as_c_str(),
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) {
+        Ok(opened) => opened,
+        Err(rustix::io::Errno::NOENT) => return Ok(()),
+        Err(error) => return Err(failure("opening a protected path")(error)),
+    };
+    if identity_of(&opened) != Some(target.identity) {
+        return Err(MountFailure {
+            step: "a protected path was renamed or replaced",
+            errno: CHANGED_UNDER_US,
+        });
+    }
+    let copy = rustix::mount::open_tree(
+        &opened,
+        c"",
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE
+            | OpenTreeFlags::AT_EMPTY_PATH,
+    )
+    .map_err(failure("bind-mounting a protected path"))?;
+    if target.read_only {
+        set_read_only(&copy)?;
+    }
+    rustix::mount::move_mount(
+        &copy,
+        c"",
+        &opened,
+        c"",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )
+    .map_err(failure("bind-mounting a protected path"))
+}
+
+/// The identity of an open file; `None` when `fstat` fails (which matches no plan).
+fn identity_of(fd: &rustix::fd::OwnedFd) -> Option<FileIdentity> {
+    FileIdentity::of(fd).ok()
+}
+
+/// The identity of what `path` names, a final symlink not followed.
+fn lstat_identity(path: &Path) -> io::Result<FileIdentity> {
+    use std::os::unix::fs::MetadataExt as _;
+    let metadata = fs::symlink_metadata(path)?;
+    Ok(FileIdentity {
+        dev: metadata.dev(),
+        ino: metadata.ino(),
+    })
 }
 
 /// Makes the mount at `path`, and every mount beneath it, read-only.
@@ -502,6 +605,40 @@ fn make_read_only(path: &CStr) -> Result<(), MountFailure> {
             libc::AT_FDCWD,
             path.as_ptr(),
             libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const MountAttr,
+            size_of::<MountAttr>(),
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(MountFailure {
+            step: "making a protected path read-only",
+            errno: last_errno(),
+        })
+    }
+}
+
+/// Makes the (detached) mount tree `mount`, a copy from `open_tree`, read-only before it
+/// is attached, as [`make_read_only`] does for a mounted path.
+#[allow(unsafe_code)]
+fn set_read_only(mount: &rustix::fd::OwnedFd) -> Result<(), MountFailure> {
+    use std::os::fd::AsRawFd as _;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: the descriptor is open and ours, the path is a NUL-terminated empty string
+    // (with AT_EMPTY_PATH the call acts on the descriptor itself), and attr is a live,
+    // correctly laid out mount_attr whose size we pass; the kernel only reads them.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            mount.as_raw_fd(),
+            c"".as_ptr(),
+            (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
             &attr as *const MountAttr,
             size_of::<MountAttr>(),
         )
@@ -716,6 +853,7 @@ mod tests {
         let roots = vec![WritableRoot {
             root: root.clone(),
             read_only_subpaths: vec![],
+            anchor: std::sync::Arc::new(crate::sandbox::AnchoredRoot::open(&root).unwrap()),
         }];
         let protected = vec![
             root.join(".git"),
@@ -757,6 +895,7 @@ mod tests {
         let roots = vec![WritableRoot {
             root: root.clone(),
             read_only_subpaths: vec![],
+            anchor: std::sync::Arc::new(crate::sandbox::AnchoredRoot::open(&root).unwrap()),
         }];
         let plan =
             MountPlan::for_protected(&roots, &[root.join(".agents/inner"), root.join(".agents")]);

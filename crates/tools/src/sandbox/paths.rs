@@ -19,8 +19,12 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use interpreter_protocol::SandboxPolicy;
+
+use super::roots::{AnchoredRoot, RootAnchors};
+use crate::beneath::{Anchor, KeepOut, Target};
 
 /// Directory names kept read-only inside every writable root.
 pub const PROTECTED_DIR_NAMES: [&str; 3] = [".git", ".agents", ".interpreter"];
@@ -29,75 +33,78 @@ pub const PROTECTED_DIR_NAMES: [&str; 3] = [".git", ".agents", ".interpreter"];
 const MAX_SYMLINK_HOPS: usize = 40;
 
 /// A directory commands may write beneath, minus the subpaths they may not.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct WritableRoot {
-    /// Canonical (symlink-free) path of the root.
+    /// Where the anchored directory is now (canonical, symlink-free): what the protected
+    /// paths below were found under, and what paths are compared against.
     pub root: PathBuf,
     /// Canonical paths that stay read-only even though they are (usually) beneath `root`.
     pub read_only_subpaths: Vec<PathBuf>,
+    /// The directory itself, opened when the session decided on it: what the sandbox's
+    /// rules and the agent's own writes are made from.
+    pub anchor: Arc<AnchoredRoot>,
 }
 
-/// The roots commands may write under `policy` when started in `cwd` with environment `env`,
-/// with `protected` (absolute paths, such as the agent's home) kept read-only.
+impl PartialEq for WritableRoot {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+            && self.read_only_subpaths == other.read_only_subpaths
+            && self.anchor.identity() == other.anchor.identity()
+    }
+}
+
+impl Eq for WritableRoot {}
+
+/// The roots commands may write under `policy` in a session working in `cwd` with the
+/// command environment `env`, with `protected` (absolute paths, the agent's home first)
+/// kept read-only: anchored by `anchors` (once per session, see [`RootAnchors`]) and
+/// described where they are now.
 ///
 /// Empty for `read-only` and for `danger-full-access` (which needs no roots: everything is
-/// writable). Roots that do not exist are skipped; duplicates are dropped, and so are roots
-/// inside a `protected` path.
+/// writable). Refused roots are left out (the session reports them when it starts, from
+/// [`RootAnchors::anchor`]).
 pub fn writable_roots(
+    anchors: &RootAnchors,
     policy: &SandboxPolicy,
     cwd: &Path,
     env: &HashMap<String, String>,
     protected: &[PathBuf],
 ) -> Vec<WritableRoot> {
-    let SandboxPolicy::WorkspaceWrite {
-        writable_roots: extra_roots,
-        exclude_tmpdir_env_var,
-        exclude_slash_tmp,
-        ..
-    } = policy
-    else {
-        return Vec::new();
-    };
+    writable_roots_of(
+        &anchors.anchor(policy, cwd, env, protected).roots,
+        protected,
+    )
+}
 
-    let mut candidates = vec![cwd.to_path_buf()];
-    candidates.extend(extra_roots.iter().map(|root| cwd.join(root)));
-    if !exclude_slash_tmp {
-        candidates.push(PathBuf::from("/tmp"));
-    }
-    if !exclude_tmpdir_env_var
-        && let Some(tmpdir) = env.get("TMPDIR").filter(|value| !value.is_empty())
-    {
-        candidates.push(cwd.join(tmpdir));
-    }
-
-    let mut canonical_roots: Vec<PathBuf> = Vec::new();
-    for candidate in candidates {
-        let Ok(root) = fs::canonicalize(&candidate) else {
-            continue;
-        };
-        if root.is_dir() && !canonical_roots.contains(&root) {
-            canonical_roots.push(root);
-        }
-    }
-
+/// [`WritableRoot`]s of directories already anchored: where each is now, and the protected
+/// paths inside it. A root that is gone, or that now lies inside a protected path, is left
+/// out.
+pub fn writable_roots_of(
+    anchored: &[Arc<AnchoredRoot>],
+    protected: &[PathBuf],
+) -> Vec<WritableRoot> {
     let always_protected: Vec<PathBuf> = protected
         .iter()
         .filter_map(|path| resolve_for_write(path))
         .collect();
-    canonical_roots
-        .into_iter()
-        .filter(|root| !always_protected.iter().any(|path| root.starts_with(path)))
-        .map(|root| {
+    anchored
+        .iter()
+        .filter_map(|anchor| {
+            let root = anchor.current_path().ok()?;
+            if always_protected.iter().any(|path| root.starts_with(path)) {
+                return None;
+            }
             let mut read_only_subpaths = protected_subpaths(&root);
             for path in &always_protected {
                 if path.starts_with(&root) && !read_only_subpaths.contains(path) {
                     read_only_subpaths.push(path.clone());
                 }
             }
-            WritableRoot {
+            Some(WritableRoot {
                 read_only_subpaths,
                 root,
-            }
+                anchor: anchor.clone(),
+            })
         })
         .collect()
 }
@@ -242,42 +249,178 @@ fn gitdir_of_git_file(root: &Path, git_entry: &Path) -> Option<PathBuf> {
     fs::canonicalize(root.join(target)).ok()
 }
 
-/// Whether a command (or `apply_patch`) may write `path` under `policy`, with `protected`
-/// kept read-only as in [`writable_roots`].
+/// What one policy lets the agent write on the model's behalf, and how it reaches it: the
+/// roots anchored and described once, for a patch or a request that checks several paths.
 ///
-/// `path` may be relative (to `cwd`), contain `..`, go through symlinks, or not exist yet:
-/// it is resolved the way the kernel would resolve it for a create, so a symlink inside the
-/// workspace that points outside does not make the outside writable.
-pub fn is_path_writable(
-    policy: &SandboxPolicy,
-    cwd: &Path,
-    env: &HashMap<String, String>,
-    protected: &[PathBuf],
-    path: &Path,
-) -> bool {
-    match policy {
-        SandboxPolicy::DangerFullAccess | SandboxPolicy::ExternalSandbox { .. } => true,
-        SandboxPolicy::ReadOnly { .. } => false,
-        SandboxPolicy::WorkspaceWrite { .. } => {
-            let Some(resolved) = resolve_for_write(&cwd.join(path)) else {
-                return false;
-            };
-            // Roots overlap (the workspace usually sits under /tmp or $TMPDIR), so a path
-            // protected in one root must stay protected even when another root contains it.
-            let roots = writable_roots(policy, cwd, env, protected);
-            roots.iter().any(|root| resolved.starts_with(&root.root))
-                && !roots
-                    .iter()
-                    .flat_map(|root| &root.read_only_subpaths)
-                    .any(|protected| resolved.starts_with(protected))
+/// The rule by name ([`WriteScope::allows`]) is what the model and the person are told;
+/// the [`Target`] a path becomes is how it is then reached, beneath the root's descriptor
+/// (see [`crate::beneath`]), so a name changed after the check changes nothing.
+#[derive(Debug, Clone)]
+pub struct WriteScope {
+    reach: Reach,
+    roots: Vec<WritableRoot>,
+    keep_out: Arc<KeepOut>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// `danger-full-access` (and an external sandbox): everywhere.
+    Everywhere,
+    /// `read-only`: nowhere.
+    Nowhere,
+    /// `workspace-write`: beneath the roots, minus what they keep read-only.
+    Roots,
+}
+
+/// What a [`Target`] is for, which decides what it must stay out of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Reading: never inside the agent's home or a credential agent.
+    Read,
+    /// Writing where the sandbox lets commands write.
+    Write,
+    /// Writing where a person approved it (outside the roots or into a protected path),
+    /// naming [`Target::resolved`]: reached along exactly that path.
+    ApprovedWrite,
+}
+
+impl WriteScope {
+    /// The scope of `policy` for a session working in `cwd` with the command environment
+    /// `env`, `protected` (the agent's home first) kept out, roots decided by `anchors`.
+    pub fn new(
+        anchors: &RootAnchors,
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        env: &HashMap<String, String>,
+        protected: &[PathBuf],
+    ) -> Self {
+        let reach = match policy {
+            SandboxPolicy::DangerFullAccess | SandboxPolicy::ExternalSandbox { .. } => {
+                Reach::Everywhere
+            }
+            SandboxPolicy::ReadOnly { .. } => Reach::Nowhere,
+            SandboxPolicy::WorkspaceWrite { .. } => Reach::Roots,
+        };
+        let roots = if reach == Reach::Roots {
+            writable_roots(anchors, policy, cwd, env, protected)
+        } else {
+            Vec::new()
+        };
+        let keep_out = if reach == Reach::Everywhere {
+            KeepOut::default()
+        } else {
+            let hidden: Vec<PathBuf> = protected
+                .iter()
+                .filter_map(|path| resolve_for_write(path))
+                .collect();
+            let mut unwritable = hidden.clone();
+            for root in &roots {
+                unwritable.extend(root.read_only_subpaths.iter().cloned());
                 // Creating one is as bad as writing one: a new `.git/config` can name a
                 // program the next git run executes.
-                && !roots.iter().any(|root| {
-                    PROTECTED_DIR_NAMES
-                        .iter()
-                        .any(|name| resolved.starts_with(root.root.join(name)))
-                })
+                unwritable.extend(PROTECTED_DIR_NAMES.iter().map(|name| root.root.join(name)));
+            }
+            KeepOut {
+                unreadable: hidden,
+                unwritable,
+            }
+        };
+        Self {
+            reach,
+            roots,
+            keep_out: Arc::new(keep_out),
         }
+    }
+
+    /// The writable roots (empty unless `workspace-write`).
+    pub fn roots(&self) -> &[WritableRoot] {
+        &self.roots
+    }
+
+    /// Whether a command (or `apply_patch`) may write `path` (relative to `cwd`).
+    ///
+    /// `path` may be relative, contain `..`, go through symlinks, or not exist yet: it is
+    /// resolved the way the kernel would resolve it for a create, so a symlink inside the
+    /// workspace that points outside does not make the outside writable.
+    pub fn allows(&self, cwd: &Path, path: &Path) -> bool {
+        match self.reach {
+            Reach::Everywhere => true,
+            Reach::Nowhere => false,
+            Reach::Roots => resolve_for_write(&cwd.join(path))
+                .is_some_and(|resolved| self.allows_resolved(&resolved)),
+        }
+    }
+
+    /// [`allows`](Self::allows) for a path already resolved.
+    pub fn allows_resolved(&self, resolved: &Path) -> bool {
+        match self.reach {
+            Reach::Everywhere => true,
+            Reach::Nowhere => false,
+            // Roots overlap (the workspace usually sits under /tmp or $TMPDIR), so a path
+            // protected in one root stays protected even when another root contains it.
+            Reach::Roots => {
+                self.roots
+                    .iter()
+                    .any(|root| resolved.starts_with(&root.root))
+                    && !self
+                        .keep_out
+                        .unwritable
+                        .iter()
+                        .any(|kept| resolved.starts_with(kept))
+            }
+        }
+    }
+
+    /// Whether a resolved path lies in what commands can neither read nor write (the
+    /// agent's home, a credential agent).
+    pub fn is_hidden(&self, resolved: &Path) -> bool {
+        self.keep_out
+            .unreadable
+            .iter()
+            .any(|hidden| resolved.starts_with(hidden))
+    }
+
+    /// How `path` (relative to `cwd`) is reached for `purpose`: beneath the innermost root
+    /// that holds it, else along its resolved path. `None` when it cannot be resolved (a
+    /// symlink loop). The caller decides first whether the purpose is allowed at all.
+    pub fn target(&self, cwd: &Path, path: &Path, purpose: Purpose) -> Option<Target> {
+        let resolved = resolve_for_write(&cwd.join(path))?;
+        self.target_at(cwd.join(path), resolved, purpose)
+    }
+
+    /// Like [`target`](Self::target), but for the entry itself: its directory resolved,
+    /// its own name kept, so a symlink there is the target rather than what it points at
+    /// (what removing an entry removes).
+    pub fn entry_target(&self, cwd: &Path, path: &Path, purpose: Purpose) -> Option<Target> {
+        let path = cwd.join(path);
+        let name = path.file_name()?;
+        let resolved = resolve_for_write(path.parent()?)?.join(name);
+        self.target_at(path, resolved, purpose)
+    }
+
+    fn target_at(&self, path: PathBuf, resolved: PathBuf, purpose: Purpose) -> Option<Target> {
+        let keep_out = match purpose {
+            Purpose::Read => Arc::new(KeepOut {
+                unreadable: self.keep_out.unreadable.clone(),
+                unwritable: Vec::new(),
+            }),
+            Purpose::Write => self.keep_out.clone(),
+            Purpose::ApprovedWrite => Arc::new(KeepOut::default()),
+        };
+        let holder = self
+            .roots
+            .iter()
+            .filter(|root| resolved.starts_with(&root.root))
+            .max_by_key(|root| root.root.components().count());
+        let anchor = match (purpose, holder) {
+            (Purpose::ApprovedWrite, _) | (_, None) => Anchor::Resolved,
+            (_, Some(root)) => Anchor::Root {
+                root: root.anchor.clone(),
+                named: root.root.clone(),
+                relative: resolved.strip_prefix(&root.root).ok()?.to_path_buf(),
+            },
+        };
+        Some(Target::new(path, resolved, anchor, keep_out))
     }
 }
 
@@ -357,6 +500,17 @@ mod tests {
         HashMap::new()
     }
 
+    /// The rule by name, as a fresh session would decide it.
+    pub(super) fn is_path_writable(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        env: &HashMap<String, String>,
+        protected: &[PathBuf],
+        path: &Path,
+    ) -> bool {
+        WriteScope::new(&RootAnchors::new(), policy, cwd, env, protected).allows(cwd, path)
+    }
+
     #[test]
     fn roots_include_cwd_extra_roots_and_temp_dirs_as_configured() {
         let ws = tempfile::tempdir().unwrap();
@@ -369,32 +523,41 @@ mod tests {
         )]);
 
         let policy = SandboxPolicy::WorkspaceWrite {
-            writable_roots: vec![extra.path().to_path_buf(), PathBuf::from("/does/not/exist")],
+            writable_roots: vec![extra.path().to_path_buf(), extra.path().join("made/now")],
             network_access: false,
             exclude_tmpdir_env_var: false,
             exclude_slash_tmp: false,
         };
-        let roots: Vec<PathBuf> = writable_roots(&policy, ws.path(), &env, &[])
-            .into_iter()
-            .map(|root| root.root)
-            .collect();
+        let roots: Vec<PathBuf> =
+            writable_roots(&RootAnchors::new(), &policy, ws.path(), &env, &[])
+                .into_iter()
+                .map(|root| root.root)
+                .collect();
         assert_eq!(
             roots,
             vec![
                 ws_path.clone(),
                 fs::canonicalize(extra.path()).unwrap(),
+                fs::canonicalize(extra.path()).unwrap().join("made/now"),
                 fs::canonicalize("/tmp").unwrap(),
                 fs::canonicalize(tmpdir.path()).unwrap(),
             ]
         );
 
-        let only_cwd: Vec<PathBuf> = writable_roots(&workspace_write(vec![]), ws.path(), &env, &[])
-            .into_iter()
-            .map(|root| root.root)
-            .collect();
+        let only_cwd: Vec<PathBuf> = writable_roots(
+            &RootAnchors::new(),
+            &workspace_write(vec![]),
+            ws.path(),
+            &env,
+            &[],
+        )
+        .into_iter()
+        .map(|root| root.root)
+        .collect();
         assert_eq!(only_cwd, vec![ws_path]);
         assert!(
             writable_roots(
+                &RootAnchors::new(),
                 &SandboxPolicy::ReadOnly {
                     network_access: true
                 },
@@ -416,7 +579,13 @@ mod tests {
             format!("gitdir: {}\n", real_gitdir.path().display()),
         )
         .unwrap();
-        let roots = writable_roots(&workspace_write(vec![]), ws.path(), &no_env(), &[]);
+        let roots = writable_roots(
+            &RootAnchors::new(),
+            &workspace_write(vec![]),
+            ws.path(),
+            &no_env(),
+            &[],
+        );
         let root = fs::canonicalize(ws.path()).unwrap();
         assert_eq!(
             roots,
@@ -426,6 +595,7 @@ mod tests {
                     fs::canonicalize(real_gitdir.path()).unwrap(),
                     root.join(".agents"),
                 ],
+                anchor: Arc::new(AnchoredRoot::open(&root).unwrap()),
                 root,
             }]
         );
@@ -564,6 +734,7 @@ mod tests {
 
 #[cfg(test)]
 mod overlap_tests {
+    use super::tests::is_path_writable;
     use super::*;
 
     #[test]
@@ -605,6 +776,7 @@ mod overlap_tests {
 
 #[cfg(test)]
 mod agent_home_tests {
+    use super::tests::is_path_writable;
     use super::*;
 
     fn workspace_write() -> SandboxPolicy {
@@ -633,7 +805,7 @@ mod agent_home_tests {
         assert!(!writable(
             &ws.join("state/../state/.interpreter/config.toml")
         ));
-        let roots = writable_roots(&policy, &ws, &env, &protected);
+        let roots = writable_roots(&RootAnchors::new(), &policy, &ws, &env, &protected);
         assert!(roots[0].read_only_subpaths.contains(&home));
     }
 
@@ -646,7 +818,7 @@ mod agent_home_tests {
         let policy = workspace_write();
         let env = HashMap::new();
         let protected = vec![home.clone()];
-        assert!(writable_roots(&policy, &ws, &env, &protected).is_empty());
+        assert!(writable_roots(&RootAnchors::new(), &policy, &ws, &env, &protected).is_empty());
         assert!(!is_path_writable(
             &policy,
             &ws,
