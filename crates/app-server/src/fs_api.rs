@@ -285,9 +285,7 @@ pub(crate) async fn copy(
                     .replace_from(&mut from)
                     .map_err(beneath_error(&destination.resolved))
             }
-            Some(FileType::Directory) if params.recursive => {
-                copy_tree(rule, &source, &destination)
-            }
+            Some(FileType::Directory) if params.recursive => copy_tree(rule, &source, &destination),
             Some(FileType::Directory) => Err(FsError::Invalid(format!(
                 "{} is a directory; fs/copy needs `recursive: true` to copy a directory",
                 source.resolved.display()

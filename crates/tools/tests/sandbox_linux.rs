@@ -36,13 +36,14 @@ mod linux {
     use std::os::unix::process::CommandExt;
     use std::path::{Path, PathBuf};
     use std::process::{Command, ExitCode, Stdio};
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     use anyhow::{Context, Result, bail, ensure};
     use interpreter_protocol::SandboxPolicy;
     use interpreter_tools::sandbox::{
-        HELPER_SUBCOMMAND, NETWORK_DISABLED_ENV_VAR, SandboxSupport, parse_linux_helper_args,
-        probe_support, run_linux_helper, sandbox_argv,
+        AnchoredRoot, HELPER_SUBCOMMAND, NETWORK_DISABLED_ENV_VAR, RootAnchors, SandboxSupport,
+        parse_linux_helper_args, probe_support, run_linux_helper, sandbox_argv,
     };
 
     /// Exit status of a probe whose operation the kernel refused (EACCES, EPERM, EROFS,
@@ -178,6 +179,11 @@ mod linux {
                 .map_err(io::Error::from),
             "probe-keyring" => read_user_keyring(),
             "probe-unix-connect" => std::os::unix::net::UnixStream::connect(arg(0)).map(drop),
+            "probe-unix-datagram" => std::os::unix::net::UnixDatagram::unbound()
+                .and_then(|socket| socket.send_to(b"from the sandbox", arg(0)))
+                .map(drop),
+            "probe-unix-datagram-pair" => std::os::unix::net::UnixDatagram::pair().map(drop),
+            "probe-unix-stream-pair" => std::os::unix::net::UnixStream::pair().map(drop),
             "probe-count-processes" => count_processes(arg(0)),
             "probe-tiocsti" => inject_into_terminal(),
             "probe-kill" => kill(arg(0)),
@@ -384,6 +390,9 @@ mod linux {
         /// Where the command runs, when not in the session's working directory (the shell
         /// tool's `workdir`).
         command_cwd: Option<PathBuf>,
+        /// The roots as the engine hands them over (descriptors); `None` lets the helper
+        /// decide them, as a person's helper command does.
+        roots: Option<Vec<Arc<AnchoredRoot>>>,
     }
 
     /// Runs `THIS sandbox linux … -- THIS <probe…>` (or another command) and waits for it.
@@ -430,7 +439,7 @@ mod linux {
                 cwd,
                 launch.command_cwd.as_deref().unwrap_or(cwd),
                 &launch.protected,
-                None,
+                launch.roots.as_deref(),
                 command,
             ))
             .collect();
@@ -459,6 +468,22 @@ mod linux {
             unsafe {
                 builder
                     .pre_exec(move || seccompiler::apply_filter(&filter).map_err(io::Error::other));
+            }
+        }
+        if let Some(roots) = &launch.roots {
+            let descriptors: Vec<i32> = roots.iter().map(|root| root.raw_fd()).collect();
+            // SAFETY: between fork and exec the hook only clears close-on-exec on
+            // descriptors the test holds open, with numbers collected before the fork.
+            unsafe {
+                builder.pre_exec(move || {
+                    for &descriptor in &descriptors {
+                        rustix::io::fcntl_setfd(
+                            std::os::fd::BorrowedFd::borrow_raw(descriptor),
+                            rustix::io::FdFlags::empty(),
+                        )?;
+                    }
+                    Ok(())
+                });
             }
         }
         let mut child = builder.spawn().context("spawning the helper")?;
@@ -1713,6 +1738,84 @@ mod linux {
             0,
         )?;
         drop(listener);
+
+        // A datagram sent to an outside socket by its address (`/dev/log`, a notify
+        // socket) needs no connect: with network off it must not get out either.
+        let datagrams = sock_dir.join("log.sock");
+        let receiver = std::os::unix::net::UnixDatagram::bind(&datagrams)?;
+        receiver.set_nonblocking(true)?;
+        expect(
+            &workspace_write(false),
+            &ws,
+            "probe-unix-datagram",
+            &[&datagrams],
+            DENIED,
+        )?;
+        let mut buffer = [0u8; 64];
+        ensure!(
+            receiver.recv(&mut buffer).is_err(),
+            "a datagram got out of a sandbox with network off"
+        );
+        expect(
+            &workspace_write(false),
+            &ws,
+            "probe-unix-datagram-pair",
+            &[],
+            DENIED,
+        )?;
+        // Stream pairs (how programs talk to their children) keep working.
+        expect(
+            &workspace_write(false),
+            &ws,
+            "probe-unix-stream-pair",
+            &[],
+            0,
+        )?;
+        expect(
+            &workspace_write(true),
+            &ws,
+            "probe-unix-datagram",
+            &[&datagrams],
+            0,
+        )?;
+        ensure!(
+            receiver.recv(&mut buffer).is_ok(),
+            "with network on the datagram should arrive"
+        );
+        Ok(())
+    }
+
+    /// The engine hands the helper its roots as descriptors: a command that renamed the
+    /// workspace's parent and planted a symlink to the outside where the workspace was
+    /// changes nothing for the next command, which still writes only in the real
+    /// workspace (attack 1a of the fourth adversarial pass).
+    fn renamed_roots_stay_the_roots_they_were() -> Result<()> {
+        let (_base_guard, base) = canonical_tempdir()?;
+        let (_outside_guard, outside) = canonical_tempdir()?;
+        let ws = base.join("a/ws");
+        fs::create_dir_all(&ws)?;
+        let policy = workspace_write(false);
+        let anchors = RootAnchors::new();
+        let roots = anchors.anchor(&policy, &ws, &HashMap::new(), &[]).roots;
+        ensure!(roots.len() == 1, "one root expected: {roots:?}");
+
+        fs::rename(base.join("a"), base.join("a.real"))?;
+        fs::create_dir(base.join("a"))?;
+        std::os::unix::fs::symlink(&outside, &ws)?;
+
+        let launch = Launch {
+            roots: Some(roots),
+            ..Launch::default()
+        };
+        let escaped = outside.join("escaped");
+        expect_launched_probe(&policy, &ws, &launch, "probe-write", &[&escaped], DENIED)?;
+        ensure!(
+            !escaped.exists(),
+            "the planted symlink made the outside writable"
+        );
+        let inside = base.join("a.real/ws/written");
+        expect_launched_probe(&policy, &ws, &launch, "probe-write", &[&inside], 0)?;
+        ensure!(inside.exists());
         Ok(())
     }
 
@@ -1771,6 +1874,10 @@ mod linux {
                 (
                     "gitdir_file_target_is_protected",
                     Box::new(|| gitdir_file_target_is_protected(support.mount_namespace)),
+                ),
+                (
+                    "renamed_roots_stay_the_roots_they_were",
+                    Box::new(renamed_roots_stay_the_roots_they_were),
                 ),
                 (
                     "host_mount_table_is_unchanged",

@@ -57,6 +57,8 @@
 //! With network access off, a seccomp filter makes `socket`/`socketpair` fail with `EPERM`
 //! for every address family except `AF_UNIX`, so IP sockets cannot even be created; when the
 //! ABI is 4 or newer Landlock also handles TCP bind/connect with no rule allowing any port.
+//! `connect` fails for every family, `sendto` with an address fails, and datagram `AF_UNIX`
+//! sockets cannot be made: nothing reaches a socket outside the sandbox by its address.
 //! `ptrace`, `process_vm_readv/writev` and io_uring are always denied (they reach outside
 //! the Landlock domain or around it).
 
@@ -106,6 +108,10 @@ const SCOPE_LANDLOCK_ABI: u32 = 6;
 /// (`libc` types them `c_ulong` or `c_int` depending on the C library.)
 #[allow(clippy::unnecessary_cast)]
 const TERMINAL_INJECTION_IOCTLS: [u64; 2] = [libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
+
+/// The socket type bits of `socket(2)`'s second argument (`SOCK_TYPE_MASK` in the kernel;
+/// the bits above are `SOCK_NONBLOCK` and `SOCK_CLOEXEC`).
+const SOCKET_TYPE_MASK: u64 = 0xf;
 
 /// `LANDLOCK_CREATE_RULESET_VERSION` from `<linux/landlock.h>`.
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
@@ -733,6 +739,22 @@ fn build_seccomp_filter(network_off: bool) -> Result<BpfProgram, SandboxError> {
         // another program, the agent's own app-server socket, an ssh-agent or a Docker
         // daemon among them, and Landlock (before ABI 9) has no right for it.
         rules.insert(i64::from(libc::SYS_connect), Vec::new());
+        // Nor sending to an address without connecting: a datagram to `/dev/log`, a
+        // systemd notify socket or any other pathname datagram socket outside. `sendto`
+        // names the address in an argument seccomp can see; `sendmsg`/`sendmmsg` hide it
+        // in a structure it cannot read, so datagram `AF_UNIX` sockets (the only kind
+        // that sends to an address without `connect`) cannot be made at all. Stream and
+        // seqpacket sockets ignore or refuse an address once connected.
+        let names_an_address =
+            SeccompCondition::new(4, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)
+                .map_err(seccomp_error("building the sendto condition"))?;
+        rules.insert(
+            i64::from(libc::SYS_sendto),
+            vec![
+                SeccompRule::new(vec![names_an_address])
+                    .map_err(seccomp_error("building the sendto rule"))?,
+            ],
+        );
         for syscall in [libc::SYS_socket, libc::SYS_socketpair] {
             let domain_is_not_unix = SeccompCondition::new(
                 0,
@@ -741,9 +763,30 @@ fn build_seccomp_filter(network_off: bool) -> Result<BpfProgram, SandboxError> {
                 libc::AF_UNIX as u64,
             )
             .map_err(seccomp_error("building the socket-family condition"))?;
-            let rule = SeccompRule::new(vec![domain_is_not_unix])
-                .map_err(seccomp_error("building the socket rule"))?;
-            rules.insert(i64::from(syscall), vec![rule]);
+            let domain_is_unix = SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                libc::AF_UNIX as u64,
+            )
+            .map_err(seccomp_error("building the socket-family condition"))?;
+            // The type argument also carries SOCK_NONBLOCK and SOCK_CLOEXEC.
+            let type_is_datagram = SeccompCondition::new(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(SOCKET_TYPE_MASK),
+                libc::SOCK_DGRAM as u64,
+            )
+            .map_err(seccomp_error("building the socket-type condition"))?;
+            rules.insert(
+                i64::from(syscall),
+                vec![
+                    SeccompRule::new(vec![domain_is_not_unix])
+                        .map_err(seccomp_error("building the socket rule"))?,
+                    SeccompRule::new(vec![domain_is_unix, type_is_datagram])
+                        .map_err(seccomp_error("building the datagram socket rule"))?,
+                ],
+            );
         }
     }
     let filter = SeccompFilter::new(

@@ -203,8 +203,9 @@ impl SandboxSupport {
                 "no-connect-without-network",
                 enforced,
                 "with network access off, seccomp refuses connect(2) for every socket \
-                 family, AF_UNIX included: the agent's own app-server socket, an ssh-agent \
-                 or a Docker socket cannot be reached",
+                 family, AF_UNIX included, sendto(2) with an address and datagram AF_UNIX \
+                 sockets: the agent's own app-server socket, an ssh-agent, a Docker socket \
+                 or /dev/log cannot be reached",
                 "unix_sockets_follow_network_access",
             ),
             protection(
