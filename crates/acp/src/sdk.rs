@@ -125,9 +125,12 @@ impl Editor {
 }
 
 /// Patch reads and writes through the editor (`fs/read_text_file`,
-/// `fs/write_text_file`), each only when the editor offered it in `initialize`; the
+/// `fs/write_text_file`), each only when the editor offered it in `initialize` and only
+/// for files in the session's writable roots (the workspace the editor has open); the
 /// local disk otherwise. Reads then see the editor's unsaved buffers, and saves go
-/// through its buffers, so an open file is never overwritten behind its back.
+/// through its buffers, so an open file is never overwritten behind its back. A file
+/// outside the roots (one a person approves writing, or a symlink's target) is never
+/// asked of the editor: the engine reads and writes it itself, by descriptor.
 #[derive(Default)]
 pub(crate) struct EditorFiles {
     peer: OnceLock<(Connection, FileSystemCapabilities)>,
@@ -142,7 +145,8 @@ impl EditorFiles {
 impl WorkspaceFiles for EditorFiles {
     fn read_text<'a>(&'a self, thread: ThreadId, target: &'a Target) -> FileFuture<'a, String> {
         Box::pin(async move {
-            let Some((connection, _)) = self.peer.get().filter(|(_, fs)| fs.read_text_file) else {
+            let editor = self.peer.get().filter(|(_, fs)| fs.read_text_file);
+            let Some((connection, _)) = editor.filter(|_| target.root().is_some()) else {
                 return LocalFiles.read_text(thread, target).await;
             };
             // The editor is asked for where the path leads (the engine checked that), not
@@ -172,7 +176,8 @@ impl WorkspaceFiles for EditorFiles {
         contents: &'a str,
     ) -> FileFuture<'a, ()> {
         Box::pin(async move {
-            let Some((connection, _)) = self.peer.get().filter(|(_, fs)| fs.write_text_file) else {
+            let editor = self.peer.get().filter(|(_, fs)| fs.write_text_file);
+            let Some((connection, _)) = editor.filter(|_| target.root().is_some()) else {
                 return LocalFiles.write_text(thread, target, contents).await;
             };
             // The resolved target is what the approval named.

@@ -320,8 +320,13 @@ impl TurnView {
                 });
             }
             EventMsg::ApplyPatchApprovalRequest(request) => {
-                let call =
+                let mut call =
                     calls::patch_call(&request.call_id, &request.changes, ToolStatus::Pending);
+                // Why the person is asked (a path outside the roots, and where a symlink
+                // there leads) belongs on the card they answer.
+                if let Some(reason) = &request.reason {
+                    call.content.push(ToolContent::Text(reason.clone()));
+                }
                 self.announce(call.clone());
                 let call_id = request.call_id;
                 self.ask(call, move |decision| Op::PatchApproval {

@@ -813,3 +813,69 @@ async fn slash_compact_is_offered_and_summarises_the_conversation() {
     assert!(!third.contains("first answer"), "{third}");
     assert!(!requests[1].to_string().contains("/compact"));
 }
+
+/// A patch to `notes.md`, a symlink the model planted to a file outside the workspace, is
+/// asked as what it would write (the outside file, and why), never as the workspace
+/// path; the editor is never asked to read (or write) a file outside the workspace; and
+/// a rejection writes nothing anywhere (found by the fourth adversarial pass).
+#[tokio::test]
+async fn adversarial_a_patch_through_a_planted_symlink_is_asked_as_its_target() {
+    let env = AcpEnv::new().await;
+    // Only the workspace is writable: the outside file lives in /tmp too.
+    let config = env.home.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str("\n[sandbox_workspace_write]\nexclude_slash_tmp = true\n");
+    std::fs::write(&config, text).expect("config");
+    let outside = tempfile::tempdir().expect("outside");
+    let outside = std::fs::canonicalize(outside.path()).expect("canonical");
+    let real = outside.join("real.md");
+    std::fs::write(&real, "kept\n").expect("write real.md");
+    std::os::unix::fs::symlink(&real, env.work_path().join("notes.md")).expect("symlink");
+    env.script_apply_patch(
+        "patch-1",
+        "*** Begin Patch\n*** Update File: notes.md\n@@\n-kept\n+overwritten\n*** End Patch\n",
+    );
+    env.script_text("ok");
+    let mut client = env
+        .start_with(serde_json::from_str(EDITOR_FS).expect("capabilities"))
+        .await;
+    let session = client.new_session(&env.work_path()).await;
+    let id = client.send_prompt(&session, "edit the notes").await;
+    let mut fs = EditorFs::default();
+    let ask = loop {
+        let message = client.read().await;
+        match message["method"].as_str() {
+            Some("fs/read_text_file") => {
+                fs.reads.push(
+                    message["params"]["path"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .into(),
+                );
+                client.answer(&message, json!({"content": "kept\n"})).await;
+            }
+            Some("session/request_permission") => break message,
+            _ => client.seen.push(message),
+        }
+    };
+    let card = ask["params"]["toolCall"].to_string();
+    let real_shown = real.display().to_string();
+    assert!(
+        card.contains(&real_shown),
+        "the card hides the target: {card}"
+    );
+    assert!(
+        card.contains("which leads to") && card.contains("outside the sandbox"),
+        "the card does not say why it asks: {card}"
+    );
+    client.choose(&ask, "reject_once").await;
+    let response = serve_fs_until(&mut client, id, &[], &mut fs).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        fs.reads.iter().all(|path| !path.contains(&real_shown)),
+        "the editor was asked to read outside the workspace: {:?}",
+        fs.reads
+    );
+    assert!(fs.writes.is_empty(), "{:?}", fs.writes);
+    assert_eq!(std::fs::read_to_string(&real).expect("real.md"), "kept\n");
+}

@@ -585,3 +585,382 @@ except OSError as error:
     assert!(!seen.contains("gpg-private-key"), "{seen}");
     assert!(seen.contains("NO KEY"), "{seen}");
 }
+
+/// Scripts one tool call per entry of `calls` (`(tool, arguments)`), then a final answer.
+fn script_calls(env: &TestEnv, calls: &[(&str, Value)]) {
+    for (index, (tool, arguments)) in calls.iter().enumerate() {
+        env.server.push(MockResponse::sse(vec![
+            chunk::tool_call(0, &format!("call_{index}"), tool, &arguments.to_string()),
+            chunk::finish("tool_calls"),
+            chunk::usage(10, 5),
+        ]));
+    }
+    env.server.push(MockResponse::sse(vec![
+        chunk::text("done"),
+        chunk::finish("stop"),
+        chunk::usage(20, 5),
+    ]));
+}
+
+/// Every tool result the model was sent, as the last request carries them.
+fn all_tool_output(env: &TestEnv) -> String {
+    let requests = env.server.requests();
+    let last = requests.last().expect("the model was asked");
+    last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .map(|message| message["content"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A directory outside `/tmp` (which is a writable root by default) and outside every
+/// workspace: where an escape would land.
+fn outside_every_root() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("outside dir")
+}
+
+/// `interpreter exec` of the scripted attack under `workspace-write`, never asking, in
+/// `cwd` with `vars` added; the run must end on its own.
+async fn exec_attack_in(
+    env: &TestEnv,
+    cwd: &Path,
+    extra: &[&str],
+    vars: &[(&str, &Path)],
+) -> std::process::Output {
+    let mut command = binary_command(env.home.path(), cwd, &attack_args(extra));
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    command
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(std::time::Duration::from_secs(120), command.output())
+        .await
+        .expect("exec did not finish before the deadline")
+        .expect("exec");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    output
+}
+
+/// Attack 1 of the fourth adversarial pass: a command renames a writable root's parent
+/// (the workspace's, and `$TMPDIR`'s) and plants a symlink where the root was. The roots
+/// were resolved again for every command, so the next one could write wherever the link
+/// led (`/` in the pass; here a directory outside every root, since `/` as a root is now
+/// refused on its own). Now a session's roots are the directories it opened, wherever
+/// they go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_a_renamed_root_is_not_the_next_commands_root() {
+    if !sandbox_with_namespaces() {
+        return;
+    }
+    let outside = outside_every_root();
+
+    // (a) the workspace, at TMP/a/ws: /tmp is writable, so its parent can be renamed.
+    let env = TestEnv::new().await;
+    let base = env.work_path();
+    let ws = base.join("a/ws");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let escaped = outside.path().join("escaped-workspace");
+    script_calls(
+        &env,
+        &[
+            (
+                "shell",
+                json!({"command": format!(
+                    "mv {b}/a {b}/a.real && mkdir {b}/a && ln -s {o} {b}/a/ws && echo PLANTED",
+                    b = base.display(),
+                    o = outside.path().display()
+                )}),
+            ),
+            (
+                "shell",
+                json!({"command": format!("touch {} && echo ESCAPED", escaped.display())}),
+            ),
+        ],
+    );
+    exec_attack_in(&env, &ws, &[], &[]).await;
+    let output = all_tool_output(&env);
+    assert!(output.contains("PLANTED"), "the setup failed: {output}");
+    assert!(
+        !escaped.exists(),
+        "the renamed workspace made the outside writable: {output}"
+    );
+    assert!(!output.contains("ESCAPED\\n"), "{output}");
+
+    // (c) $TMPDIR at TMP/u/0 (beside the workspace, under the writable /tmp).
+    let env = TestEnv::new().await;
+    let tmp = tempfile::tempdir().expect("tmp base");
+    let tmp = std::fs::canonicalize(tmp.path()).expect("canonical");
+    let tmpdir = tmp.join("u/0");
+    std::fs::create_dir_all(&tmpdir).expect("tmpdir");
+    let escaped = outside.path().join("escaped-tmpdir");
+    script_calls(
+        &env,
+        &[
+            (
+                "shell",
+                json!({"command": format!(
+                    "mv {t}/u {t}/u.real && mkdir {t}/u && ln -s {o} {t}/u/0 && echo PLANTED",
+                    t = tmp.display(),
+                    o = outside.path().display()
+                )}),
+            ),
+            (
+                "shell",
+                json!({"command": format!("touch {} && echo ESCAPED", escaped.display())}),
+            ),
+        ],
+    );
+    exec_attack_in(&env, &env.work_path(), &[], &[("TMPDIR", &tmpdir)]).await;
+    let output = all_tool_output(&env);
+    assert!(output.contains("PLANTED"), "the setup failed: {output}");
+    assert!(
+        !escaped.exists(),
+        "the renamed $TMPDIR made the outside writable: {output}"
+    );
+}
+
+/// Attack 1b: a configured writable root inside the workspace that does not exist yet
+/// (`writable_roots = ["cache"]`) was skipped, leaving its name free for `ln -s / cache`,
+/// which the next command (or session) followed. Now it is created before the first
+/// command, and a symlink found there later is refused, with a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_a_missing_configured_root_cannot_be_planted() {
+    if !sandbox_with_namespaces() {
+        return;
+    }
+    let outside = outside_every_root();
+    let env = TestEnv::new().await;
+    let ws = env.work_path();
+    let roots = ["-c", r#"sandbox_workspace_write.writable_roots=["cache"]"#];
+    let escaped = outside.path().join("escaped-cache");
+    script_calls(
+        &env,
+        &[
+            (
+                "shell",
+                json!({"command": format!(
+                    "rm -rf cache; ln -s {} cache && echo PLANTED",
+                    outside.path().display()
+                )}),
+            ),
+            (
+                "shell",
+                json!({"command": format!("touch {} && echo ESCAPED", escaped.display())}),
+            ),
+        ],
+    );
+    exec_attack_in(&env, &ws, &roots, &[]).await;
+    let output = all_tool_output(&env);
+    assert!(
+        ws.join("cache").is_dir() && !ws.join("cache").is_symlink(),
+        "the root was not created, or was replaced: {output}"
+    );
+    assert!(!output.contains("PLANTED"), "{output}");
+    assert!(!escaped.exists(), "{output}");
+
+    // A symlink planted there outside any session (by hand, an older version) is refused
+    // when the next session starts, and the person is told.
+    std::fs::remove_dir(ws.join("cache")).expect("remove cache");
+    std::os::unix::fs::symlink(outside.path(), ws.join("cache")).expect("plant");
+    let env2 = TestEnv::new().await;
+    script_calls(
+        &env2,
+        &[(
+            "shell",
+            json!({"command": format!("touch {} && echo ESCAPED", escaped.display())}),
+        )],
+    );
+    let run = exec_attack_in(&env2, &ws, &roots, &[]).await;
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(!escaped.exists(), "{}", all_tool_output(&env2));
+    assert!(
+        stdout.contains("writable root") && stdout.contains("was refused"),
+        "no warning about the planted root: {stdout}"
+    );
+}
+
+/// Attack 2: a second agent on the same workspace swaps a directory with a symlink to
+/// the outside, and a file with a symlink to an outside file, in a tight loop
+/// (`renameat2(RENAME_EXCHANGE)`), while this agent applies patches there. apply_patch
+/// checked a path, then opened it by name in the unsandboxed agent: 72 of 300 added
+/// files landed outside within 4 s, and the outside file was overwritten. Both agents
+/// here are the real binary; the racer is a sandboxed command of the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_a_concurrent_rename_loop_never_lands_a_patch_outside() {
+    if !sandbox_with_namespaces() {
+        return;
+    }
+    let racer_env = TestEnv::new().await;
+    let ws = racer_env.work_path();
+    let outside = tempfile::tempdir().expect("outside");
+    let outside = std::fs::canonicalize(outside.path()).expect("canonical");
+    std::fs::write(outside.join("target.txt"), "untouched\n").expect("target");
+    std::fs::create_dir(ws.join("dir")).expect("dir");
+    std::fs::write(ws.join("file.txt"), "v0\n").expect("file");
+    std::os::unix::fs::symlink(&outside, ws.join("dir-link")).expect("dir link");
+    std::os::unix::fs::symlink(outside.join("target.txt"), ws.join("file-link"))
+        .expect("file link");
+    let racer = r#"import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+open("racer-started", "w").close()
+swaps = 0
+deadline = time.time() + 60
+while time.time() < deadline and not os.path.exists("stop"):
+    libc.renameat2(-100, b"dir", -100, b"dir-link", 2)
+    libc.renameat2(-100, b"file.txt", -100, b"file-link", 2)
+    swaps += 1
+print("RACED", swaps)
+"#;
+    script_calls(
+        &racer_env,
+        &[(
+            "shell",
+            json!({"command": ["python3", "-c", racer], "timeout_ms": 90000}),
+        )],
+    );
+    // /tmp is no root: the outside directory must stay out of reach.
+    let no_tmp = ["-c", "sandbox_workspace_write.exclude_slash_tmp=true"];
+    let mut racer_run = binary_command(racer_env.home.path(), &ws, &attack_args(&no_tmp));
+    racer_run
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut racer_process = racer_run.spawn().expect("racer agent");
+    let started = std::time::Instant::now();
+    while !ws.join("racer-started").exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the racer never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let patcher = TestEnv::new().await;
+    let patches: Vec<(&str, Value)> = (0..60)
+        .map(|index| {
+            let text = if index % 2 == 0 {
+                format!("*** Begin Patch\n*** Add File: dir/f{index}\n+x\n*** End Patch\n")
+            } else {
+                format!("*** Begin Patch\n*** Add File: file.txt\n+v{index}\n*** End Patch\n")
+            };
+            ("apply_patch", json!({ "input": text }))
+        })
+        .collect();
+    script_calls(&patcher, &patches);
+    exec_attack_in(&patcher, &ws, &no_tmp, &[]).await;
+    std::fs::write(ws.join("stop"), "").expect("stop the racer");
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(90), racer_process.wait()).await;
+
+    let escaped: Vec<String> = std::fs::read_dir(&outside)
+        .expect("outside")
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "target.txt")
+        .collect();
+    assert!(
+        escaped.is_empty(),
+        "patches landed outside the workspace: {escaped:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("target.txt")).expect("target"),
+        "untouched\n",
+        "a patch wrote through the swapped file link"
+    );
+    let output = all_tool_output(&patcher);
+    assert!(
+        output.contains("Success"),
+        "no patch applied at all, so the race was not tested: {output}"
+    );
+}
+
+/// Attack 7 (smaller): with network off, a datagram sent by address to a pathname socket
+/// outside (`/dev/log`, a notify socket) got out: `sendto` needs no `connect`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_a_datagram_to_an_outside_socket_does_not_get_out() {
+    if !sandbox_with_namespaces() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let sockets = tempfile::tempdir().expect("socket dir");
+    let log = sockets.path().join("log.sock");
+    let receiver = std::os::unix::net::UnixDatagram::bind(&log).expect("datagram socket");
+    receiver.set_nonblocking(true).expect("nonblocking");
+    let script = format!(
+        r#"import socket
+for kind in ("socket", "pair"):
+    try:
+        if kind == "socket":
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        else:
+            s, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.sendto(b"from the sandbox", "{log}")
+        print("SENT", kind)
+    except OSError as error:
+        print("REFUSED", kind, error)
+print("END")
+"#,
+        log = log.display()
+    );
+    script_attack(&env, json!({"command": ["python3", "-c", script]}));
+    exec_workspace_write(&env, &[]).await;
+    let output = tool_output(&env);
+    assert!(output.contains("END"), "{output}");
+    assert!(!output.contains("SENT"), "{output}");
+    let mut buffer = [0u8; 64];
+    assert!(receiver.recv(&mut buffer).is_err(), "a datagram got out");
+}
+
+/// Attack 8 (smaller): apply_patch read a file before checking it could touch it, so a
+/// patch against the hidden home's `credentials.json` told the model whether its
+/// context lines matched. Now a path in the home is refused before anything is read:
+/// the answer is the same whatever the file holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_a_patch_cannot_probe_the_homes_files() {
+    let env = TestEnv::new().await;
+    let home = std::fs::canonicalize(env.home.path()).expect("home");
+    std::fs::write(home.join("credentials.json"), "{\"mock\":\"sk-secret\"}\n").expect("secret");
+    let probe = |line: &str| {
+        json!({"input": format!(
+            "*** Begin Patch\n*** Update File: {}\n@@\n-{line}\n+x\n*** End Patch\n",
+            home.join("credentials.json").display()
+        )})
+    };
+    script_calls(
+        &env,
+        &[
+            ("apply_patch", probe("{\"mock\":\"sk-secret\"}")),
+            ("apply_patch", probe("{\"mock\":\"sk-wrong-guess\"}")),
+        ],
+    );
+    // Asking would not help the model either; `never` shows the answer it gets directly.
+    let out = env.run(&attack_args(&[])).await;
+    out.assert_success();
+    let requests = env.server.requests();
+    let answers: Vec<String> = requests
+        .iter()
+        .skip(1)
+        .take(2)
+        .map(|request| {
+            request["messages"]
+                .as_array()
+                .expect("messages")
+                .iter()
+                .rev()
+                .find(|message| message["role"] == "tool")
+                .map(|message| message["content"].to_string())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(answers.len(), 2, "{requests:?}");
+    assert_eq!(answers[0], answers[1], "the answers tell the guesses apart");
+    assert!(answers[0].contains("protected"), "{}", answers[0]);
+    assert_eq!(
+        std::fs::read_to_string(home.join("credentials.json")).expect("secret"),
+        "{\"mock\":\"sk-secret\"}\n"
+    );
+}

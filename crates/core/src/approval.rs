@@ -126,8 +126,13 @@ pub fn assess_patch(
         return PatchAssessment::Apply;
     }
     match policy {
+        // The sandbox's own reason first: the person must see that the patch writes
+        // outside the roots (or through a symlink that leads there), not only the policy.
         AskForApproval::Untrusted => PatchAssessment::Ask {
-            reason: "approval policy `untrusted` asks before every file change".to_string(),
+            reason: unwritable.map_or_else(
+                || "approval policy `untrusted` asks before every file change".to_string(),
+                str::to_string,
+            ),
         },
         AskForApproval::OnRequest | AskForApproval::OnFailure => match unwritable {
             None => PatchAssessment::Apply,

@@ -910,15 +910,6 @@ async fn handle_patch(
             return ToolOutcome::Output(text);
         }
     };
-    let plan = match plan_patch(sess, &patch, &cwd, &targets).await {
-        Ok(plan) => plan,
-        Err(err) => {
-            let text = format!("apply_patch failed: {err}");
-            report_refused_patch(sess, sub_id, call_id, FileChanges::new(), &text).await;
-            return ToolOutcome::Output(text);
-        }
-    };
-    let changes = shown_changes(plan.changes(), &targets);
     let resolved: Vec<PathBuf> = targets.values().map(|t| t.resolved.clone()).collect();
     let unwritable = unwritable_reason(sess, &scope, &targets);
     let all_writable = unwritable.is_none();
@@ -931,12 +922,29 @@ async fn handle_patch(
             .join("\n")
     );
     let approved_for_session = sess.is_approved_for_session(&session_key).await;
-
-    let auto_approved = match approval::assess_patch(
+    let assessment = approval::assess_patch(
         sess.config.approval_policy,
         unwritable.as_deref(),
         approved_for_session,
-    ) {
+    );
+    // A patch that would be refused anyway is refused before any file is read: whether
+    // its lines match a file it may not touch is not the model's to learn.
+    if let PatchAssessment::Reject(reason) = &assessment {
+        let text = format!("patch rejected: {reason}");
+        report_refused_patch(sess, sub_id, call_id, FileChanges::new(), &text).await;
+        return ToolOutcome::Output(text);
+    }
+    let plan = match plan_patch(sess, &patch, &cwd, &targets).await {
+        Ok(plan) => plan,
+        Err(err) => {
+            let text = format!("apply_patch failed: {err}");
+            report_refused_patch(sess, sub_id, call_id, FileChanges::new(), &text).await;
+            return ToolOutcome::Output(text);
+        }
+    };
+    let changes = shown_changes(plan.changes(), &targets);
+
+    let auto_approved = match assessment {
         PatchAssessment::Apply => true,
         PatchAssessment::Reject(reason) => {
             let text = format!("patch rejected: {reason}");
@@ -1296,7 +1304,13 @@ fn missing_repository_dirs(sess: &Session, cwd: &Path) -> Vec<PathBuf> {
     if sess.config.sandbox_allow_git_init {
         return Vec::new();
     }
-    let roots = sess.write_scope().roots().to_vec();
+    let roots = sandbox::writable_roots(
+        &sess.root_anchors,
+        &sess.turn_sandbox_policy(),
+        &sess.config.cwd,
+        &sess.config.command_env(),
+        &sess.config.sandbox_protected_paths(),
+    );
     let mut candidates: Vec<PathBuf> = roots.iter().map(|root| root.root.join(".git")).collect();
     if let Ok(cwd) = std::fs::canonicalize(cwd)
         && roots.iter().any(|root| cwd.starts_with(&root.root))

@@ -301,10 +301,18 @@ impl WriteScope {
             SandboxPolicy::ReadOnly { .. } => Reach::Nowhere,
             SandboxPolicy::WorkspaceWrite { .. } => Reach::Roots,
         };
+        // Without roots of its own (read-only, full access) the workspace is still where
+        // files are reached from: a target inside it is opened beneath it.
         let roots = if reach == Reach::Roots {
             writable_roots(anchors, policy, cwd, env, protected)
         } else {
-            Vec::new()
+            let workspace_only = SandboxPolicy::WorkspaceWrite {
+                writable_roots: Vec::new(),
+                network_access: false,
+                exclude_tmpdir_env_var: true,
+                exclude_slash_tmp: true,
+            };
+            writable_roots(anchors, &workspace_only, cwd, env, protected)
         };
         let keep_out = if reach == Reach::Everywhere {
             KeepOut::default()
@@ -332,7 +340,8 @@ impl WriteScope {
         }
     }
 
-    /// The writable roots (empty unless `workspace-write`).
+    /// The roots targets are reached from: the writable roots under `workspace-write`,
+    /// the workspace alone otherwise (where it decides nothing about writing).
     pub fn roots(&self) -> &[WritableRoot] {
         &self.roots
     }
