@@ -990,3 +990,81 @@ async fn adversarial_an_agent_home_inside_the_workspace_stays_out_of_reach() {
             .contains("mock-model")
     );
 }
+
+/// Attack 2 of the fourth adversarial pass, on `fs/*`: while a client writes, creates and
+/// removes files in a directory, another process swaps that directory with a symlink to
+/// a directory outside in a tight loop. Each request is checked, then done beneath the
+/// workspace's descriptor without following any symlink: nothing outside is written or
+/// removed, whatever the timing (a request that loses the race fails and says so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_a_concurrent_rename_loop_never_lands_a_request_outside() {
+    let (env, mut client) = started(WORKSPACE_WRITE).await;
+    let ws = env.work_path();
+    let outside = tempfile::tempdir().expect("outside");
+    let outside = std::fs::canonicalize(outside.path()).expect("canonical");
+    std::fs::create_dir(ws.join("dir")).expect("dir");
+    for index in 0..40 {
+        std::fs::write(outside.join(format!("keep{index}")), "outside\n").expect("decoy");
+        std::fs::write(ws.join(format!("dir/keep{index}")), "inside\n").expect("file");
+    }
+    symlink(&outside, ws.join("dir-link")).expect("link");
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let racer = {
+        let stop = stop.clone();
+        let (a, b) = (ws.join("dir"), ws.join("dir-link"));
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &a,
+                    rustix::fs::CWD,
+                    &b,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    for index in 0..40 {
+        let _ = client
+            .call(
+                "fs/writeFile",
+                json!({"path": s(&ws.join(format!("dir/new{index}"))), "dataBase64": b64(b"x")}),
+            )
+            .await;
+        let _ = client
+            .call(
+                "fs/createDirectory",
+                json!({"path": s(&ws.join(format!("dir/sub{index}/deeper")))}),
+            )
+            .await;
+        let _ = client
+            .call(
+                "fs/remove",
+                json!({"path": s(&ws.join(format!("dir/keep{index}")))}),
+            )
+            .await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = racer.join().expect("racer");
+    assert!(swaps > 0, "the racer never ran");
+
+    let mut names: Vec<String> = std::fs::read_dir(&outside)
+        .expect("outside")
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = (0..40).map(|index| format!("keep{index}")).collect();
+    expected.sort();
+    assert_eq!(names, expected, "requests landed outside the workspace");
+    for index in 0..40 {
+        assert_eq!(
+            std::fs::read_to_string(outside.join(format!("keep{index}"))).expect("decoy"),
+            "outside\n"
+        );
+    }
+}

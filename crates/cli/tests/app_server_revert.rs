@@ -504,3 +504,92 @@ async fn revert_files_restores_only_inside_the_writable_roots_of_the_current_con
     assert!(reason.contains("writable roots"), "{reason}");
     assert_eq!(read(&ws.join("notes.txt")), "after\n");
 }
+
+/// Swaps `a` and `b` (`renameat2(RENAME_EXCHANGE)`) in a tight loop until dropped: a
+/// second agent racing this one on the same workspace.
+struct RenameLoop {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl RenameLoop {
+    fn start(a: std::path::PathBuf, b: std::path::PathBuf) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &a,
+                    rustix::fs::CWD,
+                    &b,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                swaps += 1;
+            }
+            swaps
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|thread| thread.join().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// Attack 2 of the fourth adversarial pass, on `thread/revert`: while the revert puts
+/// files back, another process swaps the directory holding them with a symlink to a
+/// directory outside that holds look-alikes. Removing a file the turn created and
+/// creating one it deleted went by path; now both are done beneath the workspace's
+/// descriptor, so the outside directory is neither emptied nor written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_a_concurrent_rename_loop_never_lands_a_revert_outside() {
+    let env = AppEnv::with_config(WORKSPACE_WRITE).await;
+    let ws = env.work_path();
+    let outside = tempfile::TempDir::new().expect("outside");
+    let outside = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::create_dir(ws.join("dir")).unwrap();
+    let count = 40;
+    let mut patch = String::from("*** Begin Patch\n");
+    for index in 0..count {
+        std::fs::write(ws.join(format!("dir/old{index}")), "old\n").unwrap();
+        // What a by-name removal of the added files would remove instead.
+        std::fs::write(outside.join(format!("new{index}")), "x\n").unwrap();
+        patch.push_str(&format!(
+            "*** Add File: dir/new{index}\n+x\n*** Delete File: dir/old{index}\n"
+        ));
+    }
+    patch.push_str("*** End Patch\n");
+    symlink(&outside, ws.join("dir-link")).unwrap();
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(json!({})).await;
+    script_patch(&env, "p1", &patch, "edited");
+    let edit_turn = client.start_turn(&thread_id, "edit").await;
+    client.until_turn_completed().await;
+
+    let racer = RenameLoop::start(ws.join("dir"), ws.join("dir-link"));
+    let answer = revert(&mut client, &thread_id, &edit_turn, true).await;
+    let swaps = racer.stop();
+    assert!(swaps > 0, "the racer never ran");
+
+    for index in 0..count {
+        assert_eq!(
+            read(&outside.join(format!("new{index}"))),
+            "x\n",
+            "a look-alike outside was removed: {answer}"
+        );
+        assert!(
+            !outside.join(format!("old{index}")).exists(),
+            "a deleted file was put back outside: {answer}"
+        );
+    }
+}

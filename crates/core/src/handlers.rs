@@ -1048,12 +1048,10 @@ fn patch_targets(
         } else {
             sandbox::Purpose::ApprovedWrite
         };
-        let target = scope.target(cwd, &path, purpose).ok_or_else(|| {
-            format!(
-                "apply_patch failed: {} cannot be resolved (a symlink loop)",
-                path.display()
-            )
-        })?;
+        // The same resolution that was checked, never the name resolved again.
+        let target = scope
+            .target_resolved(path.clone(), resolved, purpose)
+            .ok_or_else(|| format!("apply_patch failed: {} may not be written", path.display()))?;
         targets.insert(path, target);
     }
     Ok(targets)

@@ -104,7 +104,6 @@ pub(crate) fn plan(items: &[RolloutItem], before_turn_id: &str) -> Option<Revert
 /// over the session's anchored roots.
 pub(crate) struct WritableRoots {
     pub scope: sandbox::WriteScope,
-    pub cwd: PathBuf,
 }
 
 /// Undoes `edits` (newest first) on the local disk where that can be done cleanly.
@@ -142,15 +141,16 @@ fn restore_one(edit: &RecordedFileEdit, roots: &WritableRoots) -> Result<bool, S
         }
         None => return Err("where it leads cannot be resolved".to_string()),
     }
-    if !roots.scope.allows_resolved(&edit.resolved) {
-        return Err("it is outside the thread's writable roots".to_string());
-    }
-    // Reached beneath its root from here on: nothing renamed after the checks above can
-    // move the write elsewhere.
+    // Reached beneath its root from here on, as the path resolved just now: nothing
+    // renamed after this check can move the write elsewhere.
     let target = roots
         .scope
-        .target(&roots.cwd, &edit.resolved, sandbox::Purpose::Write)
-        .ok_or_else(|| "where it leads cannot be resolved".to_string())?;
+        .target_resolved(
+            edit.path.clone(),
+            edit.resolved.clone(),
+            sandbox::Purpose::Write,
+        )
+        .ok_or_else(|| "it is outside the thread's writable roots".to_string())?;
     match (&edit.before, &edit.after) {
         (RecordedContent::Text { text: before }, RecordedContent::Text { text: after }) => {
             restore::replace_if_unchanged(&target, after, before).map_err(refused)?;

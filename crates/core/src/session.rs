@@ -370,7 +370,6 @@ impl Session {
                     &self.config.command_env(),
                     &self.config.sandbox_protected_paths(),
                 ),
-                cwd: self.config.cwd.clone(),
             };
             let edits = plan.edits_newest_first;
             Some(

@@ -72,7 +72,6 @@ pub enum PathRefused {
 #[derive(Debug, Clone)]
 pub struct FileAccessRule {
     policy: SandboxPolicy,
-    cwd: PathBuf,
     /// What may be written, and how it is reached: the sandbox's roots, or the workspace
     /// alone under `danger-full-access`.
     scope: WriteScope,
@@ -134,7 +133,6 @@ impl FileAccessRule {
         }
         Self {
             policy: policy.clone(),
-            cwd: cwd.to_path_buf(),
             scope,
             protected_resolved,
             roots,
@@ -197,9 +195,11 @@ impl FileAccessRule {
             FileAccess::Read => Purpose::Read,
             FileAccess::Write => Purpose::Write,
         };
+        // The same resolution that was checked: resolving the name again could give
+        // another answer after a concurrent rename.
         self.scope
-            .target(&self.cwd, &resolved, purpose)
-            .ok_or_else(|| PathRefused::Unresolvable(path.to_path_buf()))
+            .target_resolved(path.to_path_buf(), resolved.clone(), purpose)
+            .ok_or(PathRefused::ReadOnlyInSandbox(resolved))
     }
 
     /// The entry `path` names itself (its directory resolved, its own name kept: a symlink
@@ -209,17 +209,21 @@ impl FileAccessRule {
     pub fn entry_target(&self, path: &Path) -> Result<Target, PathRefused> {
         let resolved = self.check(path, FileAccess::Write)?;
         self.check_tree(&resolved)?;
-        let entry = self
-            .scope
-            .entry_target(&self.cwd, path, Purpose::Write)
-            .ok_or_else(|| PathRefused::Unresolvable(path.to_path_buf()))?;
-        if entry.resolved != resolved {
-            if let Some(dir) = entry.resolved.parent() {
-                self.check(dir, FileAccess::Write)?;
-            }
-            self.check_tree(&entry.resolved)?;
+        let name = path
+            .file_name()
+            .ok_or_else(|| PathRefused::Root(path.to_path_buf()))?;
+        let dir = path
+            .parent()
+            .ok_or_else(|| PathRefused::Root(path.to_path_buf()))?;
+        // The entry's directory must be writable too (a link's place may differ from its
+        // target's); the entry is then reached from that checked resolution.
+        let entry = self.check(dir, FileAccess::Write)?.join(name);
+        if entry != resolved {
+            self.check_tree(&entry)?;
         }
-        Ok(entry)
+        self.scope
+            .target_resolved(path.to_path_buf(), entry.clone(), Purpose::Write)
+            .ok_or(PathRefused::ReadOnlyInSandbox(entry))
     }
 
     /// For a resolved path removed or replaced as a whole: it must not be (or hold) a

@@ -389,12 +389,13 @@ impl WriteScope {
             .any(|hidden| resolved.starts_with(hidden))
     }
 
-    /// How `path` (relative to `cwd`) is reached for `purpose`: beneath the innermost root
-    /// that holds it, else along its resolved path. `None` when it cannot be resolved (a
-    /// symlink loop). The caller decides first whether the purpose is allowed at all.
+    /// How `path` (relative to `cwd`) is reached for `purpose`, resolved once here (see
+    /// [`target_resolved`](Self::target_resolved)). `None` when it cannot be resolved (a
+    /// symlink loop) or `purpose` is not allowed there.
     pub fn target(&self, cwd: &Path, path: &Path, purpose: Purpose) -> Option<Target> {
-        let resolved = resolve_for_write(&cwd.join(path))?;
-        self.target_at(cwd.join(path), resolved, purpose)
+        let path = cwd.join(path);
+        let resolved = resolve_for_write(&path)?;
+        self.target_resolved(path, resolved, purpose)
     }
 
     /// Like [`target`](Self::target), but for the entry itself: its directory resolved,
@@ -404,16 +405,38 @@ impl WriteScope {
         let path = cwd.join(path);
         let name = path.file_name()?;
         let resolved = resolve_for_write(path.parent()?)?.join(name);
-        self.target_at(path, resolved, purpose)
+        self.target_resolved(path, resolved, purpose)
     }
 
-    fn target_at(&self, path: PathBuf, resolved: PathBuf, purpose: Purpose) -> Option<Target> {
+    /// How `path`, which the caller resolved (and checked) as `resolved`, is reached for
+    /// `purpose`. The check is made again here, on this same `resolved` (never on a new
+    /// resolution of the name, which a concurrent rename could change): a write the
+    /// sandbox allows is reached beneath the innermost root that holds it, and only
+    /// there; a read beneath its root too, or along the resolved path outside every root
+    /// (never in a hidden path); a write a person approved along the resolved path.
+    /// `None` when `purpose` is not allowed at `resolved`.
+    pub fn target_resolved(
+        &self,
+        path: PathBuf,
+        resolved: PathBuf,
+        purpose: Purpose,
+    ) -> Option<Target> {
         let keep_out = match purpose {
-            Purpose::Read => Arc::new(KeepOut {
-                unreadable: self.keep_out.unreadable.clone(),
-                unwritable: Vec::new(),
-            }),
-            Purpose::Write => self.keep_out.clone(),
+            Purpose::Read => {
+                if self.is_hidden(&resolved) {
+                    return None;
+                }
+                Arc::new(KeepOut {
+                    unreadable: self.keep_out.unreadable.clone(),
+                    unwritable: Vec::new(),
+                })
+            }
+            Purpose::Write => {
+                if !self.allows_resolved(&resolved) {
+                    return None;
+                }
+                self.keep_out.clone()
+            }
             Purpose::ApprovedWrite => Arc::new(KeepOut::default()),
         };
         let holder = self
@@ -422,12 +445,14 @@ impl WriteScope {
             .filter(|root| resolved.starts_with(&root.root))
             .max_by_key(|root| root.root.components().count());
         let anchor = match (purpose, holder) {
-            (Purpose::ApprovedWrite, _) | (_, None) => Anchor::Resolved,
+            (Purpose::ApprovedWrite, _) => Anchor::Resolved,
             (_, Some(root)) => Anchor::Root {
                 root: root.anchor.clone(),
                 named: root.root.clone(),
                 relative: resolved.strip_prefix(&root.root).ok()?.to_path_buf(),
             },
+            // Outside every root: a read, or a write under full access.
+            (_, None) => Anchor::Resolved,
         };
         Some(Target::new(path, resolved, anchor, keep_out))
     }
@@ -437,8 +462,8 @@ impl WriteScope {
 /// (writing through it would create its target). Components below the deepest existing
 /// directory are appended as they are. `None` on a symlink loop or a relative path.
 ///
-/// Public so that rules built on [`is_path_writable`] (the app-server's `fs/*`
-/// confinement) resolve paths exactly the way it does.
+/// Public so that rules built on [`WriteScope`] (the app-server's `fs/*` confinement)
+/// resolve paths exactly the way it does.
 pub fn resolve_for_write(path: &Path) -> Option<PathBuf> {
     if !path.is_absolute() {
         return None;
