@@ -132,7 +132,15 @@ pub(crate) fn diff_content(changes: &FileChanges) -> Vec<ToolContent> {
                 move_path,
             } => {
                 let shown_path = move_path.clone().unwrap_or_else(|| path.clone());
-                let rebuilt = std::fs::read_to_string(path).ok().and_then(|old| {
+                // Not blocking on a FIFO, nor reading a device or a huge file, whatever the
+                // path became since the patch was planned.
+                let old = interpreter_tools::regular_file::read_capped(
+                    path,
+                    interpreter_tools::apply_patch::MAX_FILE_BYTES,
+                )
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok());
+                let rebuilt = old.and_then(|old| {
                     interpreter_tools::apply_patch::apply_unified_diff(&old, unified_diff)
                         .map(|new| (old, new))
                 });

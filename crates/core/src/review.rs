@@ -12,11 +12,13 @@
 //! the model bounded by [`DIFF_MAX_BYTES`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use interpreter_protocol::{ReviewRequest, ReviewTarget};
+use interpreter_tools::beneath::{Anchor, KeepOut, Target};
 use interpreter_tools::git::{self, GitError};
-use tokio::io::AsyncReadExt;
+use interpreter_tools::sandbox::AnchoredRoot;
 
 /// What a review turn adds to the instructions.
 pub(crate) const REVIEW_INSTRUCTIONS: &str = include_str!("prompts/review.md");
@@ -266,11 +268,20 @@ async fn uncommitted_diff(top: &Path, base: &str) -> Result<Diff, ReviewError> {
         names.pop();
     }
     names.sort_unstable();
+    // Untracked files are read beneath the repository's directory, without following a
+    // symlink anywhere: the model may be swapping names while the diff is taken.
+    let Ok(root) = AnchoredRoot::open(top).map(Arc::new) else {
+        return Ok(diff);
+    };
     let mut left_out = 0usize;
     for (index, name) in names.iter().enumerate() {
         let room = DIFF_MAX_BYTES.saturating_sub(diff.text.len());
         // A file swapped for a FIFO after the listing must not hold the review up.
-        let read = tokio::time::timeout(GIT_TIMEOUT, untracked_file_diff(top, name, room)).await;
+        let read = tokio::time::timeout(
+            GIT_TIMEOUT,
+            untracked_file_diff(top, root.clone(), name, room),
+        )
+        .await;
         match read {
             Ok(Some(text)) => diff.text.push_str(&text),
             Ok(None) | Err(_) => {
@@ -291,8 +302,14 @@ async fn uncommitted_diff(top: &Path, base: &str) -> Result<Diff, ReviewError> {
 }
 
 /// An untracked file as a diff that adds it, or `None` when it does not fit in `room`
-/// bytes. A symbolic link is shown as its target (never followed), a binary file by name.
-async fn untracked_file_diff(top: &Path, name: &str, room: usize) -> Option<String> {
+/// bytes. A symbolic link is shown as its target (never followed), a binary file by name;
+/// a file is read beneath `root` (the repository's directory, opened), regular files only.
+async fn untracked_file_diff(
+    top: &Path,
+    root: Arc<AnchoredRoot>,
+    name: &str,
+    room: usize,
+) -> Option<String> {
     let path = top.join(name);
     let header = format!("diff --git a/{name} b/{name}\nnew file\n");
     let metadata = tokio::fs::symlink_metadata(&path).await.ok()?;
@@ -300,12 +317,21 @@ async fn untracked_file_diff(top: &Path, name: &str, room: usize) -> Option<Stri
         let target = tokio::fs::read_link(&path).await.ok()?;
         format!("symbolic link to {}\n", target.display())
     } else if metadata.is_file() {
-        let file = tokio::fs::File::open(&path).await.ok()?;
-        let mut bytes = Vec::new();
+        let target = Target::new(
+            path.clone(),
+            path,
+            Anchor::Root {
+                root,
+                named: top.to_path_buf(),
+                relative: PathBuf::from(name),
+            },
+            Arc::new(KeepOut::default()),
+        );
         let limit = u64::try_from(room).unwrap_or(u64::MAX);
-        file.take(limit.saturating_add(1))
-            .read_to_end(&mut bytes)
+        // Past `room` it does not fit: the same answer as a read that stopped there.
+        let bytes = tokio::task::spawn_blocking(move || target.read_capped(limit))
             .await
+            .ok()?
             .ok()?;
         if bytes.contains(&0) {
             "Binary file\n".to_string()
