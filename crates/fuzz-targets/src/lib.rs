@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use interpreter_model_client::WireApi;
+use interpreter_model_client::{StreamLimits, WireApi};
 
 /// A target's body: runs one input.
 pub type Target = fn(&[u8]);
@@ -57,8 +57,12 @@ fn decode_stream(wire_api: WireApi, data: &[u8]) {
     let Some((chunks, tools)) = stream_input(data) else {
         return;
     };
-    let _events =
-        interpreter_model_client::fuzzing::decode_stream_in_memory(wire_api, chunks, tools);
+    let _events = interpreter_model_client::fuzzing::decode_stream_in_memory(
+        wire_api,
+        chunks,
+        tools,
+        StreamLimits::default(),
+    );
 }
 
 /// The stream targets' input: a control byte, then the body as it came off the wire.
