@@ -1070,8 +1070,11 @@ struct AnswerCheck {
     unchecked: usize,
     /// Where to cut the text: set once a loop is found.
     loop_cut: Option<usize>,
-    /// Text streamed so far, to spot the start of tool-call markup (recovery only).
-    streamed: String,
+    /// Watches the streamed text for tool-call markup outside code fences (recovery
+    /// only), by the same rule recovery uses.
+    markup: text_tools::MarkupScanner,
+    /// Bytes of text streamed so far.
+    streamed_bytes: usize,
     /// Tool-call markup has started: later text deltas are held back, so the user does
     /// not watch `<tool_call>{…}` scroll by before it turns into a call.
     markup_started: bool,
@@ -1177,27 +1180,18 @@ impl AnswerCheck {
     }
 
     /// The part of a text delta the user should see: everything before tool-call markup
-    /// begins. `None` when nothing of it is shown.
+    /// (outside code fences) begins. `None` when nothing of it is shown.
     fn visible_part(&mut self, delta: &str) -> Option<String> {
         if self.markup_started {
             return None;
         }
-        let before = self.streamed.len();
-        self.streamed.push_str(delta);
-        // Search from a little before this delta, so an opener split across deltas is
-        // found (its first bytes may already have been shown).
-        let mut from = before.saturating_sub(32);
-        while !self.streamed.is_char_boundary(from) {
-            from -= 1;
-        }
-        let Some(start) = text_tools::MARKUP_OPENERS
-            .iter()
-            .filter_map(|opener| self.streamed[from..].find(opener).map(|at| from + at))
-            .min()
-        else {
+        let before = self.streamed_bytes;
+        self.streamed_bytes += delta.len();
+        let Some(start) = self.markup.push(delta) else {
             return Some(delta.to_string());
         };
         self.markup_started = true;
+        // The opener may have begun in an earlier delta, already shown.
         let shown = start.saturating_sub(before);
         (shown > 0).then(|| delta[..shown].to_string())
     }
