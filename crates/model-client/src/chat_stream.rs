@@ -197,7 +197,8 @@ impl ChatStreamParser {
                 .map(str::to_string)
                 .unwrap_or_else(|| error.to_string());
             return Err(ChunkError::Unreadable(format!(
-                "server reported an error: {message}"
+                "server reported an error: {}",
+                clip(&message)
             )));
         }
         if chunk.id.is_some() {

@@ -532,13 +532,17 @@ impl ResponsesStreamParser {
 
     /// Maps a server-reported failure to the error the engine acts on.
     fn failure(&self, error: ErrorBody) -> ProviderError {
+        // The server's words end up in the turn's one-line error: long enough for any
+        // real failure (and the sizes an overflow names), never a whole event.
+        const SERVER_WORDS: usize = 1000;
         let code = match &error.code {
-            Some(serde_json::Value::String(code)) => code.clone(),
-            Some(other) => other.to_string(),
-            None => error.kind.clone().unwrap_or_default(),
+            Some(serde_json::Value::String(code)) => clip_to(code, SERVER_WORDS),
+            Some(other) => clip_to(&other.to_string(), SERVER_WORDS),
+            None => clip_to(error.kind.as_deref().unwrap_or_default(), SERVER_WORDS),
         };
         let message = error
             .message
+            .map(|message| clip_to(&message, SERVER_WORDS))
             .filter(|m| !m.trim().is_empty())
             .unwrap_or_else(|| {
                 if code.is_empty() {
@@ -595,11 +599,15 @@ impl ResponsesStreamParser {
 }
 
 fn clip(text: &str) -> String {
-    const MAX: usize = 200;
-    if text.len() <= MAX {
+    clip_to(text, 200)
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), marked when cut.
+fn clip_to(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_string();
     }
-    let mut end = MAX;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }

@@ -376,3 +376,24 @@ async fn an_endless_error_body_is_read_only_in_part() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_huge_error_event_is_quoted_in_part() -> anyhow::Result<()> {
+    for wire_api in [WireApi::Chat, WireApi::Responses] {
+        let server = MockModelServer::start().await?;
+        let words = "g".repeat(3 * MIB);
+        let event = match wire_api {
+            WireApi::Chat => json!({"error": {"message": words}}),
+            WireApi::Responses => json!({"type": "error", "code": words, "message": words}),
+        };
+        server.push(MockResponse::sse(vec![event]).without_done());
+        let mut info = provider(&server, wire_api);
+        info.stream_max_retries = Some(0);
+        let client = client_for(info)?;
+        let (_, err) = failure(&client).await;
+        let message = err.to_string();
+        assert!(message.contains("ggg"), "{message:.300}");
+        assert!(message.len() < 4 * KIB, "{} bytes", message.len());
+    }
+    Ok(())
+}
