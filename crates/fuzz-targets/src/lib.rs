@@ -11,7 +11,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use interpreter_model_client::WireApi;
+use interpreter_model_client::{ProviderError, ResponseEvent, StreamLimits, WireApi};
+use interpreter_protocol::ResponseItem;
 
 /// A target's body: runs one input.
 pub type Target = fn(&[u8]);
@@ -21,6 +22,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("text_tools", text_tools),
     ("chat_stream", chat_stream),
     ("responses_stream", responses_stream),
+    ("stream_bounds", stream_bounds),
     ("apply_patch", apply_patch),
     ("approval_answer", approval_answer),
     ("rollout", rollout),
@@ -57,8 +59,12 @@ fn decode_stream(wire_api: WireApi, data: &[u8]) {
     let Some((chunks, tools)) = stream_input(data) else {
         return;
     };
-    let _events =
-        interpreter_model_client::fuzzing::decode_stream_in_memory(wire_api, chunks, tools);
+    let _events = interpreter_model_client::fuzzing::decode_stream_in_memory(
+        wire_api,
+        chunks,
+        tools,
+        StreamLimits::default(),
+    );
 }
 
 /// The stream targets' input: a control byte, then the body as it came off the wire.
@@ -79,6 +85,99 @@ fn stream_input(data: &[u8]) -> Option<(Vec<Vec<u8>>, Vec<String>)> {
         Vec::new()
     };
     Some((chunks, tools))
+}
+
+/// A streamed answer (either wire format) read under small size bounds, through the
+/// bounded SSE framer alone and through the whole decoding path. See [`bounds_input`] for
+/// the three control bytes. Asserts that the bounds hold: no event's data and no line is
+/// kept past the event bound, the streamed text, reasoning and summaries stay within the
+/// answer bound, no tool call reaches the consumer with arguments past their bound, a
+/// too-large error names the bound that was configured, and nothing follows an error.
+pub fn stream_bounds(data: &[u8]) {
+    let Some((wire_api, reads, limits)) = bounds_input(data) else {
+        return;
+    };
+    let framed = interpreter_model_client::fuzzing::frame_sse_in_memory(&reads, limits.event_bytes);
+    for (at, item) in framed.iter().enumerate() {
+        match item {
+            Ok((name, data)) => assert!(
+                name.len() <= limits.event_bytes && data.len() <= limits.event_bytes,
+                "an event over {} bytes was framed: {} + {}",
+                limits.event_bytes,
+                name.len(),
+                data.len()
+            ),
+            Err(_) => assert_eq!(at + 1, framed.len(), "the framer went on after an error"),
+        }
+    }
+
+    // Without tools, so no text recovery: every call comes from the wire.
+    let events = interpreter_model_client::fuzzing::decode_stream_in_memory(
+        wire_api,
+        reads,
+        Vec::new(),
+        limits,
+    );
+    let mut streamed = 0usize;
+    for (at, event) in events.iter().enumerate() {
+        match event {
+            Ok(ResponseEvent::OutputTextDelta(delta) | ResponseEvent::ReasoningDelta(delta))
+            | Ok(ResponseEvent::ReasoningSummaryDelta { delta, .. }) => {
+                streamed += delta.len();
+            }
+            Ok(ResponseEvent::OutputItemDone(ResponseItem::FunctionCall { arguments, .. })) => {
+                assert!(
+                    arguments.len() <= limits.arguments_bytes,
+                    "a call with {} bytes of arguments passed a bound of {}",
+                    arguments.len(),
+                    limits.arguments_bytes
+                );
+            }
+            Ok(_) => {}
+            Err(err) => {
+                assert_eq!(at + 1, events.len(), "events after the error {err}");
+                if let ProviderError::ResponseTooLarge { what, limit, .. } = err {
+                    assert_eq!(
+                        usize::try_from(*limit).ok(),
+                        Some(limits.limit_of(*what)),
+                        "{err}"
+                    );
+                }
+            }
+        }
+        assert!(
+            streamed <= limits.answer_bytes,
+            "{streamed} bytes streamed past an answer bound of {}",
+            limits.answer_bytes
+        );
+    }
+}
+
+/// The bounds target's input: three control bytes, then the body as it came off the
+/// wire. Byte 0: the low 7 bits are the size of the network reads (0: all at once), the
+/// high bit picks the Responses wire format (else Chat Completions). Byte 1: the event
+/// bound is 16 × (1 + its low nibble) bytes, the answer bound 64 × (1 + its high
+/// nibble). Byte 2: the arguments bound is 1 + its value. Small bounds, so short inputs
+/// reach them.
+fn bounds_input(data: &[u8]) -> Option<(WireApi, Vec<Vec<u8>>, StreamLimits)> {
+    let (control, body) = data.split_at_checked(3)?;
+    let read_size = usize::from(control[0] & 0x7f);
+    let wire_api = if control[0] & 0x80 == 0 {
+        WireApi::Chat
+    } else {
+        WireApi::Responses
+    };
+    let reads = if read_size == 0 {
+        vec![body.to_vec()]
+    } else {
+        body.chunks(read_size).map(<[u8]>::to_vec).collect()
+    };
+    let limits = StreamLimits {
+        event_bytes: 16 * (1 + usize::from(control[1] & 0x0f)),
+        answer_bytes: 64 * (1 + usize::from(control[1] >> 4)),
+        arguments_bytes: 1 + usize::from(control[2]),
+    };
+    Some((wire_api, reads, limits))
 }
 
 /// Patch text as the model sends it to `apply_patch`, and as a shell command (`argv`

@@ -1,10 +1,13 @@
 //! Chat Completions SSE chunk parsing: turns `data:` chunks into [`ResponseEvent`]s and
 //! the finished items of one response.
 
+use std::collections::HashMap;
+
 use interpreter_protocol::{ResponseItem, TokenUsage};
 use serde::Deserialize;
 
 use crate::chat_request::DEFAULT_REASONING_FIELD;
+use crate::limits::{AnswerBudget, ITEM_OVERHEAD_BYTES, Oversize, StreamLimits};
 
 /// What the client yields while a response streams.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,20 +129,23 @@ struct CompletionTokensDetails {
 
 #[derive(Debug, Default)]
 struct PartialCall {
-    index: Option<u64>,
     id: String,
     name: String,
     arguments: String,
 }
 
-/// Accumulates one streamed response.
+/// Accumulates one streamed response, within its [`StreamLimits`].
 #[derive(Debug, Default)]
 pub(crate) struct ChatStreamParser {
+    budget: AnswerBudget,
     response_id: Option<String>,
     text: String,
     reasoning: String,
     reasoning_field: Option<String>,
     calls: Vec<PartialCall>,
+    /// Where the call of each `index` is in `calls`: a stream of many calls must not
+    /// search them all for every fragment.
+    slots: HashMap<u64, usize>,
     usage: Option<TokenUsage>,
     finished: bool,
     /// `finish_reason: "length"` was seen.
@@ -148,9 +154,32 @@ pub(crate) struct ChatStreamParser {
 
 /// Why a chunk could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ChunkError(pub String);
+pub(crate) enum ChunkError {
+    /// Not a chunk, or the server's error report.
+    Unreadable(String),
+    /// The answer went past one of its bounds.
+    TooLarge(Oversize),
+}
+
+impl From<Oversize> for ChunkError {
+    fn from(bound: Oversize) -> Self {
+        Self::TooLarge(bound)
+    }
+}
 
 impl ChatStreamParser {
+    pub(crate) fn new(limits: StreamLimits) -> Self {
+        Self {
+            budget: AnswerBudget::new(limits),
+            ..Default::default()
+        }
+    }
+
+    /// The bounds this response is read under.
+    pub(crate) fn limits(&self) -> StreamLimits {
+        self.budget.limits()
+    }
+
     /// Whether a `finish_reason` was seen (an EOF after it is a normal end).
     pub(crate) fn saw_finish_reason(&self) -> bool {
         self.finished
@@ -158,15 +187,19 @@ impl ChatStreamParser {
 
     /// Parses one `data:` payload (not `[DONE]`) and returns the deltas it carries.
     pub(crate) fn push_data(&mut self, data: &str) -> Result<Vec<ResponseEvent>, ChunkError> {
-        let chunk: ChatChunk = serde_json::from_str(data)
-            .map_err(|err| ChunkError(format!("failed to parse chunk ({err}): {}", clip(data))))?;
+        let chunk: ChatChunk = serde_json::from_str(data).map_err(|err| {
+            ChunkError::Unreadable(format!("failed to parse chunk ({err}): {}", clip(data)))
+        })?;
         if let Some(error) = chunk.error {
             let message = error
                 .get("message")
                 .and_then(|m| m.as_str())
                 .map(str::to_string)
                 .unwrap_or_else(|| error.to_string());
-            return Err(ChunkError(format!("server reported an error: {message}")));
+            return Err(ChunkError::Unreadable(format!(
+                "server reported an error: {}",
+                clip(&message)
+            )));
         }
         if chunk.id.is_some() {
             self.response_id = chunk.id;
@@ -204,6 +237,7 @@ impl ChatStreamParser {
                 _ => None,
             };
             if let Some((field, text)) = reasoning {
+                self.budget.spend(text.len())?;
                 self.reasoning_field
                     .get_or_insert_with(|| field.to_string());
                 self.reasoning.push_str(&text);
@@ -212,23 +246,26 @@ impl ChatStreamParser {
             if let Some(text) = delta.content.as_ref().map(content_text)
                 && !text.is_empty()
             {
+                self.budget.spend(text.len())?;
                 self.text.push_str(&text);
                 events.push(ResponseEvent::OutputTextDelta(text));
             }
             for call in delta.tool_calls.unwrap_or_default() {
-                self.push_tool_call(call);
+                self.push_tool_call(call)?;
             }
         }
         Ok(events)
     }
 
-    fn push_tool_call(&mut self, delta: ToolCallDelta) {
+    /// Adds one tool-call fragment. Everything it adds counts towards the answer, and
+    /// the call's arguments so far must stay within their own bound.
+    fn push_tool_call(&mut self, delta: ToolCallDelta) -> Result<(), Oversize> {
         let (name, arguments) = delta
             .function
             .map(|f| (f.name, f.arguments))
             .unwrap_or_default();
         let slot = match delta.index {
-            Some(index) => self.calls.iter().position(|c| c.index == Some(index)),
+            Some(index) => self.slots.get(&index).copied(),
             // No index: a continuation of the latest call, unless it clearly opens a new
             // one with a different id.
             None => match (self.calls.last(), &delta.id) {
@@ -240,17 +277,20 @@ impl ChatStreamParser {
         let slot = match slot {
             Some(slot) => slot,
             None => {
-                self.calls.push(PartialCall {
-                    index: delta.index,
-                    ..Default::default()
-                });
-                self.calls.len() - 1
+                self.budget.spend(ITEM_OVERHEAD_BYTES)?;
+                self.calls.push(PartialCall::default());
+                let slot = self.calls.len() - 1;
+                if let Some(index) = delta.index {
+                    self.slots.insert(index, slot);
+                }
+                slot
             }
         };
         let call = &mut self.calls[slot];
         if let Some(id) = delta.id
             && call.id.is_empty()
         {
+            self.budget.spend(id.len())?;
             call.id = id;
         }
         // Some servers repeat the full name on every fragment; only a different piece
@@ -258,11 +298,16 @@ impl ChatStreamParser {
         if let Some(name) = name
             && call.name != name
         {
+            self.budget.spend(name.len())?;
             call.name.push_str(&name);
         }
         if let Some(arguments) = arguments {
+            self.budget
+                .check_arguments(call.arguments.len().saturating_add(arguments.len()))?;
+            self.budget.spend(arguments.len())?;
             call.arguments.push_str(&arguments);
         }
+        Ok(())
     }
 
     /// Ends the response: finished items, then `Completed`. `request_bytes` feeds the
@@ -496,7 +541,9 @@ mod tests {
             .err();
         assert_eq!(
             err,
-            Some(ChunkError("server reported an error: overloaded".into()))
+            Some(ChunkError::Unreadable(
+                "server reported an error: overloaded".into()
+            ))
         );
     }
 }

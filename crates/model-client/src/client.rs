@@ -1,8 +1,9 @@
 //! [`ModelClient`]: sends a [`Prompt`] to a Chat Completions or Responses endpoint,
 //! retries what is worth retrying before the stream starts, and turns the SSE stream into
 //! [`ResponseEvent`]s on a channel the engine reads at its own pace. The request/retry
-//! loop, idle timeout and cancellation are shared; only the body and the stream parser
-//! depend on the wire format.
+//! loop, the idle timeout, the overall deadline, the size bounds of a response and
+//! cancellation are shared; only the body and the stream parser depend on the wire
+//! format.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -10,23 +11,25 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use interpreter_protocol::{ReasoningEffort, ReasoningSummary, ResponseItem};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::chat_request::build_chat_request;
-use crate::chat_stream::{ChatStreamParser, CutOff, ResponseEvent, estimate_tokens};
+use crate::chat_stream::{ChatStreamParser, ChunkError, CutOff, ResponseEvent, estimate_tokens};
 use crate::error::{
     ConnectionFailure, Overflow, ProviderError, SUMMARY_CHARS, body_summary, context_overflow,
     retryable_status,
 };
+use crate::limits::StreamLimits;
 use crate::prompt::Prompt;
 use crate::provider::{MaxTokensField, ModelProviderInfo, WireApi};
 use crate::responses_request::build_responses_request;
 use crate::responses_stream::ResponsesStreamParser;
+use crate::sse::{FrameError, SseEvent, SseFramer};
 use crate::text_tools;
 
 /// First retry delay; doubled per attempt.
@@ -37,6 +40,9 @@ const BACKOFF_CAP: Duration = Duration::from_secs(5);
 const RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
 /// Deadline for the TCP/TLS connect of one attempt.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much of an error status's body is read: enough for any server's error object,
+/// and only its first 200 characters are quoted anyway.
+const ERROR_BODY_CAP: usize = 1024 * 1024;
 
 /// A configured connection to one model on one provider.
 #[derive(Clone)]
@@ -269,16 +275,23 @@ impl ModelClient {
         cancel: &CancellationToken,
         notices: Option<&mpsc::UnboundedSender<RetryNotice>>,
     ) -> Result<ResponseStream, ProviderError> {
+        // The overall deadline runs from here: the retries before the stream count.
+        let deadline = deadline_after(self.provider.stream_max_duration());
         let (body, request_bytes) = self.encode_request(prompt)?;
         let body_for_probe = body.clone();
-        let response = self.send_with_retries(body, cancel, notices).await?;
-        let parser = match self.provider.wire_api {
-            WireApi::Chat => WireParser::Chat(ChatStreamParser::default()),
-            WireApi::Responses => WireParser::Responses(ResponsesStreamParser::new(
-                self.provider_id.clone(),
-                request_bytes,
-            )),
-        };
+        let response =
+            tokio::time::timeout_at(deadline, self.send_with_retries(body, cancel, notices))
+                .await
+                .map_err(|_| ProviderError::StreamDeadline {
+                    provider: self.provider_id.clone(),
+                    limit: self.provider.stream_max_duration(),
+                })??;
+        let parser = WireParser::new(
+            self.provider.wire_api,
+            &self.provider_id,
+            request_bytes,
+            self.provider.stream_limits(),
+        );
 
         let recovery = (self.provider.text_tool_calls_enabled(&self.provider_id)
             && !prompt.tools.is_empty())
@@ -301,6 +314,8 @@ impl ModelClient {
             cancel.clone(),
             StreamContext {
                 idle_timeout: self.provider.stream_idle_timeout(),
+                deadline,
+                max_duration: self.provider.stream_max_duration(),
                 provider: self.provider_id.clone(),
                 request_bytes,
                 recovery,
@@ -471,10 +486,14 @@ impl ModelClient {
             .get(CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .map(str::to_string);
+        // Bounded: a server answering an error with an endless body must not fill memory.
         let body = tokio::select! {
             () = cancel.cancelled() => return Err(ProviderError::Cancelled),
-            body = tokio::time::timeout(deadline, response.text()) => {
-                body.ok().and_then(Result::ok).unwrap_or_default()
+            body = tokio::time::timeout(deadline, read_body_capped(response, ERROR_BODY_CAP)) => {
+                body.ok()
+                    .and_then(Result::ok)
+                    .map(|(bytes, _complete)| String::from_utf8_lossy(&bytes).into_owned())
+                    .unwrap_or_default()
             }
         };
         Ok(Err(AttemptFailure {
@@ -700,18 +719,41 @@ enum WireParser {
 }
 
 impl WireParser {
+    fn new(wire_api: WireApi, provider: &str, request_bytes: usize, limits: StreamLimits) -> Self {
+        match wire_api {
+            WireApi::Chat => Self::Chat(ChatStreamParser::new(limits)),
+            WireApi::Responses => Self::Responses(ResponsesStreamParser::new(
+                provider.to_string(),
+                request_bytes,
+                limits,
+            )),
+        }
+    }
+
+    /// The size bounds this response is read under.
+    fn limits(&self) -> StreamLimits {
+        match self {
+            Self::Chat(parser) => parser.limits(),
+            Self::Responses(parser) => parser.limits(),
+        }
+    }
+
     fn push(
         &mut self,
-        event: &eventsource_stream::Event,
+        event: &SseEvent,
         provider: &str,
     ) -> Result<Vec<ResponseEvent>, ProviderError> {
         match self {
             Self::Chat(parser) => {
+                let limits = parser.limits();
                 parser
                     .push_data(event.data.trim())
-                    .map_err(|err| ProviderError::Stream {
-                        provider: provider.to_string(),
-                        message: err.0,
+                    .map_err(|err| match err {
+                        ChunkError::Unreadable(message) => ProviderError::Stream {
+                            provider: provider.to_string(),
+                            message,
+                        },
+                        ChunkError::TooLarge(bound) => limits.exceeded(bound, provider),
                     })
             }
             Self::Responses(parser) => parser.push_event(&event.event, event.data.trim()),
@@ -744,8 +786,9 @@ impl WireParser {
     }
 }
 
-/// Reads the SSE body until `[DONE]`, EOF, the end of the response, an error, idleness or
-/// cancellation. Stops as soon as the consumer drops the [`ResponseStream`].
+/// Reads the SSE body until `[DONE]`, EOF, the end of the response, an error, idleness,
+/// the overall deadline, a size bound or cancellation. Stops as soon as the consumer
+/// drops the [`ResponseStream`].
 async fn pump_stream(
     response: reqwest::Response,
     parser: WireParser,
@@ -753,37 +796,37 @@ async fn pump_stream(
     cancel: CancellationToken,
     context: StreamContext,
 ) {
-    pump_events(
-        response.bytes_stream().eventsource(),
-        parser,
-        sender,
-        cancel,
-        context,
-    )
-    .await;
+    pump_events(response.bytes_stream(), parser, sender, cancel, context).await;
 }
 
-/// [`pump_stream`] on any SSE event source: the HTTP body in production, bytes held in
-/// memory for [`crate::fuzzing`].
-async fn pump_events<S, E>(
-    mut sse: S,
+/// [`pump_stream`] on any body: the HTTP body in production, bytes held in memory for
+/// [`crate::fuzzing`].
+async fn pump_events<S, B, E>(
+    mut body: S,
     mut parser: WireParser,
     sender: EventSender,
     cancel: CancellationToken,
     context: StreamContext,
 ) where
-    S: futures::Stream<
-            Item = Result<eventsource_stream::Event, eventsource_stream::EventStreamError<E>>,
-        > + Unpin,
+    S: futures::Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
     E: std::fmt::Display,
 {
     let StreamContext {
         idle_timeout,
+        deadline,
+        max_duration,
         provider,
         request_bytes,
         recovery,
         probe,
     } = context;
+    let limits = parser.limits();
+    let mut framer = SseFramer::new(limits.event_bytes);
+    let mut body_ended = false;
+    // Idleness is time without a whole event: bytes that never complete one (a comment
+    // every few seconds, a line that never ends) do not keep the stream alive.
+    let mut idle_deadline = deadline_after(idle_timeout);
     let mut events_seen = 0usize;
     let stream_error = |message: String| ProviderError::Stream {
         provider: provider.clone(),
@@ -793,30 +836,33 @@ async fn pump_events<S, E>(
         provider: provider.clone(),
         detail: detail.to_string(),
     };
+    let past_deadline = || ProviderError::StreamDeadline {
+        provider: provider.clone(),
+        limit: max_duration,
+    };
     let mut answer = AnswerCheck::new(recovery);
     loop {
-        let next = tokio::select! {
-            biased;
-            () = cancel.cancelled() => {
-                let _ = sender.send(Err(ProviderError::Cancelled));
+        let event = match framer.next_event() {
+            Some(Ok(event)) => event,
+            Some(Err(FrameError::TooLarge(bound))) => {
+                let _ = sender.send(Err(limits.exceeded(bound, &provider)));
                 return;
             }
-            () = sender.closed() => return,
-            next = tokio::time::timeout(idle_timeout, sse.next()) => next,
-        };
-        let event = match next {
-            Err(_) => {
-                let _ = sender.send(Err(ProviderError::StreamIdle {
-                    provider: provider.clone(),
-                    idle: idle_timeout,
-                }));
+            Some(Err(FrameError::NotUtf8)) => {
+                let _ = sender.send(Err(stream_error(
+                    "an event of the stream is not UTF-8".to_string(),
+                )));
                 return;
             }
-            Ok(None) if parser.may_end() => break,
-            Ok(None) if events_seen == 0 => {
+            None if body_ended && parser.may_end() => break,
+            None if body_ended && events_seen == 0 => {
                 // 200 and not a single event: ask once without streaming why.
                 let err = match probe {
-                    Some((client, body)) => client.probe_empty_stream(&body, &cancel).await,
+                    Some((client, body)) => {
+                        tokio::time::timeout_at(deadline, client.probe_empty_stream(&body, &cancel))
+                            .await
+                            .unwrap_or_else(|_| past_deadline())
+                    }
                     None => ProviderError::EmptyStream {
                         provider: provider.clone(),
                         detail: "no probe was possible".to_string(),
@@ -825,20 +871,47 @@ async fn pump_events<S, E>(
                 let _ = sender.send(Err(err));
                 return;
             }
-            Ok(None) => {
+            None if body_ended => {
                 let _ = sender.send(Err(truncated(
                     "the connection closed before the response finished",
                 )));
                 return;
             }
-            Ok(Some(Err(err))) => {
-                let _ = sender.send(Err(stream_error(format!(
-                    "reading the stream failed: {err}"
-                ))));
-                return;
+            None => {
+                let read = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => {
+                        let _ = sender.send(Err(ProviderError::Cancelled));
+                        return;
+                    }
+                    () = sender.closed() => return,
+                    () = tokio::time::sleep_until(deadline) => {
+                        let _ = sender.send(Err(past_deadline()));
+                        return;
+                    }
+                    () = tokio::time::sleep_until(idle_deadline) => {
+                        let _ = sender.send(Err(ProviderError::StreamIdle {
+                            provider: provider.clone(),
+                            idle: idle_timeout,
+                        }));
+                        return;
+                    }
+                    read = body.next() => read,
+                };
+                match read {
+                    Some(Ok(bytes)) => framer.push(bytes.as_ref()),
+                    Some(Err(err)) => {
+                        let _ = sender.send(Err(stream_error(format!(
+                            "reading the stream failed: {err}"
+                        ))));
+                        return;
+                    }
+                    None => body_ended = true,
+                }
+                continue;
             }
-            Ok(Some(Ok(event))) => event,
         };
+        idle_deadline = deadline_after(idle_timeout);
         events_seen += 1;
         let data = event.data.trim();
         if data == "[DONE]" {
@@ -901,15 +974,16 @@ async fn pump_events<S, E>(
 }
 
 /// Decodes one streamed answer held in memory, through the same path as a live response
-/// (SSE framing of the body as it arrived in `chunks`, the wire parser, text tool-call
-/// recovery when `tools` is not empty, the loop stop, the empty-answer check), without a
-/// network or a server to probe. It exists for fuzzing and corpus replay (see
-/// [`crate::fuzzing`]); everything a consumer of a [`ResponseStream`] would have read is
-/// returned in order.
+/// (SSE framing of the body as it arrived in `chunks`, the wire parser, the size bounds
+/// of `limits`, text tool-call recovery when `tools` is not empty, the loop stop, the
+/// empty-answer check), without a network or a server to probe. It exists for fuzzing
+/// and corpus replay (see [`crate::fuzzing`]); everything a consumer of a
+/// [`ResponseStream`] would have read is returned in order.
 pub fn decode_stream_in_memory(
     wire_api: WireApi,
     chunks: Vec<Vec<u8>>,
     tools: Vec<String>,
+    limits: StreamLimits,
 ) -> Vec<Result<ResponseEvent, ProviderError>> {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -918,27 +992,24 @@ pub fn decode_stream_in_memory(
         return Vec::new();
     };
     let provider = "in-memory".to_string();
-    let parser = match wire_api {
-        WireApi::Chat => WireParser::Chat(ChatStreamParser::default()),
-        WireApi::Responses => {
-            WireParser::Responses(ResponsesStreamParser::new(provider.clone(), 0))
-        }
-    };
+    let parser = WireParser::new(wire_api, &provider, 0, limits);
     let recovery = (!tools.is_empty()).then(|| TextRecovery {
         tools,
         id_seed: String::new(),
     });
     let (sender, mut receiver) = mpsc::unbounded_channel();
-    let sse = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>))
-        .eventsource();
+    let body = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>));
+    // The body is all in memory, so the stream is never idle and no deadline fires.
+    let never = Duration::from_secs(3600);
     runtime.block_on(pump_events(
-        sse,
+        body,
         parser,
         sender,
         CancellationToken::new(),
         StreamContext {
-            // The body is all in memory, so the stream is never idle; no deadline fires.
-            idle_timeout: Duration::from_secs(3600),
+            idle_timeout: never,
+            deadline: deadline_after(never),
+            max_duration: never,
             provider,
             request_bytes: 0,
             recovery,
@@ -955,6 +1026,9 @@ pub fn decode_stream_in_memory(
 /// Everything `pump_stream` needs besides the response itself.
 struct StreamContext {
     idle_timeout: Duration,
+    /// When the whole request must be over (`stream_max_duration_ms` after it started).
+    deadline: Instant,
+    max_duration: Duration,
     provider: String,
     request_bytes: usize,
     recovery: Option<TextRecovery>,
@@ -996,8 +1070,11 @@ struct AnswerCheck {
     unchecked: usize,
     /// Where to cut the text: set once a loop is found.
     loop_cut: Option<usize>,
-    /// Text streamed so far, to spot the start of tool-call markup (recovery only).
-    streamed: String,
+    /// Watches the streamed text for tool-call markup outside code fences (recovery
+    /// only), by the same rule recovery uses.
+    markup: text_tools::MarkupScanner,
+    /// Bytes of text streamed so far.
+    streamed_bytes: usize,
     /// Tool-call markup has started: later text deltas are held back, so the user does
     /// not watch `<tool_call>{…}` scroll by before it turns into a call.
     markup_started: bool,
@@ -1103,27 +1180,18 @@ impl AnswerCheck {
     }
 
     /// The part of a text delta the user should see: everything before tool-call markup
-    /// begins. `None` when nothing of it is shown.
+    /// (outside code fences) begins. `None` when nothing of it is shown.
     fn visible_part(&mut self, delta: &str) -> Option<String> {
         if self.markup_started {
             return None;
         }
-        let before = self.streamed.len();
-        self.streamed.push_str(delta);
-        // Search from a little before this delta, so an opener split across deltas is
-        // found (its first bytes may already have been shown).
-        let mut from = before.saturating_sub(32);
-        while !self.streamed.is_char_boundary(from) {
-            from -= 1;
-        }
-        let Some(start) = text_tools::MARKUP_OPENERS
-            .iter()
-            .filter_map(|opener| self.streamed[from..].find(opener).map(|at| from + at))
-            .min()
-        else {
+        let before = self.streamed_bytes;
+        self.streamed_bytes += delta.len();
+        let Some(start) = self.markup.push(delta) else {
             return Some(delta.to_string());
         };
         self.markup_started = true;
+        // The opener may have begun in an earlier delta, already shown.
         let shown = start.saturating_sub(before);
         (shown > 0).then(|| delta[..shown].to_string())
     }
@@ -1211,6 +1279,34 @@ fn has_content(item: &ResponseItem) -> bool {
         }
         ResponseItem::FunctionCall { .. } | ResponseItem::FunctionCallOutput { .. } => true,
     }
+}
+
+/// `duration` from now; a duration too long to add (a huge configured value) is as good
+/// as never.
+fn deadline_after(duration: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(duration)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+/// Reads a response body, at most `cap` bytes of it: the bytes and whether that was the
+/// whole body. What follows the cap is never read, so a server's endless answer cannot
+/// fill memory. The one bounded body reader, for error statuses, the model list and the
+/// server probes.
+pub(crate) async fn read_body_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = cap.saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, false));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, true))
 }
 
 /// Exponential backoff with up to 25% random jitter so parallel clients spread out.

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use interpreter_protocol::ErrorKind;
 
+use crate::limits::{Oversize, human_bytes};
+
 /// Why a request to a model provider failed. Each message is a one-liner naming the
 /// provider and what to do next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,6 +96,33 @@ pub enum ProviderError {
     )]
     StreamIdle { provider: String, idle: Duration },
 
+    /// The whole request, from sending it to the end of its answer, took longer than
+    /// `stream_max_duration_ms`, however steadily the server kept sending. Not retried:
+    /// another attempt would get the same time again.
+    #[error(
+        "model provider `{provider}` did not finish its answer within {}s \
+         (stream_max_duration_ms); the answer was dropped and is not retried",
+        limit.as_secs_f64()
+    )]
+    StreamDeadline { provider: String, limit: Duration },
+
+    /// The response went past one of its size bounds (one SSE line or event, one answer,
+    /// one tool call's arguments): the server is broken or hostile. Not retried: the same
+    /// request would be answered the same way.
+    #[error(
+        "model provider `{provider}` sent {} over {} ({} in [model_providers.{provider}]); \
+         the answer was dropped and is not retried",
+        what.what(),
+        human_bytes(*limit),
+        what.key()
+    )]
+    ResponseTooLarge {
+        provider: String,
+        what: Oversize,
+        /// The bound it went past, in bytes.
+        limit: u64,
+    },
+
     #[error("model provider `{provider}` broke the response stream: {message}")]
     Stream { provider: String, message: String },
 
@@ -152,8 +181,11 @@ impl ProviderError {
             Self::ContextWindowExceeded { .. } => ErrorKind::ContextWindowExceeded,
             Self::Retryable { .. } => ErrorKind::ServerOverloaded,
             Self::Connection { .. } => ErrorKind::Connection,
-            Self::StreamIdle { .. } => ErrorKind::StreamIdle,
-            Self::Stream { .. }
+            // A stream cut short by the client, as an idle one is.
+            Self::StreamIdle { .. } | Self::StreamDeadline { .. } => ErrorKind::StreamIdle,
+            // The server misbehaved; nothing about the request was wrong.
+            Self::ResponseTooLarge { .. }
+            | Self::Stream { .. }
             | Self::EmptyAnswer { .. }
             | Self::EmptyStream { .. }
             | Self::Truncated { .. }
@@ -182,6 +214,8 @@ impl ProviderError {
             | Self::Config { .. }
             | Self::BadRequest { .. }
             | Self::ContextWindowExceeded { .. }
+            | Self::StreamDeadline { .. }
+            | Self::ResponseTooLarge { .. }
             | Self::Cancelled => false,
         }
     }

@@ -3,9 +3,9 @@
 //! This crate owns everything between the engine and an HTTP model endpoint: the
 //! `[model_providers.ID]` table ([`ModelProviderInfo`]), request building from the
 //! model-visible history for both wire formats (Chat Completions and Responses), SSE
-//! parsing, retries with backoff, the stream idle timeout, and
-//! the typed [`ProviderError`] the engine turns into a user-facing message. The engine
-//! never sees a provider's JSON.
+//! framing and parsing within size bounds, retries with backoff, the stream idle timeout
+//! and overall deadline, and the typed [`ProviderError`] the engine turns into a
+//! user-facing message. The engine never sees a provider's JSON.
 
 mod chat_request;
 mod chat_stream;
@@ -15,6 +15,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod history;
+mod limits;
 mod local_servers;
 mod model_list;
 mod prompt;
@@ -22,6 +23,7 @@ mod provider;
 mod responses_request;
 mod responses_stream;
 mod server_info;
+mod sse;
 pub mod text_tools;
 
 pub use chat_request::DEFAULT_REASONING_FIELD;
@@ -31,6 +33,7 @@ pub use client::{
 };
 pub use error::{ConnectionFailure, ProviderError};
 pub use history::ABORTED_TOOL_OUTPUT;
+pub use limits::{Oversize, StreamLimits};
 pub use local_servers::{LOCAL_PROBE_DEADLINE, LocalServerProbe, probe_local_servers};
 pub use model_list::{ModelListError, ModelListing, list_models};
 pub use prompt::{Prompt, ToolSpec};

@@ -12,12 +12,15 @@ use std::time::Duration;
 use reqwest::header::{ACCEPT, HeaderValue};
 use serde::Deserialize;
 
-use crate::client::{classify_transport_error, provider_headers};
+use crate::client::{classify_transport_error, provider_headers, read_body_capped};
 use crate::error::{ProviderError, body_summary, collapse_whitespace};
+use crate::limits::{human_bytes, to_usize};
 use crate::provider::ModelProviderInfo;
 
 /// How much of an unexpected response body an error quotes.
 const BODY_EXCERPT_CHARS: usize = 120;
+/// Largest model list read: thousands of models with their metadata fit many times over.
+const MODEL_LIST_CAP: u64 = 16 * 1024 * 1024;
 
 /// What a server said it serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,7 +186,7 @@ async fn get(
     let exchange = async {
         let response = request.send().await?;
         let status = response.status();
-        let body = response.bytes().await?;
+        let body = read_body_capped(response, to_usize(MODEL_LIST_CAP)).await?;
         Ok::<_, reqwest::Error>((status, body))
     };
     let (status, body) = match tokio::time::timeout(deadline, exchange).await {
@@ -199,7 +202,15 @@ async fn get(
                 detail: describe_transport_error(&err),
             });
         }
-        Ok(Ok(answer)) => answer,
+        Ok(Ok((status, (body, complete)))) => {
+            if !complete && status.is_success() {
+                return Err(ModelListError::Unreadable {
+                    url: url.to_string(),
+                    excerpt: format!("the answer is over {}", human_bytes(MODEL_LIST_CAP)),
+                });
+            }
+            (status, body)
+        }
     };
     if !status.is_success() {
         return Err(ModelListError::Status {
@@ -208,7 +219,7 @@ async fn get(
             excerpt: excerpt(&body),
         });
     }
-    Ok(body.to_vec())
+    Ok(body)
 }
 
 /// The transport's innermost cause ("Connection refused (os error 111)"), after what

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::limits::{StreamLimits, to_usize};
+
 /// Which HTTP API the provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -49,6 +51,20 @@ pub struct ModelProviderInfo {
     pub stream_max_retries: Option<u64>,
     #[serde(default)]
     pub stream_idle_timeout_ms: Option<u64>,
+    /// Longest one model request may take, from sending it to the end of its answer,
+    /// however steadily the server sends (the idle timeout alone lets a server that
+    /// trickles keep a turn alive for ever).
+    #[serde(default)]
+    pub stream_max_duration_ms: Option<u64>,
+    /// Cap on one SSE line and on the data of one SSE event, in bytes.
+    #[serde(default)]
+    pub stream_max_event_bytes: Option<u64>,
+    /// Cap on one answer (text, reasoning and tool calls of one response), in bytes.
+    #[serde(default)]
+    pub stream_max_answer_bytes: Option<u64>,
+    /// Cap on the arguments of one tool call, in bytes.
+    #[serde(default)]
+    pub stream_max_arguments_bytes: Option<u64>,
     /// The model's context window in tokens, when known for this provider (the top-level
     /// `model_context_window` wins). Otherwise it is asked of the server where it can say.
     #[serde(default)]
@@ -86,6 +102,12 @@ pub const LOCAL_PROVIDER_IDS: &[&str] = &["ollama", "lmstudio", "llamacpp", "vll
 pub const DEFAULT_REQUEST_MAX_RETRIES: u64 = 4;
 pub const DEFAULT_STREAM_MAX_RETRIES: u64 = 5;
 pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Generous: a long answer from a slow local model on a CPU still fits.
+pub const DEFAULT_STREAM_MAX_DURATION: Duration = Duration::from_secs(30 * 60);
+pub use crate::limits::{
+    DEFAULT_STREAM_MAX_ANSWER_BYTES, DEFAULT_STREAM_MAX_ARGUMENTS_BYTES,
+    DEFAULT_STREAM_MAX_EVENT_BYTES,
+};
 /// Upper bound on user-configured retry counts, so a typo cannot mean "retry forever".
 pub const MAX_RETRIES_CAP: u64 = 100;
 
@@ -128,6 +150,47 @@ impl ModelProviderInfo {
         self.stream_idle_timeout_ms
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_STREAM_IDLE_TIMEOUT)
+    }
+
+    pub fn stream_max_duration(&self) -> Duration {
+        self.stream_max_duration_ms
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_STREAM_MAX_DURATION)
+    }
+
+    /// The size bounds one response is read under.
+    pub fn stream_limits(&self) -> StreamLimits {
+        let bytes = |configured: Option<u64>, default: u64| to_usize(configured.unwrap_or(default));
+        StreamLimits {
+            event_bytes: bytes(self.stream_max_event_bytes, DEFAULT_STREAM_MAX_EVENT_BYTES),
+            answer_bytes: bytes(
+                self.stream_max_answer_bytes,
+                DEFAULT_STREAM_MAX_ANSWER_BYTES,
+            ),
+            arguments_bytes: bytes(
+                self.stream_max_arguments_bytes,
+                DEFAULT_STREAM_MAX_ARGUMENTS_BYTES,
+            ),
+        }
+    }
+
+    /// The keys of the bounds set to 0, which would refuse every answer: the config
+    /// loader rejects them, naming the key.
+    pub fn zero_bounds(&self) -> Vec<&'static str> {
+        [
+            ("stream_idle_timeout_ms", self.stream_idle_timeout_ms),
+            ("stream_max_duration_ms", self.stream_max_duration_ms),
+            ("stream_max_event_bytes", self.stream_max_event_bytes),
+            ("stream_max_answer_bytes", self.stream_max_answer_bytes),
+            (
+                "stream_max_arguments_bytes",
+                self.stream_max_arguments_bytes,
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, value)| *value == Some(0))
+        .map(|(key, _)| key)
+        .collect()
     }
 }
 

@@ -8,6 +8,8 @@
 //! drive the live display, except as a fallback for servers whose finished message or
 //! reasoning item comes back empty.
 
+use std::collections::HashMap;
+
 use interpreter_protocol::{
     ContentItem, ReasoningContent, ReasoningSummary, ResponseItem, Role, TokenUsage,
 };
@@ -15,6 +17,7 @@ use serde::Deserialize;
 
 use crate::chat_stream::{CutOff, ResponseEvent, estimate_tokens};
 use crate::error::{ProviderError, context_overflow};
+use crate::limits::{AnswerBudget, ITEM_OVERHEAD_BYTES, Oversize, StreamLimits};
 
 /// One SSE event's JSON payload. Only the fields any handled event type uses.
 #[derive(Debug, Deserialize)]
@@ -146,10 +149,13 @@ impl Part {
     }
 }
 
-/// Accumulates one streamed response.
+/// Accumulates one streamed response, within its [`StreamLimits`].
 #[derive(Debug)]
 pub(crate) struct ResponsesStreamParser {
     provider: String,
+    /// Deltas and finished items count towards it; a finished item only with what its
+    /// deltas did not already count, so an answer is measured once.
+    budget: AnswerBudget,
     /// Size of the request's history, for the usage estimate when the server sends none.
     request_bytes: usize,
     response_id: Option<String>,
@@ -160,40 +166,60 @@ pub(crate) struct ResponsesStreamParser {
     /// Reasoning summary deltas since the last finished reasoning item, one string per
     /// part in the order the parts arrived.
     pending_summary: Vec<(i64, String)>,
+    /// Where each summary index is in `pending_summary`, so many parts are not searched
+    /// for every delta.
+    summary_slots: HashMap<i64, usize>,
     output_bytes: usize,
     items_done: usize,
     completed: bool,
 }
 
 impl ResponsesStreamParser {
-    pub(crate) fn new(provider: String, request_bytes: usize) -> Self {
+    pub(crate) fn new(provider: String, request_bytes: usize, limits: StreamLimits) -> Self {
         Self {
             provider,
+            budget: AnswerBudget::new(limits),
             request_bytes,
             response_id: None,
             pending_text: String::new(),
             pending_reasoning: String::new(),
             pending_summary: Vec::new(),
+            summary_slots: HashMap::new(),
             output_bytes: 0,
             items_done: 0,
             completed: false,
         }
     }
 
+    /// The bounds this response is read under.
+    pub(crate) fn limits(&self) -> StreamLimits {
+        self.budget.limits()
+    }
+
     /// The streamed text of one summary part, opened if it is new.
-    fn summary_part(&mut self, summary_index: i64) -> &mut String {
-        let at = match self
-            .pending_summary
-            .iter()
-            .position(|(index, _)| *index == summary_index)
-        {
-            Some(at) => at,
+    fn summary_part(&mut self, summary_index: i64) -> Result<&mut String, ProviderError> {
+        let at = match self.summary_slots.get(&summary_index) {
+            Some(&at) => at,
             None => {
+                self.spend(ITEM_OVERHEAD_BYTES)?;
                 self.pending_summary.push((summary_index, String::new()));
-                self.pending_summary.len() - 1
+                let at = self.pending_summary.len() - 1;
+                self.summary_slots.insert(summary_index, at);
+                at
             }
         };
-        &mut self.pending_summary[at].1
+        Ok(&mut self.pending_summary[at].1)
+    }
+
+    /// Counts `bytes` more of the answer.
+    fn spend(&mut self, bytes: usize) -> Result<(), ProviderError> {
+        self.budget
+            .spend(bytes)
+            .map_err(|bound| self.too_large(bound))
+    }
+
+    fn too_large(&self, bound: Oversize) -> ProviderError {
+        self.budget.limits().exceeded(bound, &self.provider)
     }
 
     /// Whether the terminal event arrived; nothing after it matters.
@@ -219,25 +245,28 @@ impl ResponsesStreamParser {
             }
             "response.output_text.delta" => {
                 if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
+                    self.spend(delta.len())?;
                     self.pending_text.push_str(&delta);
                     events.push(ResponseEvent::OutputTextDelta(delta));
                 }
             }
             "response.reasoning_text.delta" => {
                 if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
+                    self.spend(delta.len())?;
                     self.pending_reasoning.push_str(&delta);
                     events.push(ResponseEvent::ReasoningDelta(delta));
                 }
             }
             "response.reasoning_summary_part.added" => {
                 let summary_index = event.summary_index.unwrap_or(0);
-                self.summary_part(summary_index);
+                self.summary_part(summary_index)?;
                 events.push(ResponseEvent::ReasoningSummaryPartAdded { summary_index });
             }
             "response.reasoning_summary_text.delta" => {
                 if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
                     let summary_index = event.summary_index.unwrap_or(0);
-                    self.summary_part(summary_index).push_str(&delta);
+                    self.spend(delta.len())?;
+                    self.summary_part(summary_index)?.push_str(&delta);
                     events.push(ResponseEvent::ReasoningSummaryDelta {
                         summary_index,
                         delta,
@@ -245,7 +274,12 @@ impl ResponsesStreamParser {
                 }
             }
             "response.output_item.done" => {
-                if let Some(item) = event.item.and_then(|item| self.finished_item(item)) {
+                if let Some(item) = event
+                    .item
+                    .map(|item| self.finished_item(item))
+                    .transpose()?
+                    .flatten()
+                {
                     self.items_done += 1;
                     events.push(ResponseEvent::OutputItemDone(item));
                 }
@@ -269,7 +303,7 @@ impl ResponsesStreamParser {
                 // A server that streams no item events still lists the output here.
                 if self.items_done == 0 {
                     for item in response.output {
-                        if let Some(item) = self.finished_item(item) {
+                        if let Some(item) = self.finished_item(item)? {
                             events.push(ResponseEvent::OutputItemDone(item));
                         }
                     }
@@ -320,12 +354,17 @@ impl ResponsesStreamParser {
         }
     }
 
-    fn finished_item(&mut self, raw: serde_json::Value) -> Option<ResponseItem> {
+    /// A finished output item as a history item (`None` for kinds the client skips),
+    /// counted towards the answer.
+    fn finished_item(
+        &mut self,
+        raw: serde_json::Value,
+    ) -> Result<Option<ResponseItem>, ProviderError> {
         let item = match serde_json::from_value::<OutputItem>(raw) {
             Ok(item) => item,
             Err(err) => {
                 tracing::warn!(provider = %self.provider, "skipping an unreadable output item: {err}");
-                return None;
+                return Ok(None);
             }
         };
         match item {
@@ -337,18 +376,21 @@ impl ResponsesStreamParser {
                     .filter(|text| !text.is_empty())
                     .map(|text| ContentItem::OutputText { text })
                     .collect();
+                let streamed_bytes = streamed.len();
                 if parts.is_empty() && !streamed.is_empty() {
                     parts.push(ContentItem::OutputText { text: streamed });
                 }
-                self.output_bytes += parts
+                let bytes = parts
                     .iter()
                     .filter_map(ContentItem::text)
                     .map(str::len)
                     .sum::<usize>();
-                Some(ResponseItem::Message {
+                self.spend(bytes.saturating_sub(streamed_bytes) + ITEM_OVERHEAD_BYTES)?;
+                self.output_bytes += bytes;
+                Ok(Some(ResponseItem::Message {
                     role: Role::Assistant,
                     content: parts,
-                })
+                }))
             }
             OutputItem::Reasoning {
                 summary,
@@ -357,6 +399,12 @@ impl ResponsesStreamParser {
             } => {
                 let streamed = std::mem::take(&mut self.pending_reasoning);
                 let streamed_summary = std::mem::take(&mut self.pending_summary);
+                self.summary_slots.clear();
+                let streamed_bytes = streamed.len()
+                    + streamed_summary
+                        .iter()
+                        .map(|(_, text)| text.len())
+                        .sum::<usize>();
                 let mut summary: Vec<ReasoningSummary> = summary
                     .into_iter()
                     .map(|part| ReasoningSummary::SummaryText {
@@ -394,17 +442,23 @@ impl ResponsesStreamParser {
                 {
                     content = Some(vec![ReasoningContent::ReasoningText { text: streamed }]);
                 }
-                self.output_bytes += summary
+                let bytes = summary
                     .iter()
                     .map(|ReasoningSummary::SummaryText { text }| text.len())
                     .chain(content.iter().flatten().map(|part| part.text().len()))
                     .sum::<usize>();
-                Some(ResponseItem::Reasoning {
+                // The encrypted reasoning is kept to be sent back: it is held like text.
+                let encrypted_bytes = encrypted_content.as_ref().map_or(0, String::len);
+                self.spend(
+                    (bytes + encrypted_bytes).saturating_sub(streamed_bytes) + ITEM_OVERHEAD_BYTES,
+                )?;
+                self.output_bytes += bytes;
+                Ok(Some(ResponseItem::Reasoning {
                     summary,
                     content,
                     encrypted_content,
                     wire_field: None,
-                })
+                }))
             }
             OutputItem::FunctionCall {
                 name,
@@ -412,18 +466,22 @@ impl ResponsesStreamParser {
                 call_id,
                 id,
             } => {
-                self.output_bytes += name.len() + arguments.len();
+                self.budget
+                    .check_arguments(arguments.len())
+                    .map_err(|bound| self.too_large(bound))?;
                 let call_id = call_id
                     .or(id)
                     .filter(|id| !id.is_empty())
                     .unwrap_or_else(|| format!("call_{name}"));
-                Some(ResponseItem::FunctionCall {
+                self.spend(name.len() + arguments.len() + call_id.len() + ITEM_OVERHEAD_BYTES)?;
+                self.output_bytes += name.len() + arguments.len();
+                Ok(Some(ResponseItem::FunctionCall {
                     name,
                     arguments,
                     call_id,
-                })
+                }))
             }
-            OutputItem::Other => None,
+            OutputItem::Other => Ok(None),
         }
     }
 
@@ -474,13 +532,17 @@ impl ResponsesStreamParser {
 
     /// Maps a server-reported failure to the error the engine acts on.
     fn failure(&self, error: ErrorBody) -> ProviderError {
+        // The server's words end up in the turn's one-line error: long enough for any
+        // real failure (and the sizes an overflow names), never a whole event.
+        const SERVER_WORDS: usize = 1000;
         let code = match &error.code {
-            Some(serde_json::Value::String(code)) => code.clone(),
-            Some(other) => other.to_string(),
-            None => error.kind.clone().unwrap_or_default(),
+            Some(serde_json::Value::String(code)) => clip_to(code, SERVER_WORDS),
+            Some(other) => clip_to(&other.to_string(), SERVER_WORDS),
+            None => clip_to(error.kind.as_deref().unwrap_or_default(), SERVER_WORDS),
         };
         let message = error
             .message
+            .map(|message| clip_to(&message, SERVER_WORDS))
             .filter(|m| !m.trim().is_empty())
             .unwrap_or_else(|| {
                 if code.is_empty() {
@@ -537,11 +599,15 @@ impl ResponsesStreamParser {
 }
 
 fn clip(text: &str) -> String {
-    const MAX: usize = 200;
-    if text.len() <= MAX {
+    clip_to(text, 200)
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), marked when cut.
+fn clip_to(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_string();
     }
-    let mut end = MAX;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -563,7 +629,7 @@ mod tests {
 
     #[test]
     fn items_come_from_done_events_and_usage_from_completed() {
-        let mut parser = ResponsesStreamParser::new("p".into(), 0);
+        let mut parser = ResponsesStreamParser::new("p".into(), 0, StreamLimits::default());
         let mut events = Vec::new();
         for event in [
             json!({"type": "response.created", "response": {"id": "resp_1"}}),
@@ -624,7 +690,7 @@ mod tests {
 
     #[test]
     fn empty_done_items_fall_back_to_deltas_and_output_list() {
-        let mut parser = ResponsesStreamParser::new("p".into(), 40);
+        let mut parser = ResponsesStreamParser::new("p".into(), 40, StreamLimits::default());
         let mut events = Vec::new();
         for event in [
             json!({"type": "response.reasoning_text.delta", "delta": "hmm"}),
@@ -658,7 +724,7 @@ mod tests {
             }
         );
 
-        let mut parser = ResponsesStreamParser::new("p".into(), 0);
+        let mut parser = ResponsesStreamParser::new("p".into(), 0, StreamLimits::default());
         let events = feed(
             &mut parser,
             json!({"type": "response.completed", "response": {"id": "r", "output": [
@@ -678,9 +744,9 @@ mod tests {
 
     #[test]
     fn failures_map_to_provider_errors() {
-        let parser = ResponsesStreamParser::new("p".into(), 0);
+        let parser = ResponsesStreamParser::new("p".into(), 0, StreamLimits::default());
         let fail = |event: serde_json::Value| {
-            let mut parser = ResponsesStreamParser::new("p".into(), 0);
+            let mut parser = ResponsesStreamParser::new("p".into(), 0, StreamLimits::default());
             feed(&mut parser, event).err().map(|err| err.kind())
         };
         use interpreter_protocol::ErrorKind;
@@ -703,7 +769,8 @@ mod tests {
             Some(ErrorKind::Internal)
         );
         assert!(matches!(
-            ResponsesStreamParser::new("p".into(), 0).push_event("message", "{oops"),
+            ResponsesStreamParser::new("p".into(), 0, StreamLimits::default())
+                .push_event("message", "{oops"),
             Err(ProviderError::Stream { .. })
         ));
         assert!(matches!(parser.finish(), Err(ProviderError::Stream { .. })));
@@ -711,7 +778,7 @@ mod tests {
 
     #[test]
     fn fuzzing_review_usage_counts_whose_sum_overflows_do_not_panic() {
-        let mut parser = ResponsesStreamParser::new("p".into(), 0);
+        let mut parser = ResponsesStreamParser::new("p".into(), 0, StreamLimits::default());
         let events = feed(
             &mut parser,
             json!({"type": "response.completed", "response": {"usage": {
@@ -726,7 +793,7 @@ mod tests {
 
     #[test]
     fn event_name_is_used_when_the_payload_has_no_type() {
-        let mut parser = ResponsesStreamParser::new("p".into(), 0);
+        let mut parser = ResponsesStreamParser::new("p".into(), 0, StreamLimits::default());
         let events = parser
             .push_event("response.output_text.delta", r#"{"delta": "x"}"#)
             .unwrap_or_default();

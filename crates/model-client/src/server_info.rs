@@ -21,12 +21,14 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::chat_request::build_chat_request;
-use crate::client::ModelClient;
+use crate::client::{ModelClient, read_body_capped};
 use crate::prompt::Prompt;
 use crate::provider::WireApi;
 
 /// Deadline of each probe request.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest probe answer read: `/tokenize` of a long prompt lists every token.
+const PROBE_BODY_CAP: usize = 16 * 1024 * 1024;
 
 /// What the server reported. `None` fields are unknown.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -269,10 +271,13 @@ async fn decode<T: for<'de> Deserialize<'de>>(
     if !response.status().is_success() {
         return None;
     }
-    let body = tokio::time::timeout(PROBE_TIMEOUT, response.bytes())
-        .await
-        .ok()?
-        .ok()?;
+    let (body, complete) =
+        tokio::time::timeout(PROBE_TIMEOUT, read_body_capped(response, PROBE_BODY_CAP))
+            .await
+            .ok()?
+            .ok()?;
+    // A cut body would not parse anyway; an endless one is not an answer.
+    complete.then_some(())?;
     serde_json::from_slice(&body).ok()
 }
 

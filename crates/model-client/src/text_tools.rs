@@ -17,6 +17,20 @@
 //! * a bare JSON object (optionally in a code fence) `{"name": …, "arguments": …}` whose
 //!   name is one of the offered tools.
 //!
+//! Markup inside a Markdown code fence is prose: a model explaining "to list files, the
+//! model would write <tool_call>{…}</tool_call>" in a fenced example, or quoting a file
+//! or a tool's output that holds markup, is not asking for anything to run. A fence is a
+//! line of three or more backticks or tildes (any indentation) up to a line of at least
+//! as many of the same character with nothing after them, or to the end of the answer
+//! when it is never closed. Inline code is quoted the same way: text between a run of
+//! backticks and the next run of the same length on that line (to the end of the line
+//! when there is none) is prose. Only markup outside fences and code spans is a call,
+//! and [`MarkupScanner`] is the one place that decides where it begins: the live
+//! display hides the answer from there, and recovery parses from there. One fenced form
+//! is still a call: the bare-JSON dialect, when the whole answer is a single fenced JSON
+//! object (or array of them) naming offered tools and nothing else, because there is no
+//! prose around it to be quoting for.
+//!
 //! Arguments get a bounded repair (code fences, trailing commas, single quotes, Python
 //! literals). A call whose arguments still do not parse is passed on with the raw text,
 //! so the tool reports invalid arguments and the model can read why; markup with no
@@ -26,7 +40,8 @@
 
 use serde_json::{Map, Value};
 
-/// How tool-call markup begins, per family: text from here on is a call, not prose.
+/// How tool-call markup begins, per family: text from here on (outside a code fence) is
+/// a call, not prose.
 pub const MARKUP_OPENERS: &[&str] = &[
     "<tool_call>",
     "<|tool_calls_section_begin|>",
@@ -56,6 +71,249 @@ pub struct Recovered {
     pub calls: Vec<TextToolCall>,
 }
 
+/// Finds where tool-call markup begins outside code fences, in text given piece by piece
+/// (a streamed answer) or whole. It looks at each byte once and keeps only the tail of
+/// the current line, so a long answer costs no more than reading it.
+#[derive(Debug, Clone)]
+pub struct MarkupScanner {
+    needles: &'static [&'static str],
+    /// Bytes taken in so far.
+    consumed: usize,
+    /// The open fence: its character and the length of its run.
+    fence: Option<(u8, usize)>,
+    line: LineState,
+    /// The last bytes of the current line's searched text, so a needle split between
+    /// two pieces is found.
+    carry: String,
+    /// Backticks just seen on the current line (the run may go on in the next piece).
+    ticks: usize,
+    /// The inline code span the current line is in: the length of its opening run.
+    span: Option<usize>,
+    found: Option<usize>,
+}
+
+/// Where the scanner is in the current line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineState {
+    /// Leading whitespace.
+    Indent,
+    /// A run of fence characters at the start of the line.
+    Run { ch: u8, len: usize },
+    /// After a run that opens a fence: the info string.
+    Opening { ch: u8, len: usize },
+    /// Inside a fence, after a run that closes it: only whitespace may follow.
+    Closing,
+    /// Text searched for markup.
+    Content,
+    /// Text never searched: inside a fence, or an inline code span of backticks.
+    Skip,
+}
+
+impl Default for MarkupScanner {
+    fn default() -> Self {
+        Self::for_needles(MARKUP_OPENERS)
+    }
+}
+
+impl MarkupScanner {
+    /// A scanner for the openers of every dialect ([`MARKUP_OPENERS`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn for_needles(needles: &'static [&'static str]) -> Self {
+        Self {
+            needles,
+            consumed: 0,
+            fence: None,
+            line: LineState::Indent,
+            carry: String::new(),
+            ticks: 0,
+            span: None,
+            found: None,
+        }
+    }
+
+    /// Takes the next piece of text. Returns where markup outside fences begins (a byte
+    /// offset into everything taken in), once it has.
+    pub fn push(&mut self, text: &str) -> Option<usize> {
+        if self.found.is_some() {
+            return self.found;
+        }
+        let bytes = text.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            let byte = bytes[at];
+            if byte == b'\n' {
+                self.end_line();
+                at += 1;
+                continue;
+            }
+            // Only the states that take the rest of the line at once look for its end, so
+            // a long run of indentation or fence characters is not scanned again per byte.
+            let line_end = |at: usize| {
+                bytes[at..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(bytes.len(), |end| at + end)
+            };
+            match self.line {
+                LineState::Indent if matches!(byte, b' ' | b'\t' | b'\r') => at += 1,
+                LineState::Indent if matches!(byte, b'`' | b'~') => {
+                    self.line = LineState::Run { ch: byte, len: 1 };
+                    at += 1;
+                }
+                LineState::Indent => {
+                    self.line = if self.fence.is_some() {
+                        LineState::Skip
+                    } else {
+                        LineState::Content
+                    };
+                }
+                LineState::Run { ch, len } if byte == ch => {
+                    self.line = LineState::Run { ch, len: len + 1 };
+                    at += 1;
+                }
+                LineState::Run { ch, len } => {
+                    self.line = match self.fence {
+                        None if len >= 3 => LineState::Opening { ch, len },
+                        // One or two backticks open an inline code span; tildes are text.
+                        None => {
+                            if ch == b'`' {
+                                self.ticks = len;
+                            }
+                            LineState::Content
+                        }
+                        Some((open, open_len))
+                            if ch == open
+                                && len >= open_len
+                                && matches!(byte, b' ' | b'\t' | b'\r') =>
+                        {
+                            LineState::Closing
+                        }
+                        Some(_) => LineState::Skip,
+                    };
+                }
+                LineState::Opening { ch, .. } => {
+                    let end = line_end(at);
+                    // A backtick after a backtick run is an inline code span, not a fence:
+                    // the line is quoted text either way.
+                    if ch == b'`' && bytes[at..end].contains(&b'`') {
+                        self.line = LineState::Skip;
+                    }
+                    at = end;
+                }
+                LineState::Closing => {
+                    let end = line_end(at);
+                    if !bytes[at..end]
+                        .iter()
+                        .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+                    {
+                        self.line = LineState::Skip;
+                    }
+                    at = end;
+                }
+                LineState::Skip => at = line_end(at),
+                LineState::Content => {
+                    let end = line_end(at);
+                    // Stretches between backtick runs: searched outside a code span,
+                    // skipped inside one. Every boundary here is a character boundary:
+                    // before `at` the line held only ASCII (or a whole earlier piece),
+                    // and backticks and `\n` are ASCII.
+                    while at < end {
+                        let stretch_end = bytes[at..end]
+                            .iter()
+                            .position(|&b| b == b'`')
+                            .map_or(end, |tick| at + tick);
+                        if stretch_end == at {
+                            let run_end = bytes[at..end]
+                                .iter()
+                                .position(|&b| b != b'`')
+                                .map_or(end, |other| at + other);
+                            self.ticks += run_end - at;
+                            // No opener holds a backtick: nothing joins across one.
+                            self.carry.clear();
+                            at = run_end;
+                            continue;
+                        }
+                        self.end_tick_run();
+                        if self.span.is_none()
+                            && let Some(found) = self.search(&text[at..stretch_end], at)
+                        {
+                            self.found = Some(found);
+                            return self.found;
+                        }
+                        at = stretch_end;
+                    }
+                }
+            }
+        }
+        self.consumed += bytes.len();
+        None
+    }
+
+    /// Searches `piece` (at `offset` in the current push) with the carried tail before it.
+    fn search(&mut self, piece: &str, offset: usize) -> Option<usize> {
+        let mut haystack = std::mem::take(&mut self.carry);
+        let carried = haystack.len();
+        haystack.push_str(piece);
+        if let Some(at) = self
+            .needles
+            .iter()
+            .filter_map(|needle| haystack.find(needle))
+            .min()
+        {
+            return Some(self.consumed + offset + at - carried);
+        }
+        let longest = self.needles.iter().map(|n| n.len()).max().unwrap_or(1);
+        let mut keep = haystack.len().saturating_sub(longest - 1);
+        while !haystack.is_char_boundary(keep) {
+            keep += 1;
+        }
+        self.carry = haystack.split_off(keep);
+        None
+    }
+
+    /// A run of backticks ended: it opens an inline code span, or closes the open one
+    /// when it is as long as the one that opened it (CommonMark's rule).
+    fn end_tick_run(&mut self) {
+        let run = std::mem::take(&mut self.ticks);
+        if run == 0 {
+            return;
+        }
+        match self.span {
+            None => self.span = Some(run),
+            Some(open) if open == run => self.span = None,
+            Some(_) => {}
+        }
+    }
+
+    fn end_line(&mut self) {
+        match (self.line, self.fence) {
+            (LineState::Opening { ch, len }, None) => self.fence = Some((ch, len)),
+            (LineState::Run { ch, len }, None) if len >= 3 => self.fence = Some((ch, len)),
+            (LineState::Run { ch, len }, Some((open, open_len)))
+                if ch == open && len >= open_len =>
+            {
+                self.fence = None;
+            }
+            (LineState::Closing, Some(_)) => self.fence = None,
+            _ => {}
+        }
+        self.line = LineState::Indent;
+        self.carry.clear();
+        // A code span is kept to its line: a backtick left open quotes the rest of the
+        // line only (CommonMark would let it run on, or make it a literal backtick).
+        self.ticks = 0;
+        self.span = None;
+    }
+}
+
+/// Where the first of `needles` outside code fences is in `text`.
+fn find_unfenced(text: &str, needles: &'static [&'static str]) -> Option<usize> {
+    MarkupScanner::for_needles(needles).push(text)
+}
+
 /// Finds the tool calls in `text`. `tools` are the offered tool names (bare JSON only
 /// counts when it names one of them). `None` when the text holds no tool-call markup.
 pub fn recover_tool_calls(text: &str, tools: &[String]) -> Option<Recovered> {
@@ -75,13 +333,12 @@ const TOOL_CALL_CLOSE: &str = "</tool_call>";
 /// `name<arg_key>…` form. A missing close tag at the end is tolerated (the model stopped
 /// on its end-of-turn token).
 fn recover_hermes_or_glm(text: &str) -> Option<Recovered> {
-    if !text.contains(TOOL_CALL_OPEN) {
-        return None;
-    }
+    find_unfenced(text, &[TOOL_CALL_OPEN])?;
     let mut prose = String::new();
     let mut calls = Vec::new();
     let mut rest = text;
-    while let Some(start) = rest.find(TOOL_CALL_OPEN) {
+    // After each block the text is prose again, with fences of its own.
+    while let Some(start) = find_unfenced(rest, &[TOOL_CALL_OPEN]) {
         prose.push_str(&rest[..start]);
         let after = &rest[start + TOOL_CALL_OPEN.len()..];
         let (body, next) = match after.find(TOOL_CALL_CLOSE) {
@@ -241,17 +498,12 @@ const KIMI_SECTION_END: &str = "<|tool_calls_section_end|>";
 
 /// Kimi K2: `functions.NAME:INDEX` ids before each argument object.
 fn recover_kimi(text: &str) -> Option<Recovered> {
-    if !text.contains(KIMI_CALL_BEGIN) {
-        return None;
-    }
-    // The section starts at whichever marker comes first (the model may drop the section
-    // opener), and only an end marker after that start closes it: a stray end marker in
-    // the prose before the calls must not make the section end before it begins.
-    let section_start = [KIMI_SECTION_BEGIN, KIMI_CALL_BEGIN]
-        .iter()
-        .filter_map(|marker| text.find(marker))
-        .min()
-        .unwrap_or(0);
+    find_unfenced(text, &[KIMI_CALL_BEGIN])?;
+    // The section starts at whichever marker comes first outside fences (the model may
+    // drop the section opener), and only an end marker after that start closes it: a
+    // stray end marker in the prose before the calls must not make the section end
+    // before it begins.
+    let section_start = find_unfenced(text, &[KIMI_SECTION_BEGIN, KIMI_CALL_BEGIN]).unwrap_or(0);
     let (section_end, after_section) = match text[section_start..].find(KIMI_SECTION_END) {
         Some(at) => (
             section_start + at,
@@ -297,7 +549,7 @@ const MISTRAL_ARGS: &str = "[ARGS]";
 /// Mistral: a JSON array of calls after `[TOOL_CALLS]`, or (newer tokenizers)
 /// `[TOOL_CALLS]name[ARGS]{…}` repeated.
 fn recover_mistral(text: &str) -> Option<Recovered> {
-    let start = text.find(MISTRAL_CALLS)?;
+    let start = find_unfenced(text, &[MISTRAL_CALLS])?;
     let prose = text[..start].trim().to_string();
     let rest = &text[start..];
     let mut calls = Vec::new();
@@ -726,6 +978,129 @@ mod tests {
         assert_eq!(
             got.map(|r| r.calls),
             Some(one(UNPARSED_TOOL_CALL, "{oops}"))
+        );
+    }
+
+    /// What the adversarial pass sent: an answer explaining markup in a fenced example.
+    const QUOTED: &str = "To list files, the model would write:\n\n```\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"command\": [\"touch\", \"pwned\"]}}\n</tool_call>\n```\n\nThat is all.";
+
+    #[test]
+    fn adversarial_markup_quoted_in_a_fence_is_prose_in_every_dialect() {
+        assert_eq!(recover_tool_calls(QUOTED, &tools()), None);
+        for quoted in [
+            "Example:\n```xml\n<tool_call>shell<arg_key>command</arg_key><arg_value>[\"ls\"]</arg_value></tool_call>\n```",
+            "Example:\n~~~\n<tool_call><function=shell><parameter=command>[\"ls\"]</parameter></function></tool_call>\n~~~\n",
+            "Kimi writes:\n  ```\n  <|tool_calls_section_begin|><|tool_call_begin|>functions.shell:0<|tool_call_argument_begin|>{\"command\": [\"ls\"]}<|tool_call_end|><|tool_calls_section_end|>\n  ```",
+            "Mistral writes:\n````text\n[TOOL_CALLS][{\"name\": \"shell\", \"arguments\": {\"command\": [\"ls\"]}}]\n````",
+            // Never closed: the rest of the answer is the fence's.
+            "Like this:\n```\n<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>",
+            // A shorter run does not close a longer fence.
+            "````\n```\n<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>\n```\n````",
+            // A run of the other character does not close it either.
+            "```\n~~~\n<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>",
+            // Inline code spans, closed or left open on their line.
+            "The model would write `<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": [\"ls\"]}}</tool_call>` to list files.",
+            "Write ```<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>``` to call.",
+            "Hermes models emit `<tool_call>{\"name\": \"shell\", \"arguments\": {}}",
+            "Like ``[TOOL_CALLS]shell[ARGS]{}`` in Mistral.",
+            "```<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>```",
+        ] {
+            assert_eq!(recover_tool_calls(quoted, &tools()), None, "{quoted}");
+        }
+    }
+
+    #[test]
+    fn a_call_after_a_closed_fence_is_recovered_and_the_fence_stays_prose() {
+        let text = "Here is the plan:\n```sh\nls\n```\n<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": [\"ls\"]}}</tool_call>";
+        assert_eq!(
+            recover_tool_calls(text, &tools()),
+            Some(Recovered {
+                text: "Here is the plan:\n```sh\nls\n```".into(),
+                calls: one("shell", r#"{"command":["ls"]}"#)
+            })
+        );
+        // Fence characters inside a call's own body do not hide the call after it.
+        let text = "<tool_call><function=apply_patch><parameter=input>\n```\nunbalanced\n</parameter></function></tool_call>\n<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>";
+        let calls = recover_tool_calls(text, &tools()).map(|r| r.calls);
+        assert_eq!(calls.map(|calls| calls.len()), Some(2));
+        // A quoted block between two real calls stays prose.
+        let text = format!(
+            "<tool_call>{{\"name\": \"shell\", \"arguments\": {{}}}}</tool_call>\n{QUOTED}"
+        );
+        let recovered = recover_tool_calls(&text, &tools());
+        assert_eq!(recovered.as_ref().map(|r| r.calls.len()), Some(1));
+        assert!(
+            recovered.is_some_and(|r| r.text.contains("touch")),
+            "the quote stays in the prose"
+        );
+    }
+
+    #[test]
+    fn only_a_whole_answer_of_fenced_json_is_a_fenced_call() {
+        assert_eq!(
+            recover_tool_calls(
+                "```json\n{\"name\": \"shell\", \"arguments\": {\"command\": [\"ls\"]}}\n```",
+                &tools()
+            )
+            .map(|r| r.calls),
+            Some(one("shell", r#"{"command":["ls"]}"#))
+        );
+        assert_eq!(
+            recover_tool_calls(
+                "The call looks like this:\n```json\n{\"name\": \"shell\", \"arguments\": {}}\n```",
+                &tools()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn the_scanner_finds_the_same_place_however_the_text_is_split() {
+        let texts = [
+            QUOTED.to_string(),
+            format!("{QUOTED}\nNow for real: <tool_call>{{}}</tool_call>"),
+            "plain\n  ``\nstill plain [TOOL_CALLS]".to_string(),
+            "é```\n<tool_call>".to_string(),
+            "```\n<tool_call>\n   ```   \r\nafter <|tool_call_begin|>".to_string(),
+            "```a`b\n<tool_call>".to_string(),
+            "~~~ é\n<tool_call>\n~~~~\n<tool_call>".to_string(),
+            "see `<tool_call>` and ``a`<tool_call>`` then\n`open <tool_call>\nreal <tool_call>"
+                .to_string(),
+            "``x`` <tool_call>".to_string(),
+        ];
+        for text in &texts {
+            let whole = MarkupScanner::new().push(text);
+            let boundaries: Vec<usize> = (0..=text.len())
+                .filter(|&at| text.is_char_boundary(at))
+                .collect();
+            for &split in &boundaries {
+                let mut scanner = MarkupScanner::new();
+                let first = scanner.push(&text[..split]);
+                let found = first.or_else(|| scanner.push(&text[split..]));
+                assert_eq!(found, whole, "{text:?} split at {split}");
+            }
+            let mut scanner = MarkupScanner::new();
+            let mut found = None;
+            for window in boundaries.windows(2) {
+                found = found.or_else(|| scanner.push(&text[window[0]..window[1]]));
+            }
+            assert_eq!(found, whole, "{text:?} one character at a time");
+        }
+        assert_eq!(MarkupScanner::new().push(QUOTED), None);
+        let real = format!("{QUOTED}\nNow for real: <tool_call>");
+        assert_eq!(MarkupScanner::new().push(&real), real.rfind("<tool_call>"));
+        assert_eq!(MarkupScanner::new().push("```a`b\n<tool_call>"), Some(7));
+        assert_eq!(
+            MarkupScanner::new().push("~~~ é\n<tool_call>\n~~~~\n<tool_call>"),
+            Some(24)
+        );
+        // Inline code: `` opens a span that only `` closes; a lone ` left open quotes
+        // the rest of its line.
+        let inline =
+            "see `<tool_call>` and ``a`<tool_call>`` then\n`open <tool_call>\nreal <tool_call>";
+        assert_eq!(
+            MarkupScanner::new().push(inline),
+            inline.rfind("<tool_call>")
         );
     }
 

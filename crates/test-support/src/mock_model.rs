@@ -26,7 +26,7 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 pub use invariants::StreamedTurn;
-pub use script::{MockResponse, RetryAfter, SseScript, StatusScript};
+pub use script::{Flood, MockResponse, RetryAfter, SseScript, StatusScript};
 
 /// How long a stalled response keeps its connection open before ending, so a test that
 /// forgets to time out still terminates.
@@ -327,7 +327,7 @@ fn sse_response(script: SseScript) -> Response {
         return response;
     }
     let delay = Duration::from_millis(script.chunk_delay_ms);
-    let frames: Vec<Bytes> = script
+    let framed: Vec<Bytes> = script
         .chunks
         .iter()
         .map(
@@ -337,13 +337,22 @@ fn sse_response(script: SseScript) -> Response {
             },
         )
         .chain(
-            (script.send_done && !script.stall_after_chunks)
+            (script.send_done && !script.stall_after_chunks && script.flood.is_none())
                 .then(|| Bytes::from_static(b"data: [DONE]\n\n")),
         )
         .collect();
+    // The flood is made as it is sent: `times` clones of one shared buffer.
+    let flood = script.flood.map(|flood| {
+        let frame = Bytes::from(flood.frame);
+        let times = usize::try_from(flood.times).unwrap_or(usize::MAX);
+        std::iter::once(Bytes::from(flood.head))
+            .filter(|head| !head.is_empty())
+            .chain(std::iter::repeat_n(frame, times))
+    });
+    let frames = framed.into_iter().chain(flood.into_iter().flatten());
     let stall = script.stall_after_chunks;
     let stream = futures::stream::unfold(
-        (frames.into_iter(), false),
+        (frames, false),
         move |(mut frames, first_sent)| async move {
             match frames.next() {
                 Some(frame) => {

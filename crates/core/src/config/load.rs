@@ -152,6 +152,13 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
             validate_base_url(url)
                 .map_err(|problem| invalid_at(&["model_providers", id, "base_url"], problem))?;
         }
+        // A bound of 0 would refuse every answer (or time it out at once).
+        if let Some(key) = provider.zero_bounds().first() {
+            return Err(invalid_at(
+                &["model_providers", id, key],
+                "must be at least 1 (0 would refuse every answer)".to_string(),
+            ));
+        }
     }
 
     let ConfigOverrides {
@@ -502,6 +509,37 @@ mod tests {
             Ok(_) => panic!("expected an error"),
             Err(err) => err.to_string(),
         }
+    }
+
+    #[test]
+    fn a_zero_stream_bound_names_the_key() {
+        let fx = Fixture::new();
+        fx.write(
+            "config.toml",
+            "model = \"m\"\n[model_providers.local]\nname = \"L\"\nstream_max_answer_bytes = 0\n",
+        );
+        let err = error_text(load_config(fx.inputs()));
+        assert_eq!(
+            err,
+            format!(
+                "invalid value for `model_providers.local.stream_max_answer_bytes` in {}: must \
+                 be at least 1 (0 would refuse every answer)",
+                fx.home.path().join("config.toml").display()
+            )
+        );
+        let config = load_config(fx.with_cli(&[
+            "model_providers.local.stream_max_answer_bytes=1024",
+            "model_providers.local.stream_max_duration_ms=5000",
+            "model_provider=\"local\"",
+        ]));
+        let Ok(config) = config else {
+            panic!("{}", error_text(config));
+        };
+        assert_eq!(config.model_provider.stream_limits().answer_bytes, 1024);
+        assert_eq!(
+            config.model_provider.stream_max_duration(),
+            std::time::Duration::from_secs(5)
+        );
     }
 
     #[test]

@@ -36,6 +36,24 @@ pub struct SseScript {
     /// only hold its parsed `data:` payloads, for the invariant checks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+    /// Raw bytes a broken or hostile server keeps sending after the chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flood: Option<Flood>,
+}
+
+/// What a server floods the client with after the chunks: `head` once, then `frame`
+/// `times` times (each after the script's `chunk_delay_ms`), then the connection closes
+/// (no `[DONE]`). Made as it is sent, so a test streams gigabytes without holding them;
+/// the server stops as soon as the client hangs up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Flood {
+    /// Sent once, e.g. the start of a line that never ends: `data: {"choices":[…"`.
+    #[serde(default)]
+    pub head: String,
+    /// Sent over and over: more of that line, or a whole `data: …\n\n` event.
+    pub frame: String,
+    pub times: u64,
 }
 
 /// A non-streaming answer with this status and body.
@@ -79,6 +97,7 @@ impl MockResponse {
             stall_after_chunks: false,
             send_done: true,
             raw: None,
+            flood: None,
         })
     }
 
@@ -97,6 +116,7 @@ impl MockResponse {
             stall_after_chunks: false,
             send_done: false,
             raw: Some(body),
+            flood: None,
         })
     }
 
@@ -108,6 +128,7 @@ impl MockResponse {
             stall_after_chunks: false,
             send_done: false,
             raw: None,
+            flood: None,
         })
     }
 
@@ -119,6 +140,30 @@ impl MockResponse {
             stall_after_chunks: true,
             send_done: false,
             raw: None,
+            flood: None,
+        })
+    }
+
+    /// Sends these chunks, then floods the client: `head` once and `frame` `times`
+    /// times, as raw bytes (see [`Flood`]). With [`Self::with_chunk_delay`], a server
+    /// that trickles.
+    pub fn sse_then_flood(
+        chunks: Vec<serde_json::Value>,
+        head: impl Into<String>,
+        frame: impl Into<String>,
+        times: u64,
+    ) -> Self {
+        Self::Sse(SseScript {
+            chunks,
+            chunk_delay_ms: 0,
+            stall_after_chunks: false,
+            send_done: false,
+            raw: None,
+            flood: Some(Flood {
+                head: head.into(),
+                frame: frame.into(),
+                times,
+            }),
         })
     }
 
