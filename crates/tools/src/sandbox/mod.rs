@@ -16,6 +16,7 @@ mod denial;
 mod error;
 mod helper_args;
 mod paths;
+mod planted_repos;
 mod support;
 
 #[cfg(target_os = "linux")]
@@ -34,8 +35,10 @@ pub use helper_args::{
     sandbox_argv,
 };
 pub use paths::{
-    PROTECTED_DIR_NAMES, WritableRoot, is_path_writable, resolve_for_write, writable_roots,
+    PROTECTED_DIR_NAMES, WritableRoot, is_path_writable, resolve_for_write, temporary_roots,
+    writable_roots,
 };
+pub use planted_repos::{DIRECTORY_BUDGET, PlantedRepository, RepositoryCensus, RepositoryMarker};
 pub use support::SandboxSupport;
 
 #[cfg(target_os = "linux")]

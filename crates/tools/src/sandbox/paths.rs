@@ -61,14 +61,12 @@ pub fn writable_roots(
 
     let mut candidates = vec![cwd.to_path_buf()];
     candidates.extend(extra_roots.iter().map(|root| cwd.join(root)));
-    if !exclude_slash_tmp {
-        candidates.push(PathBuf::from("/tmp"));
-    }
-    if !exclude_tmpdir_env_var
-        && let Some(tmpdir) = env.get("TMPDIR").filter(|value| !value.is_empty())
-    {
-        candidates.push(cwd.join(tmpdir));
-    }
+    candidates.extend(temporary_candidates(
+        *exclude_slash_tmp,
+        *exclude_tmpdir_env_var,
+        cwd,
+        env,
+    ));
 
     let mut canonical_roots: Vec<PathBuf> = Vec::new();
     for candidate in candidates {
@@ -102,6 +100,46 @@ pub fn writable_roots(
         .collect()
 }
 
+/// The shared temporary directories (`/tmp`, `$TMPDIR`) among the roots [`writable_roots`]
+/// gives for the same arguments, canonical: other programs write there too, so what
+/// appears in them while a command runs is not necessarily the command's.
+pub fn temporary_roots(
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    env: &HashMap<String, String>,
+) -> Vec<PathBuf> {
+    let SandboxPolicy::WorkspaceWrite {
+        exclude_tmpdir_env_var,
+        exclude_slash_tmp,
+        ..
+    } = policy
+    else {
+        return Vec::new();
+    };
+    temporary_candidates(*exclude_slash_tmp, *exclude_tmpdir_env_var, cwd, env)
+        .iter()
+        .filter_map(|candidate| fs::canonicalize(candidate).ok())
+        .collect()
+}
+
+fn temporary_candidates(
+    exclude_slash_tmp: bool,
+    exclude_tmpdir_env_var: bool,
+    cwd: &Path,
+    env: &HashMap<String, String>,
+) -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    if !exclude_slash_tmp {
+        candidates.push(PathBuf::from("/tmp"));
+    }
+    if !exclude_tmpdir_env_var
+        && let Some(tmpdir) = env.get("TMPDIR").filter(|value| !value.is_empty())
+    {
+        candidates.push(cwd.join(tmpdir));
+    }
+    candidates
+}
+
 /// How deep below a writable root nested repositories are looked for, and how many
 /// directories that look may read: enough for the repositories people keep inside a
 /// workspace, bounded so a huge tree (or `/tmp`) costs a command little.
@@ -110,7 +148,7 @@ const NESTED_REPOSITORY_DIRECTORY_BUDGET: usize = 2048;
 
 /// Directories never searched for nested repositories: build output and dependency trees,
 /// which are large and hold no repository of the user's.
-const NOT_SEARCHED: [&str; 4] = ["node_modules", "target", "vendor", "__pycache__"];
+pub(super) const NOT_SEARCHED: [&str; 4] = ["node_modules", "target", "vendor", "__pycache__"];
 
 /// The protected entries that exist directly inside `root`, plus what they point at, and
 /// the `.git` of repositories nested a few levels below it (a hook planted there runs on
