@@ -315,6 +315,15 @@ pub fn is_path_writable(
                         .iter()
                         .any(|name| resolved.starts_with(root.root.join(name)))
                 })
+                // So is a `.git` anywhere below a root: a `gitdir:` file in a new
+                // subdirectory starts a repository there, and no edit needs to write one.
+                && !roots.iter().any(|root| {
+                    resolved.strip_prefix(&root.root).is_ok_and(|below| {
+                        below
+                            .components()
+                            .any(|part| part == Component::Normal(".git".as_ref()))
+                    })
+                })
         }
     }
 }
@@ -500,6 +509,7 @@ mod tests {
         for dir in [
             "libs/one/.git/hooks",
             "a/b/c/.git",
+            "a/b/c/d/.git",
             "node_modules/pkg/.git",
             "src",
         ] {
@@ -512,10 +522,20 @@ mod tests {
         assert!(!writable("libs/one/.git/config"));
         assert!(writable("libs/one/README.md"));
         assert!(writable("src/main.rs"));
-        // Past the depth searched, and inside dependency trees, nothing is protected.
         assert!(!writable("a/b/c/.git/config"));
-        assert!(writable("a/b/c/d/.git/config"));
-        assert!(writable("node_modules/pkg/.git/config"));
+        // Past the depth searched, and inside dependency trees, the sandbox's read-only
+        // mounts do not reach; a patch still writes no `.git` anywhere.
+        let root = fs::canonicalize(ws.path()).unwrap();
+        let roots = writable_roots(&policy, ws.path(), &no_env(), &[]);
+        let read_only: Vec<&PathBuf> = roots
+            .iter()
+            .flat_map(|root| &root.read_only_subpaths)
+            .collect();
+        assert!(read_only.contains(&&root.join("a/b/c/.git")));
+        assert!(!read_only.contains(&&root.join("a/b/c/d/.git")));
+        assert!(!read_only.contains(&&root.join("node_modules/pkg/.git")));
+        assert!(!writable("a/b/c/d/.git/config"));
+        assert!(!writable("node_modules/pkg/.git/config"));
     }
 
     #[test]
@@ -545,6 +565,12 @@ mod tests {
             "a protected name that does not exist yet"
         );
         assert!(!writable("src/../.git/config"));
+        assert!(
+            !writable("src/new/.git"),
+            "a `gitdir:` file in a new subdirectory would start a repository"
+        );
+        assert!(!writable("src/new/.git/config"));
+        assert!(writable("src/new/.gitignore"));
         assert!(!writable("../outside.txt"));
         assert!(!writable(&outside.path().join("x").to_string_lossy()));
 
