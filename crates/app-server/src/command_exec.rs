@@ -21,6 +21,7 @@
 //! * a request's `env` may not name the dynamic loader's variables (`LD_*`, …) when the
 //!   command is sandboxed: the sandbox helper, our own executable, starts with them before
 //!   it has sandboxed itself;
+//! * it may not start a git repository ([`RepositoryWatch`], as the shell tool's commands);
 //! * its whole process group is killed on terminate, timeout, connection close and server
 //!   shutdown, and when it exits (what it left behind in the background goes with it);
 //! * output is capped per stream (the client's cap, never above [`MAX_OUTPUT_BYTES_CAP`]).
@@ -34,6 +35,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use interpreter_core::config::Config;
+use interpreter_core::planted_repos::RepositoryWatch;
 use interpreter_core::sandboxed_command;
 use interpreter_protocol::SandboxPolicy;
 use interpreter_tools::exec_process::{ProcessRequest, ProcessStdio, PtyMaster, RunningProcess};
@@ -417,6 +419,14 @@ pub(crate) async fn exec(
     if sandboxed {
         refuse_loader_variables(params.env.as_ref())?;
     }
+    // Like the shell tool's commands, this one may not start a repository.
+    let watch = if sandboxed {
+        RepositoryWatch::start(&config, &anchors, &policy, &env, &cwd)
+            .await
+            .map_err(AppServerError::Internal)?
+    } else {
+        RepositoryWatch::off()
+    };
     let (argv, inherited_roots) = if sandboxed {
         let command = sandboxed_command(&config, &anchors, &policy, &cwd, &params.command)
             .map_err(|err| AppServerError::InvalidRequest(err.to_string()))?;
@@ -530,6 +540,14 @@ pub(crate) async fn exec(
     }
     // No stdin writes after this: the process is gone.
     *live.stdin.lock().await = Stdin::Closed;
+    let refused = watch.finish().await;
+    if !refused.is_empty() {
+        output.record(
+            connection,
+            CommandExecOutputStream::Stderr,
+            refused.as_bytes(),
+        );
+    }
 
     let exit_code = if timed_out {
         TIMEOUT_EXIT_CODE

@@ -186,8 +186,7 @@ pub fn load_or_create_token(
             getrandom::fill(&mut bytes).map_err(|e| fail(e.to_string()))?;
             let token = fresh(&bytes);
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                private_dir_builder()
-                    .create(dir)
+                interpreter_private_fs::create_dir_all(dir)
                     .map_err(|e| fail(format!("creating its directory: {e}")))?;
             }
             // Written whole to a private (0600) file beside it, then linked into place
@@ -198,9 +197,7 @@ pub fn load_or_create_token(
                 .parent()
                 .filter(|d| !d.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
-            let mut staged = tempfile::Builder::new()
-                .prefix(".token-")
-                .tempfile_in(dir)
+            let mut staged = interpreter_private_fs::temp_file_in(dir, ".token-")
                 .map_err(|e| fail(e.to_string()))?;
             staged
                 .write_all(format!("{token}\n").as_bytes())
@@ -218,13 +215,6 @@ pub fn load_or_create_token(
         }
         Err(err) => Err(fail(err.to_string())),
     }
-}
-
-fn private_dir_builder() -> std::fs::DirBuilder {
-    use std::os::unix::fs::DirBuilderExt as _;
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true).mode(0o700);
-    builder
 }
 
 /// The socket's directory: created 0700 when missing; an existing one must belong to us
@@ -257,13 +247,13 @@ fn prepare_socket_dir(dir: &Path) -> Result<(), ListenerError> {
             }
             Ok(())
         }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => private_dir_builder()
-            .create(dir)
-            .map_err(|source| ListenerError::Io {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            interpreter_private_fs::create_dir_all(dir).map_err(|source| ListenerError::Io {
                 action: "create the directory",
                 path: dir.to_path_buf(),
                 source,
-            }),
+            })
+        }
         Err(source) => Err(ListenerError::Io {
             action: "inspect the directory",
             path: dir.to_path_buf(),

@@ -103,7 +103,8 @@ async fn git(cwd: &Path, args: &[&str]) -> Result<String, AppServerError> {
     interpreter_tools::git::run(cwd, args, GIT_TIMEOUT)
         .await
         .map_err(|error| match error {
-            interpreter_tools::git::GitError::Failed { .. } => {
+            interpreter_tools::git::GitError::Failed { .. }
+            | interpreter_tools::git::GitError::Refused { .. } => {
                 AppServerError::InvalidRequest(error.to_string())
             }
             _ => AppServerError::Internal(error.to_string()),

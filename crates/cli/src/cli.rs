@@ -734,9 +734,10 @@ pub enum ExecCommand {
 const REVIEW_AFTER_HELP: &str = "\
 The review runs as one read-only turn: commands run in the read-only sandbox whatever -s
 says, and no patch is applied. The diff is taken with git before the model is called
-(hooks, pagers, external diff and textconv programs of the repository never run) and cut
-at 64 KiB; the model may read the rest itself. The review is printed on stdout; with
---json, the events are JSON Lines and the review is the turn's agent_message item.
+(hooks, pagers, fsmonitor, external diff, textconv and filter programs of the repository
+never run, and no submodule is entered) and cut at 64 KiB; the model may read the rest
+itself. The review is printed on stdout; with --json, the events are JSON Lines and the
+review is the turn's agent_message item.
 
 Examples:
   interpreter exec review

@@ -20,6 +20,7 @@ pub fn build(
     overrides: ConfigOverrides,
 ) -> anyhow::Result<ConfigInputs> {
     let home = resolve_home(&env)?;
+    secure_home(&home);
     let cli_overrides = args
         .overrides
         .iter()
@@ -36,6 +37,29 @@ pub fn build(
         // Sandboxed commands re-execute this binary as the sandbox helper.
         sandbox_exe: std::env::current_exe().ok(),
     })
+}
+
+/// Takes group and other access off an existing home directory of ours. The agent
+/// creates everything in its home private (0700/0600), but older versions created the
+/// home 0755 and rollouts 0644, and another local user could read a command's output
+/// there; a home other users can enter is that leftover (or a `mkdir` for
+/// `INTERPRETER_HOME`), not a choice worth keeping, so it is fixed rather than only
+/// reported. Only the directory itself changes: nothing inside is in reach once it is
+/// private, and walking every rollout at each start would cost too much. A home owned by
+/// another user is left alone. The change is logged, not printed: stderr carries one-line
+/// errors scripts read; `interpreter doctor` reports an open home before it is closed.
+fn secure_home(home: &Path) {
+    match interpreter_private_fs::tighten_home(home) {
+        Ok(Some(old)) => tracing::warn!(
+            home = %home.display(),
+            "made the agent's home private (its mode was {old:04o})"
+        ),
+        Ok(None) => {}
+        Err(err) => tracing::warn!(
+            home = %home.display(),
+            "cannot make the agent's home private: {err}"
+        ),
+    }
 }
 
 /// `--oss`: probes the local model servers these flags configure, says on stderr which

@@ -2,8 +2,9 @@
 //! will work for the programs that drive it — home directory, config, API key, model
 //! endpoint, what the model server reports, sandbox, thread index and nesting — with a concrete fix for each problem.
 //!
-//! It only reads. The one exception is a missing home directory, which it creates (as
-//! every other subcommand would) and reports. Every external wait has a deadline.
+//! It only reads. The exceptions are what every other subcommand does too: a missing home
+//! directory is created (and reported), and a home directory other users can enter is
+//! made private once the `home` check has reported it. Every external wait has a deadline.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -301,7 +302,7 @@ fn check_home(env: &HashMap<String, String>) -> (Check, Option<PathBuf>) {
             );
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            if let Err(err) = std::fs::create_dir_all(&home) {
+            if let Err(err) = interpreter_private_fs::create_dir_all(&home) {
                 return (
                     Check::fail(
                         NAME,
@@ -335,6 +336,35 @@ fn check_home(env: &HashMap<String, String>) -> (Check, Option<PathBuf>) {
             Some(home),
         );
     }
+    // Reported as found: loading the configuration below (as every command does) then
+    // makes the home directory itself private.
+    let exposure = interpreter_private_fs::exposed(&home, EXPOSED_SHOWN, EXPOSED_LOOKED_AT);
+    if exposure.count > 0 {
+        let named: Vec<String> = exposure
+            .entries
+            .iter()
+            .map(|entry| format!("{} ({:04o})", entry.path.display(), entry.mode))
+            .collect();
+        let more = exposure.count - exposure.entries.len();
+        let rest = match (more, exposure.incomplete) {
+            (0, false) => String::new(),
+            (0, true) => ", and maybe more".to_string(),
+            (more, false) => format!(", and {more} more"),
+            (more, true) => format!(", and {more} more at least"),
+        };
+        return (
+            Check::warn(
+                NAME,
+                format!(
+                    "other users can reach {shown} and read or change what is in it \
+                     (conversations, command output, keys): {}{rest}",
+                    named.join(", ")
+                ),
+                format!("chmod -R go-rwx {shown}"),
+            ),
+            Some(home),
+        );
+    }
     let detail = if created {
         format!("{shown} (created)")
     } else {
@@ -342,6 +372,11 @@ fn check_home(env: &HashMap<String, String>) -> (Check, Option<PathBuf>) {
     };
     (Check::ok(NAME, detail), Some(home))
 }
+
+/// How many entries of the home open to other users the warning names, and how many
+/// entries it looks at in all (a home holds one rollout per thread).
+const EXPOSED_SHOWN: usize = 5;
+const EXPOSED_LOOKED_AT: usize = 100_000;
 
 /// access(2) rather than a probe file, so the check itself writes nothing.
 #[cfg(unix)]

@@ -835,9 +835,11 @@ impl<'a> ConfigEditor<'a> {
             self.env,
             self.strict,
         )?;
-        std::fs::create_dir_all(self.home).map_err(|source| McpCommandError::Write {
-            path: self.home.to_path_buf(),
-            source,
+        interpreter_private_fs::create_dir_all(self.home).map_err(|source| {
+            McpCommandError::Write {
+                path: self.home.to_path_buf(),
+                source,
+            }
         })?;
         write_atomically(&self.write_path, &candidate)
     }

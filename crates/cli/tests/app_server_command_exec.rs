@@ -619,6 +619,34 @@ async fn a_command_cannot_write_outside_the_workspace() {
 }
 
 /// Hostile: a client asks for no sandbox at all when the config does not allow it.
+/// A client's command may not start a repository either: a `.git` it creates deep in the
+/// workspace is removed, and its stderr says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_a_command_starts_is_removed() {
+    let (env, mut client, sandboxed) = server("").await;
+    if !sandboxed {
+        eprintln!("note: no working sandbox on this machine; skipping");
+        return;
+    }
+    let result = client
+        .ok(
+            "command/exec",
+            json!({"command": ["sh", "-c", "mkdir -p a/b && git init -q a/b && echo STARTED"]}),
+        )
+        .await;
+    assert_eq!(result["exitCode"], 0, "{result}");
+    assert!(result["stdout"].as_str().unwrap().contains("STARTED"));
+    let planted = env.work_path().join("a/b/.git");
+    assert!(!planted.exists(), "the repository stayed");
+    assert!(
+        result["stderr"].as_str().unwrap().contains(&format!(
+            "created a git repository at {}",
+            planted.display()
+        )),
+        "{result}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn danger_full_access_is_refused_unless_configured() {
     let env = AppEnv::with_config("sandbox_mode = \"read-only\"").await;

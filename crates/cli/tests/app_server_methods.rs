@@ -10,7 +10,7 @@ mod app_server_support;
 use std::collections::HashSet;
 use std::path::Path;
 
-use app_server_support::AppEnv;
+use app_server_support::{AppEnv, assert_drivers_armed, repository_with_drivers_beyond_reach};
 use chrono::{Duration as ChronoDuration, Utc};
 use interpreter_core::store::local::write_rollout;
 use interpreter_core::store::{RolloutItem, SessionMeta};
@@ -520,6 +520,27 @@ async fn adversarial_pass_git_diff_to_remote_runs_nothing_a_repository_planted()
     assert!(
         !marker.exists(),
         "gitDiffToRemote ran a program the repository named"
+    );
+}
+
+/// A filter whose name holds `=` and a submodule with a filter of its own: neither runs
+/// under `gitDiffToRemote`, and the diff is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_pass_git_diff_to_remote_runs_no_driver_beyond_reach_of_dash_c() {
+    let env = AppEnv::new().await;
+    let work = env.work_path();
+    let marker = repository_with_drivers_beyond_reach(&work, env.home.path());
+    assert_drivers_armed(&work, &marker);
+    let mut client = env.spawn();
+    client.initialize().await;
+    let diff = client
+        .ok("gitDiffToRemote", json!({"cwd": work.to_string_lossy()}))
+        .await;
+    assert!(diff["diff"].as_str().unwrap().contains("+two"), "{diff}");
+    assert!(
+        !marker.exists(),
+        "gitDiffToRemote ran a driver: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
     );
 }
 

@@ -11,7 +11,10 @@ mod app_server_support;
 
 use std::path::Path;
 
-use app_server_support::{AppClient, AppEnv, trace};
+use app_server_support::{
+    AppClient, AppEnv, assert_drivers_armed, repository_with_drivers_beyond_reach,
+    touch_submodule_file, trace,
+};
 use interpreter_test_support::MockResponse;
 use interpreter_test_support::mock_model::chunk;
 use pretty_assertions::assert_eq;
@@ -435,6 +438,46 @@ async fn a_hostile_repository_runs_nothing_of_its_own() {
     assert_eq!(record.requests.len(), 2);
     assert!(last_user_text(&record.requests[0]).contains("+changed"));
     assert!(last_user_text(&record.requests[1]).contains("+one"));
+}
+
+/// A filter whose name holds `=` and a submodule with a filter and an fsmonitor of its
+/// own: reviewing the changes and a commit runs none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_runs_no_driver_beyond_reach_of_dash_c() {
+    let env = AppEnv::new().await;
+    let work = env.work_path();
+    let marker = repository_with_drivers_beyond_reach(&work, env.home.path());
+    assert_drivers_armed(&work, &marker);
+    env.script_text("Reviewed.");
+    env.script_text("Reviewed again.");
+
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client.start_thread(wide_open()).await;
+    start_review(
+        &mut client,
+        &thread_id,
+        json!({"type": "uncommittedChanges"}),
+    )
+    .await;
+    client.until_turn_completed().await;
+    touch_submodule_file(&work);
+    start_review(
+        &mut client,
+        &thread_id,
+        json!({"type": "commit", "sha": "HEAD"}),
+    )
+    .await;
+    client.until_turn_completed().await;
+
+    assert!(
+        !marker.exists(),
+        "a driver ran: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+    let record = env.model.record();
+    assert_eq!(record.requests.len(), 2);
+    assert!(last_user_text(&record.requests[0]).contains("+two"));
 }
 
 /// A hostile model in a review, on a thread whose policy would allow anything: a patch,

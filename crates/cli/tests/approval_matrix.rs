@@ -487,6 +487,25 @@ async fn secrets_do_not_reach_commands_by_default() {
 
 /// The agent's home is never writable, even when it lies inside the workspace: neither a
 /// sandboxed command nor apply_patch may change the configuration the agent starts with.
+/// A patch cannot start a repository anywhere in the workspace either: a `.git` file
+/// (`gitdir: …`) in a new subdirectory is refused like the workspace's own `.git`.
+#[tokio::test]
+async fn a_patch_cannot_plant_a_git_file_below_the_workspace() {
+    let fx = fixture();
+    let planted = fx.work.join("sub/new/.git");
+    let out = run_case(
+        &fx,
+        Never,
+        WorkspaceWrite,
+        "apply_patch",
+        add_file_patch(&planted),
+        Answer::NoneExpected,
+    )
+    .await;
+    assert!(!planted.exists(), "{out:?}");
+    assert!(out.tool_output.contains("rejected"), "{out:?}");
+}
+
 #[tokio::test]
 async fn the_agent_home_inside_the_workspace_is_never_writable() {
     let mut fx = fixture();

@@ -57,6 +57,15 @@ fn provider_config(model: &str, base_url: &str, extra_top_level: &str) -> String
     )
 }
 
+/// A home as the agent makes one: a directory other users cannot enter.
+fn agent_home() -> TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = TempDir::new().expect("home");
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod home");
+    home
+}
+
 fn write_config(home: &Path, text: &str) {
     std::fs::write(home.join("config.toml"), text).expect("write config");
 }
@@ -92,7 +101,7 @@ async fn run_doctor(interpreter_home: &Path, args: &[&str], env: &[(&str, &str)]
 #[tokio::test]
 async fn healthy_setup_passes_and_reports_json() {
     let server = MockModelServer::start().await.expect("mock server");
-    let home = TempDir::new().expect("home");
+    let home = agent_home();
     write_config(
         home.path(),
         &provider_config("mock-model", &server.base_url(), ""),
@@ -177,7 +186,7 @@ async fn healthy_setup_passes_and_reports_json() {
 #[tokio::test]
 async fn missing_api_key_fails_with_the_variable_to_set() {
     let server = MockModelServer::start().await.expect("mock server");
-    let home = TempDir::new().expect("home");
+    let home = agent_home();
     write_config(
         home.path(),
         &provider_config("mock-model", &server.base_url(), ""),
@@ -210,7 +219,7 @@ async fn missing_api_key_fails_with_the_variable_to_set() {
 
 #[tokio::test]
 async fn unreachable_endpoint_fails_naming_the_url() {
-    let home = TempDir::new().expect("home");
+    let home = agent_home();
     write_config(
         home.path(),
         &provider_config("mock-model", "http://127.0.0.1:1/v1", ""),
@@ -239,7 +248,7 @@ async fn unreachable_endpoint_fails_naming_the_url() {
 #[tokio::test]
 async fn model_missing_from_the_list_is_a_warning() {
     let server = MockModelServer::start().await.expect("mock server");
-    let home = TempDir::new().expect("home");
+    let home = agent_home();
     write_config(
         home.path(),
         &provider_config("other-model", &server.base_url(), ""),
@@ -259,7 +268,7 @@ async fn model_missing_from_the_list_is_a_warning() {
 #[tokio::test]
 async fn unknown_key_under_strict_config_fails() {
     let server = MockModelServer::start().await.expect("mock server");
-    let home = TempDir::new().expect("home");
+    let home = agent_home();
     write_config(
         home.path(),
         &provider_config("mock-model", &server.base_url(), "bogus_key = 1"),
@@ -314,6 +323,65 @@ async fn missing_home_is_created_and_said_so() {
     assert_eq!(output.code, Some(1));
 }
 
+/// A home other users can read (as older versions left it: the directory 0755, files
+/// 0644): doctor names what is open and the fix, and the agent makes the directory itself
+/// private at start, which closes all of it.
+#[tokio::test]
+async fn an_open_home_is_named_with_the_fix_and_closed_at_start() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let server = MockModelServer::start().await.expect("mock server");
+    let home = agent_home();
+    write_config(
+        home.path(),
+        &provider_config("mock-model", &server.base_url(), ""),
+    );
+    let rollout = write_thread(home.path(), 1);
+    let chmod = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    let mut dir = rollout.parent();
+    while let Some(current) = dir.filter(|dir| dir.starts_with(home.path())) {
+        chmod(current, 0o755);
+        dir = current.parent();
+    }
+    chmod(&rollout, 0o644);
+    chmod(&home.path().join("config.toml"), 0o644);
+    let env = [("MOCK_API_KEY", "secret-key-1")];
+
+    let output = run_doctor(home.path(), &["doctor", "--json"], &env).await;
+    let report = output.report();
+    assert_eq!(status(&report, "home"), "warn", "{report:#}");
+    let home_detail = detail(&report, "home");
+    for open in [home.path().to_path_buf(), home.path().join("config.toml")] {
+        assert!(
+            home_detail.contains(&format!("{} (0", open.display())),
+            "{} not named: {home_detail}",
+            open.display()
+        );
+    }
+    // At most five are named; the rest are counted (the rollout and its day directory).
+    assert!(home_detail.ends_with(", and 2 more"), "{home_detail}");
+    assert_eq!(
+        check(&report, "home")["fix"],
+        format!("chmod -R go-rwx {}", home.path().display())
+    );
+    let mode = std::fs::metadata(home.path())
+        .expect("home")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700, "the home directory was not made private");
+
+    // Nothing in it is in other users' reach any more.
+    let again = run_doctor(home.path(), &["doctor", "--json"], &env).await;
+    assert_eq!(
+        status(&again.report(), "home"),
+        "ok",
+        "{:#}",
+        again.report()
+    );
+}
+
 /// A one-line rollout for thread `n`, written as the recorder writes it.
 fn write_thread(home: &Path, n: i64) -> std::path::PathBuf {
     use interpreter_core::store::SessionMeta;
@@ -337,7 +405,7 @@ fn write_thread(home: &Path, n: i64) -> std::path::PathBuf {
 async fn state_check_compares_the_index_with_the_rollouts_on_disk() {
     use interpreter_core::store::{LocalStore, ThreadStore};
     let server = MockModelServer::start().await.expect("mock server");
-    let home = TempDir::new().expect("home");
+    let home = agent_home();
     write_config(
         home.path(),
         &provider_config("mock-model", &server.base_url(), ""),
@@ -415,7 +483,7 @@ async fn server_check_warns_when_the_template_cannot_render_tools() {
         "default_generation_settings": {"n_ctx": 2048},
         "chat_template_caps": {"supports_tools": false},
     }));
-    let home = TempDir::new().expect("home");
+    let home = agent_home();
     write_config(
         home.path(),
         &provider_config("mock-model", &server.base_url(), ""),
@@ -460,7 +528,7 @@ async fn server_check_warns_when_the_template_cannot_render_tools() {
 async fn login_stores_a_private_key_the_environment_overrides_and_logout_removes_it() {
     use tokio::io::AsyncWriteExt as _;
     let server = MockModelServer::start().await.expect("mock server");
-    let home = TempDir::new().expect("home");
+    let home = agent_home();
     write_config(
         home.path(),
         &provider_config("mock-model", &server.base_url(), ""),

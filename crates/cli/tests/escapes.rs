@@ -350,6 +350,123 @@ async fn a_planted_repository_is_refused() {
     assert!(env.work_path().join(".git").exists());
 }
 
+/// A script that records in `marker` that it ran: the program a planted config names.
+fn marker_script(dir: &Path, marker: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("planted.sh");
+    std::fs::write(&script, format!("#!/bin/sh\ntouch {}\n", marker.display())).expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    script
+}
+
+/// The user's own `git status` in `dir` after the command, with no config of the machine
+/// or the user: whatever a repository git finds from there names is what runs.
+fn users_git_status(dir: &Path) {
+    let _ = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git status");
+}
+
+/// Git looks for a repository upward from where it runs: a `.git` a command starts in an
+/// ancestor of the workspace (writable because it lies under `/tmp`) would run its
+/// fsmonitor on the user's next `git status` in the workspace. It is removed, and the
+/// model is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_planted_in_an_ancestor_of_the_workspace_is_refused() {
+    if !sandbox_with_namespaces() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let outside = tempfile::tempdir().expect("outside");
+    let marker = outside.path().join("fsmonitor-ran");
+    let script = marker_script(outside.path(), &marker);
+    let top = env.work_path();
+    let ws = top.join("a/ws");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    script_attack(
+        &env,
+        json!({"command": format!(
+            "git init -q .. && git -C .. config core.fsmonitor {script} \
+             && git init -q ../.. && git -C ../.. config core.fsmonitor {script} && echo PLANTED",
+            script = script.display()
+        )}),
+    );
+    let out = exec_support::run_binary(env.home.path(), &ws, &attack_args(&[]), None).await;
+    out.assert_success();
+    let output = tool_output(&env);
+    assert!(output.contains("PLANTED"), "{output}");
+    for ancestor in [top.join("a/.git"), top.join(".git")] {
+        assert!(
+            std::fs::symlink_metadata(&ancestor).is_err(),
+            "{} stayed",
+            ancestor.display()
+        );
+        assert!(
+            output.contains(&format!(
+                "created a git repository at {}",
+                ancestor.display()
+            )),
+            "the model was not told of {}: {output}",
+            ancestor.display()
+        );
+    }
+    users_git_status(&ws);
+    assert!(!marker.exists(), "the planted fsmonitor ran");
+}
+
+/// Deeper in the workspace, a `.git` *file* naming a git directory the command wrote
+/// under `/tmp`, and a directory shaped like a git directory (git takes it for a bare
+/// repository): both are refused, and the user's git there runs nothing of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_planted_below_the_workspace_is_refused() {
+    if !sandbox_with_namespaces() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let outside = tempfile::tempdir().expect("outside");
+    let marker = outside.path().join("planted-ran");
+    let script = marker_script(outside.path(), &marker);
+    let evil = outside.path().join("evil");
+    script_attack(
+        &env,
+        json!({"command": format!(
+            "git init -q --bare {evil} && git --git-dir={evil} config core.bare false \
+             && git --git-dir={evil} config core.fsmonitor {script} \
+             && mkdir -p sub/new && printf 'gitdir: {evil}\\n' > sub/new/.git \
+             && git init -q --bare lib/shaped && git --git-dir=lib/shaped config core.pager {script} \
+             && echo PLANTED",
+            evil = evil.display(),
+            script = script.display()
+        )}),
+    );
+    exec_workspace_write(&env, &[]).await;
+    let output = tool_output(&env);
+    assert!(output.contains("PLANTED"), "{output}");
+    let work = env.work_path();
+    assert!(
+        std::fs::symlink_metadata(work.join("sub/new/.git")).is_err(),
+        "the .git file stayed"
+    );
+    assert!(
+        std::fs::symlink_metadata(work.join("lib/shaped/HEAD")).is_err(),
+        "the git directory shape stayed"
+    );
+    assert!(output.contains("commands may not create .git"), "{output}");
+    assert!(
+        output.contains(&format!(
+            "shaped {} like a git directory",
+            work.join("lib/shaped").display()
+        )),
+        "{output}"
+    );
+    users_git_status(&work.join("sub/new"));
+    assert!(!marker.exists(), "the planted fsmonitor ran");
+}
+
 /// The agent's three listeners, started with the agent's own home (where their token
 /// files live): an app-server on a Unix socket and on loopback WebSocket, and an MCP
 /// server on loopback HTTP. Dropping it stops them.

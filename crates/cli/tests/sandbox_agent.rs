@@ -214,6 +214,8 @@ fn agent_environ_is_unreadable_from_a_sandboxed_command() {
         eprintln!("not root or no setpriv: the non-dumpable half was not exercised");
         return;
     };
+    // The runs above, as the home's owner, made it private; `nobody` must enter it.
+    fs::set_permissions(agent.home.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
     let running = agent
         .command(&prefix, "read-only", &["sleep", "1000"])
         .stdout(Stdio::null())

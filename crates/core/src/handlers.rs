@@ -28,6 +28,7 @@ use crate::approval::{self, CommandAssessment, McpAssessment, PatchAssessment};
 use crate::config::Config;
 use crate::goal;
 use crate::pending::NoAnswer;
+use crate::planted_repos::RepositoryWatch;
 use crate::revert::EditRecorder;
 use crate::session::Session;
 use crate::tool_output::{ToolOutcome, cap_tool_result};
@@ -535,7 +536,7 @@ async fn emit_begin(
 
 /// Runs `argv` in `cwd` (inside the sandbox when `sandboxed`), streaming its output as
 /// events: the one way a command of the thread runs, whether the model or the user asked
-/// for it. A sandboxed command may not create repositories where there were none.
+/// for it. A sandboxed command may not create repositories ([`RepositoryWatch`]).
 #[allow(clippy::too_many_arguments)]
 async fn execute(
     sess: &Arc<Session>,
@@ -547,15 +548,25 @@ async fn execute(
     sandboxed: bool,
     cancel: &CancellationToken,
 ) -> Result<shell::ExecOutput, String> {
-    let missing_repositories = if sandboxed {
-        missing_repository_dirs(sess, cwd)
+    let watch = if sandboxed {
+        let policy = sess.turn_sandbox_policy();
+        RepositoryWatch::start(
+            &sess.config,
+            &sess.root_anchors,
+            &policy,
+            &sess.config.command_env(),
+            cwd,
+        )
+        .await?
     } else {
-        Vec::new()
+        RepositoryWatch::off()
     };
     let mut result =
         run_command(sess, sub_id, call_id, argv, cwd, timeout, sandboxed, cancel).await;
+    let refused = watch.finish().await;
     if let Ok(out) = &mut result {
-        refuse_new_repositories(&missing_repositories, out);
+        out.aggregated_output.push_str(&refused);
+        out.stderr.push_str(&refused);
     }
     result
 }
@@ -1293,63 +1304,6 @@ async fn report_refused_patch(
         }),
     )
     .await;
-}
-
-/// The `.git` entries that do not exist yet at the top of each writable root and in the
-/// command's directory: where a command could start a repository whose config and hooks
-/// would later run outside the sandbox (in the agent's own git, or the user's).
-fn missing_repository_dirs(sess: &Session, cwd: &Path) -> Vec<PathBuf> {
-    if sess.config.sandbox_allow_git_init {
-        return Vec::new();
-    }
-    let roots = sandbox::writable_roots(
-        &sess.root_anchors,
-        &sess.turn_sandbox_policy(),
-        &sess.config.cwd,
-        &sess.config.command_env(),
-        &sess.config.sandbox_protected_paths(),
-    );
-    let mut candidates: Vec<PathBuf> = roots.iter().map(|root| root.root.join(".git")).collect();
-    if let Ok(cwd) = std::fs::canonicalize(cwd)
-        && roots.iter().any(|root| cwd.starts_with(&root.root))
-    {
-        candidates.push(cwd.join(".git"));
-    }
-    candidates.retain(|path| std::fs::symlink_metadata(path).is_err());
-    candidates.dedup();
-    candidates
-}
-
-/// Removes the repositories a sandboxed command created where [`missing_repository_dirs`]
-/// found none, and says so in its output, which the model and the user both read.
-fn refuse_new_repositories(missing: &[PathBuf], out: &mut shell::ExecOutput) {
-    for path in missing {
-        let Ok(metadata) = std::fs::symlink_metadata(path) else {
-            continue;
-        };
-        // A symlink is removed itself, never what it points at.
-        let removed = if metadata.is_dir() {
-            std::fs::remove_dir_all(path)
-        } else {
-            std::fs::remove_file(path)
-        };
-        let note = match removed {
-            Ok(()) => format!(
-                "\n[sandbox] this command created a git repository at {}; commands may not \
-                 create .git (its config and hooks would run outside the sandbox), so it was \
-                 removed. To allow it, set `allow_git_init = true` in [sandbox_workspace_write].\n",
-                path.display()
-            ),
-            Err(error) => format!(
-                "\n[sandbox] this command created a git repository at {} and it could not be \
-                 removed ({error}); do not run git there until it is checked.\n",
-                path.display()
-            ),
-        };
-        tracing::warn!(path = %path.display(), "refused a repository created by a command");
-        out.aggregated_output.push_str(&note);
-        out.stderr.push_str(&note);
-    }
 }
 
 fn resolve_dir(cwd: &Path, workdir: Option<&str>) -> PathBuf {

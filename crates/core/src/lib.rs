@@ -18,6 +18,7 @@ mod op_loop;
 mod pending;
 mod permissions;
 mod plan_mode;
+pub mod planted_repos;
 mod project_doc;
 pub mod revert;
 pub mod review;

@@ -8,7 +8,7 @@
 //!
 //! The repository is untrusted content: git runs through [`interpreter_tools::git`],
 //! where no hook, pager, external diff, textconv or filter program of the repository's
-//! configuration can run, and within [`GIT_TIMEOUT`]. Everything the diff holds reaches
+//! configuration can run and no submodule is entered, and within [`GIT_TIMEOUT`]. Everything the diff holds reaches
 //! the model bounded by [`DIFF_MAX_BYTES`].
 
 use std::path::{Path, PathBuf};
@@ -37,9 +37,8 @@ const UNTRACKED_LIST_MAX_BYTES: usize = 256 * 1024;
 /// Git's id of the empty tree: what a repository without commits is compared with.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
-/// Diff options for review: plain text, and submodules compared by commit only, so git
-/// never runs inside a submodule (whose config the hardening does not cover).
-const DIFF_OPTIONS: &[&str] = &["--no-color", "--ignore-submodules=dirty"];
+/// Diff options for review: plain text. (The runner keeps git out of submodules.)
+const DIFF_OPTIONS: &[&str] = &["--no-color"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {

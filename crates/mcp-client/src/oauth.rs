@@ -487,23 +487,11 @@ fn read_file(path: &Path) -> Result<CredentialsFile, OAuthError> {
 /// Writes the whole file through a temporary file created with mode 0600 in the same
 /// directory, renamed over the old one: never half written, never readable by others.
 fn write_file(path: &Path, file: &CredentialsFile) -> Result<(), OAuthError> {
-    use std::io::Write as _;
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|err| store_error(path, err))?;
+    interpreter_private_fs::create_dir_all(dir).map_err(|err| store_error(path, err))?;
     let text = serde_json::to_string_pretty(file).map_err(|err| store_error(path, err))?;
-    let tmp = dir.join(format!(".{CREDENTIALS_FILE}.{}.tmp", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut out = options.open(&tmp).map_err(|err| store_error(path, err))?;
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.sync_all())
-        .map_err(|err| store_error(path, err))?;
-    std::fs::rename(&tmp, path).map_err(|err| store_error(path, err))
+    interpreter_private_fs::write_atomically(path, text.as_bytes())
+        .map_err(|err| store_error(path, err))
 }
 
 /// The SDK's credential store for one server: its entry in `mcp-credentials.json`.

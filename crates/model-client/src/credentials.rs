@@ -6,7 +6,6 @@
 //! atomically (temporary file, then rename).
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -84,22 +83,10 @@ fn write(home: &Path, file: &CredentialFile) -> Result<PathBuf, CredentialError>
         path: target.clone(),
         source,
     };
-    std::fs::create_dir_all(home).map_err(write_error)?;
-    let temporary = home.join(format!(".{CREDENTIALS_FILE}.{}", std::process::id()));
+    interpreter_private_fs::create_dir_all(home).map_err(write_error)?;
     let text = serde_json::to_vec_pretty(file).map_err(|err| write_error(err.into()))?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        // Created private: the key is never readable by others, not even briefly.
-        options.mode(0o600);
-    }
-    let mut out = options.open(&temporary).map_err(write_error)?;
-    out.write_all(&text).map_err(write_error)?;
-    out.sync_all().map_err(write_error)?;
-    drop(out);
-    std::fs::rename(&temporary, &target).map_err(write_error)?;
+    // Created private: the key is never readable by others, not even briefly.
+    interpreter_private_fs::write_atomically(&target, &text).map_err(write_error)?;
     Ok(target)
 }
 

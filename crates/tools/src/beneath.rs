@@ -63,6 +63,16 @@ pub struct KeepOut {
     /// Never written (all of the above, and what the sandbox keeps read-only inside its
     /// roots: `.git`, `.agents`, `.interpreter`, hooks paths): resolved paths.
     pub unwritable: Vec<PathBuf>,
+    /// Names never written through anywhere below a root (`.git`: a new one starts a
+    /// repository); checked on the directory found, like `unwritable`.
+    pub unwritable_names: Vec<OsString>,
+}
+
+/// Whether an operation reads or writes, which decides what it must stay out of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
 }
 
 /// Why an anchored operation refused.
@@ -149,8 +159,12 @@ impl Target {
     fn open_parent(
         &self,
         create: bool,
-        keep_out: &[PathBuf],
+        access: Access,
     ) -> Result<(OwnedFd, OsString), BeneathError> {
+        let keep_out = match access {
+            Access::Read => &self.keep_out.unreadable,
+            Access::Write => &self.keep_out.unwritable,
+        };
         let name = self.name()?.to_os_string();
         let changed = || BeneathError::Changed(self.resolved.clone());
         let (start, below): (OwnedFd, PathBuf) = match &self.anchor {
@@ -196,7 +210,18 @@ impl Target {
             Anchor::Root { root, named, .. } => {
                 let root_now = root.current_path().map_err(|_| changed())?;
                 let inside = now.strip_prefix(&root_now).map_err(|_| changed())?;
-                named.join(inside).join(&name)
+                let below = inside.join(&name);
+                let forbidden = access == Access::Write
+                    && below.components().any(|part| {
+                        self.keep_out
+                            .unwritable_names
+                            .iter()
+                            .any(|forbidden| part == Component::Normal(forbidden))
+                    });
+                if forbidden {
+                    return Err(BeneathError::Protected(self.resolved.clone()));
+                }
+                named.join(below)
             }
         };
         if keep_out.iter().any(|kept| full.starts_with(kept)) {
@@ -227,7 +252,7 @@ impl Target {
     /// Writes `contents` into the regular file (created when missing, its parent
     /// directories with it when `create_parents`), in place.
     pub fn write(&self, contents: &[u8], create_parents: bool) -> Result<(), BeneathError> {
-        let (parent, name) = self.open_parent(create_parents, &self.keep_out.unwritable)?;
+        let (parent, name) = self.open_parent(create_parents, Access::Write)?;
         // A FIFO without a reader would fail the open with a bare ENXIO; say what it is.
         if let Ok(stat) = rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
             && FileType::from_raw_mode(stat.st_mode) == FileType::Fifo
@@ -256,7 +281,7 @@ impl Target {
 
     /// [`replace`](Self::replace) with the contents read from `source`.
     pub fn replace_from(&self, source: &mut dyn Read) -> Result<(), BeneathError> {
-        let (parent, name) = self.open_parent(false, &self.keep_out.unwritable)?;
+        let (parent, name) = self.open_parent(false, Access::Write)?;
         let mode = match rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
                 FileType::RegularFile => Some(Mode::from_raw_mode(stat.st_mode & 0o7777)),
@@ -312,7 +337,7 @@ impl Target {
     /// Creates the file, which must not exist (`O_EXCL`: a name planted at the last moment
     /// fails the open), and opens it for writing.
     pub fn create_new(&self) -> Result<File, BeneathError> {
-        let (parent, name) = self.open_parent(false, &self.keep_out.unwritable)?;
+        let (parent, name) = self.open_parent(false, Access::Write)?;
         let file = open_file_in(
             &parent,
             &name,
@@ -323,7 +348,7 @@ impl Target {
 
     /// Removes the name (a symlink is removed itself, never what it points at).
     pub fn remove_file(&self) -> Result<(), BeneathError> {
-        let (parent, name) = self.open_parent(false, &self.keep_out.unwritable)?;
+        let (parent, name) = self.open_parent(false, Access::Write)?;
         rustix::fs::unlinkat(&parent, name.as_os_str(), AtFlags::empty())
             .map_err(io::Error::from)?;
         Ok(())
@@ -331,7 +356,7 @@ impl Target {
 
     /// Creates the directory; with `parents`, every missing one above it too.
     pub fn create_dir(&self, parents: bool) -> Result<(), BeneathError> {
-        let (parent, name) = self.open_parent(parents, &self.keep_out.unwritable)?;
+        let (parent, name) = self.open_parent(parents, Access::Write)?;
         match rustix::fs::mkdirat(&parent, name.as_os_str(), Mode::from_raw_mode(0o777)) {
             Ok(()) => Ok(()),
             Err(rustix::io::Errno::EXIST) if parents => {
@@ -350,7 +375,7 @@ impl Target {
     /// or a directory, with everything in it when `recursive` (no symlink inside is
     /// followed either). `Ok(false)` when there was nothing to remove.
     pub fn remove_entry(&self, recursive: bool) -> Result<bool, BeneathError> {
-        let (parent, name) = self.open_parent(false, &self.keep_out.unwritable)?;
+        let (parent, name) = self.open_parent(false, Access::Write)?;
         match rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Err(rustix::io::Errno::NOENT) => return Ok(false),
             Err(error) => return Err(io::Error::from(error).into()),
@@ -370,7 +395,7 @@ impl Target {
     /// The kind of file at the target, a final symlink not followed; `None` when nothing
     /// is there.
     pub fn kind(&self) -> Result<Option<FileType>, BeneathError> {
-        let (parent, name) = self.open_parent(false, &self.keep_out.unreadable)?;
+        let (parent, name) = self.open_parent(false, Access::Read)?;
         match rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
             Err(rustix::io::Errno::NOENT) => Ok(None),
@@ -390,8 +415,7 @@ impl Target {
         max_entries: usize,
         refused_names: &[&str],
     ) -> Result<(), BeneathError> {
-        let (source_parent, source_name) =
-            source.open_parent(false, &source.keep_out.unreadable)?;
+        let (source_parent, source_name) = source.open_parent(false, Access::Read)?;
         let source_dir = open_listable(&source_parent, &source_name)?;
         let mut entries: Vec<(PathBuf, FileType)> = Vec::new();
         list_tree(
@@ -403,7 +427,7 @@ impl Target {
             &mut entries,
             0,
         )?;
-        let (parent, name) = self.open_parent(false, &self.keep_out.unwritable)?;
+        let (parent, name) = self.open_parent(false, Access::Write)?;
         rustix::fs::mkdirat(&parent, name.as_os_str(), Mode::from_raw_mode(0o777))
             .map_err(io::Error::from)?;
         let destination = open_listable(&parent, &name)?;
@@ -440,12 +464,8 @@ impl Target {
     }
 
     fn open_regular(&self, write: bool, create: bool) -> Result<File, BeneathError> {
-        let keep_out = if write {
-            &self.keep_out.unwritable
-        } else {
-            &self.keep_out.unreadable
-        };
-        let (parent, name) = self.open_parent(create, keep_out)?;
+        let access = if write { Access::Write } else { Access::Read };
+        let (parent, name) = self.open_parent(create, access)?;
         let access = if write { OFlags::RDWR } else { OFlags::RDONLY };
         let file = open_file_in(&parent, &name, access)?;
         Ok(regular(file)?)
@@ -652,6 +672,13 @@ fn current_path(fd: &OwnedFd) -> io::Result<PathBuf> {
 /// an attack on the stack, not a workspace).
 const MAX_REMOVE_DEPTH: usize = 256;
 
+/// Removes `name` in the directory `parent` is open on, without following it: a
+/// directory with everything in it (a symlink inside is removed, not followed), a file or
+/// a symlink itself. For callers that found `parent` themselves and checked it.
+pub fn remove_entry_in(parent: &OwnedFd, name: &OsStr) -> Result<(), BeneathError> {
+    remove_entry(parent, name, 0)
+}
+
 fn remove_entry(parent: &OwnedFd, name: &OsStr, depth: usize) -> Result<(), BeneathError> {
     let stat =
         rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io::Error::from)?;
@@ -695,8 +722,8 @@ mod tests {
 
     fn keep_out(unwritable: Vec<PathBuf>) -> Arc<KeepOut> {
         Arc::new(KeepOut {
-            unreadable: Vec::new(),
             unwritable,
+            ..KeepOut::default()
         })
     }
 

@@ -102,6 +102,134 @@ async fn adversarial_pass_planted_repository_config_runs_nothing() {
     assert_eq!(markers(&repo), Vec::<String>::new());
 }
 
+/// The planted script of [`planted_repository`], as a command for a config value.
+fn planted_script(repo: &Path, name: &str) -> String {
+    repo.join(format!("{name}.sh")).display().to_string()
+}
+
+/// Appends raw `text` (bytes git's own `git config` would not write) to the repository's
+/// config.
+fn append_config(git_dir: &Path, text: &[u8]) {
+    use std::io::Write;
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(git_dir.join("config"))
+        .expect("config");
+    config.write_all(text).expect("append config");
+}
+
+/// `-c filter.NAME.clean=` cannot name a driver whose name holds `=` (git splits at the
+/// first one), and a name that is not UTF-8 was once skipped: both are switched off.
+#[tokio::test]
+async fn adversarial_a_filter_named_with_an_equals_sign_or_stray_bytes_runs_nothing() {
+    let (_guard, repo) = planted_repository();
+    let clean = planted_script(&repo, "clean");
+    let mut config = Vec::new();
+    config.extend_from_slice(format!("[filter \"a=b\"]\n\tclean = {clean}\n").as_bytes());
+    config.extend_from_slice(b"[filter \"\xff=\"]\n\tclean = ");
+    config.extend_from_slice(clean.as_bytes());
+    config.extend_from_slice(b"\n");
+    append_config(&repo.join(".git"), &config);
+    std::fs::write(
+        repo.join(".gitattributes"),
+        b"*.txt filter=a=b\n*.md filter=\xff=\n",
+    )
+    .expect("attributes");
+    std::fs::write(repo.join("b.md"), "md\n").expect("md");
+    // Armed: plain git runs both drivers.
+    sh(&repo, "git add a.txt b.md && git reset -q");
+    assert!(markers(&repo).len() >= 2, "{:?}", markers(&repo));
+    std::fs::remove_dir_all(repo.join("ran")).expect("clear markers");
+    std::fs::create_dir_all(repo.join("ran")).expect("marker dir");
+
+    let timeout = Duration::from_secs(30);
+    let diff = git::run(&repo, &["diff", "HEAD"], timeout)
+        .await
+        .expect("diff");
+    assert!(diff.contains("+two"), "diff: {diff}");
+    git::run(&repo, &["add", "a.txt", "b.md"], timeout)
+        .await
+        .expect("add");
+    git::run(&repo, &["status", "--porcelain"], timeout)
+        .await
+        .expect("status");
+    assert_eq!(markers(&repo), Vec::<String>::new());
+}
+
+/// A submodule's git runs with the submodule's own config, which no setting of the
+/// superproject reaches: a filter planted in a submodule directory would run on the
+/// superproject's diff. The agent's git never enters a submodule.
+#[tokio::test]
+async fn adversarial_a_filter_planted_in_a_submodule_runs_nothing() {
+    let (_guard, repo) = planted_repository();
+    let clean = planted_script(&repo, "clean");
+    sh(
+        &repo,
+        &format!(
+            "git commit -qam two && mkdir sub && cd sub && git init -q && echo s > s.txt \
+             && git add s.txt && git commit -qm s && cd .. && git add sub && git commit -qm sub \
+             && printf '[submodule \"sub\"]\\n\\tpath = sub\\n\\turl = ./sub\\n' > .gitmodules \
+             && git config submodule.sub.ignore none \
+             && cd sub && git config filter.sub.clean '{clean}' && git config core.fsmonitor '{clean}' \
+             && echo '* filter=sub' > .gitattributes"
+        ),
+    );
+    let touch_submodule_file = || {
+        // A new mtime with the same size: git must read (and filter) the file to know.
+        let file = std::fs::File::options()
+            .write(true)
+            .open(repo.join("sub/s.txt"))
+            .expect("s.txt");
+        file.set_modified(std::time::SystemTime::now() + Duration::from_secs(5))
+            .expect("mtime");
+    };
+    std::fs::remove_dir_all(repo.join("ran")).expect("clear markers");
+    std::fs::create_dir_all(repo.join("ran")).expect("marker dir");
+    // Armed: plain git diff in the superproject runs the submodule's filter.
+    touch_submodule_file();
+    sh(&repo, "git -c core.fsmonitor=false diff HEAD > /dev/null");
+    assert!(
+        !markers(&repo).is_empty(),
+        "the submodule's filter did not run"
+    );
+    std::fs::remove_dir_all(repo.join("ran")).expect("clear markers");
+    std::fs::create_dir_all(repo.join("ran")).expect("marker dir");
+
+    let timeout = Duration::from_secs(30);
+    for args in [
+        &["diff", "HEAD"][..],
+        &["diff", "--no-color", "--binary", "HEAD~1"][..],
+        &["status", "--porcelain"][..],
+        &["log", "-p", "-2"][..],
+        &["show", "HEAD"][..],
+        &["ls-files", "-z", "--others", "--exclude-standard"][..],
+    ] {
+        touch_submodule_file();
+        git::run(&repo, args, timeout).await.expect("git");
+    }
+    assert_eq!(markers(&repo), Vec::<String>::new());
+}
+
+/// The runner runs only what it knows how to harden, and no caller can turn the
+/// hardening off.
+#[tokio::test]
+async fn a_subcommand_or_option_that_would_undo_the_hardening_is_refused() {
+    let (_guard, repo) = planted_repository();
+    let timeout = Duration::from_secs(30);
+    for args in [
+        &["diff", "--ext-diff"][..],
+        &["diff", "--ignore-submodules=none"][..],
+        &["log", "--textconv", "-p"][..],
+        &["status", "--recurse-submodules"][..],
+        &["fetch", "origin"][..],
+        &["-c", "core.fsmonitor=x", "status"][..],
+    ] {
+        let error = git::run(&repo, args, timeout).await.expect_err("refused");
+        assert!(error.to_string().contains("was not run"), "{error}");
+    }
+    assert_eq!(markers(&repo), Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn a_failing_git_command_says_why() {
     let dir = tempfile::tempdir().expect("tempdir");

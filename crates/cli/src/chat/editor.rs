@@ -130,9 +130,15 @@ fn new_editor(
         EventHandler::Conditional(Box::new(CtrlC { strict })),
     );
     if let Some(path) = history {
-        if let Some(dir) = path.parent() {
-            // The agent home may not exist yet on a first run.
-            let _ = std::fs::create_dir_all(dir);
+        // The agent home may not exist yet on a first run. The history is private from
+        // its creation: it holds every message typed.
+        if let Some(dir) = path.parent()
+            && let Err(err) = interpreter_private_fs::create_dir_all(dir)
+        {
+            tracing::warn!("cannot create {}: {err}", dir.display());
+        }
+        if let Err(err) = interpreter_private_fs::ensure_file(path) {
+            tracing::warn!("cannot create history {}: {err}", path.display());
         }
         match editor.load_history(path) {
             Ok(()) => {}

@@ -460,3 +460,75 @@ pub fn trace(messages: &[Value]) -> Vec<String> {
         })
         .collect()
 }
+
+/// A repository in `work` (one commit of `a.txt`, made here) whose programs no `-c`
+/// setting reaches: a filter driver named `a=b` (`-c filter.a=b.clean=` sets
+/// `filter.a.b=clean=`), and a submodule `sub` with its own filter and fsmonitor (a
+/// submodule's git reads only the submodule's config). Each names a script in `outside`
+/// that appends to the returned marker file. `a.txt` is left changed, so a diff reads it.
+pub fn repository_with_drivers_beyond_reach(work: &Path, outside: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+
+    let marker = outside.join("driver-ran");
+    let script = outside.join("driver.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$0 $*\" >> {}\ncat\n", marker.display()),
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let script = script.display();
+    let set_up = format!(
+        "git init -q && echo one > a.txt && git add a.txt && git commit -qm one \
+         && mkdir sub && cd sub && git init -q && echo s > s.txt && git add s.txt \
+         && git commit -qm s && cd .. && git add sub && git commit -qm sub \
+         && printf '[submodule \"sub\"]\\n\\tpath = sub\\n\\turl = ./sub\\n' > .gitmodules \
+         && git config submodule.sub.ignore none \
+         && printf '[filter \"a=b\"]\\n\\tclean = {script}\\n' >> .git/config \
+         && echo '* filter=a=b' > .gitattributes \
+         && cd sub && git config filter.sub.clean '{script}' && git config core.fsmonitor '{script}' \
+         && echo '* filter=sub' > .gitattributes && cd .. && echo two >> a.txt"
+    );
+    let output = std::process::Command::new("sh")
+        .args(["-c", &set_up])
+        .current_dir(work)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("sh");
+    assert!(output.status.success(), "{output:?}");
+    touch_submodule_file(work);
+    marker
+}
+
+/// Gives `sub/s.txt` of [`repository_with_drivers_beyond_reach`] a new mtime and the same
+/// size: git has to read the file (through the submodule's filter) to know it is unchanged.
+pub fn touch_submodule_file(work: &Path) {
+    let file = std::fs::File::options()
+        .write(true)
+        .open(work.join("sub/s.txt"))
+        .expect("s.txt");
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    file.set_modified(later).expect("mtime");
+}
+
+/// Runs plain git (no hardening) in `work` to show the fixture of
+/// [`repository_with_drivers_beyond_reach`] is armed: both drivers run.
+pub fn assert_drivers_armed(work: &Path, marker: &Path) {
+    let output = std::process::Command::new("git")
+        .args(["diff", "HEAD"])
+        .current_dir(work)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git diff");
+    assert!(output.status.success(), "{output:?}");
+    let ran = std::fs::read_to_string(marker).unwrap_or_default();
+    assert!(ran.lines().count() >= 2, "plain git ran: {ran:?}");
+    std::fs::remove_file(marker).expect("clear the marker");
+    touch_submodule_file(work);
+}

@@ -3,7 +3,6 @@
 //! and the replacement is atomic. A file's version is a hash of its bytes, so a client can
 //! say which version its edit is based on and lose no concurrent change.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::error::ConfigError;
@@ -118,7 +117,7 @@ pub fn apply_edits(
     }
     let candidate = document.to_string();
     validate(inputs, &original, &candidate)?;
-    std::fs::create_dir_all(&inputs.home).map_err(|source| ConfigEditError::Io {
+    interpreter_private_fs::create_dir_all(&inputs.home).map_err(|source| ConfigEditError::Io {
         action: "create",
         path: inputs.home.clone(),
         source,
@@ -293,34 +292,11 @@ fn validate(inputs: &ConfigInputs, original: &str, candidate: &str) -> Result<()
     }
 }
 
-/// Temp file in the same directory, flushed to disk, then renamed over `path`, so readers
-/// see the old file or the new one and never a partial write. The original's permissions
-/// are kept (config.toml may hold secrets and be private); a new file gets 0644.
+/// Replaces `path` with `text` at once (readers see the old file or the new one, never a
+/// partial write), mode 0600: config.toml may hold secrets, and it lies in the agent's
+/// private home.
 pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(".config.toml.")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    temp.write_all(text.as_bytes())?;
-    match std::fs::metadata(path) {
-        Ok(meta) => temp.as_file().set_permissions(meta.permissions())?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt as _;
-                temp.as_file()
-                    .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-            }
-        }
-        Err(err) => return Err(err),
-    }
-    temp.as_file().sync_all()?;
-    temp.persist(path).map_err(|err| err.error)?;
-    Ok(())
+    interpreter_private_fs::write_atomically(path, text.as_bytes())
 }
 
 #[cfg(test)]

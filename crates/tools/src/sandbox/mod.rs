@@ -17,6 +17,7 @@ mod denial;
 mod error;
 mod helper_args;
 mod paths;
+mod planted_repos;
 mod roots;
 mod support;
 
@@ -36,9 +37,10 @@ pub use helper_args::{
     sandbox_argv,
 };
 pub use paths::{
-    PROTECTED_DIR_NAMES, Purpose, WritableRoot, WriteScope, resolve_for_write, writable_roots,
-    writable_roots_of,
+    PROTECTED_DIR_NAMES, Purpose, WritableRoot, WriteScope, resolve_for_write, temporary_roots,
+    writable_roots, writable_roots_of,
 };
+pub use planted_repos::{DIRECTORY_BUDGET, PlantedRepository, RepositoryCensus, RepositoryMarker};
 pub use roots::{AnchoredRoot, AnchoredRoots, FileIdentity, RootAnchors, RootRefusal};
 pub use support::SandboxSupport;
 

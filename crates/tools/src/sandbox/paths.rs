@@ -29,6 +29,9 @@ use crate::beneath::{Anchor, KeepOut, Target};
 /// Directory names kept read-only inside every writable root.
 pub const PROTECTED_DIR_NAMES: [&str; 3] = [".git", ".agents", ".interpreter"];
 
+/// What git looks for to find a repository: never written anywhere below a writable root.
+const GIT_DIR_NAME: &str = ".git";
+
 /// Linux gives up on a path after 40 symlinks (`ELOOP`); so do we.
 const MAX_SYMLINK_HOPS: usize = 40;
 
@@ -109,6 +112,48 @@ pub fn writable_roots_of(
         .collect()
 }
 
+/// The shared temporary directories (`/tmp`, `$TMPDIR`) among the roots [`writable_roots`]
+/// gives for the same arguments, canonical: other programs write there too, so what
+/// appears in them while a command runs is not necessarily the command's.
+pub fn temporary_roots(
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    env: &HashMap<String, String>,
+) -> Vec<PathBuf> {
+    let SandboxPolicy::WorkspaceWrite {
+        exclude_tmpdir_env_var,
+        exclude_slash_tmp,
+        ..
+    } = policy
+    else {
+        return Vec::new();
+    };
+    temporary_candidates(*exclude_slash_tmp, *exclude_tmpdir_env_var, cwd, env)
+        .iter()
+        .filter_map(|candidate| fs::canonicalize(candidate).ok())
+        .collect()
+}
+
+/// `/tmp` unless excluded, and `$TMPDIR` (relative to `cwd`) unless excluded: the
+/// temporary candidates of a `workspace-write` policy, as configured.
+pub(super) fn temporary_candidates(
+    exclude_slash_tmp: bool,
+    exclude_tmpdir_env_var: bool,
+    cwd: &Path,
+    env: &HashMap<String, String>,
+) -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    if !exclude_slash_tmp {
+        candidates.push(PathBuf::from("/tmp"));
+    }
+    if !exclude_tmpdir_env_var
+        && let Some(tmpdir) = env.get("TMPDIR").filter(|value| !value.is_empty())
+    {
+        candidates.push(cwd.join(tmpdir));
+    }
+    candidates
+}
+
 /// How deep below a writable root nested repositories are looked for, and how many
 /// directories that look may read: enough for the repositories people keep inside a
 /// workspace, bounded so a huge tree (or `/tmp`) costs a command little.
@@ -117,7 +162,7 @@ const NESTED_REPOSITORY_DIRECTORY_BUDGET: usize = 2048;
 
 /// Directories never searched for nested repositories: build output and dependency trees,
 /// which are large and hold no repository of the user's.
-const NOT_SEARCHED: [&str; 4] = ["node_modules", "target", "vendor", "__pycache__"];
+pub(super) const NOT_SEARCHED: [&str; 4] = ["node_modules", "target", "vendor", "__pycache__"];
 
 /// The protected entries that exist directly inside `root`, plus what they point at, and
 /// the `.git` of repositories nested a few levels below it (a hook planted there runs on
@@ -331,6 +376,11 @@ impl WriteScope {
             KeepOut {
                 unreadable: hidden,
                 unwritable,
+                unwritable_names: if reach == Reach::Roots {
+                    vec![GIT_DIR_NAME.into()]
+                } else {
+                    Vec::new()
+                },
             }
         };
         Self {
@@ -368,14 +418,23 @@ impl WriteScope {
             // Roots overlap (the workspace usually sits under /tmp or $TMPDIR), so a path
             // protected in one root stays protected even when another root contains it.
             Reach::Roots => {
-                self.roots
+                self.roots.iter().any(|root| {
+                    resolved.strip_prefix(&root.root).is_ok_and(|below| {
+                        // No `.git` anywhere below a root either: a `gitdir:` file in a
+                        // new subdirectory starts a repository there, and no edit needs
+                        // to write one.
+                        !below.components().any(|part| {
+                            self.keep_out
+                                .unwritable_names
+                                .iter()
+                                .any(|name| part == Component::Normal(name))
+                        })
+                    })
+                }) && !self
+                    .keep_out
+                    .unwritable
                     .iter()
-                    .any(|root| resolved.starts_with(&root.root))
-                    && !self
-                        .keep_out
-                        .unwritable
-                        .iter()
-                        .any(|kept| resolved.starts_with(kept))
+                    .any(|kept| resolved.starts_with(kept))
             }
         }
     }
@@ -428,7 +487,7 @@ impl WriteScope {
                 }
                 Arc::new(KeepOut {
                     unreadable: self.keep_out.unreadable.clone(),
-                    unwritable: Vec::new(),
+                    ..KeepOut::default()
                 })
             }
             Purpose::Write => {
@@ -666,6 +725,7 @@ mod tests {
         for dir in [
             "libs/one/.git/hooks",
             "a/b/c/.git",
+            "a/b/c/d/.git",
             "node_modules/pkg/.git",
             "src",
         ] {
@@ -678,10 +738,20 @@ mod tests {
         assert!(!writable("libs/one/.git/config"));
         assert!(writable("libs/one/README.md"));
         assert!(writable("src/main.rs"));
-        // Past the depth searched, and inside dependency trees, nothing is protected.
         assert!(!writable("a/b/c/.git/config"));
-        assert!(writable("a/b/c/d/.git/config"));
-        assert!(writable("node_modules/pkg/.git/config"));
+        // Past the depth searched, and inside dependency trees, the sandbox's read-only
+        // mounts do not reach; a patch still writes no `.git` anywhere.
+        let root = fs::canonicalize(ws.path()).unwrap();
+        let roots = writable_roots(&RootAnchors::new(), &policy, ws.path(), &no_env(), &[]);
+        let read_only: Vec<&PathBuf> = roots
+            .iter()
+            .flat_map(|root| &root.read_only_subpaths)
+            .collect();
+        assert!(read_only.contains(&&root.join("a/b/c/.git")));
+        assert!(!read_only.contains(&&root.join("a/b/c/d/.git")));
+        assert!(!read_only.contains(&&root.join("node_modules/pkg/.git")));
+        assert!(!writable("a/b/c/d/.git/config"));
+        assert!(!writable("node_modules/pkg/.git/config"));
     }
 
     #[test]
@@ -711,6 +781,12 @@ mod tests {
             "a protected name that does not exist yet"
         );
         assert!(!writable("src/../.git/config"));
+        assert!(
+            !writable("src/new/.git"),
+            "a `gitdir:` file in a new subdirectory would start a repository"
+        );
+        assert!(!writable("src/new/.git/config"));
+        assert!(writable("src/new/.gitignore"));
         assert!(!writable("../outside.txt"));
         assert!(!writable(&outside.path().join("x").to_string_lossy()));
 

@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use interpreter_protocol::SandboxPolicy;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
-use super::paths::resolve_for_write;
+use super::paths::{resolve_for_write, temporary_candidates};
 
 /// The directory a file descriptor is open on, as the kernel identifies it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -355,14 +355,18 @@ fn candidates(
             .iter()
             .map(|root| (cwd.join(root), CandidateKind::Extra)),
     );
-    if !exclude_slash_tmp {
-        named.push((PathBuf::from("/tmp"), CandidateKind::SystemTemp));
-    }
-    if !exclude_tmpdir_env_var
-        && let Some(tmpdir) = env.get("TMPDIR").filter(|value| !value.is_empty())
-    {
-        named.push((cwd.join(tmpdir), CandidateKind::Extra));
-    }
+    named.extend(
+        temporary_candidates(*exclude_slash_tmp, *exclude_tmpdir_env_var, cwd, env)
+            .into_iter()
+            .map(|path| {
+                let kind = if path == Path::new("/tmp") {
+                    CandidateKind::SystemTemp
+                } else {
+                    CandidateKind::Extra
+                };
+                (path, kind)
+            }),
+    );
     let mut candidates: Vec<(PathBuf, CandidateKind)> = Vec::new();
     for (path, kind) in named {
         let path = normalize(&path);

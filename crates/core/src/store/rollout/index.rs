@@ -272,10 +272,11 @@ impl ThreadIndex {
 
     /// [`ThreadIndex::open`], returning what was repaired instead of logging it.
     pub fn open_with_repairs(home: &Path) -> Result<(Self, Vec<IndexRepair>), StoreError> {
-        std::fs::create_dir_all(home)
+        interpreter_private_fs::create_dir_all(home)
             .map_err(|source| StoreError::io("create directory", home, source))?;
         let path = home.join(STATE_DB_FILE);
         let existed = path.exists();
+        make_private(&path)?;
         let (conn, created, cause) = match connect(&path) {
             Ok((conn, created)) => {
                 let cause = if existed {
@@ -288,6 +289,7 @@ impl ThreadIndex {
             Err(ConnectFailure::Unreadable(reason)) => {
                 let moved_to = move_aside(&path)?;
                 tracing::debug!("moved unreadable thread index to {}", moved_to.display());
+                make_private(&path)?;
                 let (conn, created) = connect(&path).map_err(|failure| match failure {
                     ConnectFailure::Unreadable(message) => StoreError::IndexValue {
                         path: path.clone(),
@@ -304,6 +306,9 @@ impl ThreadIndex {
                 return Err(StoreError::Index { path, source });
             }
         };
+        // The journal files SQLite just created took the database's mode; older ones may
+        // not have.
+        make_private(&path)?;
         let index = Self { conn, path };
         let mut repairs = Vec::new();
         if created {
@@ -655,10 +660,7 @@ impl ThreadIndex {
         entry.insert(field.into(), value);
         entry.insert("at".into(), format_timestamp(&Utc::now()).into());
         let line = serde_json::Value::Object(entry).to_string() + "\n";
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
+        interpreter_private_fs::open(&log, std::fs::OpenOptions::new().create(true).append(true))
             .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()))
             .map_err(|source| StoreError::io("append to", &log, source))
     }
@@ -1307,6 +1309,26 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS threads_archived_updated
              ON threads (archived, updated_at DESC, id DESC);",
     )
+}
+
+/// The database (created empty when missing: SQLite takes an empty file for an empty
+/// database) and the journal files beside it, mode 0600: the index holds every thread's
+/// preview and working directory. SQLite gives the journal files it creates the mode of
+/// the database, so a private database keeps them private; files left by an older
+/// version are tightened here.
+fn make_private(path: &Path) -> Result<(), StoreError> {
+    interpreter_private_fs::ensure_file(path)
+        .map_err(|source| StoreError::io("create", path, source))?;
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| STATE_DB_FILE.to_string());
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let side = path.with_file_name(format!("{name}{suffix}"));
+        interpreter_private_fs::restrict(&side)
+            .map_err(|source| StoreError::io("restrict", &side, source))?;
+    }
+    Ok(())
 }
 
 /// Renames an unusable `state.sqlite` (and its WAL files, which belong to it) to

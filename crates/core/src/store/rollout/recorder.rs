@@ -157,18 +157,17 @@ fn create_file(
         .join(local.format("%Y").to_string())
         .join(local.format("%m").to_string())
         .join(local.format("%d").to_string());
-    std::fs::create_dir_all(&dir)
+    interpreter_private_fs::create_dir_all(&dir)
         .map_err(|source| StoreError::io("create directory", &dir, source))?;
     let path = dir.join(format!(
         "rollout-{}-{}.jsonl",
         local.format("%Y-%m-%dT%H-%M-%S"),
         meta.id
     ));
-    let mut file = OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .open(&path)
-        .map_err(|source| StoreError::io("create", &path, source))?;
+    // Private: a rollout holds every command's output and every file the model read.
+    let mut file =
+        interpreter_private_fs::open(&path, OpenOptions::new().create_new(true).append(true))
+            .map_err(|source| StoreError::io("create", &path, source))?;
 
     // One write for the whole content: a new file is either complete or cut in its
     // last line, which reading tolerates.
@@ -254,10 +253,7 @@ fn create_blocking(
 }
 
 fn open_existing_blocking(path: PathBuf) -> Result<RolloutRecorder, StoreError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .open(&path)
+    let mut file = interpreter_private_fs::open(&path, OpenOptions::new().read(true).append(true))
         .map_err(|source| StoreError::io("open", &path, source))?;
     let len = file
         .metadata()
