@@ -17,7 +17,8 @@
 //!   `InputRequiredResult` with a sealed `requestState` (2026-07-28);
 //! * [`tasks`]: the 2026-07-28 Tasks extension, backed by the thread store;
 //! * [`http`]: the listener, its bearer token and Origin/Host checks;
-//! * [`fleet`]: requests about a thread another replica runs, forwarded to it;
+//! * [`fleet`]: requests about a thread another replica runs, forwarded to it, signed
+//!   with the fleet's replica key ([`replica_auth`]);
 //! * [`app`]: the app-server's v2 methods on the same connection, as custom requests;
 //! * [`tools`], [`result`]: tool definitions, arguments and results. The nesting
 //!   marker sessions carry is the MCP client's (`interpreter_mcp_client::nesting`).
@@ -36,20 +37,23 @@ pub mod fuzzing;
 pub mod handler;
 pub mod http;
 mod http_filters;
+mod keyring;
 pub mod mrtr;
+pub mod replica_auth;
 pub mod result;
 mod stdio;
 pub mod tasks;
 pub mod tools;
 pub mod turns;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use interpreter_core::ThreadManager;
-use interpreter_core::config::{ConfigError, ConfigInputs, load_config};
+use interpreter_core::config::{
+    ConfigError, ConfigInputs, ForwardAllow, McpServerSettings, load_config,
+};
 use interpreter_core::store::StoreLocation;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
@@ -57,7 +61,11 @@ use tokio_util::sync::CancellationToken;
 use crate::handler::AgentServer;
 use crate::http::{HttpAuth, HttpError, HttpListen};
 use crate::mrtr::{MrtrError, RequestStates};
+use crate::replica_auth::{ReplicaKeyError, ReplicaKeys};
 use crate::turns::Registry;
+
+/// The fleet key file in the home when `mcp_server.fleet_key_file` names none.
+pub const DEFAULT_FLEET_KEY_FILE: &str = "mcp-server-fleet.keys";
 
 /// How long running turns get to record their interruption when the server stops.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
@@ -98,6 +106,8 @@ pub enum McpServerError {
     #[error(transparent)]
     RequestState(#[from] MrtrError),
     #[error(transparent)]
+    ReplicaKey(#[from] ReplicaKeyError),
+    #[error(transparent)]
     Http(#[from] HttpError),
     #[error("MCP connection failed: {0}")]
     Connection(String),
@@ -109,26 +119,26 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     // must not stop the server before `initialize`: an MCP host would only show
     // "connection closed". Say it on stderr; every tool call then answers with the error.
     let inputs = opts.config_inputs.clone();
-    let loaded = tokio::task::spawn_blocking(move || {
-        load_config(inputs).map(|config| {
-            let key_file = config
-                .mcp_server
-                .request_state_key_file
-                .map(|path| config.home.join(path));
-            (key_file, config.thread_store)
-        })
-    })
-    .await
-    .map_err(|e| McpServerError::Join(e.to_string()))?;
-    let (key_file, thread_store) = match loaded {
-        Ok((key_file, thread_store)) => (key_file, Some(thread_store)),
+    let loaded = tokio::task::spawn_blocking(move || load_config(inputs))
+        .await
+        .map_err(|e| McpServerError::Join(e.to_string()))?;
+    let (home, settings, thread_store) = match loaded {
+        Ok(config) => (config.home, config.mcp_server, Some(config.thread_store)),
         Err(e) => {
             eprintln!(
                 "warning: the configuration does not load yet ({e}); every tool call will report it until it is fixed (e.g. `interpreter mcp-server -m MODEL`)"
             );
-            (None, None)
+            (
+                opts.config_inputs.home.clone(),
+                McpServerSettings::default(),
+                None,
+            )
         }
     };
+    let key_file = settings
+        .request_state_key_file
+        .as_ref()
+        .map(|path| home.join(path));
     let thread_manager = Arc::new(ThreadManager::new());
     let registry = Arc::new(Registry::new(thread_manager.clone(), opts.config_inputs));
     let states = Arc::new(match &key_file {
@@ -160,6 +170,24 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
                     );
                 }
             }
+            // A fleet replica signs what it forwards and checks what is forwarded to it
+            // with the fleet's key: on a shared store, or wherever the key is named.
+            let shared_store = thread_store
+                .as_ref()
+                .is_some_and(|location| !matches!(location, StoreLocation::Local { .. }));
+            let replica_key_file = match &settings.fleet_key_file {
+                Some(path) => Some(home.join(path)),
+                None if shared_store => Some(home.join(DEFAULT_FLEET_KEY_FILE)),
+                None => None,
+            };
+            let replica_keys = match replica_key_file {
+                Some(path) => {
+                    let keys = Arc::new(ReplicaKeys::from_key_file(&path)?);
+                    eprintln!("fleet key file: {}", path.display());
+                    Some(keys)
+                }
+                None => None,
+            };
             let auth = match token_file {
                 Some(path) => {
                     let token = http::load_or_create_token(&path)?;
@@ -168,25 +196,34 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
                 }
                 None => HttpAuth::None,
             };
-            let path = listen.path.clone();
+            let peers_keys = replica_keys.clone();
+            let forward_allow = settings.fleet_forward_allow.clone();
+            let peers_registry = registry.clone();
             http::serve(
                 http::HttpServe {
                     listen,
                     auth,
                     allowed_origins,
                     allowed_hosts,
+                    internal_url,
+                    replica_keys,
                 },
                 registry.clone(),
                 states,
                 stop,
-                |addr: SocketAddr| {
-                    let url = format!("http://{addr}{path}");
-                    // Stores open at the first call, after this. A wildcard address
-                    // names no machine, so without --internal-url nothing is advertised.
-                    let advertised =
-                        internal_url.or_else(|| (!addr.ip().is_unspecified()).then(|| url.clone()));
+                |url: &str, advertised: Option<&str>| {
+                    // Stores open at the first call, after this.
                     if let Some(advertised) = advertised {
-                        thread_manager.advertise_internal_url(advertised);
+                        thread_manager.advertise_internal_url(advertised.to_string());
+                    }
+                    if let Some(keys) = peers_keys {
+                        let own = advertised.and_then(|url| reqwest::Url::parse(url).ok());
+                        let own_host = own
+                            .as_ref()
+                            .and_then(|url| Some((url.host_str()?, url.port_or_known_default()?)));
+                        let allow = ForwardAllow::resolve(forward_allow.as_deref(), own_host);
+                        eprintln!("fleet forwards: {}", allow.describe());
+                        let _ = peers_registry.peers.set(fleet::Peers { keys, allow });
                     }
                     eprintln!("listening on {url}");
                 },

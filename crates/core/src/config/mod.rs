@@ -10,6 +10,7 @@ pub use interpreter_model_client::credentials;
 pub mod edit;
 mod error;
 mod file_access;
+mod forward_allow;
 mod load;
 mod local_server;
 mod toml_file;
@@ -17,6 +18,7 @@ mod types;
 
 pub use error::{ConfigError, ConfigSource};
 pub use file_access::{FileAccess, FileAccessRule, PathRefused};
+pub use forward_allow::{ForwardAllow, ForwardAllowEntry};
 pub use load::{
     ConfigInputs, ConfigOverrides, DEFAULT_APPROVAL_TIMEOUT_SEC, DEFAULT_MODEL_PROVIDER,
     DEFAULT_PROJECT_DOC_MAX_BYTES, DEFAULT_SHELL_TIMEOUT_MS, DEFAULT_TOOL_OUTPUT_MAX_BYTES,

@@ -150,6 +150,13 @@ pub struct McpServerSettings {
     /// The keyring that seals MRTR `requestState`s, shared by every replica of a fleet
     /// (relative to the home). `None`: a key that lives and dies with the process.
     pub request_state_key_file: Option<std::path::PathBuf>,
+    /// The keyring fleet replicas sign the requests they forward to each other with
+    /// (relative to the home). `None`: `mcp-server-fleet.keys` in the home, used only by
+    /// an HTTP listener on a shared thread store.
+    pub fleet_key_file: Option<std::path::PathBuf>,
+    /// Where this replica may forward requests for threads other replicas run (see
+    /// [`super::ForwardAllow`]). `None`: loopback and hosts like its own internal URL.
+    pub fleet_forward_allow: Option<Vec<super::ForwardAllowEntry>>,
 }
 
 impl Default for McpServerSettings {
@@ -160,6 +167,8 @@ impl Default for McpServerSettings {
             elicitation_fallback: ElicitationFallback::Deny,
             progress_interval_sec: 5,
             request_state_key_file: None,
+            fleet_key_file: None,
+            fleet_forward_allow: None,
         }
     }
 }
