@@ -279,7 +279,12 @@ async fn gemini_cli_legacy_client_without_get_stream_gets_its_approval_on_the_ca
     use futures::StreamExt;
 
     let env = McpEnv::new().await;
-    let server = start(&env, &["--no-auth"]).await;
+    // A --no-auth listener's calls get no sandbox above the server's own.
+    let server = start(
+        &env,
+        &["--no-auth", "-c", "sandbox_mode=\"danger-full-access\""],
+    )
+    .await;
     let (session, body) = legacy_session(&server, "2025-06-18", json!({"elicitation": {}})).await;
     assert_eq!(
         priming_events(&body),
@@ -578,4 +583,42 @@ async fn adversarial_forged_expired_or_replayed_replica_signatures_are_refused()
             .wait_for_stderr(&format!("warning: refused a forwarded request: {why}"))
             .await;
     }
+}
+
+/// A `--no-auth` listener can be called by any local process (a sandboxed command with
+/// network among them), so its calls never run above the server's own sandbox, whatever
+/// `max_sandbox` allows: with `-c sandbox_mode=read-only` a call asking for
+/// workspace-write is refused, and nothing runs.
+#[tokio::test]
+async fn adversarial_a_no_auth_listener_never_runs_above_its_own_sandbox() {
+    let env = McpEnv::with_config("mcp_server.max_sandbox = \"danger-full-access\"").await;
+    env.script_command_then_text("call_w", "touch written.txt", "done");
+    let server = start(&env, &["--no-auth", "-c", "sandbox_mode=\"read-only\""]).await;
+    server
+        .process
+        .wait_for_stderr("calls may run at most `read-only, no network`")
+        .await;
+    let call = |sandbox: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "codex", "_meta": modern_meta(),
+            "arguments": {"prompt": "write", "approval-policy": "never", "sandbox": sandbox}}})
+    };
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "codex"),
+    ];
+    for sandbox in ["workspace-write", "danger-full-access"] {
+        let (status, _, body) = post(&server, &call(sandbox), &headers).await;
+        assert_eq!(status, 200, "{body}");
+        let result = &message_of(&body)["result"];
+        assert_eq!(result["isError"], true, "{sandbox}: {result}");
+        let text = result["structuredContent"]["content"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("--no-auth"), "{sandbox}: {text}");
+        assert!(text.contains("`read-only`"), "{sandbox}: {text}");
+    }
+    assert!(env.model.requests().is_empty(), "a refused call ran");
+    assert!(!env.work_path().join("written.txt").exists());
 }

@@ -390,6 +390,12 @@ async fn handle_shell(
     let policy = sess.turn_sandbox_policy();
     let escalate =
         !read_only_turn && args.sandbox_permissions == SandboxPermissions::RequireEscalated;
+    if escalate
+        && !policy.runs_unsandboxed()
+        && let Some(why) = leaving_the_sandbox_refused(&sess.config)
+    {
+        return ToolOutcome::Output(format!("command rejected: {why}"));
+    }
     let session_key = format!("exec:{}", interpreter_tools::display_command(&argv));
     let approved_for_session = sess.is_approved_for_session(&session_key).await;
 
@@ -427,6 +433,7 @@ async fn handle_shell(
     // A command the sandbox stopped may be retried outside it, but only with approval.
     if sandboxed
         && !read_only_turn
+        && leaving_the_sandbox_refused(&sess.config).is_none()
         && approval::may_ask_to_retry_unsandboxed(sess.config.approval_policy)
         && let Ok(out) = &result
         && out.exit_code != Some(0)
@@ -890,6 +897,15 @@ async fn handle_patch(
             .join("\n")
     );
     let approved_for_session = sess.is_approved_for_session(&session_key).await;
+    // Applied by the agent itself, outside any sandbox: under an operator's ceiling a
+    // patch writes only where the thread's commands could.
+    if let Some(why) = unwritable.as_deref()
+        && let Some(ceiling) = leaving_the_sandbox_refused(&sess.config)
+    {
+        let text = format!("patch rejected: {why}, and {ceiling}");
+        report_refused_patch(sess, sub_id, call_id, changes, &text).await;
+        return ToolOutcome::Output(text);
+    }
 
     let auto_approved = match approval::assess_patch(
         sess.config.approval_policy,
@@ -1112,6 +1128,21 @@ fn stopped_while_running(what: &str, started: Instant) -> ToolOutcome {
 
 /// Why the patch may not write where it wants, in the words the model and the user see;
 /// `None` when every path is writable in the sandbox.
+/// Why nothing of this thread may leave its sandbox (an approved escalation, a retry
+/// outside it, a patch where its commands cannot write), when an operator's ceiling says
+/// so ([`crate::config::SandboxCeiling`]).
+fn leaving_the_sandbox_refused(config: &crate::config::Config) -> Option<String> {
+    let ceiling = config.sandbox_ceiling.as_ref()?;
+    (!ceiling.allows_unsandboxed()).then(|| {
+        format!(
+            "nothing may run or write outside the sandbox under the ceiling `{}` that {} \
+             sets, whatever is approved",
+            ceiling.describe(),
+            ceiling.source()
+        )
+    })
+}
+
 fn unwritable_reason(sess: &Session, cwd: &Path, paths: &[PathBuf]) -> Option<String> {
     let protected = sess.config.sandbox_protected_paths();
     let policy = sess.turn_sandbox_policy();

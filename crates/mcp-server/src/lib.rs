@@ -52,9 +52,11 @@ use std::time::Duration;
 
 use interpreter_core::ThreadManager;
 use interpreter_core::config::{
-    ConfigError, ConfigInputs, ForwardAllow, McpServerSettings, load_config,
+    CallerLimits, Config, ConfigError, ConfigInputs, ForwardAllow, McpServerSettings,
+    SandboxCeiling, load_config,
 };
 use interpreter_core::store::StoreLocation;
+use interpreter_protocol::SandboxPolicy;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
@@ -118,29 +120,62 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     // A config that does not load (no model yet, an unknown key under --strict-config)
     // must not stop the server before `initialize`: an MCP host would only show
     // "connection closed". Say it on stderr; every tool call then answers with the error.
-    let inputs = opts.config_inputs.clone();
-    let loaded = tokio::task::spawn_blocking(move || load_config(inputs))
-        .await
-        .map_err(|e| McpServerError::Join(e.to_string()))?;
-    let (home, settings, thread_store) = match loaded {
-        Ok(config) => (config.home, config.mcp_server, Some(config.thread_store)),
+    let load = |inputs: ConfigInputs| async move {
+        tokio::task::spawn_blocking(move || load_config(inputs))
+            .await
+            .map_err(|e| McpServerError::Join(e.to_string()))
+    };
+    let own = match load(opts.config_inputs.clone()).await? {
+        Ok(config) => Some(config),
         Err(e) => {
             eprintln!(
                 "warning: the configuration does not load yet ({e}); every tool call will report it until it is fixed (e.g. `interpreter mcp-server -m MODEL`)"
             );
-            (
-                opts.config_inputs.home.clone(),
-                McpServerSettings::default(),
-                None,
-            )
+            // The server's own settings need no model: calls may name one.
+            let mut inputs = opts.config_inputs.clone();
+            inputs.overrides.model_not_needed = true;
+            load(inputs).await?.ok()
         }
     };
+    let no_auth = matches!(
+        opts.listen,
+        Listen::Http {
+            token_file: None,
+            ..
+        }
+    );
+    let limits = caller_limits(own.as_ref(), no_auth);
+    if let (Some(config), Some(ceiling)) = (&own, &limits.sandbox) {
+        if let Some(why) = ceiling.exceeded_by(&config.sandbox_policy) {
+            eprintln!(
+                "warning: the server's own {why}, which {} sets: every call will be refused \
+                 until one of them changes",
+                ceiling.source()
+            );
+        } else {
+            eprintln!(
+                "calls may run at most `{}` ({})",
+                ceiling.describe(),
+                ceiling.source()
+            );
+        }
+    }
+    let (home, settings, thread_store) = match own {
+        Some(config) => (config.home, config.mcp_server, Some(config.thread_store)),
+        None => (
+            opts.config_inputs.home.clone(),
+            McpServerSettings::default(),
+            None,
+        ),
+    };
+    let mut inputs = opts.config_inputs;
+    inputs.caller_limits = Some(limits);
     let key_file = settings
         .request_state_key_file
         .as_ref()
         .map(|path| home.join(path));
     let thread_manager = Arc::new(ThreadManager::new());
-    let registry = Arc::new(Registry::new(thread_manager.clone(), opts.config_inputs));
+    let registry = Arc::new(Registry::new(thread_manager.clone(), inputs));
     let states = Arc::new(match &key_file {
         Some(path) => {
             let states = RequestStates::from_key_file(path)?;
@@ -237,6 +272,51 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     registry.shutdown.cancel();
     registry.thread_manager.shutdown_all(SHUTDOWN_GRACE).await;
     served
+}
+
+/// What this server's callers may set, from its operator's own configuration (`None`:
+/// it did not load, so the strictest): `[mcp_server] max_sandbox` and
+/// `allow_caller_programs`, and on a `--no-auth` listener (which any local process may
+/// call) no sandbox above the server's own. Fixed here, at start: a caller that writes
+/// config.toml cannot loosen it.
+fn caller_limits(config: Option<&Config>, no_auth: bool) -> CallerLimits {
+    let mut limits = CallerLimits {
+        sandbox: None,
+        allow_programs: false,
+        programs_key: "mcp_server.allow_caller_programs".to_string(),
+        operator_keys: vec!["mcp_server".to_string(), "thread_store".to_string()],
+    };
+    let Some(config) = config else {
+        limits.sandbox = Some(SandboxCeiling::of_policy(
+            &SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+            "the configuration not loading when the server started (restart it once it loads)",
+        ));
+        return limits;
+    };
+    limits.allow_programs = config.mcp_server.allow_caller_programs;
+    let max = config.mcp_server.max_sandbox.map(|mode| {
+        SandboxCeiling::of_mode(
+            mode,
+            config,
+            format!("mcp_server.max_sandbox = \"{}\"", mode.as_str()),
+        )
+    });
+    let own = no_auth.then(|| {
+        SandboxCeiling::of_policy(
+            &config.sandbox_policy,
+            format!(
+                "--no-auth (its callers may only lower the server's own sandbox, `{}`)",
+                config.sandbox_policy.mode().as_str()
+            ),
+        )
+    });
+    limits.sandbox = match (max, own) {
+        (Some(max), Some(own)) => Some(max.lower(own)),
+        (max, own) => max.or(own),
+    };
+    limits
 }
 
 async fn serve_stdio(

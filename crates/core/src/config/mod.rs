@@ -7,6 +7,7 @@
 /// The credential store has one owner, the model client, which reads it; re-exported for
 /// the front ends that write it (`account/login/start`).
 pub use interpreter_model_client::credentials;
+mod caller;
 pub mod edit;
 mod error;
 mod file_access;
@@ -16,6 +17,7 @@ mod local_server;
 mod toml_file;
 mod types;
 
+pub use caller::{CallerLimits, SandboxCeiling, program_settings, program_settings_json};
 pub use error::{ConfigError, ConfigSource};
 pub use file_access::{FileAccess, FileAccessRule, PathRefused};
 pub use forward_allow::{ForwardAllow, ForwardAllowEntry};
