@@ -450,12 +450,21 @@ impl Fleet {
         thread_id
     }
 
-    /// A background turn on `url` that runs `sleep 3`, then answers "rested"; its thread.
+    /// A background turn on `url` that runs `sleep 3`, then answers "rested"; its thread,
+    /// once the replica asked the model. A background `codex` answers as soon as the turn
+    /// is submitted; the replica takes the thread's lease when the turn starts, just
+    /// before asking the model, so until then another replica may still find it free.
     async fn background_nap(&self, url: &str) -> String {
         self.command_then("call_nap", "sleep 3", "rested");
+        let asked = self.model.requests().len();
         let started = self
             .codex(url, json!({"prompt": "take a nap", "background": true}))
             .await;
+        let deadline = Instant::now() + DEADLINE;
+        while self.model.requests().len() == asked {
+            assert!(Instant::now() < deadline, "{url} never asked the model");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
         thread_of(&started)
     }
 
