@@ -84,8 +84,9 @@ ${upstreams.map((u) => `    server ${u} max_fails=1 fail_timeout=5s;`).join("\n"
 
 /** Three replicas on the store behind nginx (`nginxOptions` as `startNginx` takes them),
  * the mock model scripted with `steps`, and a connected v2 client that accepts every
- * approval. One home for all three (three ports of one machine): the token file and the
- * request-state keyring the first replica creates are the ones the others read. */
+ * approval. One home for all three (three ports of one machine): the token file, the
+ * request-state keyring and the fleet replica key the first replica creates are the ones
+ * the others read. */
 async function startFleet(steps, nginxOptions = {}) {
   const ctx = await setUp(steps, {
     topLevel: `thread_store = "${PG_URL}"\n`,

@@ -307,9 +307,13 @@ pub(crate) async fn serve_stdio(
                 let editor = Editor { connection: cx };
                 serve_then_offer_commands(responder, editor.clone(), async move {
                     let settings = settings(request.cwd, request.mcp_servers)?;
-                    let state = agent
-                        .open_session(&request.session_id.0, settings, Some(&editor))
-                        .await?;
+                    // Boxed: opening a session holds a whole `Config`.
+                    let state = Box::pin(agent.open_session(
+                        &request.session_id.0,
+                        settings,
+                        Some(&editor),
+                    ))
+                    .await?;
                     Ok((
                         state.id.clone(),
                         LoadSessionResponse::new()
@@ -326,9 +330,8 @@ pub(crate) async fn serve_stdio(
                 let editor = Editor { connection: cx };
                 serve_then_offer_commands(responder, editor, async move {
                     let settings = settings(request.cwd, request.mcp_servers)?;
-                    let state = agent
-                        .open_session(&request.session_id.0, settings, None)
-                        .await?;
+                    let state =
+                        Box::pin(agent.open_session(&request.session_id.0, settings, None)).await?;
                     Ok((
                         state.id.clone(),
                         ResumeSessionResponse::new()

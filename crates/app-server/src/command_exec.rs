@@ -726,13 +726,8 @@ fn ensure_no_looser(
     Ok(())
 }
 
-/// Variables the dynamic loader (or the C library) acts on at startup, before `main`.
-///
-/// The sandbox helper is our own executable, started with the command's environment; it
-/// restricts itself only once it runs. A client that could set `LD_PRELOAD` (to a library
-/// an earlier sandboxed command wrote into the workspace, say) would run code in the helper
-/// before the sandbox exists. The configured environment is the server owner's and is
-/// trusted; these names are refused only in a request's `env`.
+/// A request's `env` may not set what the dynamic loader reads before the sandbox helper
+/// has sandboxed itself ([`interpreter_tools::env_policy::is_loader_variable`]).
 fn refuse_loader_variables(
     overrides: Option<&HashMap<String, Option<String>>>,
 ) -> Result<(), AppServerError> {
@@ -740,8 +735,7 @@ fn refuse_loader_variables(
         return Ok(());
     };
     for name in overrides.keys() {
-        let upper = name.to_ascii_uppercase();
-        if upper.starts_with("LD_") || upper == "GLIBC_TUNABLES" || upper.starts_with("MALLOC_") {
+        if interpreter_tools::env_policy::is_loader_variable(name) {
             return Err(AppServerError::InvalidRequest(format!(
                 "env: {name} is not accepted for a sandboxed command (the dynamic loader reads it before the sandbox is in place)"
             )));

@@ -124,7 +124,12 @@ impl AppServerError {
                     ConfigEditError::Validation(_) | ConfigEditError::Parse { .. } => {
                         ConfigWriteErrorCode::ConfigValidationError
                     }
-                    ConfigEditError::Io { .. } => ConfigWriteErrorCode::ConfigLayerReadonly,
+                    // What the caller may not write is, to it, a layer it cannot write.
+                    ConfigEditError::Io { .. }
+                    | ConfigEditError::OperatorKey { .. }
+                    | ConfigEditError::CallerProgram(_) => {
+                        ConfigWriteErrorCode::ConfigLayerReadonly
+                    }
                 };
                 JsonRpcError::new(INVALID_REQUEST, message)
                     .with_data(json!({ "config_write_error_code": code }))

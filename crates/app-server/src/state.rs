@@ -374,7 +374,8 @@ impl ServerState {
         }
     }
 
-    /// The config a thread runs with: the server's inputs plus the request's settings.
+    /// The config a thread runs with: the server's inputs plus the request's settings
+    /// (its `config` as the caller's overrides, held to the inputs' caller limits).
     pub async fn session_config(
         &self,
         settings: &mut v2::ThreadSettingsParams,
@@ -387,7 +388,7 @@ impl ServerState {
                 let value = json_to_toml(&value).ok_or_else(|| {
                     AppServerError::InvalidParams(format!("config.{key}: null is not a value"))
                 })?;
-                inputs.cli_overrides.push((key, value));
+                inputs.caller_overrides.push((key, value));
             }
         }
         let cwd = settings

@@ -36,6 +36,9 @@ pub fn build(
         env,
         // Sandboxed commands re-execute this binary as the sandbox helper.
         sandbox_exe: std::env::current_exe().ok(),
+        // A server front end sets what its callers add and may do.
+        caller_overrides: Vec::new(),
+        caller_limits: None,
     })
 }
 

@@ -451,6 +451,10 @@ fn config_fix(err: &ConfigError, config_args: &ConfigArgs) -> String {
         ConfigError::CwdNotDirectory { .. } => {
             "run from an existing directory, or fix the `cwd` setting".to_string()
         }
+        // Only a server's callers are held to limits; doctor is not one.
+        ConfigError::AboveSandboxCeiling { .. } | ConfigError::CallerProgram { .. } => {
+            "ask for less than the server's operator allows".to_string()
+        }
         ConfigError::Read { .. } | ConfigError::InstructionsFile { .. } => {
             "make that file readable, or remove the setting that points at it".to_string()
         }

@@ -112,7 +112,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
         }
         Some(Command::Exec(args)) => {
             let config_args = cli.config.merged(&args.config);
-            exec::run_exec(*args, config_args, env).await
+            Box::pin(exec::run_exec(*args, config_args, env)).await
         }
         Some(Command::McpServer(args)) => {
             let config_args = cli

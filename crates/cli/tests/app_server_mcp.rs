@@ -260,7 +260,8 @@ async fn asked(env: &AppEnv) -> (AppClient, Value, String) {
     assert_eq!(params["threadId"], thread_id.as_str());
     assert_eq!(params["turnId"], turn_id.as_str());
     assert_eq!(params["mode"], "form");
-    assert_eq!(params["message"], "which branch?");
+    // The engine says which of the agent's servers asks.
+    assert_eq!(params["message"], "MCP server `mock` asks: which branch?");
     assert_eq!(
         params["requestedSchema"]["properties"]["name"]["type"],
         "string"

@@ -121,6 +121,7 @@ async fn run_case(
         strict: true,
         env: base_env(),
         sandbox_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_interpreter"))),
+        ..Default::default()
     })
     .unwrap();
 

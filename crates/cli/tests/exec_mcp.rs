@@ -118,7 +118,7 @@ async fn exec_declines_a_servers_question_and_says_so() {
     out.assert_success();
     assert!(
         out.stdout
-            .contains("declined a question from MCP server `mock` (which branch?)"),
+            .contains("declined a question (MCP server `mock` asks: which branch?)"),
         "{}",
         out.stdout
     );

@@ -217,12 +217,15 @@ impl Fleet {
             token: shared.path().join("mcp-server.token"),
         };
         let keys = shared.path().join("request-state.keys");
+        let fleet_keys = shared.path().join("fleet.keys");
         let config = format!(
             "model = \"mock-model\"\nmodel_provider = \"mock\"\nthread_store = \"{pg_url}\"\n{extra_config}\n\n\
-             mcp_server.request_state_key_file = \"{}\"\n\n\
+             mcp_server.request_state_key_file = \"{}\"\n\
+             mcp_server.fleet_key_file = \"{}\"\n\n\
              [model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_API_KEY\"\n\
              wire_api = \"chat\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
             keys.display(),
+            fleet_keys.display(),
             model.base_url()
         );
         let mut replicas = Vec::new();
@@ -447,12 +450,21 @@ impl Fleet {
         thread_id
     }
 
-    /// A background turn on `url` that runs `sleep 3`, then answers "rested"; its thread.
+    /// A background turn on `url` that runs `sleep 3`, then answers "rested"; its thread,
+    /// once the replica asked the model. A background `codex` answers as soon as the turn
+    /// is submitted; the replica takes the thread's lease when the turn starts, just
+    /// before asking the model, so until then another replica may still find it free.
     async fn background_nap(&self, url: &str) -> String {
         self.command_then("call_nap", "sleep 3", "rested");
+        let asked = self.model.requests().len();
         let started = self
             .codex(url, json!({"prompt": "take a nap", "background": true}))
             .await;
+        let deadline = Instant::now() + DEADLINE;
+        while self.model.requests().len() == asked {
+            assert!(Instant::now() < deadline, "{url} never asked the model");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
         thread_of(&started)
     }
 
@@ -515,6 +527,31 @@ impl Fleet {
             .collect()
     }
 
+    /// What someone who can write the database does to steal a thread's requests: a
+    /// replica row advertising `url`, heartbeating, and the thread leased to it.
+    async fn plant_owner(&self, thread_id: &str, url: &str) {
+        let (db, connection) = tokio_postgres::connect(&self.pg_url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let replica = format!("planted-{thread_id}");
+        db.execute(
+            "INSERT INTO interpreter_replicas (id, internal_url) VALUES ($1, $2)",
+            &[&replica, &url],
+        )
+        .await
+        .unwrap();
+        let updated = db
+            .execute(
+                "UPDATE interpreter_threads SET owner = $1, lease_epoch = lease_epoch + 1, \
+                 lease_expires_at = now() + interval '10 minutes' WHERE id = $2",
+                &[&replica, &thread_id],
+            )
+            .await
+            .unwrap();
+        assert_eq!(updated, 1, "no thread {thread_id} to plant an owner on");
+    }
+
     /// The thread's rollout as `threads export` writes it, from a machine that shares
     /// only the store URL.
     fn export(&self, thread_id: &str) -> String {
@@ -535,6 +572,81 @@ impl Fleet {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+/// An attacker's HTTP listener: records every request it receives (head and body) and
+/// answers each with a 500.
+struct Eavesdropper {
+    url: String,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Eavesdropper {
+    async fn start(ip: &str) -> Self {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut bytes = Vec::new();
+                    let mut buffer = [0u8; 8192];
+                    // Until the head and as much body as it announces, bounded in time.
+                    let read = async {
+                        loop {
+                            let n = stream.read(&mut buffer).await.unwrap_or(0);
+                            if n == 0 {
+                                break;
+                            }
+                            bytes.extend_from_slice(&buffer[..n]);
+                            let text = String::from_utf8_lossy(&bytes).to_string();
+                            if let Some(end) = text.find("\r\n\r\n") {
+                                let length = text[..end]
+                                    .lines()
+                                    .find_map(|l| {
+                                        let (name, value) = l.split_once(':')?;
+                                        name.eq_ignore_ascii_case("content-length")
+                                            .then(|| value.trim().parse::<usize>().ok())?
+                                    })
+                                    .unwrap_or(0);
+                                if bytes.len() >= end + 4 + length {
+                                    break;
+                                }
+                            }
+                        }
+                    };
+                    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+                    seen.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&bytes).to_string());
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        )
+                        .await;
+                });
+            }
+        });
+        Self {
+            url,
+            requests,
+            task,
+        }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Eavesdropper {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
@@ -911,4 +1023,99 @@ async fn doctor_sees_the_fleet_on_the_store() {
         .await;
     assert_eq!(completed(&waited)["content"], "rested", "{waited}");
     fleet.model.assert_invariants();
+}
+
+/// Someone who can write the database plants a replica row advertising their own
+/// listener and leases a thread to it, then waits for a replica to forward that thread's
+/// next request (with the fleet's bearer token, as replicas once did). The listener's
+/// address is outside `fleet_forward_allow`, so it is never contacted: the caller gets
+/// the retryable refusal saying why, the replica logs a warning, and nothing runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn adversarial_a_planted_replica_row_never_receives_the_token() {
+    // The replicas listen on 127.0.0.1; the attacker on another loopback address.
+    let Some(fleet) = Fleet::start("mcp_server.fleet_forward_allow = [\"127.0.0.1\"]").await else {
+        return;
+    };
+    let urls: Vec<String> = fleet.replicas.iter().map(Replica::url).collect();
+    let attacker = Eavesdropper::start("127.0.0.2").await;
+    fleet.answer("started");
+    let thread_id = thread_of(&fleet.codex(&urls[0], json!({"prompt": "begin"})).await);
+    fleet.plant_owner(&thread_id, &attacker.url).await;
+
+    let answer = fleet.reply(&urls[1], &thread_id, "steal this").await;
+    let error = &answer["error"];
+    assert_eq!(error["code"], RUNS_ELSEWHERE, "{answer}");
+    assert_eq!(error["data"]["retryable"], true, "{answer}");
+    let reason = error["data"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("mcp_server.fleet_forward_allow"),
+        "{answer}"
+    );
+    assert!(reason.contains(&attacker.url), "{answer}");
+    assert!(attacker.requests().is_empty(), "{:?}", attacker.requests());
+    let log = fleet.replicas[1].stderr();
+    assert!(
+        log.contains("warning: not forwarding tools/call") && log.contains(&attacker.url),
+        "{log}"
+    );
+    assert!(fleet.requests_ending_with("steal this").is_empty());
+}
+
+/// The same planted row, but on an address the replicas do forward to (loopback, in the
+/// default list). The listener receives the request, and nothing in it is worth
+/// replaying: no `Authorization`, no token anywhere, only a signature bound to the
+/// listener's own URL, which every real replica refuses (401, with the reason logged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn adversarial_an_allowed_listener_gets_nothing_it_can_replay() {
+    let Some(fleet) = Fleet::start("").await else {
+        return;
+    };
+    let urls: Vec<String> = fleet.replicas.iter().map(Replica::url).collect();
+    let attacker = Eavesdropper::start("127.0.0.1").await;
+    fleet.answer("started");
+    let thread_id = thread_of(&fleet.codex(&urls[0], json!({"prompt": "begin"})).await);
+    fleet.plant_owner(&thread_id, &attacker.url).await;
+
+    let answer = fleet.reply(&urls[1], &thread_id, "steal this").await;
+    assert_eq!(answer["error"]["code"], RUNS_ELSEWHERE, "{answer}");
+    let received = attacker.requests();
+    assert_eq!(received.len(), 1, "{received:?}");
+    let request = &received[0];
+    let (head, body) = request.split_once("\r\n\r\n").unwrap();
+    assert!(
+        !head.to_ascii_lowercase().contains("authorization"),
+        "{head}"
+    );
+    assert!(
+        !request.contains(&fleet.token),
+        "the token leaked: {request}"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("interpreter-replica-signature: v1;"),
+        "{head}"
+    );
+    assert!(body.contains("steal this"), "{body}");
+
+    // Replayed as received to real replicas: each refuses it.
+    for replica in [1, 2] {
+        let mut replay = fleet.http.post(&urls[replica]);
+        for line in head.lines().skip(1) {
+            let (name, value) = line.split_once(':').unwrap();
+            if !["host", "content-length"].contains(&name.to_ascii_lowercase().as_str()) {
+                replay = replay.header(name.trim(), value.trim());
+            }
+        }
+        let response = replay.body(body.to_string()).send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, 401, "{text}");
+        assert!(text.contains("does not match"), "{text}");
+        let log = fleet.replicas[replica].stderr();
+        assert!(
+            log.contains("warning: refused a forwarded request: its signature does not match"),
+            "{log}"
+        );
+    }
+    assert!(fleet.requests_ending_with("steal this").is_empty());
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 struct HttpServer {
     /// Kept so the server process lives as long as the test needs it.
-    _process: McpClient,
+    process: McpClient,
     url: String,
     token: Option<String>,
 }
@@ -41,7 +41,7 @@ async fn start(env: &McpEnv, extra: &[&str]) -> HttpServer {
                         .to_string()
                 });
             return HttpServer {
-                _process: client,
+                process: client,
                 url,
                 token,
             };
@@ -279,7 +279,12 @@ async fn gemini_cli_legacy_client_without_get_stream_gets_its_approval_on_the_ca
     use futures::StreamExt;
 
     let env = McpEnv::new().await;
-    let server = start(&env, &["--no-auth"]).await;
+    // A --no-auth listener's calls get no sandbox above the server's own.
+    let server = start(
+        &env,
+        &["--no-auth", "-c", "sandbox_mode=\"danger-full-access\""],
+    )
+    .await;
     let (session, body) = legacy_session(&server, "2025-06-18", json!({"elicitation": {}})).await;
     assert_eq!(
         priming_events(&body),
@@ -465,4 +470,155 @@ async fn health_probes_answer_without_the_token() {
         .await
         .unwrap();
     assert_eq!(unauthenticated.status(), 401);
+}
+
+/// A request that says another fleet replica forwarded it gets in without the bearer
+/// token only with a signature under the fleet's replica key, made for this server's
+/// own URL, within the time window, and never seen before. Everything else is 401 and
+/// the server says why on stderr.
+#[tokio::test]
+async fn adversarial_forged_expired_or_replayed_replica_signatures_are_refused() {
+    use interpreter_mcp_server::replica_auth::{ReplicaKeys, SIGNATURE_HEADER, SignedRequest};
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    let env = McpEnv::with_config("mcp_server.fleet_key_file = \"fleet.keys\"").await;
+    let server = start(&env, &[]).await;
+    let key_file = env.home.path().join("fleet.keys");
+    server
+        .process
+        .wait_for_stderr(&format!("fleet key file: {}", key_file.display()))
+        .await;
+    let fleet = ReplicaKeys::from_key_file(&key_file).unwrap();
+    let stranger_dir = tempfile::tempdir().unwrap();
+    let stranger = ReplicaKeys::from_key_file(&stranger_dir.path().join("keys")).unwrap();
+
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern_meta()}}).to_string();
+    let mut plain = HeaderMap::new();
+    for (name, value) in [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/list"),
+        ("interpreter-forwarded", "1"),
+    ] {
+        plain.insert(name, HeaderValue::from_static(value));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut nonces = 0u32;
+    let mut signed = |keys: &ReplicaKeys, at: u64, url: &str, body: &str| {
+        nonces += 1;
+        let signature = keys
+            .sign_at(
+                at,
+                &format!("{nonces:032x}"),
+                &SignedRequest {
+                    method: "POST",
+                    url,
+                    headers: &plain,
+                    body: body.as_bytes(),
+                },
+            )
+            .unwrap();
+        let mut headers = plain.clone();
+        headers.insert(SIGNATURE_HEADER, HeaderValue::from_str(&signature).unwrap());
+        headers
+    };
+    let send = |headers: HeaderMap, body: String| {
+        let url = server.url.clone();
+        async move {
+            let response = http()
+                .post(url)
+                .headers(headers)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            (status, response.text().await.unwrap())
+        }
+    };
+
+    // A replica's request: let in, answered.
+    let genuine = signed(&fleet, now, &server.url, &body);
+    let (status, text) = send(genuine.clone(), body.clone()).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(message_of(&text)["result"]["tools"][0]["name"], "codex");
+
+    let refusals = [
+        ("replayed", genuine, body.clone(), "it is a replay"),
+        (
+            "altered",
+            signed(&fleet, now, &server.url, &body),
+            body.replace("tools/list", "tools/lisT"),
+            "its signature does not match",
+        ),
+        (
+            "made for another address",
+            signed(&fleet, now, "http://127.0.0.1:9/mcp", &body),
+            body.clone(),
+            "its signature does not match",
+        ),
+        (
+            "forged with another key",
+            signed(&stranger, now, &server.url, &body),
+            body.clone(),
+            "its signature does not match",
+        ),
+        (
+            "expired",
+            signed(&fleet, now - 120, &server.url, &body),
+            body.clone(),
+            "its signature expired",
+        ),
+    ];
+    for (what, headers, body, why) in refusals {
+        let (status, text) = send(headers, body).await;
+        assert_eq!(status, 401, "{what}: {text}");
+        assert!(text.contains(why), "{what}: {text}");
+        server
+            .process
+            .wait_for_stderr(&format!("warning: refused a forwarded request: {why}"))
+            .await;
+    }
+}
+
+/// A `--no-auth` listener can be called by any local process (a sandboxed command with
+/// network among them), so its calls never run above the server's own sandbox, whatever
+/// `max_sandbox` allows: with `-c sandbox_mode=read-only` a call asking for
+/// workspace-write is refused, and nothing runs.
+#[tokio::test]
+async fn adversarial_a_no_auth_listener_never_runs_above_its_own_sandbox() {
+    let env = McpEnv::with_config("mcp_server.max_sandbox = \"danger-full-access\"").await;
+    env.script_command_then_text("call_w", "touch written.txt", "done");
+    let server = start(&env, &["--no-auth", "-c", "sandbox_mode=\"read-only\""]).await;
+    server
+        .process
+        .wait_for_stderr("calls may run at most `read-only, no network`")
+        .await;
+    let call = |sandbox: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "codex", "_meta": modern_meta(),
+            "arguments": {"prompt": "write", "approval-policy": "never", "sandbox": sandbox}}})
+    };
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "codex"),
+    ];
+    for sandbox in ["workspace-write", "danger-full-access"] {
+        let (status, _, body) = post(&server, &call(sandbox), &headers).await;
+        assert_eq!(status, 200, "{body}");
+        let result = &message_of(&body)["result"];
+        assert_eq!(result["isError"], true, "{sandbox}: {result}");
+        let text = result["structuredContent"]["content"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("--no-auth"), "{sandbox}: {text}");
+        assert!(text.contains("`read-only`"), "{sandbox}: {text}");
+    }
+    assert!(env.model.requests().is_empty(), "a refused call ran");
+    assert!(!env.work_path().join("written.txt").exists());
 }

@@ -108,7 +108,7 @@ impl ElicitationSink for ElicitationBroker {
             inner.send(EventMsg::ElicitationRequest(ElicitationRequestEvent {
                 id: id.clone(),
                 server: server.clone(),
-                request: request.clone(),
+                request: attributed(&server, &request),
                 timeout_sec: inner.timeout.as_secs(),
             }));
             let response = tokio::select! {
@@ -148,6 +148,22 @@ impl ElicitationSink for ElicitationBroker {
             }
         })
     }
+}
+
+/// `request` with its `message` saying which MCP server asks: `MCP server `NAME` asks:
+/// …`. Every front end shows this message wherever it forwards the question (to an MCP
+/// client, an app-server client, an ACP client), and a server could otherwise word its
+/// question exactly like the agent's own command approval.
+fn attributed(server: &str, request: &serde_json::Value) -> serde_json::Value {
+    let mut request = request.clone();
+    if let Some(object) = request.as_object_mut() {
+        let message = match object.get("message").and_then(serde_json::Value::as_str) {
+            Some(text) => format!("MCP server `{server}` asks: {text}"),
+            None => format!("MCP server `{server}` asks a question"),
+        };
+        object.insert("message".to_string(), serde_json::Value::String(message));
+    }
+    request
 }
 
 /// The `requestedSchema` of a form-mode request (`None` for URL mode, which has no content).
@@ -255,6 +271,7 @@ mod tests {
                 panic!("no elicitation_request event");
             };
             assert_eq!(request.server, "srv");
+            assert_eq!(request.request["message"], "MCP server `srv` asks: name?");
             broker.resolve(
                 &request.id,
                 ElicitationResponse {

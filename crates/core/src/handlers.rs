@@ -392,6 +392,12 @@ async fn handle_shell(
     let policy = sess.turn_sandbox_policy();
     let escalate =
         !read_only_turn && args.sandbox_permissions == SandboxPermissions::RequireEscalated;
+    if escalate
+        && !policy.runs_unsandboxed()
+        && let Some(why) = leaving_the_sandbox_refused(&sess.config)
+    {
+        return ToolOutcome::Output(format!("command rejected: {why}"));
+    }
     let session_key = format!("exec:{}", interpreter_tools::display_command(&argv));
     let approved_for_session = sess.is_approved_for_session(&session_key).await;
 
@@ -429,6 +435,7 @@ async fn handle_shell(
     // A command the sandbox stopped may be retried outside it, but only with approval.
     if sandboxed
         && !read_only_turn
+        && leaving_the_sandbox_refused(&sess.config).is_none()
         && approval::may_ask_to_retry_unsandboxed(sess.config.approval_policy)
         && let Ok(out) = &result
         && out.exit_code != Some(0)
@@ -933,6 +940,15 @@ async fn handle_patch(
             .join("\n")
     );
     let approved_for_session = sess.is_approved_for_session(&session_key).await;
+    // Applied by the agent itself, outside any sandbox: under an operator's ceiling a
+    // patch writes only where the thread's commands could.
+    if let Some(why) = unwritable.as_deref()
+        && let Some(ceiling) = leaving_the_sandbox_refused(&sess.config)
+    {
+        let text = format!("patch rejected: {why}, and {ceiling}");
+        report_refused_patch(sess, sub_id, call_id, FileChanges::new(), &text).await;
+        return ToolOutcome::Output(text);
+    }
     let assessment = approval::assess_patch(
         sess.config.approval_policy,
         unwritable.as_deref(),
@@ -1235,6 +1251,21 @@ fn stopped_while_running(what: &str, started: Instant) -> ToolOutcome {
         "interrupted: the turn was stopped while this {what} ran (after {} ms); its result, if any, was discarded",
         started.elapsed().as_millis()
     ))
+}
+
+/// Why nothing of this thread may leave its sandbox (an approved escalation, a retry
+/// outside it, a patch where its commands cannot write), when an operator's ceiling says
+/// so ([`crate::config::SandboxCeiling`]).
+fn leaving_the_sandbox_refused(config: &crate::config::Config) -> Option<String> {
+    let ceiling = config.sandbox_ceiling.as_ref()?;
+    (!ceiling.allows_unsandboxed()).then(|| {
+        format!(
+            "nothing may run or write outside the sandbox under the ceiling `{}` that {} \
+             sets, whatever is approved",
+            ceiling.describe(),
+            ceiling.source()
+        )
+    })
 }
 
 /// Why the patch may not write where it wants, in the words the model and the user see;

@@ -53,6 +53,16 @@ pub(crate) fn confine(
     if network {
         if policy.has_full_network_access() || in_force.network {
             out.already.push("network access".to_string());
+        } else if let Some(ceiling) = config
+            .sandbox_ceiling
+            .as_ref()
+            .filter(|ceiling| !ceiling.allows_network())
+        {
+            out.refused.push(format!(
+                "network access: the ceiling `{}` that {} sets has none",
+                ceiling.describe(),
+                ceiling.source()
+            ));
         } else {
             out.askable.network = true;
         }

@@ -57,6 +57,7 @@ fn config_with(
             ("PATH".to_string(), "/usr/bin:/bin".to_string()),
         ]),
         sandbox_exe: None,
+        ..Default::default()
     })
     .unwrap()
 }

@@ -92,6 +92,7 @@ fn config_with(
             ("PATH".to_string(), "/usr/bin:/bin".to_string()),
         ]),
         sandbox_exe: None,
+        ..Default::default()
     })
     .unwrap()
 }
@@ -224,7 +225,10 @@ async fn a_servers_question_is_an_event_and_the_answer_an_op() {
         match event.msg {
             EventMsg::ElicitationRequest(request) => {
                 assert_eq!(request.server, "mock");
-                assert_eq!(request.request["message"], "your name?");
+                assert_eq!(
+                    request.request["message"],
+                    "MCP server `mock` asks: your name?"
+                );
                 new.thread
                     .submit(Op::ResolveElicitation {
                         id: request.id,

@@ -168,6 +168,7 @@ fn config(
         strict: true,
         env: HashMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]),
         sandbox_exe: None,
+        ..Default::default()
     })
     .unwrap()
 }

@@ -11,10 +11,17 @@
 //! connection; an owner that advertised no URL or does not answer; a request that was
 //! itself forwarded, so two replicas that disagree cannot bounce it between them) is
 //! refused with the retryable [`RUNS_ELSEWHERE_CODE`] error naming the owner: nothing ran.
+//!
+//! The owner's URL comes from the thread store, which is not where the operator decides
+//! who belongs to the fleet: a URL outside `mcp_server.fleet_forward_allow` is never
+//! contacted, and what is sent carries no credential of the caller's, only a signature
+//! under the fleet's replica key that verifies at that URL alone
+//! ([`crate::replica_auth`]).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use interpreter_core::config::ForwardAllow;
 use interpreter_core::store::{RUNS_ELSEWHERE_CODE, RemoteOwner, RunsElsewhere};
 use interpreter_protocol::ThreadId;
 use rmcp::RoleServer;
@@ -22,6 +29,7 @@ use rmcp::model::{ErrorCode, ErrorData, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
+use crate::replica_auth::{ReplicaKeys, SIGNATURE_HEADER, SignedRequest};
 use crate::turns::Registry;
 
 /// Marks a request one replica forwarded to another; such a request is never forwarded
@@ -35,20 +43,42 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a forwarded call that is still waiting checks the owner is alive.
 const OWNER_CHECK: Duration = Duration::from_secs(5);
 
-/// Headers a forwarded request keeps: the protocol's own (the owner validates them
-/// against the body, as the first replica did) and the caller's credentials (replicas
-/// share one token file).
+/// Headers a forwarded request keeps from the caller's: the protocol's own (the owner
+/// validates them against the body, as the first replica did). Never the caller's
+/// credentials: the owner is whatever the store names, and the forward is
+/// authenticated by the replica key instead.
 fn kept_header(name: &str) -> bool {
-    name == "authorization"
-        || name == "mcp-protocol-version"
+    name == "mcp-protocol-version"
         || name == "mcp-method"
         || name == "mcp-name"
         || name.starts_with("mcp-param-")
 }
 
-/// The retryable refusal for a request about a thread `owner` runs.
+/// Headers a forward's signature covers: the kept ones, the loop guard and the body's
+/// type.
+pub fn signed_header(name: &str) -> bool {
+    kept_header(name) || name == FORWARDED_HEADER || name == "content-type"
+}
+
+/// What this replica needs to forward: the fleet's replica key, and where it may send
+/// it. Set once the listener knows its own address.
+#[derive(Debug)]
+pub struct Peers {
+    pub keys: Arc<ReplicaKeys>,
+    pub allow: ForwardAllow,
+}
+
+/// The retryable refusal for a request about a thread `owner` runs; `data.reason` says
+/// why it was not forwarded.
 pub fn runs_elsewhere(thread_id: ThreadId, owner: &str, why: &str) -> ErrorData {
-    let data = serde_json::to_value(RunsElsewhere::new(thread_id, owner)).ok();
+    let data = serde_json::to_value(RunsElsewhere::new(thread_id, owner))
+        .ok()
+        .map(|mut data| {
+            if let Some(object) = data.as_object_mut() {
+                object.insert("reason".to_string(), json!(why));
+            }
+            data
+        });
     ErrorData::new(
         ErrorCode(RUNS_ELSEWHERE_CODE),
         format!(
@@ -81,6 +111,8 @@ fn client() -> Result<&'static reqwest::Client, ErrorData> {
     }
     let built = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
+        // A redirect would lead to an address the allow list never saw.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| ErrorData::internal_error(format!("forwarding client: {e}"), None))?;
     Ok(CLIENT.get_or_init(|| built))
@@ -132,6 +164,24 @@ pub async fn forward(
     let Some(url) = owner.internal_url.as_deref() else {
         return Err(refuse("it advertised no internal URL"));
     };
+    let Some(peers) = registry.peers.get() else {
+        return Err(refuse(
+            "this replica has no fleet replica key to forward with (an HTTP listener on a \
+             shared thread store loads one)",
+        ));
+    };
+    let target = match allowed_target(&peers.allow, url) {
+        Ok(target) => target,
+        Err(why) => {
+            // The store named an address the operator did not allow: whoever wrote it,
+            // it is not contacted.
+            eprintln!(
+                "warning: not forwarding {method} for thread {thread_id} to replica {}: {why}",
+                owner.replica
+            );
+            return Err(refuse(&why));
+        }
+    };
     if let Some(object) = params.as_object_mut()
         && !object.contains_key("_meta")
         && let Ok(meta) = serde_json::to_value(&ctx.meta)
@@ -139,19 +189,38 @@ pub async fn forward(
         object.insert("_meta".to_string(), meta);
     }
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let mut request = client()?
-        .post(url)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::ACCEPT, "application/json, text/event-stream")
-        .header(FORWARDED_HEADER, "1")
-        .json(&body);
+    let body = serde_json::to_vec(&body)
+        .map_err(|e| ErrorData::internal_error(format!("forwarded request: {e}"), None))?;
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(FORWARDED_HEADER, http::HeaderValue::from_static("1"));
     if let Some(parts) = ctx.extensions.get::<http::request::Parts>() {
         for (name, value) in &parts.headers {
             if kept_header(name.as_str()) {
-                request = request.header(name, value);
+                headers.append(name.clone(), value.clone());
             }
         }
     }
+    let signature = peers
+        .keys
+        .sign(&SignedRequest {
+            method: "POST",
+            url: target.as_str(),
+            headers: &headers,
+            body: &body,
+        })
+        .map_err(|e| refuse(&e.to_string()))?;
+    let signature = http::HeaderValue::from_str(&signature)
+        .map_err(|e| refuse(&format!("the signature is not a header value: {e}")))?;
+    headers.insert(SIGNATURE_HEADER, signature);
+    let request = client()?.post(target).headers(headers).body(body);
     tracing::info!(
         "forwarding {method} for thread {thread_id} to {}",
         owner.replica
@@ -194,6 +263,33 @@ pub async fn forward(
             Err(refuse(&format!("it could not be reached: {why}")))
         }
     }
+}
+
+/// Whether `url` may be contacted: an `http`/`https` URL without credentials in it,
+/// whose host and port the allow list admits. The error says why not.
+fn allowed_target(allow: &ForwardAllow, url: &str) -> Result<reqwest::Url, String> {
+    // The URL is whatever the store holds: shown bounded and escaped.
+    let shown: String = url.chars().take(200).collect();
+    let not = |why: &str| format!("its internal URL {shown:?} {why}");
+    let parsed = reqwest::Url::parse(url).map_err(|e| not(&format!("is not a URL ({e})")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(not("is not http:// or https://"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(not("carries credentials, which no replica advertises"));
+    }
+    let allowed = match (parsed.host_str(), parsed.port_or_known_default()) {
+        (Some(host), Some(port)) => allow.allows(host, port),
+        _ => return Err(not("names no host")),
+    };
+    if !allowed {
+        return Err(not(&format!(
+            "is not an address this replica forwards to ({}); set \
+             mcp_server.fleet_forward_allow to the fleet's addresses",
+            allow.describe()
+        )));
+    }
+    Ok(parsed)
 }
 
 /// One POST: the JSON-RPC response to it, from a JSON body or the SSE stream. Progress
@@ -301,9 +397,38 @@ mod tests {
     }
 
     #[test]
-    fn only_protocol_headers_and_credentials_are_kept() {
+    fn only_allowed_plain_urls_are_contacted() {
+        let allow = ForwardAllow::default_for(Some(("10.0.0.11", 8765)));
+        assert!(allowed_target(&allow, "http://10.0.0.12:8765/mcp").is_ok());
+        assert!(allowed_target(&allow, "http://127.0.0.1:1/mcp").is_ok());
+        for (url, why) in [
+            ("http://10.0.1.12:8765/mcp", "fleet_forward_allow"),
+            ("http://10.0.0.12:22/mcp", "fleet_forward_allow"),
+            ("http://evil.example:8765/mcp", "fleet_forward_allow"),
+            ("http://user:pw@127.0.0.1:1/mcp", "credentials"),
+            ("file:///etc/passwd", "http://"),
+            ("unix:/run/x", "http://"),
+            ("not a url", "is not a URL"),
+        ] {
+            let error = allowed_target(&allow, url).err().unwrap_or_default();
+            assert!(error.contains(why), "{url}: {error}");
+        }
+        // 0x7f000001 is 127.0.0.1 to the URL parser and to the connection alike.
+        assert!(allowed_target(&allow, "http://0x7f000001:1/").is_ok());
+        let long = format!("http://{}/", "a".repeat(10_000));
+        assert!(
+            allowed_target(&allow, &long)
+                .err()
+                .unwrap_or_default()
+                .len()
+                < 1_000
+        );
+    }
+
+    #[test]
+    fn only_protocol_headers_are_kept() {
         for kept in [
-            "authorization",
+            "mcp-protocol-version",
             "mcp-method",
             "mcp-name",
             "mcp-param-threadid",
@@ -311,6 +436,8 @@ mod tests {
             assert!(kept_header(kept), "{kept}");
         }
         for dropped in [
+            "authorization",
+            "proxy-authorization",
             "host",
             "cookie",
             "mcp-session-id",

@@ -214,6 +214,9 @@ impl AgentServer {
         };
         let config = match build_session_config(&self.registry.inputs, overrides).await {
             Ok(config) => config,
+            Err(e) if e.is_refusal() => {
+                return Ok(result::error(&format!("Refused: {e}")).into());
+            }
             Err(e) => {
                 return Ok(result::error(&format!("Failed to load configuration: {e}")).into());
             }

@@ -5,7 +5,8 @@
 //! Defences, all on by default:
 //! * a bearer token (`Authorization: Bearer …`), kept in a file of mode 0600 owned by this
 //!   user, whose path is printed at start; only `--no-auth` on a loopback address turns it
-//!   off;
+//!   off. A request another fleet replica forwarded carries a signature under the fleet's
+//!   replica key instead ([`crate::replica_auth`]), checked whatever the token setting;
 //! * `Host` validation against the addresses we listen on (DNS rebinding), and `Origin`
 //!   validation: a request carrying an `Origin` header is refused unless it is the
 //!   server's own origin (a page it could serve) or was allowed with `--allow-origin`;
@@ -33,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::handler::AgentServer;
 use crate::http_filters;
 use crate::mrtr::RequestStates;
+use crate::replica_auth::{Refusal, ReplicaKeys, ReplicaVerifier, SIGNATURE_HEADER};
 use crate::turns::Registry;
 
 /// Where and how to listen.
@@ -145,7 +147,24 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn require_token(State(token): State<Arc<String>>, request: Request, next: Next) -> Response {
+/// Who the listener lets in: callers with the token (or anyone, with `--no-auth`), and
+/// requests other replicas forwarded with a valid signature.
+struct Gate {
+    token: Option<String>,
+    /// `None` off a fleet: then no signature is accepted.
+    replicas: Option<ReplicaVerifier>,
+}
+
+async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    if request.headers().contains_key(SIGNATURE_HEADER) {
+        return match gate.forwarded(request).await {
+            Ok(request) => next.run(request).await,
+            Err(refused) => refused,
+        };
+    }
+    let Some(token) = &gate.token else {
+        return next.run(request).await;
+    };
     let presented = request
         .headers()
         .get(http::header::AUTHORIZATION)
@@ -165,6 +184,49 @@ async fn require_token(State(token): State<Arc<String>>, request: Request, next:
     }
 }
 
+impl Gate {
+    /// The request, rebuilt around its (bounded) body, when its replica signature
+    /// verifies; else the refusal, whose reason is also logged.
+    async fn forwarded(&self, request: Request) -> Result<Request, Response> {
+        let (parts, body) = request.into_parts();
+        let verified = match &self.replicas {
+            None => Err(Refusal::Unauthorized(
+                "this server is not a fleet replica (no shared thread store, no \
+                 mcp_server.fleet_key_file)"
+                    .to_string(),
+            )),
+            Some(verifier) => {
+                match axum::body::to_bytes(body, http_filters::MAX_BODY_BYTES).await {
+                    Err(_) => Err(Refusal::Unauthorized(format!(
+                        "its body is larger than {} bytes or could not be read",
+                        http_filters::MAX_BODY_BYTES
+                    ))),
+                    Ok(bytes) => verifier
+                        .verify(&parts.method, &parts.headers, &bytes)
+                        .map(|()| bytes),
+                }
+            }
+        };
+        match verified {
+            Ok(bytes) => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+            Err(refusal) => {
+                eprintln!("warning: refused a forwarded request: {refusal}");
+                let status = match refusal {
+                    Refusal::Unauthorized(_) => http::StatusCode::UNAUTHORIZED,
+                    Refusal::Busy(_) => http::StatusCode::SERVICE_UNAVAILABLE,
+                };
+                Err((
+                    status,
+                    format!(
+                        "the replica signature of this forwarded request was refused: {refusal}\n"
+                    ),
+                )
+                    .into_response())
+            }
+        }
+    }
+}
+
 /// What the HTTP listener is, and whom it lets in.
 pub struct HttpServe {
     pub listen: HttpListen,
@@ -173,21 +235,28 @@ pub struct HttpServe {
     pub allowed_origins: Vec<String>,
     /// `Host` names allowed besides this machine's loopback names and bound address.
     pub allowed_hosts: Vec<String>,
+    /// `--internal-url`: the address other replicas reach this one at. `None`: the
+    /// bound URL, unless the address is a wildcard (which names no machine).
+    pub internal_url: Option<String>,
+    /// The fleet's replica key, when this server is a fleet replica.
+    pub replica_keys: Option<Arc<ReplicaKeys>>,
 }
 
 /// Serve MCP over streamable HTTP until `shutdown` fires. Calls `ready` with the bound
-/// address once accepting.
+/// URL and the internal URL advertised to other replicas, once accepting.
 pub async fn serve(
     HttpServe {
         listen,
         auth,
         allowed_origins,
         allowed_hosts: extra_hosts,
+        internal_url,
+        replica_keys,
     }: HttpServe,
     registry: Arc<Registry>,
     states: Arc<RequestStates>,
     shutdown: CancellationToken,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(&str, Option<&str>),
 ) -> Result<(), HttpError> {
     if matches!(auth, HttpAuth::None) && !listen.addr.ip().is_loopback() {
         return Err(HttpError::NoAuthOffLoopback(listen.addr));
@@ -202,6 +271,8 @@ pub async fn serve(
         addr: listen.addr,
         source,
     })?;
+    let url = format!("http://{bound}{}", listen.path);
+    let advertised = internal_url.or_else(|| (!bound.ip().is_unspecified()).then(|| url.clone()));
     let mut allowed_hosts = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
@@ -233,15 +304,20 @@ pub async fn serve(
         .layer(axum::middleware::from_fn(
             http_filters::unreadable_answers_settle,
         ));
-    if let HttpAuth::Token(token) = auth {
-        router = router.layer(axum::middleware::from_fn_with_state(
-            Arc::new(token),
-            require_token,
-        ));
-    }
+    let gate = Gate {
+        token: match auth {
+            HttpAuth::Token(token) => Some(token),
+            HttpAuth::None => None,
+        },
+        replicas: replica_keys.map(|keys| ReplicaVerifier::new(keys, advertised.as_deref())),
+    };
+    router = router.layer(axum::middleware::from_fn_with_state(
+        Arc::new(gate),
+        authenticate,
+    ));
     // Added after the token layer, so a balancer's health checks need no token.
     let router = router.merge(listener::probe_routes(&listen.path));
-    ready(bound);
+    ready(&url, advertised.as_deref());
     // The shared accept loop: header-read timeout, connection cap, fd limit raised.
     listener::serve(listener::Acceptor::Tcp(tcp), router, shutdown)
         .await

@@ -30,7 +30,7 @@ use crate::approval;
 const FIRST_POLLING_REVISION: &str = "2025-11-25";
 
 /// The largest POST body read: the same bound as a stdio line.
-const MAX_BODY_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
+pub(crate) const MAX_BODY_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
 
 /// Middleware: strip priming events from the SSE responses of pre-2025-11-25 requests.
 pub async fn priming_only_for_polling_clients(request: Request, next: Next) -> Response {

@@ -17,7 +17,8 @@
 //!   `InputRequiredResult` with a sealed `requestState` (2026-07-28);
 //! * [`tasks`]: the 2026-07-28 Tasks extension, backed by the thread store;
 //! * [`http`]: the listener, its bearer token and Origin/Host checks;
-//! * [`fleet`]: requests about a thread another replica runs, forwarded to it;
+//! * [`fleet`]: requests about a thread another replica runs, forwarded to it, signed
+//!   with the fleet's replica key ([`replica_auth`]);
 //! * [`app`]: the app-server's v2 methods on the same connection, as custom requests;
 //! * [`tools`], [`result`]: tool definitions, arguments and results. The nesting
 //!   marker sessions carry is the MCP client's (`interpreter_mcp_client::nesting`).
@@ -36,28 +37,37 @@ pub mod fuzzing;
 pub mod handler;
 pub mod http;
 mod http_filters;
+mod keyring;
 pub mod mrtr;
+pub mod replica_auth;
 pub mod result;
 mod stdio;
 pub mod tasks;
 pub mod tools;
 pub mod turns;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use interpreter_core::ThreadManager;
-use interpreter_core::config::{ConfigError, ConfigInputs, load_config};
+use interpreter_core::config::{
+    CallerLimits, Config, ConfigError, ConfigInputs, ForwardAllow, McpServerSettings,
+    SandboxCeiling, load_config,
+};
 use interpreter_core::store::StoreLocation;
+use interpreter_protocol::SandboxPolicy;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::AgentServer;
 use crate::http::{HttpAuth, HttpError, HttpListen};
 use crate::mrtr::{MrtrError, RequestStates};
+use crate::replica_auth::{ReplicaKeyError, ReplicaKeys};
 use crate::turns::Registry;
+
+/// The fleet key file in the home when `mcp_server.fleet_key_file` names none.
+pub const DEFAULT_FLEET_KEY_FILE: &str = "mcp-server-fleet.keys";
 
 /// How long running turns get to record their interruption when the server stops.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
@@ -98,6 +108,8 @@ pub enum McpServerError {
     #[error(transparent)]
     RequestState(#[from] MrtrError),
     #[error(transparent)]
+    ReplicaKey(#[from] ReplicaKeyError),
+    #[error(transparent)]
     Http(#[from] HttpError),
     #[error("MCP connection failed: {0}")]
     Connection(String),
@@ -108,29 +120,62 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     // A config that does not load (no model yet, an unknown key under --strict-config)
     // must not stop the server before `initialize`: an MCP host would only show
     // "connection closed". Say it on stderr; every tool call then answers with the error.
-    let inputs = opts.config_inputs.clone();
-    let loaded = tokio::task::spawn_blocking(move || {
-        load_config(inputs).map(|config| {
-            let key_file = config
-                .mcp_server
-                .request_state_key_file
-                .map(|path| config.home.join(path));
-            (key_file, config.thread_store)
-        })
-    })
-    .await
-    .map_err(|e| McpServerError::Join(e.to_string()))?;
-    let (key_file, thread_store) = match loaded {
-        Ok((key_file, thread_store)) => (key_file, Some(thread_store)),
+    let load = |inputs: ConfigInputs| async move {
+        tokio::task::spawn_blocking(move || load_config(inputs))
+            .await
+            .map_err(|e| McpServerError::Join(e.to_string()))
+    };
+    let own = match load(opts.config_inputs.clone()).await? {
+        Ok(config) => Some(config),
         Err(e) => {
             eprintln!(
                 "warning: the configuration does not load yet ({e}); every tool call will report it until it is fixed (e.g. `interpreter mcp-server -m MODEL`)"
             );
-            (None, None)
+            // The server's own settings need no model: calls may name one.
+            let mut inputs = opts.config_inputs.clone();
+            inputs.overrides.model_not_needed = true;
+            load(inputs).await?.ok()
         }
     };
+    let no_auth = matches!(
+        opts.listen,
+        Listen::Http {
+            token_file: None,
+            ..
+        }
+    );
+    let limits = caller_limits(own.as_ref(), no_auth);
+    if let (Some(config), Some(ceiling)) = (&own, &limits.sandbox) {
+        if let Some(why) = ceiling.exceeded_by(&config.sandbox_policy) {
+            eprintln!(
+                "warning: the server's own {why}, which {} sets: every call will be refused \
+                 until one of them changes",
+                ceiling.source()
+            );
+        } else {
+            eprintln!(
+                "calls may run at most `{}` ({})",
+                ceiling.describe(),
+                ceiling.source()
+            );
+        }
+    }
+    let (home, settings, thread_store) = match own {
+        Some(config) => (config.home, config.mcp_server, Some(config.thread_store)),
+        None => (
+            opts.config_inputs.home.clone(),
+            McpServerSettings::default(),
+            None,
+        ),
+    };
+    let mut inputs = opts.config_inputs;
+    inputs.caller_limits = Some(limits);
+    let key_file = settings
+        .request_state_key_file
+        .as_ref()
+        .map(|path| home.join(path));
     let thread_manager = Arc::new(ThreadManager::new());
-    let registry = Arc::new(Registry::new(thread_manager.clone(), opts.config_inputs));
+    let registry = Arc::new(Registry::new(thread_manager.clone(), inputs));
     let states = Arc::new(match &key_file {
         Some(path) => {
             let states = RequestStates::from_key_file(path)?;
@@ -160,6 +205,24 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
                     );
                 }
             }
+            // A fleet replica signs what it forwards and checks what is forwarded to it
+            // with the fleet's key: on a shared store, or wherever the key is named.
+            let shared_store = thread_store
+                .as_ref()
+                .is_some_and(|location| !matches!(location, StoreLocation::Local { .. }));
+            let replica_key_file = match &settings.fleet_key_file {
+                Some(path) => Some(home.join(path)),
+                None if shared_store => Some(home.join(DEFAULT_FLEET_KEY_FILE)),
+                None => None,
+            };
+            let replica_keys = match replica_key_file {
+                Some(path) => {
+                    let keys = Arc::new(ReplicaKeys::from_key_file(&path)?);
+                    eprintln!("fleet key file: {}", path.display());
+                    Some(keys)
+                }
+                None => None,
+            };
             let auth = match token_file {
                 Some(path) => {
                     let token = http::load_or_create_token(&path)?;
@@ -168,25 +231,34 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
                 }
                 None => HttpAuth::None,
             };
-            let path = listen.path.clone();
+            let peers_keys = replica_keys.clone();
+            let forward_allow = settings.fleet_forward_allow.clone();
+            let peers_registry = registry.clone();
             http::serve(
                 http::HttpServe {
                     listen,
                     auth,
                     allowed_origins,
                     allowed_hosts,
+                    internal_url,
+                    replica_keys,
                 },
                 registry.clone(),
                 states,
                 stop,
-                |addr: SocketAddr| {
-                    let url = format!("http://{addr}{path}");
-                    // Stores open at the first call, after this. A wildcard address
-                    // names no machine, so without --internal-url nothing is advertised.
-                    let advertised =
-                        internal_url.or_else(|| (!addr.ip().is_unspecified()).then(|| url.clone()));
+                |url: &str, advertised: Option<&str>| {
+                    // Stores open at the first call, after this.
                     if let Some(advertised) = advertised {
-                        thread_manager.advertise_internal_url(advertised);
+                        thread_manager.advertise_internal_url(advertised.to_string());
+                    }
+                    if let Some(keys) = peers_keys {
+                        let own = advertised.and_then(|url| reqwest::Url::parse(url).ok());
+                        let own_host = own
+                            .as_ref()
+                            .and_then(|url| Some((url.host_str()?, url.port_or_known_default()?)));
+                        let allow = ForwardAllow::resolve(forward_allow.as_deref(), own_host);
+                        eprintln!("fleet forwards: {}", allow.describe());
+                        let _ = peers_registry.peers.set(fleet::Peers { keys, allow });
                     }
                     eprintln!("listening on {url}");
                 },
@@ -200,6 +272,51 @@ pub async fn run(opts: McpServerOptions, stop: CancellationToken) -> Result<(), 
     registry.shutdown.cancel();
     registry.thread_manager.shutdown_all(SHUTDOWN_GRACE).await;
     served
+}
+
+/// What this server's callers may set, from its operator's own configuration (`None`:
+/// it did not load, so the strictest): `[mcp_server] max_sandbox` and
+/// `allow_caller_programs`, and on a `--no-auth` listener (which any local process may
+/// call) no sandbox above the server's own. Fixed here, at start: a caller that writes
+/// config.toml cannot loosen it.
+fn caller_limits(config: Option<&Config>, no_auth: bool) -> CallerLimits {
+    let mut limits = CallerLimits {
+        sandbox: None,
+        allow_programs: false,
+        programs_key: "mcp_server.allow_caller_programs".to_string(),
+        operator_keys: vec!["mcp_server".to_string(), "thread_store".to_string()],
+    };
+    let Some(config) = config else {
+        limits.sandbox = Some(SandboxCeiling::of_policy(
+            &SandboxPolicy::ReadOnly {
+                network_access: false,
+            },
+            "the configuration not loading when the server started (restart it once it loads)",
+        ));
+        return limits;
+    };
+    limits.allow_programs = config.mcp_server.allow_caller_programs;
+    let max = config.mcp_server.max_sandbox.map(|mode| {
+        SandboxCeiling::of_mode(
+            mode,
+            config,
+            format!("mcp_server.max_sandbox = \"{}\"", mode.as_str()),
+        )
+    });
+    let own = no_auth.then(|| {
+        SandboxCeiling::of_policy(
+            &config.sandbox_policy,
+            format!(
+                "--no-auth (its callers may only lower the server's own sandbox, `{}`)",
+                config.sandbox_policy.mode().as_str()
+            ),
+        )
+    });
+    limits.sandbox = match (max, own) {
+        (Some(max), Some(own)) => Some(max.lower(own)),
+        (max, own) => max.or(own),
+    };
+    limits
 }
 
 async fn serve_stdio(

@@ -63,21 +63,15 @@ impl RequestStates {
         Ok(Self { codec })
     }
 
-    /// A codec over the keyring in `path` (created with one fresh key when missing,
-    /// readable only by its owner; a file others may read is refused).
+    /// A codec over the keyring in `path` (see [`crate::keyring`]: created with one
+    /// fresh key when missing, readable only by its owner; a file others may read is
+    /// refused).
     pub fn from_key_file(path: &Path) -> Result<Self, MrtrError> {
         let fail = |reason: String| MrtrError::KeyFile {
             path: path.to_path_buf(),
             reason,
         };
-        let text = interpreter_app_server::listener::load_or_create_token(path, |bytes| {
-            format!(
-                "{FIRST_KEY_ID} {}",
-                interpreter_app_server::listener::hex(bytes)
-            )
-        })
-        .map_err(|e| fail(e.to_string()))?;
-        let keys = parse_keyring(&text).map_err(fail)?;
+        let keys = crate::keyring::load(path).map_err(fail)?;
         let active = keys
             .first()
             .map(|(id, _)| id.clone())
@@ -108,42 +102,6 @@ impl RequestStates {
         let context = Self::associated_data(tool);
         Ok(self.codec.open_json_with(sealed, &context)?)
     }
-}
-
-/// The id of the key a freshly created key file holds.
-const FIRST_KEY_ID: &str = "k1";
-
-/// `<id> <hex>` lines (blank lines and `#` comments skipped), in file order.
-fn parse_keyring(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let mut keys = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let number = index + 1;
-        let (id, key) = line
-            .split_once(char::is_whitespace)
-            .ok_or_else(|| format!("line {number} is not `<id> <hex key>`"))?;
-        let key = key.trim();
-        if key.len() % 2 != 0 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!("line {number}: the key is not hex digits"));
-        }
-        let bytes = (0..key.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&key[i..i + 2], 16))
-            .collect::<Result<Vec<u8>, _>>()
-            .map_err(|e| format!("line {number}: {e}"))?;
-        if bytes.len() < RequestStateCodec::MIN_KEY_LENGTH {
-            return Err(format!(
-                "line {number}: a key needs at least {} bytes ({} hex digits)",
-                RequestStateCodec::MIN_KEY_LENGTH,
-                RequestStateCodec::MIN_KEY_LENGTH * 2
-            ));
-        }
-        keys.push((id.to_string(), bytes));
-    }
-    Ok(keys)
 }
 
 #[cfg(test)]

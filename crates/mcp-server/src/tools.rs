@@ -379,6 +379,18 @@ pub enum SessionConfigError {
     Join(String),
 }
 
+impl SessionConfigError {
+    /// Whether the call asked for more than the server's operator allows (a sandbox
+    /// above the ceiling, a program of its own), rather than for something broken.
+    pub fn is_refusal(&self) -> bool {
+        use interpreter_core::config::ConfigError;
+        matches!(
+            self,
+            Self::Load(ConfigError::AboveSandboxCeiling { .. } | ConfigError::CallerProgram { .. })
+        )
+    }
+}
+
 /// Per-call settings layered on top of the server's own config inputs.
 #[derive(Debug, Default, Clone)]
 pub struct CallOverrides {
@@ -440,14 +452,15 @@ pub fn json_to_toml(value: &Value) -> Result<toml::Value, String> {
 }
 
 /// Build the session config: server inputs (its `-c`, `--strict-config`, profile, env)
-/// first, then this call's `config` entries, then its typed arguments; and mark the
-/// session's child environment with the MCP nesting depth.
+/// first, then this call's `config` entries (the caller's overrides, held to the limits
+/// the server's operator set, as its typed arguments are), then its typed arguments; and
+/// mark the session's child environment with the MCP nesting depth.
 pub async fn build_session_config(
     server_inputs: &ConfigInputs,
     call: CallOverrides,
 ) -> Result<Config, SessionConfigError> {
     let mut inputs = server_inputs.clone();
-    inputs.cli_overrides.extend(call.config);
+    inputs.caller_overrides.extend(call.config);
     if let Some(cwd) = call.cwd {
         inputs.overrides.cwd = Some(if cwd.is_absolute() {
             cwd

@@ -264,6 +264,8 @@ pub struct Registry {
     pub shutdown: CancellationToken,
     /// The thread store the server's config names, opened on first use.
     store: tokio::sync::OnceCell<Arc<dyn interpreter_core::store::ThreadStore>>,
+    /// How this replica forwards to the others of its fleet; unset off a fleet.
+    pub peers: std::sync::OnceLock<crate::fleet::Peers>,
 }
 
 impl Registry {
@@ -283,6 +285,7 @@ impl Registry {
             next_approval_id: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
             store: tokio::sync::OnceCell::new(),
+            peers: std::sync::OnceLock::new(),
         }
     }
 

@@ -82,6 +82,20 @@ pub const DEFAULT_EXCLUDES: &[&str] = &[
     "KRB5CCNAME",
 ];
 
+/// Whether the dynamic loader (or the C library) acts on variable `name` at startup,
+/// before `main`: `LD_*`, `GLIBC_TUNABLES`, `MALLOC_*` (any case).
+///
+/// A sandboxed command is started through the sandbox helper, our own executable, with
+/// the command's environment; the helper restricts itself only once it runs. Whoever
+/// could set `LD_PRELOAD` there (to a library an earlier sandboxed command wrote into the
+/// workspace, say) would run code in the helper before the sandbox exists. The
+/// operator's own environment settings are trusted; a client's are refused where they
+/// are taken (a request's `env`, a caller's `shell_environment_policy.set`).
+pub fn is_loader_variable(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper.starts_with("LD_") || upper == "GLIBC_TUNABLES" || upper.starts_with("MALLOC_")
+}
+
 /// Builds the exact environment a command gets from the process environment `vars`.
 ///
 /// Order matters and mirrors the config documentation: inherit, drop default

@@ -104,7 +104,7 @@ pub async fn run_chat(
     // The line editor restores the terminal when a read ends; leaving while a read is
     // still blocked (SIGTERM at the prompt, an error) would leave it in raw mode.
     let terminal = crate::terminal::TerminalGuard::save();
-    // Boxed: the session's state makes the future too large to keep on the stack.
+    // Boxed: the chat loop holds a whole `Config`, too large to keep on the stack.
     let result = Box::pin(chat(options, config_args, env)).await;
     drop(terminal);
     result

@@ -386,10 +386,10 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
                 }
             }
             EventMsg::ElicitationRequest(request) => {
+                // The engine's message names the server (`MCP server `NAME` asks: …`).
                 let question = request.request["message"].as_str().unwrap_or_default();
                 output.notice(&format!(
-                    "declined a question from MCP server `{}` ({question}): exec cannot ask the user",
-                    request.server
+                    "declined a question ({question}): exec cannot ask the user"
                 ));
                 let answer = Op::ResolveElicitation {
                     id: request.id,

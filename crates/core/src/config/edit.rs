@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::ConfigError;
+use super::caller::program_settings_json;
+use super::error::{ConfigError, ConfigSource};
 use super::load::{ConfigInputs, load_config};
 
 /// File name of the user config under the home.
@@ -42,6 +43,10 @@ pub enum ConfigEditError {
     Parse { path: PathBuf, message: String },
     #[error("the edit would break the configuration: {0}")]
     Validation(#[source] ConfigError),
+    #[error("`{key}` is the operator's to set; a caller of this server may not write it")]
+    OperatorKey { key: String },
+    #[error("{0}")]
+    CallerProgram(#[source] ConfigError),
     #[error("failed to {action} {}: {source}", path.display())]
     Io {
         action: &'static str,
@@ -87,6 +92,62 @@ pub fn read_config_text(path: &Path) -> Result<(String, String), ConfigEditError
     Ok((text, version))
 }
 
+/// A server's caller writing the file would otherwise outlast the limits it is held to:
+/// the next start reads what it wrote. So its edits may not touch the operator's keys
+/// (where the limits come from), nor name programs unless it may set those.
+fn refuse_callers_edits(
+    inputs: &ConfigInputs,
+    edits: &[ConfigEdit],
+) -> Result<(), ConfigEditError> {
+    let Some(limits) = &inputs.caller_limits else {
+        return Ok(());
+    };
+    for edit in edits {
+        let mut leaves = Vec::new();
+        json_leaf_paths(&edit.key_path, &edit.value, &mut leaves);
+        for leaf in &leaves {
+            let segments: Vec<&str> = leaf.split('.').collect();
+            // A profile's table is read as the top level when that profile is selected.
+            let effective = match segments.as_slice() {
+                ["profiles", _, rest @ ..] => rest,
+                // All profiles at once: a parent of every key.
+                ["profiles"] => &[],
+                all => all,
+            };
+            for key in &limits.operator_keys {
+                let operator: Vec<&str> = key.split('.').collect();
+                if effective.starts_with(&operator) || operator.starts_with(effective) {
+                    return Err(ConfigEditError::OperatorKey { key: leaf.clone() });
+                }
+            }
+        }
+        if !limits.allow_programs
+            && let Some(key) = program_settings_json(&edit.key_path, &edit.value)
+                .into_iter()
+                .next()
+        {
+            return Err(ConfigEditError::CallerProgram(ConfigError::CallerProgram {
+                key,
+                origin: ConfigSource::Caller,
+                rule: limits.programs_key.clone(),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// Every key path `value` sets at `key` (a removal or an empty table: `key` itself).
+fn json_leaf_paths(key: &str, value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) if !map.is_empty() => {
+            for (child, inner) in map {
+                json_leaf_paths(&format!("{key}.{child}"), inner, out);
+            }
+        }
+        _ => out.push(key.to_string()),
+    }
+}
+
 /// Applies `edits` to `<inputs.home>/config.toml` as one change: all or nothing, checked
 /// against `expected_version` and with the config loader (from a scratch home, so the real
 /// file is untouched until the result loads).
@@ -95,6 +156,7 @@ pub fn apply_edits(
     edits: &[ConfigEdit],
     expected_version: Option<&str>,
 ) -> Result<WriteOutcome, ConfigEditError> {
+    refuse_callers_edits(inputs, edits)?;
     let path = inputs.home.join(CONFIG_FILE);
     let (original, version) = read_config_text(&path)?;
     if let Some(expected) = expected_version
@@ -361,5 +423,72 @@ mod tests {
         .expect("remove");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(!text.contains("mcp_server"), "{text}");
+    }
+
+    #[test]
+    fn a_callers_edits_may_not_touch_the_operators_keys_or_programs() {
+        let home = tempfile::tempdir().expect("home");
+        let limited = ConfigInputs {
+            caller_limits: Some(crate::config::CallerLimits {
+                sandbox: None,
+                allow_programs: false,
+                programs_key: "mcp_server.allow_caller_programs".to_string(),
+                operator_keys: vec!["mcp_server".to_string()],
+            }),
+            ..inputs(home.path())
+        };
+        let edit = |key: &str, value: serde_json::Value| ConfigEdit {
+            key_path: key.to_string(),
+            value,
+            merge: MergeStrategy::Replace,
+        };
+        for (key, value) in [
+            (
+                "mcp_server.max_sandbox",
+                serde_json::json!("danger-full-access"),
+            ),
+            ("mcp_server", serde_json::Value::Null),
+            (
+                "profiles.x.mcp_server.allow_caller_programs",
+                serde_json::json!(true),
+            ),
+            (
+                "profiles",
+                serde_json::json!({"x": {"mcp_server": {"events": false}}}),
+            ),
+        ] {
+            let refused = apply_edits(&limited, &[edit(key, value)], None);
+            assert!(
+                matches!(refused, Err(ConfigEditError::OperatorKey { .. })),
+                "{key}: {refused:?}"
+            );
+        }
+        for (key, value) in [
+            ("mcp_servers.x.command", serde_json::json!("sh")),
+            ("mcp_servers", serde_json::json!({"x": {"url": "http://e"}})),
+            ("notify", serde_json::json!(["sh"])),
+        ] {
+            let refused = apply_edits(&limited, &[edit(key, value)], None);
+            let text = refused
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(
+                text.contains("mcp_server.allow_caller_programs"),
+                "{key}: {refused:?}"
+            );
+        }
+        assert!(!home.path().join(CONFIG_FILE).exists());
+        // The operator (no caller limits) writes them as before.
+        apply_edits(
+            &inputs(home.path()),
+            &[edit(
+                "mcp_server.max_sandbox",
+                serde_json::json!("read-only"),
+            )],
+            None,
+        )
+        .expect("the operator's write");
     }
 }

@@ -12,6 +12,8 @@ pub enum ConfigSource {
     File(PathBuf),
     /// A `-c key=value` command-line override (or an equivalent per-call override map).
     CliOverride,
+    /// A server's caller: the `config` of its request ([`super::ConfigInputs::caller_overrides`]).
+    Caller,
 }
 
 impl fmt::Display for ConfigSource {
@@ -19,6 +21,7 @@ impl fmt::Display for ConfigSource {
         match self {
             Self::File(path) => path.display().fmt(f),
             Self::CliOverride => f.write_str("-c override"),
+            Self::Caller => f.write_str("the request's `config`"),
         }
     }
 }
@@ -74,6 +77,17 @@ pub enum ConfigError {
     UnknownModelProvider { id: String, config_path: PathBuf },
     #[error("working directory {} is not an existing directory", path.display())]
     CwdNotDirectory { path: PathBuf },
+    #[error("{why}, which {set_by} sets; refused before anything ran (ask for a lower sandbox)")]
+    AboveSandboxCeiling { why: String, set_by: String },
+    #[error(
+        "`{key}` in {origin} would make the agent run a program of the caller's choosing; \
+         callers may not add or change programs unless the operator sets {rule} = true"
+    )]
+    CallerProgram {
+        key: String,
+        origin: ConfigSource,
+        rule: String,
+    },
     #[error("failed to read model_instructions_file {}: {source}", path.display())]
     InstructionsFile {
         path: PathBuf,

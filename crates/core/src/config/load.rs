@@ -12,6 +12,7 @@ use interpreter_model_client::{ModelProviderInfo, built_in_providers, validate_b
 use interpreter_protocol::{AskForApproval, ReasoningEffort, SandboxMode, SandboxPolicy};
 use toml::{Table, Value};
 
+use super::caller::{CallerLimits, program_settings};
 use super::error::{ConfigError, ConfigSource};
 use super::toml_file::{
     ConfigToml, Layer, cli_override_layer, deserialize_merged, layer_setting, merge_into,
@@ -43,6 +44,11 @@ pub struct ConfigInputs {
     pub strict: bool,
     pub env: HashMap<String, String>,
     pub sandbox_exe: Option<PathBuf>,
+    /// A server's caller's overrides (a tool call's `config`), layered after
+    /// `cli_overrides` and held to `caller_limits`.
+    pub caller_overrides: Vec<(String, Value)>,
+    /// What the server's operator lets its callers set; `None`: not a server's caller.
+    pub caller_limits: Option<CallerLimits>,
 }
 
 /// Dedicated flags and per-call parameters (MCP tool arguments). Highest precedence.
@@ -123,6 +129,18 @@ pub fn load_store_location(inputs: &ConfigInputs) -> Result<StoreLocation, Confi
 }
 
 pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
+    // Before any file is read: a caller's program is refused whatever else loads.
+    if let Some(limits) = inputs.caller_limits.as_ref().filter(|l| !l.allow_programs) {
+        for (key, value) in &inputs.caller_overrides {
+            if let Some(key) = program_settings(key, value).into_iter().next() {
+                return Err(ConfigError::CallerProgram {
+                    key,
+                    origin: ConfigSource::Caller,
+                    rule: limits.programs_key.clone(),
+                });
+            }
+        }
+    }
     let config_path = inputs.home.join("config.toml");
     let (toml, layers, mut warnings) = read_layered(&inputs, &config_path)?;
     let file_origin = ConfigSource::File(config_path.clone());
@@ -236,6 +254,10 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         .sandbox_workspace_write
         .as_ref()
         .is_some_and(|settings| settings.allow_git_init);
+    let workspace_write_network = toml
+        .sandbox_workspace_write
+        .as_ref()
+        .is_some_and(|settings| settings.network_access);
     let sandbox_policy = match sandbox_mode {
         SandboxMode::ReadOnly => SandboxPolicy::ReadOnly {
             network_access: false,
@@ -258,6 +280,18 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
             }
         }
     };
+    let sandbox_ceiling = inputs
+        .caller_limits
+        .as_ref()
+        .and_then(|limits| limits.sandbox.clone());
+    if let Some(ceiling) = &sandbox_ceiling
+        && let Some(why) = ceiling.exceeded_by(&sandbox_policy)
+    {
+        return Err(ConfigError::AboveSandboxCeiling {
+            why,
+            set_by: ceiling.source().to_string(),
+        });
+    }
     if !add_dirs.is_empty() && sandbox_mode != SandboxMode::WorkspaceWrite {
         warnings.push(format!(
             "--add-dir has no effect in {} sandbox mode; directories ignored",
@@ -320,6 +354,8 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         approval_policy: approval_policy.or(toml.approval_policy).unwrap_or_default(),
         sandbox_policy,
         sandbox_allow_git_init,
+        workspace_write_network,
+        sandbox_ceiling,
         shell_environment_policy: toml.shell_environment_policy.unwrap_or_default(),
         provider_key_variables,
         base_instructions: base_instructions
@@ -452,6 +488,11 @@ fn collect_layers(
 
     for (key, value) in &inputs.cli_overrides {
         layers.push(cli_override_layer(key, value.clone()));
+    }
+    for (key, value) in &inputs.caller_overrides {
+        let mut layer = cli_override_layer(key, value.clone());
+        layer.origin = ConfigSource::Caller;
+        layers.push(layer);
     }
 
     for layer in &mut layers {

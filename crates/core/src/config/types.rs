@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use interpreter_model_client::ModelProviderInfo;
-use interpreter_protocol::{AskForApproval, ReasoningEffort, SandboxPolicy};
+use interpreter_protocol::{AskForApproval, ReasoningEffort, SandboxMode, SandboxPolicy};
 use interpreter_tools::env_policy::ShellEnvironmentPolicy;
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +37,15 @@ pub struct Config {
     pub sandbox_policy: SandboxPolicy,
     /// `[sandbox_workspace_write] allow_git_init`: sandboxed commands may create `.git`.
     pub sandbox_allow_git_init: bool,
+    /// `[sandbox_workspace_write] network_access`, whatever the mode: what
+    /// `workspace-write` means under this configuration (an operator's ceiling of that
+    /// mode allows network only with it).
+    pub workspace_write_network: bool,
+    /// The operator's bound on this thread's sandbox when a server's caller started it
+    /// ([`super::CallerLimits`]): nothing of the thread runs outside the sandbox or
+    /// writes where its commands could not unless the ceiling is `danger-full-access`,
+    /// and it gets no network the ceiling lacks, whatever is approved.
+    pub sandbox_ceiling: Option<super::SandboxCeiling>,
     pub shell_environment_policy: ShellEnvironmentPolicy,
     /// The `env_key` of every configured provider: never passed to commands.
     pub provider_key_variables: Vec<String>,
@@ -150,6 +159,20 @@ pub struct McpServerSettings {
     /// The keyring that seals MRTR `requestState`s, shared by every replica of a fleet
     /// (relative to the home). `None`: a key that lives and dies with the process.
     pub request_state_key_file: Option<std::path::PathBuf>,
+    /// The keyring fleet replicas sign the requests they forward to each other with
+    /// (relative to the home). `None`: `mcp-server-fleet.keys` in the home, used only by
+    /// an HTTP listener on a shared thread store.
+    pub fleet_key_file: Option<std::path::PathBuf>,
+    /// Where this replica may forward requests for threads other replicas run (see
+    /// [`super::ForwardAllow`]). `None`: loopback and hosts like its own internal URL.
+    pub fleet_forward_allow: Option<Vec<super::ForwardAllowEntry>>,
+    /// The loosest sandbox a call may ask for (its `sandbox`, or `sandbox_mode` and
+    /// `sandbox_workspace_write.network_access` in its `config`). `None`: any. Read once,
+    /// when the server starts.
+    pub max_sandbox: Option<SandboxMode>,
+    /// Calls may add or change programs the agent runs (`mcp_servers`, `notify`,
+    /// `hooks`, loader variables in the environment) through their `config`.
+    pub allow_caller_programs: bool,
 }
 
 impl Default for McpServerSettings {
@@ -160,6 +183,10 @@ impl Default for McpServerSettings {
             elicitation_fallback: ElicitationFallback::Deny,
             progress_interval_sec: 5,
             request_state_key_file: None,
+            fleet_key_file: None,
+            fleet_forward_allow: None,
+            max_sandbox: None,
+            allow_caller_programs: false,
         }
     }
 }
