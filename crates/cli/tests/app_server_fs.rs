@@ -13,7 +13,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use app_server_support::{AppClient, AppEnv, READ_DEADLINE, wait_for_stderr};
+use app_server_support::{AppClient, AppEnv, READ_DEADLINE, RenameLoop, wait_for_stderr};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use interpreter_test_support::process::JsonLinesProcess;
@@ -1009,25 +1009,7 @@ async fn adversarial_a_concurrent_rename_loop_never_lands_a_request_outside() {
     }
     symlink(&outside, ws.join("dir-link")).expect("link");
 
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let racer = {
-        let stop = stop.clone();
-        let (a, b) = (ws.join("dir"), ws.join("dir-link"));
-        std::thread::spawn(move || {
-            let mut swaps = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = rustix::fs::renameat_with(
-                    rustix::fs::CWD,
-                    &a,
-                    rustix::fs::CWD,
-                    &b,
-                    rustix::fs::RenameFlags::EXCHANGE,
-                );
-                swaps += 1;
-            }
-            swaps
-        })
-    };
+    let racer = RenameLoop::start(ws.join("dir"), ws.join("dir-link"));
     for index in 0..40 {
         let _ = client
             .call(
@@ -1048,8 +1030,7 @@ async fn adversarial_a_concurrent_rename_loop_never_lands_a_request_outside() {
             )
             .await;
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let swaps = racer.join().expect("racer");
+    let swaps = racer.stop();
     assert!(swaps > 0, "the racer never ran");
 
     let mut names: Vec<String> = std::fs::read_dir(&outside)

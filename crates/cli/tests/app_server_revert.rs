@@ -11,7 +11,7 @@ mod app_server_support;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
-use app_server_support::{AppClient, AppEnv, wait_for_stderr};
+use app_server_support::{AppClient, AppEnv, RenameLoop, wait_for_stderr};
 use interpreter_test_support::MockResponse;
 use interpreter_test_support::mock_model::chunk;
 use interpreter_test_support::process::JsonLinesProcess;
@@ -503,46 +503,6 @@ async fn revert_files_restores_only_inside_the_writable_roots_of_the_current_con
     let reason = skipped_reason(&answer, &ws.join("notes.txt"));
     assert!(reason.contains("writable roots"), "{reason}");
     assert_eq!(read(&ws.join("notes.txt")), "after\n");
-}
-
-/// Swaps `a` and `b` (`renameat2(RENAME_EXCHANGE)`) in a tight loop until dropped: a
-/// second agent racing this one on the same workspace.
-struct RenameLoop {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<u64>>,
-}
-
-impl RenameLoop {
-    fn start(a: std::path::PathBuf, b: std::path::PathBuf) -> Self {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut swaps = 0;
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = rustix::fs::renameat_with(
-                    rustix::fs::CWD,
-                    &a,
-                    rustix::fs::CWD,
-                    &b,
-                    rustix::fs::RenameFlags::EXCHANGE,
-                );
-                swaps += 1;
-            }
-            swaps
-        });
-        Self {
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn stop(mut self) -> u64 {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread
-            .take()
-            .and_then(|thread| thread.join().ok())
-            .unwrap_or(0)
-    }
 }
 
 /// Attack 2 of the fourth adversarial pass, on `thread/revert`: while the revert puts

@@ -762,6 +762,21 @@ async fn exec_attack_in(
     output
 }
 
+/// Scripts the two commands of a root-planting attack: `plant` (a shell command), then one
+/// that tries to create `escaped`.
+fn script_plant_then_escape(env: &TestEnv, plant: String, escaped: &Path) {
+    script_calls(
+        env,
+        &[
+            ("shell", json!({ "command": plant })),
+            (
+                "shell",
+                json!({"command": format!("touch {} && echo ESCAPED", escaped.display())}),
+            ),
+        ],
+    );
+}
+
 /// Attack 1 of the fourth adversarial pass: a command renames a writable root's parent
 /// (the workspace's, and `$TMPDIR`'s) and plants a symlink where the root was. The roots
 /// were resolved again for every command, so the next one could write wherever the link
@@ -781,22 +796,14 @@ async fn adversarial_a_renamed_root_is_not_the_next_commands_root() {
     let ws = base.join("a/ws");
     std::fs::create_dir_all(&ws).expect("workspace");
     let escaped = outside.path().join("escaped-workspace");
-    script_calls(
+    script_plant_then_escape(
         &env,
-        &[
-            (
-                "shell",
-                json!({"command": format!(
-                    "mv {b}/a {b}/a.real && mkdir {b}/a && ln -s {o} {b}/a/ws && echo PLANTED",
-                    b = base.display(),
-                    o = outside.path().display()
-                )}),
-            ),
-            (
-                "shell",
-                json!({"command": format!("touch {} && echo ESCAPED", escaped.display())}),
-            ),
-        ],
+        format!(
+            "mv {b}/a {b}/a.real && mkdir {b}/a && ln -s {o} {b}/a/ws && echo PLANTED",
+            b = base.display(),
+            o = outside.path().display()
+        ),
+        &escaped,
     );
     exec_attack_in(&env, &ws, &[], &[]).await;
     let output = all_tool_output(&env);
@@ -814,22 +821,14 @@ async fn adversarial_a_renamed_root_is_not_the_next_commands_root() {
     let tmpdir = tmp.join("u/0");
     std::fs::create_dir_all(&tmpdir).expect("tmpdir");
     let escaped = outside.path().join("escaped-tmpdir");
-    script_calls(
+    script_plant_then_escape(
         &env,
-        &[
-            (
-                "shell",
-                json!({"command": format!(
-                    "mv {t}/u {t}/u.real && mkdir {t}/u && ln -s {o} {t}/u/0 && echo PLANTED",
-                    t = tmp.display(),
-                    o = outside.path().display()
-                )}),
-            ),
-            (
-                "shell",
-                json!({"command": format!("touch {} && echo ESCAPED", escaped.display())}),
-            ),
-        ],
+        format!(
+            "mv {t}/u {t}/u.real && mkdir {t}/u && ln -s {o} {t}/u/0 && echo PLANTED",
+            t = tmp.display(),
+            o = outside.path().display()
+        ),
+        &escaped,
     );
     exec_attack_in(&env, &env.work_path(), &[], &[("TMPDIR", &tmpdir)]).await;
     let output = all_tool_output(&env);
@@ -854,21 +853,13 @@ async fn adversarial_a_missing_configured_root_cannot_be_planted() {
     let ws = env.work_path();
     let roots = ["-c", r#"sandbox_workspace_write.writable_roots=["cache"]"#];
     let escaped = outside.path().join("escaped-cache");
-    script_calls(
+    script_plant_then_escape(
         &env,
-        &[
-            (
-                "shell",
-                json!({"command": format!(
-                    "rm -rf cache; ln -s {} cache && echo PLANTED",
-                    outside.path().display()
-                )}),
-            ),
-            (
-                "shell",
-                json!({"command": format!("touch {} && echo ESCAPED", escaped.display())}),
-            ),
-        ],
+        format!(
+            "rm -rf cache; ln -s {} cache && echo PLANTED",
+            outside.path().display()
+        ),
+        &escaped,
     );
     exec_attack_in(&env, &ws, &roots, &[]).await;
     let output = all_tool_output(&env);

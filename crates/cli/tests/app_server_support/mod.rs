@@ -532,3 +532,43 @@ pub fn assert_drivers_armed(work: &Path, marker: &Path) {
     std::fs::remove_file(marker).expect("clear the marker");
     touch_submodule_file(work);
 }
+
+/// Swaps `a` and `b` (`renameat2(RENAME_EXCHANGE)`) in a tight loop until stopped:
+/// a second agent racing this one on the same workspace.
+pub struct RenameLoop {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl RenameLoop {
+    pub fn start(a: std::path::PathBuf, b: std::path::PathBuf) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &a,
+                    rustix::fs::CWD,
+                    &b,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                swaps += 1;
+            }
+            swaps
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn stop(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|thread| thread.join().ok())
+            .unwrap_or(0)
+    }
+}

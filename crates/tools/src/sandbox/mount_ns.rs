@@ -472,7 +472,6 @@ fn mount(
 /// its name and must be the directory the session anchored ([`CHANGED_UNDER_US`]
 /// otherwise); the clone is taken from, and put back onto, that opened directory.
 fn seal_outside(roots: &[SealedRoot]) -> Result<(), MountFailure> {
-    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
     let Some((root, rest)) = roots.split_first() else {
         return make_read_only(c"/");
     };
@@ -495,24 +494,50 @@ fn seal_outside(roots: &[SealedRoot]) -> Result<(), MountFailure> {
             errno: CHANGED_UNDER_US,
         });
     }
-    let clone = rustix::mount::open_tree(
-        &directory,
+    let clone = copy_of(&directory, "cloning a writable root")?;
+    seal_outside(rest)?;
+    attach(&clone, &directory, "putting a writable root back")
+}
+
+/// A detached copy of the mount tree at the open file `opened` (`open_tree` with
+/// `OPEN_TREE_CLONE | AT_RECURSIVE`): what a recursive bind mount would attach.
+fn copy_of(
+    opened: &rustix::fd::OwnedFd,
+    step: &'static str,
+) -> Result<rustix::fd::OwnedFd, MountFailure> {
+    use rustix::mount::OpenTreeFlags;
+    rustix::mount::open_tree(
+        opened,
         c"",
         OpenTreeFlags::OPEN_TREE_CLONE
             | OpenTreeFlags::OPEN_TREE_CLOEXEC
             | OpenTreeFlags::AT_RECURSIVE
             | OpenTreeFlags::AT_EMPTY_PATH,
     )
-    .map_err(failure("cloning a writable root"))?;
-    seal_outside(rest)?;
+    .map_err(|error| MountFailure {
+        step,
+        errno: error.raw_os_error(),
+    })
+}
+
+/// Attaches the detached mount tree `copy` onto the open file `onto` (`move_mount`).
+fn attach(
+    copy: &rustix::fd::OwnedFd,
+    onto: &rustix::fd::OwnedFd,
+    step: &'static str,
+) -> Result<(), MountFailure> {
+    use rustix::mount::MoveMountFlags;
     rustix::mount::move_mount(
-        &clone,
+        copy,
         c"",
-        &directory,
+        onto,
         c"",
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
     )
-    .map_err(failure("putting a writable root back"))
+    .map_err(|error| MountFailure {
+        step,
+        errno: error.raw_os_error(),
+    })
 }
 
 /// Bind-mounts `target` onto itself (read-only when it says so), as the object it named
@@ -523,7 +548,6 @@ fn seal_outside(roots: &[SealedRoot]) -> Result<(), MountFailure> {
 /// Recursive, because a non-recursive bind of a tree holding mounts the user namespace has
 /// locked is refused, and would hide mounts beneath the target.
 fn bind_onto_itself(target: &MountTarget) -> Result<(), MountFailure> {
-    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
     let failure = |step| {
         move |error: rustix::io::Errno| MountFailure {
             step,
@@ -546,26 +570,11 @@ fn bind_onto_itself(target: &MountTarget) -> Result<(), MountFailure> {
             errno: CHANGED_UNDER_US,
         });
     }
-    let copy = rustix::mount::open_tree(
-        &opened,
-        c"",
-        OpenTreeFlags::OPEN_TREE_CLONE
-            | OpenTreeFlags::OPEN_TREE_CLOEXEC
-            | OpenTreeFlags::AT_RECURSIVE
-            | OpenTreeFlags::AT_EMPTY_PATH,
-    )
-    .map_err(failure("bind-mounting a protected path"))?;
+    let copy = copy_of(&opened, "bind-mounting a protected path")?;
     if target.read_only {
         set_read_only(&copy)?;
     }
-    rustix::mount::move_mount(
-        &copy,
-        c"",
-        &opened,
-        c"",
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
-    )
-    .map_err(failure("bind-mounting a protected path"))
+    attach(&copy, &opened, "bind-mounting a protected path")
 }
 
 /// The identity of an open file; `None` when `fstat` fails (which matches no plan).
@@ -584,61 +593,48 @@ fn lstat_identity(path: &Path) -> io::Result<FileIdentity> {
 }
 
 /// Makes the mount at `path`, and every mount beneath it, read-only.
-///
-/// `mount_setattr(2)` (Linux 5.12, older than the Landlock ABI we require) rather than a
-/// `MS_REMOUNT | MS_BIND | MS_RDONLY` remount: it changes only the read-only attribute, so
-/// the `nosuid`/`nodev`/`noexec` flags a user namespace locks on the original mount are
-/// kept without reading them back, and `AT_RECURSIVE` also covers mounts beneath `path`.
-#[allow(unsafe_code)]
 fn make_read_only(path: &CStr) -> Result<(), MountFailure> {
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: path is NUL-terminated and attr is a live, correctly laid out mount_attr whose
-    // size we pass; the kernel only reads both during the call.
-    let result = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_RECURSIVE as libc::c_uint,
-            &attr as *const MountAttr,
-            size_of::<MountAttr>(),
-        )
-    };
-    if result == 0 {
-        Ok(())
-    } else {
-        Err(MountFailure {
-            step: "making a protected path read-only",
-            errno: last_errno(),
-        })
-    }
+    set_read_only_at(libc::AT_FDCWD, path, libc::AT_RECURSIVE)
 }
 
 /// Makes the (detached) mount tree `mount`, a copy from `open_tree`, read-only before it
 /// is attached, as [`make_read_only`] does for a mounted path.
-#[allow(unsafe_code)]
 fn set_read_only(mount: &rustix::fd::OwnedFd) -> Result<(), MountFailure> {
     use std::os::fd::AsRawFd as _;
+    set_read_only_at(
+        mount.as_raw_fd(),
+        c"",
+        libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+    )
+}
+
+/// `mount_setattr(dirfd, path, flags, {attr_set: MOUNT_ATTR_RDONLY})`.
+///
+/// `mount_setattr(2)` (Linux 5.12, older than the Landlock ABI we require) rather than a
+/// `MS_REMOUNT | MS_BIND | MS_RDONLY` remount: it changes only the read-only attribute, so
+/// the `nosuid`/`nodev`/`noexec` flags a user namespace locks on the original mount are
+/// kept without reading them back, and `AT_RECURSIVE` also covers the mounts beneath.
+#[allow(unsafe_code)]
+fn set_read_only_at(
+    dirfd: libc::c_int,
+    path: &CStr,
+    flags: libc::c_int,
+) -> Result<(), MountFailure> {
     let attr = MountAttr {
         attr_set: MOUNT_ATTR_RDONLY,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
     };
-    // SAFETY: the descriptor is open and ours, the path is a NUL-terminated empty string
-    // (with AT_EMPTY_PATH the call acts on the descriptor itself), and attr is a live,
-    // correctly laid out mount_attr whose size we pass; the kernel only reads them.
+    // SAFETY: `dirfd` is `AT_FDCWD` or a descriptor the caller holds open, `path` is
+    // NUL-terminated, and `attr` is a live, correctly laid out mount_attr whose size we
+    // pass; the kernel only reads them during the call.
     let result = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            mount.as_raw_fd(),
-            c"".as_ptr(),
-            (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+            dirfd,
+            path.as_ptr(),
+            flags as libc::c_uint,
             &attr as *const MountAttr,
             size_of::<MountAttr>(),
         )
