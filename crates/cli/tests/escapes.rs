@@ -449,11 +449,11 @@ async fn a_repository_planted_below_the_workspace_is_refused() {
     let work = env.work_path();
     assert!(
         std::fs::symlink_metadata(work.join("sub/new/.git")).is_err(),
-        "the .git file stayed"
+        "the .git file stayed: {output}"
     );
     assert!(
         std::fs::symlink_metadata(work.join("lib/shaped/HEAD")).is_err(),
-        "the git directory shape stayed"
+        "the git directory shape stayed: {output}"
     );
     assert!(output.contains("commands may not create .git"), "{output}");
     assert!(

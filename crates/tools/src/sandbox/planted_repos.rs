@@ -104,23 +104,8 @@ impl RepositoryCensus {
     pub fn remove_new(&self) -> Vec<PlantedRepository> {
         let after = walk_all(&self.scopes);
         let mut planted = Vec::new();
-        let mut new_dirs: Vec<bool> = Vec::with_capacity(after.len());
-        for visited in &after {
-            let listed_before = self.before.listed.contains(&visited.id);
-            let new = match visited.parent {
-                None => !listed_before,
-                Some((parent, child_id)) => {
-                    let parent_new = new_dirs.get(parent).copied().unwrap_or(false);
-                    let parent_listed_before = after
-                        .get(parent)
-                        .is_some_and(|parent| self.before.listed.contains(&parent.id));
-                    parent_new || (parent_listed_before && !self.before.subdirs.contains(&child_id))
-                }
-            };
-            new_dirs.push(new);
-            // A directory neither new nor listed before lay beyond the census: what is in
-            // it may have been there all along.
-            if !new && !listed_before {
+        for (visited, searched) in after.iter().zip(self.before.searched(&after)) {
+            if !searched {
                 continue;
             }
             for marker in &visited.markers {
@@ -269,9 +254,13 @@ struct Visited {
 #[derive(Debug, Default)]
 struct Snapshot {
     listed: HashSet<DirId>,
-    /// Subdirectories of listed directories: one found after under a listed directory
-    /// and not among these is new.
-    subdirs: HashSet<DirId>,
+    /// Each listed directory's subdirectories, as (directory, subdirectory): one found
+    /// after under a listed directory and not among that directory's is new. Keyed by
+    /// the pair, not the subdirectory alone: an inode number freed anywhere else (a
+    /// directory another program removed from `/tmp` while the command ran) and taken
+    /// by a directory the command created would otherwise pass for an old directory
+    /// the census never entered, and what the command planted in it would stay.
+    subdirs: HashSet<(DirId, DirId)>,
     markers: HashSet<MarkerId>,
 }
 
@@ -280,12 +269,43 @@ impl Snapshot {
         let mut snapshot = Self::default();
         for dir in visited {
             snapshot.listed.insert(dir.id);
-            snapshot.subdirs.extend(dir.subdir_ids.iter().copied());
+            snapshot
+                .subdirs
+                .extend(dir.subdir_ids.iter().map(|child| (dir.id, *child)));
             snapshot
                 .markers
                 .extend(dir.markers.iter().map(|marker| marker.id));
         }
         snapshot
+    }
+
+    /// For each directory of the census `after` (in its order, parents first), whether
+    /// its markers are to be compared with these: it was listed before, or it is new (a
+    /// search root not listed before, or found under a new directory, or under a listed
+    /// one that did not have it). A directory neither new nor listed before lay beyond
+    /// the census: what is in it may have been there all along.
+    fn searched(&self, after: &[Visited]) -> Vec<bool> {
+        let mut new_dirs: Vec<bool> = Vec::with_capacity(after.len());
+        let mut searched = Vec::with_capacity(after.len());
+        for visited in after {
+            let listed_before = self.listed.contains(&visited.id);
+            let new = match visited.parent {
+                None => !listed_before,
+                Some((parent, child_id)) => {
+                    let parent_new = new_dirs.get(parent).copied().unwrap_or(false);
+                    let parent_had_it = after.get(parent).map(|parent| {
+                        (
+                            self.listed.contains(&parent.id),
+                            self.subdirs.contains(&(parent.id, child_id)),
+                        )
+                    });
+                    parent_new || matches!(parent_had_it, Some((true, false)))
+                }
+            };
+            new_dirs.push(new);
+            searched.push(new || listed_before);
+        }
+        searched
     }
 }
 
@@ -497,6 +517,38 @@ mod tests {
             vec![temp.join(".git"), temp.join("a/.git")]
         );
         assert!(temp.join("elsewhere/.git").is_dir());
+    }
+
+    fn visited(id: u64, parent: Option<(usize, u64)>, subdirs: &[u64]) -> Visited {
+        let dir = |ino| DirId { dev: 1, ino };
+        Visited {
+            id: dir(id),
+            parent: parent.map(|(index, child)| (index, dir(child))),
+            subdir_ids: subdirs.iter().copied().map(dir).collect(),
+            markers: Vec::new(),
+        }
+    }
+
+    /// Found by CI: a directory the command created under the workspace took the inode
+    /// number of a directory another test had just removed from `/tmp` (a temporary
+    /// root, listed but not searched), and what the command planted in it stayed.
+    #[test]
+    fn ci_found_a_new_directory_on_a_freed_inode_of_another_root_is_new() {
+        // Before: `/tmp` (10) holding directory 42, the workspace (20) empty.
+        let before = Snapshot::of(&[visited(10, None, &[42]), visited(20, None, &[])]);
+        // After: 42 is gone from `/tmp`; the command made 42 (sub) in the workspace and
+        // 43 (sub/new) in it.
+        let after = [
+            visited(10, None, &[]),
+            visited(20, None, &[42]),
+            visited(42, Some((1, 42)), &[43]),
+            visited(43, Some((2, 43)), &[]),
+        ];
+        assert_eq!(before.searched(&after), vec![true, true, true, true]);
+        // An old directory the census never entered stays unsearched.
+        let before = Snapshot::of(&[visited(20, None, &[42])]);
+        let after = [visited(20, None, &[42]), visited(42, Some((0, 42)), &[])];
+        assert_eq!(before.searched(&after), vec![true, false]);
     }
 
     #[test]
