@@ -3,8 +3,9 @@
 //! types and the agent's own. Handlers return at once; the work runs on its own task and
 //! answers through its responder, so a long prompt never holds up a `session/cancel`.
 //!
-//! The SDK answers what never reaches a handler: `-32700` for a line that is not JSON,
-//! `-32600` for a malformed envelope, `-32601` for an unknown method, `-32602` for params
+//! A line that is not JSON or is too long is answered here, as every front end answers
+//! it ([`interpreter_transport::jsonrpc::Unservable`]). The SDK answers the rest of what
+//! never reaches a handler: `-32600` for a malformed envelope, `-32601` for an unknown method, `-32602` for params
 //! that do not parse.
 
 use std::collections::BTreeMap;
@@ -33,7 +34,9 @@ use interpreter_core::config::McpServerConfig;
 use interpreter_core::workspace_files::{FileFuture, LocalFiles, Target, WorkspaceFiles};
 use interpreter_protocol::ThreadId;
 use interpreter_protocol::UserInput;
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+use interpreter_transport::jsonrpc::Unservable;
+use interpreter_transport::lines::{BoundedLines, Line};
+use tokio::io::AsyncWriteExt as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, Settings};
@@ -233,27 +236,45 @@ pub(crate) async fn serve_stdio(
         files,
         client: OnceLock::new(),
     });
-    let stdout = tokio::io::stdout();
-    let outgoing = futures::sink::unfold(stdout, async |mut out, line: String| {
-        out.write_all(line.as_bytes()).await?;
-        out.write_all(b"\n").await?;
-        out.flush().await?;
+    // The SDK's messages and our answers to lines it never sees share stdout, a whole
+    // line at a time.
+    let stdout = Arc::new(tokio::sync::Mutex::new(tokio::io::stdout()));
+    let outgoing = futures::sink::unfold(stdout.clone(), async |out, line: String| {
+        write_line(&out, &line).await?;
         Ok::<_, std::io::Error>(out)
     });
-    // Lines are read as bytes and decoded lossily: a line that is not UTF-8 is then
-    // answered as unparsable instead of ending the connection.
-    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
-    let incoming = futures::stream::unfold(stdin, async |mut input| {
-        let mut line = Vec::new();
-        match input.read_until(b'\n', &mut line).await {
-            Ok(0) => None,
-            Ok(_) => {
-                while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-                    line.pop();
+    // Lines are read bounded (a huge one is dropped as it arrives and answered here), and
+    // a line that is not JSON is answered here too, as on every front end; the rest go to
+    // the SDK, decoded lossily (a line that is not UTF-8 is then unparsable, not the end
+    // of the connection).
+    let stdin = BoundedLines::new(tokio::io::BufReader::new(tokio::io::stdin()));
+    let incoming = futures::stream::unfold((stdin, stdout), async |(mut input, out)| {
+        loop {
+            let refused = match input.next().await {
+                Ok(Some(Line::Message(line))) => {
+                    match serde_json::from_slice::<serde::de::IgnoredAny>(&line) {
+                        Ok(_) => {
+                            let line = String::from_utf8_lossy(&line).into_owned();
+                            return Some((Ok(line), (input, out)));
+                        }
+                        Err(error) => Unservable::NotJson(error.to_string()),
+                    }
                 }
-                Some((Ok(String::from_utf8_lossy(&line).into_owned()), input))
+                Ok(Some(Line::TooLong)) => {
+                    tracing::warn!("refusing a message longer than the line bound");
+                    Unservable::TooLong
+                }
+                Ok(None) => return None,
+                Err(e) => return Some((Err(e), (input, out))),
+            };
+            let answer = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": null,
+                "error": refused.error_object(),
+            });
+            if let Err(e) = write_line(&out, &answer.to_string()).await {
+                return Some((Err(e), (input, out)));
             }
-            Err(e) => Some((Err(e), input)),
         }
     })
     .take_until(stop.cancelled_owned());
@@ -422,6 +443,17 @@ pub(crate) async fn serve_stdio(
         .connect_to(transport)
         .await
         .map_err(|e| AcpError::Connection(e.to_string()))
+}
+
+/// One message and its newline, flushed, with nothing else written in between.
+async fn write_line(
+    out: &tokio::sync::Mutex<tokio::io::Stdout>,
+    line: &str,
+) -> std::io::Result<()> {
+    let mut out = out.lock().await;
+    out.write_all(line.as_bytes()).await?;
+    out.write_all(b"\n").await?;
+    out.flush().await
 }
 
 /// Run a request's work on its own task and answer with its result.

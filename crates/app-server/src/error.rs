@@ -8,7 +8,9 @@ use interpreter_core::{CoreError, McpClientError};
 use serde_json::json;
 
 use crate::protocol::v2::ConfigWriteErrorCode;
-use crate::protocol::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, JsonRpcError};
+use crate::protocol::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, JsonRpcError, METHOD_NOT_FOUND,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppServerError {
@@ -16,9 +18,10 @@ pub enum AppServerError {
     NotInitialized,
     #[error("Already initialized")]
     AlreadyInitialized,
-    /// A method this server does not serve. Codex decodes the method name as an enum, so
-    /// an unknown one is an invalid request (`-32600`), not `-32601`; clients match that.
-    #[error("Invalid request: unknown variant `{0}`")]
+    /// A method this server does not serve: `-32601`, as JSON-RPC says and as the other
+    /// front ends answer. (Codex answers `-32600 "Invalid request: unknown variant"`; its
+    /// SDKs take `-32601` for "method not found", which is what it is.)
+    #[error("{}", interpreter_transport::jsonrpc::method_not_found_message(.0))]
     UnknownMethod(String),
     #[error("Invalid params: {0}")]
     InvalidParams(String),
@@ -84,10 +87,10 @@ impl AppServerError {
     pub fn to_rpc(&self) -> JsonRpcError {
         let message = self.to_string();
         match self {
-            Self::NotInitialized
-            | Self::AlreadyInitialized
-            | Self::InvalidRequest(_)
-            | Self::UnknownMethod(_) => JsonRpcError::new(INVALID_REQUEST, message),
+            Self::NotInitialized | Self::AlreadyInitialized | Self::InvalidRequest(_) => {
+                JsonRpcError::new(INVALID_REQUEST, message)
+            }
+            Self::UnknownMethod(_) => JsonRpcError::new(METHOD_NOT_FOUND, message),
             Self::ThreadNotFound(_) => JsonRpcError::new(INVALID_REQUEST, message),
             Self::InvalidParams(_) => JsonRpcError::new(INVALID_PARAMS, message),
             Self::InputTooLarge { actual } => {

@@ -12,8 +12,8 @@
 //!   notifications and approval requests (v2 `item/*/requestApproval`, or v1
 //!   `execCommandApproval` / `applyPatchApproval` for connections that ask for them),
 //!   answered through the engine's one fail-closed decoder.
-//! * [`transport`]: the listeners; [`listener`]: what they share with the MCP server's
-//!   HTTP listener (token-file checks, private sockets and peer checks, flood limits).
+//! * [`transport`]: the listeners, on `interpreter_transport` (bounded lines, access
+//!   rules, the accept loop they share with the MCP server's HTTP listener).
 //!
 //! Engine rules (one turn per thread, thread settings, idle retirement, rollouts and the
 //! thread index) are the core's; this crate translates.
@@ -30,7 +30,6 @@ mod driver;
 pub mod error;
 mod fs_api;
 mod goals;
-pub mod listener;
 mod listings;
 pub mod mapping;
 mod mcp_api;
@@ -73,6 +72,9 @@ pub struct AppServerOptions {
     pub ws_token_file: Option<PathBuf>,
     /// `--no-auth`: WebSocket clients need no token (loopback only).
     pub no_auth: bool,
+    /// `--allow-host`: `Host` names a WebSocket listener accepts besides `localhost` and
+    /// IP addresses.
+    pub allow_hosts: Vec<String>,
 }
 
 /// The capability token file of a WebSocket listener started without `--ws-token-file`.
@@ -123,7 +125,11 @@ pub async fn run(opts: AppServerOptions, stop: CancellationToken) -> Result<(), 
                 eprintln!("capability token file: {}", path.display());
                 Some(token)
             };
-            transport::serve_ws(processor.clone(), addr, token, stop.clone(), |local| {
+            let access = transport::WsAccess {
+                token,
+                allow_hosts: opts.allow_hosts.clone(),
+            };
+            transport::serve_ws(processor.clone(), addr, access, stop.clone(), |local| {
                 eprintln!("listening on ws://{local}");
             })
             .await

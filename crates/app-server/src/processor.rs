@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::connection::{Connection, MessageSink};
 use crate::error::AppServerError;
 use crate::protocol::v2;
-use crate::protocol::{JsonRpcError, JsonRpcMessage, PARSE_ERROR};
+use crate::protocol::{JsonRpcError, JsonRpcMessage};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
 use crate::{
     accounts, command_exec, config_api, fs_api, goals, listings, mcp_api, model_providers, models,
@@ -208,11 +208,15 @@ impl MessageProcessor {
         });
     }
 
-    /// A line (or frame) that is not JSON at all.
-    pub fn handle_unparsable(&self, connection: &Arc<Connection>, error: &str) {
+    /// A line (or frame) no method can see: not JSON, or too long to read.
+    pub fn handle_unservable(
+        &self,
+        connection: &Arc<Connection>,
+        unservable: &interpreter_transport::jsonrpc::Unservable,
+    ) {
         connection.respond_error(
             None,
-            JsonRpcError::new(PARSE_ERROR, format!("Parse error: {error}")),
+            JsonRpcError::new(unservable.code(), unservable.message()),
         );
     }
 

@@ -9,16 +9,19 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::{SinkExt, StreamExt};
+use interpreter_transport::access::{self, HostPolicy};
+use interpreter_transport::jsonrpc::{self, Unservable};
+use interpreter_transport::lines::{BoundedLines, Line};
+use interpreter_transport::listener;
 use serde_json::Value;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::listener;
 use crate::processor::MessageProcessor;
 
 /// Where the server listens (`--listen`).
@@ -35,12 +38,10 @@ pub enum TransportError {
     UnsupportedUrl(String),
     #[error("expected `ws://IP:PORT`, got `{0}`")]
     BadWsAddress(String),
-    #[error(
-        "--no-auth is only allowed on a loopback address; {0} is reachable from other machines: use the capability token (--ws-token-file PATH, or the default file)"
-    )]
-    NoAuthOffLoopback(SocketAddr),
+    #[error("{0}: use the capability token (--ws-token-file PATH, or the default file)")]
+    NoAuthOffLoopback(#[from] access::NoAuthOffLoopback),
     #[error(transparent)]
-    Listener(#[from] crate::listener::ListenerError),
+    Listener(#[from] listener::ListenerError),
     #[error("failed to {action} {what}: {source}")]
     Io {
         action: &'static str,
@@ -93,16 +94,26 @@ pub async fn serve_stdio(processor: &MessageProcessor, stop: CancellationToken) 
             }
         }
     });
-    let mut lines = StdioLines::new(tokio::io::BufReader::new(tokio::io::stdin()));
+    let mut lines = BoundedLines::new(tokio::io::BufReader::new(tokio::io::stdin()));
     loop {
         let line = tokio::select! {
-            line = lines.next_message() => line,
+            line = lines.next() => line,
             () = stop.cancelled() => break,
         };
         match line {
-            Some(Ok(value)) => processor.handle_incoming(&connection, value),
-            Some(Err(err)) => processor.handle_unparsable(&connection, &err),
-            None => break,
+            Ok(Some(Line::Message(bytes))) => match jsonrpc::decode(&bytes) {
+                Ok(value) => processor.handle_incoming(&connection, value),
+                Err(unservable) => processor.handle_unservable(&connection, &unservable),
+            },
+            Ok(Some(Line::TooLong)) => {
+                tracing::warn!("refusing a message longer than the line bound");
+                processor.handle_unservable(&connection, &Unservable::TooLong);
+            }
+            Ok(None) => break,
+            Err(err) => {
+                tracing::warn!("reading stdin failed: {err}");
+                break;
+            }
         }
     }
     processor.disconnect(&connection);
@@ -112,49 +123,13 @@ pub async fn serve_stdio(processor: &MessageProcessor, stop: CancellationToken) 
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
 }
 
-/// The stdio framing: one JSON value per line (`\n`-terminated, a trailing `\r` and
-/// surrounding whitespace ignored), blank lines skipped.
-pub struct StdioLines<R> {
-    reader: R,
-    line: Vec<u8>,
-}
-
-impl<R: AsyncBufRead + Unpin> StdioLines<R> {
-    pub fn new(reader: R) -> Self {
-        Self {
-            reader,
-            line: Vec::new(),
-        }
-    }
-
-    /// The next message, or why its line is not JSON (the client gets a parse error and
-    /// the connection goes on; a line that is not UTF-8 is such a line, not the end of
-    /// the input). `None` at the end of input or when reading fails (logged). Cancel safe:
-    /// a partly read line stays buffered for the next call.
-    pub async fn next_message(&mut self) -> Option<Result<Value, String>> {
-        loop {
-            match self.reader.read_until(b'\n', &mut self.line).await {
-                Ok(0) if self.line.is_empty() => return None,
-                Ok(_) => {}
-                Err(err) => {
-                    tracing::warn!("reading stdin failed: {err}");
-                    return None;
-                }
-            }
-            let line = std::mem::take(&mut self.line);
-            if line.trim_ascii().is_empty() {
-                continue;
-            }
-            return Some(serde_json::from_slice::<Value>(&line).map_err(|err| err.to_string()));
-        }
-    }
-}
-
 #[derive(Clone)]
 struct WsState {
     processor: MessageProcessor,
     /// `Some` = clients must send `Authorization: Bearer <token>`.
     token: Option<Arc<String>>,
+    /// Which `Host` and `Origin` headers are served.
+    hosts: Arc<HostPolicy>,
     stop: CancellationToken,
 }
 
@@ -165,40 +140,23 @@ fn router(state: WsState) -> Router {
         .with_state(state)
 }
 
-/// Constant-time comparison, so the token cannot be guessed byte by byte from timing.
-fn same_token(given: &str, expected: &str) -> bool {
-    given.len() == expected.len()
-        && given
-            .bytes()
-            .zip(expected.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
-}
-
 async fn upgrade(
     State(state): State<WsState>,
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
     // Browsers always send Origin; a page must not drive the agent.
-    if headers.contains_key(header::ORIGIN) {
-        return (
-            StatusCode::FORBIDDEN,
-            "requests with an Origin header are refused",
-        )
-            .into_response();
+    if let Err(refusal) = state.hosts.check(&headers) {
+        return (StatusCode::FORBIDDEN, refusal.to_string()).into_response();
     }
-    if let Some(token) = &state.token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !same_token(given, token) {
-            return (StatusCode::UNAUTHORIZED, "missing or wrong bearer token").into_response();
-        }
+    if let Some(token) = &state.token
+        && !access::bearer_matches(&headers, token)
+    {
+        return (StatusCode::UNAUTHORIZED, "missing or wrong bearer token").into_response();
     }
-    ws.on_upgrade(move |socket| serve_socket(state, socket))
+    // One message is bounded as one stdio line is.
+    ws.max_message_size(interpreter_transport::lines::MAX_LINE_BYTES)
+        .on_upgrade(move |socket| serve_socket(state, socket))
 }
 
 async fn serve_socket(state: WsState, socket: WebSocket) {
@@ -224,11 +182,9 @@ async fn serve_socket(state: WsState, socket: WebSocket) {
             () = connection.closed.cancelled() => break,
         };
         match frame {
-            Some(Ok(Message::Text(text))) => match serde_json::from_str::<Value>(&text) {
+            Some(Ok(Message::Text(text))) => match jsonrpc::decode(text.as_bytes()) {
                 Ok(value) => state.processor.handle_incoming(&connection, value),
-                Err(err) => state
-                    .processor
-                    .handle_unparsable(&connection, &err.to_string()),
+                Err(unservable) => state.processor.handle_unservable(&connection, &unservable),
             },
             Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
             // Binary frames carry no JSON-RPC; pings are answered by the library.
@@ -240,18 +196,25 @@ async fn serve_socket(state: WsState, socket: WebSocket) {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
 }
 
+/// Who a WebSocket listener on TCP lets in.
+#[derive(Debug, Clone, Default)]
+pub struct WsAccess {
+    /// `None` (`--no-auth`): no token; refused off loopback.
+    pub token: Option<String>,
+    /// `--allow-host`: names accepted in `Host` besides `localhost` and IP addresses.
+    pub allow_hosts: Vec<String>,
+}
+
 /// Serve WebSocket clients on `addr` until `stop` fires. `on_listening` gets the bound
-/// address (port 0 picks one). `token: None` (`--no-auth`) is refused off loopback.
+/// address (port 0 picks one).
 pub async fn serve_ws(
     processor: MessageProcessor,
     addr: SocketAddr,
-    token: Option<String>,
+    WsAccess { token, allow_hosts }: WsAccess,
     stop: CancellationToken,
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), TransportError> {
-    if !addr.ip().is_loopback() && token.is_none() {
-        return Err(TransportError::NoAuthOffLoopback(addr));
-    }
+    access::require_auth_off_loopback(addr, token.is_some())?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| TransportError::Io {
@@ -268,6 +231,7 @@ pub async fn serve_ws(
     let state = WsState {
         processor,
         token: token.map(Arc::new),
+        hosts: Arc::new(HostPolicy::new(local, &allow_hosts, &[])),
         stop: stop.clone(),
     };
     listener::serve(listener::Acceptor::Tcp(listener), router(state), stop)
@@ -294,6 +258,7 @@ pub async fn serve_unix(
     let state = WsState {
         processor,
         token: None,
+        hosts: Arc::new(HostPolicy::unix_socket()),
         stop: stop.clone(),
     };
     // Dropping the listener (inside `serve`) removes the socket file it created.
@@ -319,19 +284,6 @@ pub fn load_or_create_token(path: &Path) -> Result<String, TransportError> {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn stdio_lines_skip_blanks_and_survive_lines_that_are_not_json_or_not_utf8() {
-        let input: &[u8] =
-            b"\n  \r\n\xff\xfe\n{\"id\": 1, \"method\": \"a\"}\r\nnot json\n{\"id\": 2, \"method\": \"b\"}";
-        let mut lines = StdioLines::new(input);
-        let mut got = Vec::new();
-        while let Some(message) = lines.next_message().await {
-            got.push(message.map(|value| value["id"].clone()).is_ok());
-        }
-        // Before, the bytes that are not UTF-8 ended the input and nothing after them was read.
-        assert_eq!(got, vec![false, true, false, true]);
-    }
-
     #[test]
     fn listen_urls() {
         let home = Path::new("/h");
@@ -354,13 +306,5 @@ mod tests {
         );
         assert!(Listen::parse("ws://localhost", home, cwd).is_err());
         assert!(Listen::parse("http://127.0.0.1:1", home, cwd).is_err());
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same_token("abcdef", "abcdef"));
-        assert!(!same_token("abcdeg", "abcdef"));
-        assert!(!same_token("abc", "abcdef"));
-        assert!(!same_token("", "abcdef"));
     }
 }

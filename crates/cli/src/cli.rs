@@ -345,6 +345,12 @@ pub struct AppServerArgs {
     #[arg(long)]
     pub no_auth: bool,
 
+    /// WebSocket only: a `Host` name to accept besides `localhost` and IP addresses (the
+    /// name clients or a proxy use, e.g. `devbox.lan` or `devbox.lan:4500`); any other
+    /// name gets 403 (DNS rebinding). Repeatable.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+
     #[arg(long = "oss", help = OSS_HELP)]
     pub oss: bool,
 
@@ -466,9 +472,9 @@ pub struct McpServerArgs {
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origins: Vec<String>,
 
-    /// HTTP only: a `Host` header value to accept besides this machine's loopback names
-    /// and the listen address (the name a load balancer or proxy sends, e.g.
-    /// `mcp.internal` or `mcp.internal:8443`); any other Host gets 403. Repeatable.
+    /// HTTP only: a `Host` name to accept besides `localhost` and IP addresses (the name
+    /// a load balancer or proxy sends, e.g. `mcp.internal` or `mcp.internal:8443`); any
+    /// other name gets 403 (DNS rebinding). Repeatable.
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_hosts: Vec<String>,
 

@@ -152,9 +152,11 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
                 config_inputs::for_serving(config_args, args.oss, env, cwd.clone()).await?;
             let listen = interpreter_app_server::Listen::parse(&args.listen, &inputs.home, &cwd)?;
             if !matches!(listen, interpreter_app_server::Listen::WebSocket(_))
-                && (args.ws_token_file.is_some() || args.no_auth)
+                && (args.ws_token_file.is_some() || args.no_auth || !args.allow_hosts.is_empty())
             {
-                anyhow::bail!("--ws-token-file and --no-auth apply only to --listen ws://…");
+                anyhow::bail!(
+                    "--ws-token-file, --no-auth and --allow-host apply only to --listen ws://…"
+                );
             }
             let stop = tokio_util::sync::CancellationToken::new();
             signals::cancel_on_stop_signal(stop.clone());
@@ -164,6 +166,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
                     listen,
                     ws_token_file: args.ws_token_file,
                     no_auth: args.no_auth,
+                    allow_hosts: args.allow_hosts,
                 },
                 stop,
             ))

@@ -14,6 +14,33 @@ use interpreter_test_support::MockResponse;
 use interpreter_test_support::mock_model::chunk;
 use serde_json::{Value, json};
 
+/// A 64 MiB line gets a JSON-RPC error (`-32600`, `id: null`), the server goes on
+/// serving, and its peak memory grows by less than the line: the line is dropped as it
+/// arrives past the 16 MiB bound, never held whole (measured before: 143 MiB on
+/// app-server, 140 MiB on ACP). The same bound and answer on every stdio server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_64_mib_line_is_refused_with_bounded_memory() {
+    let env = AcpEnv::new().await;
+    let mut client = env.start().await;
+    let (answer, grew_kib) = client
+        .process
+        .huge_line_answer(64 * 1024 * 1024, Duration::from_secs(60))
+        .await
+        .expect("an answer to the huge line");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert!(grew_kib < 48 * 1024, "peak memory grew by {grew_kib} KiB");
+    let listed = client.request("session/list", json!({})).await;
+    assert!(listed["sessions"].is_array(), "{listed}");
+    // A line that is not JSON: the same answer as on the other servers.
+    client
+        .send_raw(b"{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\n")
+        .await;
+    let parse_error = client.read().await;
+    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
+    assert_eq!(parse_error["id"], Value::Null, "{parse_error}");
+}
+
 fn prompt_params(session: &str, text: &str) -> Value {
     json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }

@@ -47,12 +47,12 @@ async fn handshake_errors_and_unknown_methods() {
         .await;
     assert_eq!(again["error"]["code"], -32600);
     assert_eq!(again["error"]["message"], "Already initialized");
-    // As Codex: the method name does not decode, so the request is invalid.
+    // Method not found, as on every front end (Codex says -32600 here).
     let unknown = client.call("thread/frobnicate", json!({})).await;
-    assert_eq!(unknown["error"]["code"], -32600);
+    assert_eq!(unknown["error"]["code"], -32601);
     assert_eq!(
         unknown["error"]["message"],
-        "Invalid request: unknown variant `thread/frobnicate`"
+        "method not found: thread/frobnicate"
     );
     let bad = client.call("thread/read", json!({"nope": 1})).await;
     assert_eq!(bad["error"]["code"], -32602);

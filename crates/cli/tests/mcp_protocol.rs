@@ -177,6 +177,26 @@ async fn tools_list_matches_reference_schemas() {
 }
 
 /// Write `bytes` as they are and read the next message the server sends.
+/// A 64 MiB line gets a JSON-RPC error (`-32600`, `id: null`), the server goes on
+/// serving, and its peak memory grows by less than the line: the line is dropped as it
+/// arrives past the 16 MiB bound, never held whole (measured before: 143 MiB on
+/// app-server, 140 MiB on ACP). The same bound and answer on every stdio server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_64_mib_line_is_refused_with_bounded_memory() {
+    let env = McpEnv::new().await;
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+    let (answer, grew_kib) = client
+        .process
+        .huge_line_answer(64 * 1024 * 1024, READ_DEADLINE)
+        .await
+        .expect("an answer to the huge line");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert!(grew_kib < 48 * 1024, "peak memory grew by {grew_kib} KiB");
+    assert_eq!(client.call("ping", json!({})).await["result"], json!({}));
+}
+
 async fn answer_to_raw(client: &mut McpClient, bytes: &[u8]) -> Value {
     client.process.write_raw(bytes).await.expect("write");
     client

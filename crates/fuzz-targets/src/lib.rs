@@ -260,16 +260,19 @@ pub fn mcp_stdio(data: &[u8]) {
     let _messages = interpreter_mcp_server::fuzzing::read_stdio_messages(data.to_vec());
 }
 
-/// What a client writes to `interpreter app-server`'s stdin: the line framing, then each
-/// message classified as the processor does before dispatching it.
+/// What a client writes to `interpreter app-server`'s (or `interpreter acp`'s) stdin: the
+/// bounded line framing (a small bound, so long lines are refused too), then each message
+/// classified as the processor does before dispatching it.
 pub fn app_server_stdio(data: &[u8]) {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
         return;
     };
     runtime.block_on(async {
-        let mut lines = interpreter_app_server::transport::StdioLines::new(data);
-        while let Some(message) = lines.next_message().await {
-            if let Ok(value) = message {
+        let mut lines = interpreter_transport::lines::BoundedLines::with_limit(data, 4096);
+        while let Ok(Some(line)) = lines.next().await {
+            if let interpreter_transport::lines::Line::Message(bytes) = line
+                && let Ok(value) = interpreter_transport::jsonrpc::decode(&bytes)
+            {
                 let _classified =
                     interpreter_app_server::protocol::JsonRpcMessage::from_value(value);
             }

@@ -588,7 +588,7 @@ impl ServerHandler for AgentServer {
         if !AppBridge::handles(&request.method) {
             return Err(ErrorData::new(
                 rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                format!("method not found: {}", request.method),
+                interpreter_transport::jsonrpc::method_not_found_message(&request.method),
                 None,
             ));
         }

@@ -7,11 +7,11 @@
 //!   user, whose path is printed at start; only `--no-auth` on a loopback address turns it
 //!   off. A request another fleet replica forwarded carries a signature under the fleet's
 //!   replica key instead ([`crate::replica_auth`]), checked whatever the token setting;
-//! * `Host` validation against the addresses we listen on (DNS rebinding), and `Origin`
-//!   validation: a request carrying an `Origin` header is refused unless it is the
-//!   server's own origin (a page it could serve) or was allowed with `--allow-origin`;
+//! * `Host` and `Origin` validation, the policy every listener applies
+//!   ([`HostPolicy`]: this machine's loopback names, the listen address and
+//!   `--allow-host`; the server's own origin and `--allow-origin`);
 //! * a header-read timeout, a cap on open connections and a raised fd limit (the shared
-//!   accept loop in `interpreter_app_server::listener`);
+//!   accept loop in `interpreter_transport::listener`);
 //! * SSE keep-alives, and a closed request stream cancels its turn (the 2026 rule; rmcp
 //!   cancels the request's token, and a waiting `codex` call interrupts its turn);
 //! * bounded POST bodies, no priming events for clients older than 2025-11-25, and an
@@ -26,7 +26,8 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use interpreter_app_server::listener;
+use interpreter_transport::access::{self, HostPolicy};
+use interpreter_transport::listener;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -82,10 +83,8 @@ pub enum HttpAuth {
 pub enum HttpError {
     #[error("cannot listen on `{0}`: expected http://IP:PORT/PATH, e.g. http://127.0.0.1:8765/mcp")]
     BadListen(String),
-    #[error(
-        "--no-auth is only allowed on a loopback address; {0} is reachable from other machines"
-    )]
-    NoAuthOffLoopback(SocketAddr),
+    #[error(transparent)]
+    NoAuthOffLoopback(#[from] access::NoAuthOffLoopback),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -116,21 +115,6 @@ pub fn load_or_create_token(path: &Path) -> Result<String, HttpError> {
     })
 }
 
-/// The origins of pages served from this very address: a browser sends them as `Origin`
-/// and they are not a rebinding attack.
-fn own_origins(bound: SocketAddr) -> Vec<String> {
-    let port = bound.port();
-    if bound.ip().is_loopback() {
-        vec![
-            format!("http://127.0.0.1:{port}"),
-            format!("http://localhost:{port}"),
-            format!("http://[::1]:{port}"),
-        ]
-    } else {
-        vec![format!("http://{bound}")]
-    }
-}
-
 /// rmcp answers a session `DELETE` with 202; clients (the Python SDK among them) expect
 /// 200 or 204 and log a failed termination otherwise. The session is closed either way.
 async fn delete_answers_no_content(request: Request, next: Next) -> Response {
@@ -140,11 +124,6 @@ async fn delete_answers_no_content(request: Request, next: Next) -> Response {
         *response.status_mut() = http::StatusCode::NO_CONTENT;
     }
     response
-}
-
-/// Compare without an early exit, so timing does not leak how much of a guess matched.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Who the listener lets in: callers with the token (or anyone, with `--no-auth`), and
@@ -165,22 +144,27 @@ async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Nex
     let Some(token) = &gate.token else {
         return next.run(request).await;
     };
-    let presented = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
-        Some(presented) if same_secret(presented.as_bytes(), token.as_bytes()) => {
-            next.run(request).await
-        }
-        _ => (
+    if access::bearer_matches(request.headers(), token) {
+        next.run(request).await
+    } else {
+        (
             http::StatusCode::UNAUTHORIZED,
             [(http::header::WWW_AUTHENTICATE, "Bearer")],
             "a bearer token is required: send `Authorization: Bearer <token>` with the token from the file `interpreter mcp-server` printed at start\n",
         )
-            .into_response(),
+            .into_response()
+    }
+}
+
+/// Refuses what the listener's [`HostPolicy`] refuses, before anything else runs.
+async fn hosts_allowed(
+    State(policy): State<Arc<HostPolicy>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match policy.check(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => (http::StatusCode::FORBIDDEN, format!("{refusal}\n")).into_response(),
     }
 }
 
@@ -258,9 +242,7 @@ pub async fn serve(
     shutdown: CancellationToken,
     ready: impl FnOnce(&str, Option<&str>),
 ) -> Result<(), HttpError> {
-    if matches!(auth, HttpAuth::None) && !listen.addr.ip().is_loopback() {
-        return Err(HttpError::NoAuthOffLoopback(listen.addr));
-    }
+    access::require_auth_off_loopback(listen.addr, matches!(auth, HttpAuth::Token(_)))?;
     let tcp = tokio::net::TcpListener::bind(listen.addr)
         .await
         .map_err(|source| HttpError::Bind {
@@ -273,21 +255,12 @@ pub async fn serve(
     })?;
     let url = format!("http://{bound}{}", listen.path);
     let advertised = internal_url.or_else(|| (!bound.ip().is_unspecified()).then(|| url.clone()));
-    let mut allowed_hosts = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-        "[::1]".to_string(),
-    ];
-    allowed_hosts.push(bound.ip().to_string());
-    allowed_hosts.push(bound.to_string());
-    allowed_hosts.extend(extra_hosts);
-    let mut allowed_origins = allowed_origins;
-    allowed_origins.extend(own_origins(bound));
+    // The one policy of every listener, as a layer in front of rmcp's service; rmcp's own
+    // checks (a narrower Host list, laxer origins) stay off so one rule decides.
+    let policy = Arc::new(HostPolicy::new(bound, &extra_hosts, &allowed_origins));
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed_hosts)
-        .with_allowed_origins(allowed_origins)
-        .enforce_origin_validation()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_cancellation_token(shutdown.child_token());
     let service = StreamableHttpService::new(
@@ -315,7 +288,10 @@ pub async fn serve(
         Arc::new(gate),
         authenticate,
     ));
-    // Added after the token layer, so a balancer's health checks need no token.
+    // Host and Origin first, then the token.
+    router = router.layer(axum::middleware::from_fn_with_state(policy, hosts_allowed));
+    // Added after both, so a balancer's and an orchestrator's health checks (sent to the
+    // replica's own address, whatever `Host` it carries) need neither.
     let router = router.merge(listener::probe_routes(&listen.path));
     ready(&url, advertised.as_deref());
     // The shared accept loop: header-read timeout, connection cap, fd limit raised.
@@ -357,12 +333,5 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(load_or_create_token(&path).is_err());
-    }
-
-    #[test]
-    fn secrets_compare_whole() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"ab"));
     }
 }

@@ -20,7 +20,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use rmcp::model::ClientJsonRpcMessage;
-use rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 use serde_json::Value;
 
 use crate::approval;
@@ -30,7 +29,7 @@ use crate::approval;
 const FIRST_POLLING_REVISION: &str = "2025-11-25";
 
 /// The largest POST body read: the same bound as a stdio line.
-pub(crate) const MAX_BODY_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
+pub(crate) const MAX_BODY_BYTES: usize = interpreter_transport::lines::MAX_LINE_BYTES;
 
 /// Middleware: strip priming events from the SSE responses of pre-2025-11-25 requests.
 pub async fn priming_only_for_polling_clients(request: Request, next: Next) -> Response {

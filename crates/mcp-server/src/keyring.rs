@@ -16,10 +16,10 @@ const FIRST_KEY_ID: &str = "k1";
 /// The keys in `path`, in file order (created with one fresh key when missing; refused
 /// when another user owns it or others may read it, or it holds no key).
 pub fn load(path: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let text = interpreter_app_server::listener::load_or_create_token(path, |bytes| {
+    let text = interpreter_transport::listener::load_or_create_token(path, |bytes| {
         format!(
             "{FIRST_KEY_ID} {}",
-            interpreter_app_server::listener::hex(bytes)
+            interpreter_transport::listener::hex(bytes)
         )
     })
     .map_err(|e| e.to_string())?;

@@ -96,7 +96,7 @@ impl ReplicaKeys {
     pub fn sign(&self, request: &SignedRequest<'_>) -> Result<String, ReplicaKeyError> {
         let mut nonce = [0u8; NONCE_BYTES];
         getrandom::fill(&mut nonce).map_err(|e| ReplicaKeyError::Sign(e.to_string()))?;
-        let nonce = interpreter_app_server::listener::hex(&nonce);
+        let nonce = interpreter_transport::listener::hex(&nonce);
         self.sign_at(unix_now(), &nonce, request)
     }
 
@@ -120,7 +120,7 @@ impl ReplicaKeys {
             .into_bytes();
         Ok(format!(
             "v1;key={id};ts={unix_secs};nonce={nonce};mac={}",
-            interpreter_app_server::listener::hex(&tag)
+            interpreter_transport::listener::hex(&tag)
         ))
     }
 
@@ -150,7 +150,7 @@ fn mac(
         nonce.as_bytes(),
         request.method.as_bytes(),
         url.as_bytes(),
-        interpreter_app_server::listener::hex(&body_digest).as_bytes(),
+        interpreter_transport::listener::hex(&body_digest).as_bytes(),
     ] {
         mac.update(DOMAIN);
         mac.update(part);

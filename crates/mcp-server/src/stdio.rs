@@ -27,13 +27,15 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use interpreter_transport::jsonrpc::{self, Unservable};
+use interpreter_transport::lines::{BoundedLines, Line};
 use rmcp::RoleServer;
 use rmcp::model::{ClientNotification, ErrorData, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::{AsyncRwTransport, DEFAULT_MAX_LINE_LENGTH};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval;
@@ -52,9 +54,7 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     Guarded {
-        read: BufReader::new(read),
-        line: Vec::new(),
-        discarding: false,
+        lines: BoundedLines::new(BufReader::new(read)),
         // rmcp's transport only writes here: reading is ours (see the module doc).
         inner: AsyncRwTransport::new_server(tokio::io::empty(), write),
         seen_request: false,
@@ -64,24 +64,13 @@ where
 }
 
 pub(crate) struct Guarded<R: AsyncRead, W: AsyncWrite> {
-    read: BufReader<R>,
-    /// The line being read. Kept across calls: `receive` is polled inside a select and
-    /// may be dropped mid-line, and the next call must resume where it stopped.
-    line: Vec<u8>,
-    /// Skipping the rest of a line already refused for its length.
-    discarding: bool,
+    /// Cancel safe: `receive` is polled inside a select and may be dropped mid-line.
+    lines: BoundedLines<BufReader<R>>,
     inner: AsyncRwTransport<RoleServer, tokio::io::Empty, W>,
     seen_request: bool,
     /// Ids of client requests not yet answered.
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
     input_closed: CancellationToken,
-}
-
-/// How one read of a line ended.
-enum LineRead {
-    Line,
-    TooLong,
-    End,
 }
 
 impl<R, W> Guarded<R, W>
@@ -107,53 +96,25 @@ where
         });
     }
 
-    /// Read one `\n`-terminated line into `self.line`, never holding more than
-    /// [`DEFAULT_MAX_LINE_LENGTH`] bytes of it. Cancel-safe: bytes are moved from the
-    /// reader's buffer into `self.line` with no await in between.
-    async fn read_line(&mut self) -> std::io::Result<LineRead> {
-        loop {
-            let available = self.read.fill_buf().await?;
-            if available.is_empty() {
-                return Ok(LineRead::End);
-            }
-            let newline = available.iter().position(|b| *b == b'\n');
-            let take = newline.map_or(available.len(), |at| at + 1);
-            let outcome = if self.discarding {
-                if newline.is_some() {
-                    self.discarding = false;
-                }
-                None
-            } else if self.line.len().saturating_add(take) > DEFAULT_MAX_LINE_LENGTH {
-                self.line.clear();
-                self.discarding = newline.is_none();
-                Some(LineRead::TooLong)
-            } else {
-                self.line.extend_from_slice(&available[..take]);
-                newline.map(|_| LineRead::Line)
-            };
-            self.read.consume(take);
-            if let Some(outcome) = outcome {
-                return Ok(outcome);
-            }
-        }
+    /// Answer a line no handler can see, as every front end answers it.
+    fn refuse(&mut self, unservable: &Unservable) {
+        self.reply(JsonRpcMessage::error(
+            ErrorData::new(
+                rmcp::model::ErrorCode(i32::try_from(unservable.code()).unwrap_or(-32603)),
+                unservable.message(),
+                None,
+            ),
+            None,
+        ));
     }
 
     /// Decode one line, answering what cannot be handed to rmcp (see the module doc).
     fn decode(&mut self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let line = line
-            .strip_prefix(b"\xEF\xBB\xBF".as_slice())
-            .unwrap_or(line);
-        if line.trim_ascii().is_empty() {
-            return None;
-        }
-        let value: Value = match serde_json::from_slice(line) {
+        let value: Value = match jsonrpc::decode(line) {
             Ok(value) => value,
-            Err(e) => {
-                tracing::warn!("answering a line that is not JSON with -32700: {e}");
-                self.reply(JsonRpcMessage::error(
-                    ErrorData::parse_error(format!("the line is not JSON: {e}"), None),
-                    None,
-                ));
+            Err(unservable) => {
+                tracing::warn!("answering a line that is not JSON: {unservable:?}");
+                self.refuse(&unservable);
                 return None;
             }
         };
@@ -207,22 +168,14 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            match self.read_line().await {
-                Ok(LineRead::Line) => {}
-                Ok(LineRead::TooLong) => {
-                    tracing::warn!(
-                        "refusing a message longer than {DEFAULT_MAX_LINE_LENGTH} bytes"
-                    );
-                    self.reply(JsonRpcMessage::error(
-                        ErrorData::invalid_request(
-                            format!("message longer than {DEFAULT_MAX_LINE_LENGTH} bytes"),
-                            None,
-                        ),
-                        None,
-                    ));
+            let decoded = match self.lines.next().await {
+                Ok(Some(Line::Message(line))) => self.decode(&line),
+                Ok(Some(Line::TooLong)) => {
+                    tracing::warn!("refusing a message longer than the line bound");
+                    self.refuse(&Unservable::TooLong);
                     continue;
                 }
-                Ok(LineRead::End) => {
+                Ok(None) => {
                     self.input_closed.cancel();
                     return None;
                 }
@@ -231,12 +184,7 @@ where
                     self.input_closed.cancel();
                     return None;
                 }
-            }
-            let line = std::mem::take(&mut self.line);
-            let decoded = self.decode(&line);
-            // Keep the buffer's capacity for the next line.
-            self.line = line;
-            self.line.clear();
+            };
             let Some(message) = decoded else {
                 continue;
             };

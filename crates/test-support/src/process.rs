@@ -99,6 +99,44 @@ impl JsonLinesProcess {
         .context("writing to the child's stdin")
     }
 
+    /// Write one line of `bytes` bytes (a JSON string's worth of `x`, then `\n`), a
+    /// megabyte at a time, so the test never holds it whole.
+    pub async fn write_huge_line(&mut self, bytes: usize) -> anyhow::Result<()> {
+        let block = vec![b'x'; 1024 * 1024];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(block.len());
+            self.write_raw(&block[..n]).await?;
+            left -= n;
+        }
+        self.write_raw(b"\n").await
+    }
+
+    /// Send a line of `bytes` bytes and read the answer to it; with how much the child's
+    /// peak memory grew meanwhile, in KiB.
+    pub async fn huge_line_answer(
+        &mut self,
+        bytes: usize,
+        deadline: Duration,
+    ) -> anyhow::Result<(Value, u64)> {
+        let before = self.peak_memory_kib()?;
+        self.write_huge_line(bytes).await?;
+        let answer = self.read_json(deadline).await?;
+        let after = self.peak_memory_kib()?;
+        Ok((answer, after.saturating_sub(before)))
+    }
+
+    /// The child's peak resident memory so far (`VmHWM`), in KiB.
+    pub fn peak_memory_kib(&self) -> anyhow::Result<u64> {
+        let pid = self.pid().context("the child has exited")?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .context("no VmHWM in /proc/PID/status")
+    }
+
     /// Close stdin (the child sees EOF).
     pub fn close_stdin(&mut self) {
         self.stdin = None;

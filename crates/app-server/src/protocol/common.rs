@@ -23,18 +23,11 @@ impl std::fmt::Display for RequestId {
     }
 }
 
-/// Invalid request: not initialized, already initialized, bad cursor, preconditions.
-pub const INVALID_REQUEST: i64 = -32600;
-/// Unknown method (and a client's answer to a server request it does not implement).
-pub const METHOD_NOT_FOUND: i64 = -32601;
-/// Params that do not decode, input too large.
-pub const INVALID_PARAMS: i64 = -32602;
-/// Anything the server failed at.
-pub const INTERNAL_ERROR: i64 = -32603;
+pub use interpreter_transport::jsonrpc::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
+};
 /// Ingress saturated; retry with backoff.
 pub const SERVER_OVERLOADED: i64 = -32001;
-/// Undecodable JSON.
-pub const PARSE_ERROR: i64 = -32700;
 
 /// The `error` member of an error response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
