@@ -30,7 +30,9 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Client, Error, ErrorCode, JsonRpcResponse, Lines};
 use futures::StreamExt as _;
+use interpreter_core::ErrorKind;
 use interpreter_core::config::McpServerConfig;
+use interpreter_core::store::RUNS_ELSEWHERE_CODE;
 use interpreter_core::workspace_files::{FileFuture, LocalFiles, Target, WorkspaceFiles};
 use interpreter_protocol::ThreadId;
 use interpreter_protocol::UserInput;
@@ -519,17 +521,48 @@ fn initialize_response() -> InitializeResponse {
 }
 
 fn wire_error(error: AcpError) -> Error {
-    let code = match &error {
-        AcpError::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
-        AcpError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
-        AcpError::SessionNotFound(id) => {
-            let mut wire_error = Error::from(wire::Error::session_not_found(id.clone()));
-            wire_error.message = error.to_string();
-            return wire_error;
+    let message = error.to_string();
+    match error {
+        AcpError::InvalidParams(_) => error_of_kind(ErrorKind::InvalidParams, message),
+        AcpError::InvalidRequest(_) | AcpError::Config(_) => {
+            error_of_kind(ErrorKind::InvalidRequest, message)
         }
-        _ => ErrorCode::INTERNAL_ERROR,
-    };
-    Error::new(code, error.to_string())
+        AcpError::SessionNotFound(id) => session_not_found(&id, message),
+        AcpError::Core(error) => error_of_kind(error.kind(), message),
+        AcpError::Store(error) => error_of_kind(error.kind(), message),
+        AcpError::TurnFailed(_) | AcpError::Internal(_) | AcpError::Connection(_) => {
+            Error::new(ErrorCode::INTERNAL_ERROR, message)
+        }
+    }
+}
+
+/// The one table from the engine's kind of failure to an ACP error.
+fn error_of_kind(kind: ErrorKind, message: String) -> Error {
+    match kind {
+        ErrorKind::NotFound => Error::new(ErrorCode::RESOURCE_NOT_FOUND, message),
+        ErrorKind::InvalidParams => Error::new(ErrorCode::INVALID_PARAMS, message),
+        ErrorKind::InvalidRequest | ErrorKind::Busy => {
+            Error::new(ErrorCode::INVALID_REQUEST, message)
+        }
+        // The code and retry data app-server and mcp-server answer with.
+        ErrorKind::RunsElsewhere(data) => {
+            let error = Error::new(RUNS_ELSEWHERE_CODE, message);
+            match serde_json::to_value(data) {
+                Ok(data) => error.data(data),
+                Err(_) => error,
+            }
+        }
+        ErrorKind::Unavailable | ErrorKind::Internal => {
+            Error::new(ErrorCode::INTERNAL_ERROR, message)
+        }
+    }
+}
+
+/// ACP's own "session not found" (`-32002`, with the session in its data).
+fn session_not_found(id: &str, message: String) -> Error {
+    let mut wire_error = Error::from(wire::Error::session_not_found(id.to_string()));
+    wire_error.message = message;
+    wire_error
 }
 
 fn settings(cwd: PathBuf, servers: Vec<McpServer>) -> Result<Settings, AcpError> {
@@ -788,5 +821,40 @@ fn tool_content(content: ToolContent) -> wire::ToolCallContent {
             old_text,
             new_text,
         } => wire::ToolCallContent::Diff(wire::Diff::new(path, new_text).old_text(old_text)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kind_table() {
+        let id = ThreadId::new();
+        let code = |kind| error_of_kind(kind, String::new()).code.value();
+        assert_eq!(code(ErrorKind::NotFound), -32002);
+        assert_eq!(code(ErrorKind::InvalidParams), -32602);
+        assert_eq!(code(ErrorKind::InvalidRequest), -32600);
+        assert_eq!(code(ErrorKind::Busy), -32600);
+        assert_eq!(code(ErrorKind::Unavailable), -32603);
+        assert_eq!(code(ErrorKind::Internal), -32603);
+        // A fleet thread running elsewhere: the code and retry data of every front end
+        // (it was -32603 here).
+        let elsewhere = error_of_kind(
+            ErrorKind::RunsElsewhere(interpreter_core::store::RunsElsewhere::new(id, "r2")),
+            "runs elsewhere".into(),
+        );
+        assert_eq!(elsewhere.code.value(), RUNS_ELSEWHERE_CODE);
+        let data = elsewhere.data.unwrap_or_default();
+        assert_eq!(data["retryable"], true);
+        assert_eq!(data["owner"], "r2");
+        let wrapped = wire_error(AcpError::from(interpreter_core::CoreError::from(
+            interpreter_core::store::StoreError::OwnedElsewhere {
+                thread_id: id,
+                owner: "r2".into(),
+                internal_url: None,
+            },
+        )));
+        assert_eq!(wrapped.code.value(), RUNS_ELSEWHERE_CODE);
     }
 }

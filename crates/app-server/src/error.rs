@@ -2,9 +2,8 @@
 
 use interpreter_core::config::ConfigError;
 use interpreter_core::config::edit::ConfigEditError;
-use interpreter_core::review::ReviewError;
 use interpreter_core::store::{RUNS_ELSEWHERE_CODE, StoreError};
-use interpreter_core::{CoreError, McpClientError};
+use interpreter_core::{CoreError, ErrorKind};
 use serde_json::json;
 
 use crate::protocol::v2::ConfigWriteErrorCode;
@@ -57,29 +56,37 @@ impl From<StoreError> for AppServerError {
     }
 }
 
+/// The engine's errors keep their kind ([`CoreError::kind`]); only the two whose message
+/// this server words itself are unwrapped.
 impl From<CoreError> for AppServerError {
     fn from(err: CoreError) -> Self {
         match err {
             CoreError::ThreadNotFound(id) => Self::ThreadNotFound(id.to_string()),
             CoreError::Config(e) => Self::Config(e),
             CoreError::Store(e) => Self::from(e),
-            CoreError::TurnNotFound { .. }
-            | CoreError::Goal(_)
-            | CoreError::Mcp(
-                McpClientError::UnknownServer(_)
-                | McpClientError::UnknownTool(_)
-                | McpClientError::InvalidArguments(_),
-            ) => Self::InvalidRequest(err.to_string()),
-            // A target that names nothing reviewable is the client's to fix; a thread
-            // outside git cannot be reviewed whatever the params say.
-            CoreError::Review(ReviewError::InvalidTarget(_) | ReviewError::UnknownRef { .. }) => {
-                Self::InvalidParams(err.to_string())
-            }
-            CoreError::Review(ReviewError::NotARepository(_)) => {
-                Self::InvalidRequest(err.to_string())
-            }
             other => Self::Core(other),
         }
+    }
+}
+
+/// The one table from the engine's kind of failure to this wire's error.
+pub(crate) fn rpc_for_kind(kind: ErrorKind, message: String) -> JsonRpcError {
+    match kind {
+        // As Codex: a thread it does not have is an invalid request.
+        ErrorKind::NotFound | ErrorKind::InvalidRequest | ErrorKind::Busy => {
+            JsonRpcError::new(INVALID_REQUEST, message)
+        }
+        ErrorKind::InvalidParams => JsonRpcError::new(INVALID_PARAMS, message),
+        // Another replica of a fleet runs the thread: nothing happened here, and the
+        // client may retry (the connection's replica cannot relay that turn).
+        ErrorKind::RunsElsewhere(data) => {
+            let rpc = JsonRpcError::new(i64::from(RUNS_ELSEWHERE_CODE), message);
+            match serde_json::to_value(data) {
+                Ok(data) => rpc.with_data(data),
+                Err(_) => rpc,
+            }
+        }
+        ErrorKind::Unavailable | ErrorKind::Internal => JsonRpcError::new(INTERNAL_ERROR, message),
     }
 }
 
@@ -100,21 +107,8 @@ impl AppServerError {
                     "actual_chars": actual,
                 }))
             }
-            Self::Store(StoreError::InvalidCursor(_)) => {
-                JsonRpcError::new(INVALID_REQUEST, message)
-            }
-            // Another replica of a fleet runs the thread: nothing happened here, and the
-            // client may retry (the connection's replica cannot relay that turn).
-            Self::Store(err @ StoreError::OwnedElsewhere { .. }) => {
-                let rpc = JsonRpcError::new(i64::from(RUNS_ELSEWHERE_CODE), message);
-                match err
-                    .runs_elsewhere()
-                    .and_then(|d| serde_json::to_value(d).ok())
-                {
-                    Some(data) => rpc.with_data(data),
-                    None => rpc,
-                }
-            }
+            Self::Store(err) => rpc_for_kind(err.kind(), message),
+            Self::Core(err) => rpc_for_kind(err.kind(), message),
             Self::Config(_) => JsonRpcError::new(INVALID_REQUEST, message),
             Self::ConfigWrite(err) => {
                 let code = match err {
@@ -137,9 +131,7 @@ impl AppServerError {
                 JsonRpcError::new(INVALID_REQUEST, message)
                     .with_data(json!({ "config_write_error_code": code }))
             }
-            Self::Store(_) | Self::Core(_) | Self::Internal(_) => {
-                JsonRpcError::new(INTERNAL_ERROR, message)
-            }
+            Self::Internal(_) => JsonRpcError::new(INTERNAL_ERROR, message),
         }
     }
 }
@@ -147,6 +139,28 @@ impl AppServerError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kind_table() {
+        let id = interpreter_protocol::ThreadId::new();
+        let code = |kind| rpc_for_kind(kind, String::new()).code;
+        assert_eq!(code(ErrorKind::NotFound), INVALID_REQUEST);
+        assert_eq!(code(ErrorKind::InvalidRequest), INVALID_REQUEST);
+        assert_eq!(code(ErrorKind::Busy), INVALID_REQUEST);
+        assert_eq!(code(ErrorKind::InvalidParams), INVALID_PARAMS);
+        assert_eq!(code(ErrorKind::Unavailable), INTERNAL_ERROR);
+        assert_eq!(code(ErrorKind::Internal), INTERNAL_ERROR);
+        assert_eq!(
+            code(ErrorKind::RunsElsewhere(
+                interpreter_core::store::RunsElsewhere::new(id, "r")
+            )),
+            i64::from(RUNS_ELSEWHERE_CODE)
+        );
+        // The engine's own messages stay; a missing thread is worded as Codex words it.
+        let missing = AppServerError::from(CoreError::ThreadNotFound(id)).to_rpc();
+        assert_eq!(missing.code, INVALID_REQUEST);
+        assert_eq!(missing.message, format!("thread not found: {id}"));
+    }
 
     #[test]
     fn a_thread_running_on_another_replica_is_a_retryable_refusal() {

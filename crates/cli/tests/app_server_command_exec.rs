@@ -362,6 +362,15 @@ async fn process_ids_are_unique_and_must_exist() {
             assert!(error_message(&second).contains("dup"), "{second}");
             break;
         }
+        // The first command must still be running: had it ended, its id would be free.
+        let first_ended = client
+            .seen
+            .iter()
+            .find(|message| message["id"] == json!(id) && message.get("method").is_none());
+        assert!(
+            first_ended.is_none(),
+            "the first command ended: {first_ended:?}"
+        );
         assert!(tokio::time::Instant::now() < deadline, "never refused");
     }
     for (method, params) in [

@@ -31,7 +31,7 @@ mod turn;
 mod user_requests;
 pub mod workspace_files;
 
-pub use error::CoreError;
+pub use error::{CoreError, ErrorKind};
 pub use handlers::{SandboxHelperUnavailable, SandboxedCommand, sandboxed_command};
 /// How deeply `interpreter` processes are nested; owned by the MCP client, which decides
 /// which configured servers would start the agent recursively.

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use interpreter_core::CoreError;
+use interpreter_core::ErrorKind;
 use interpreter_core::config::McpServerSettings;
-use interpreter_core::store::StoreError;
 use interpreter_protocol::{EventMsg, ReviewDecision, SessionSource, ThreadId};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ErrorData,
@@ -287,27 +286,37 @@ impl AgentServer {
             thread = self.registry.live_or_resumed(thread_id) => thread,
             () = ctx.ct.cancelled() => return Err(ErrorData::internal_error("the request was cancelled", None)),
         };
-        Ok(match thread {
-            Ok(thread) => Ok(thread),
+        let error = match thread {
+            Ok(thread) => return Ok(Ok(thread)),
+            Err(error) => error,
+        };
+        // The engine's kind of failure decides; the tools answer a failed resume as a
+        // result the model reads, and a fleet refusal as the retryable error every front
+        // end answers it with.
+        Ok(Err(match error.kind() {
             // Another replica took the thread between the owner check and the resume.
-            Err(CoreError::Store(StoreError::OwnedElsewhere { owner, .. })) => {
+            ErrorKind::RunsElsewhere(data) => {
                 return Err(fleet::runs_elsewhere(
                     thread_id,
-                    &owner,
+                    &data.owner,
                     "it took the thread first",
                 ));
             }
-            Err(CoreError::ThreadNotFound(_)) => Err(result::thread_error(
+            ErrorKind::NotFound => result::thread_error(
                 thread_id,
                 &format!(
                     "Session not found for thread_id: {thread_id} (no live thread and no saved thread with this id; start a new one with `codex`)"
                 ),
-            )),
-            Err(e) => Err(result::thread_error(
+            ),
+            ErrorKind::InvalidParams
+            | ErrorKind::InvalidRequest
+            | ErrorKind::Busy
+            | ErrorKind::Unavailable
+            | ErrorKind::Internal => result::thread_error(
                 thread_id,
-                &format!("Failed to resume thread {thread_id}: {e}"),
-            )),
-        })
+                &format!("Failed to resume thread {thread_id}: {error}"),
+            ),
+        }))
     }
 
     async fn start_and_follow(
