@@ -81,7 +81,7 @@ impl Editor {
         session_id: &str,
         call: ToolCall,
         cancel: &CancellationToken,
-        deadline: Duration,
+        expired: &CancellationToken,
     ) -> Option<Permission> {
         let options = vec![
             PermissionOption::new("allow_once", "Allow", PermissionOptionKind::AllowOnce),
@@ -102,8 +102,8 @@ impl Editor {
                 let _ = withdraw.cancel();
                 return None;
             }
-            () = tokio::time::sleep(deadline) => {
-                tracing::info!("permission request got no answer within {}s (approval_timeout_sec); denied", deadline.as_secs());
+            () = expired.cancelled() => {
+                tracing::info!("permission request got no answer before the engine's deadline (approval_timeout_sec); timed out and withdrawn");
                 let _ = withdraw.cancel();
                 return None;
             }

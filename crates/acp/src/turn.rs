@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use interpreter_core::Thread;
+use interpreter_core::open_requests::OpenRequests;
 use interpreter_protocol::{
     ElicitationResponse, Event, EventMsg, Op, ReviewDecision, TurnAbortReason, UserInput,
 };
@@ -72,7 +73,7 @@ async fn run(
         editor,
         thread: thread.clone(),
         turn_over: CancellationToken::new(),
-        approval_timeout: thread.config().approval_timeout,
+        open_requests: OpenRequests::default(),
         text_streamed: false,
         thought_streamed: false,
         announced: HashMap::new(),
@@ -156,7 +157,9 @@ struct TurnView {
     editor: Editor,
     thread: Arc<Thread>,
     turn_over: CancellationToken,
-    approval_timeout: Duration,
+    /// Permission requests out to the editor, withdrawn when the engine's clock (the
+    /// only one) expires them.
+    open_requests: OpenRequests,
     /// Deltas of the current message (or reasoning block) were sent, so its final
     /// event must not send the text again.
     text_streamed: bool,
@@ -195,16 +198,29 @@ impl TurnView {
     }
 
     /// Ask the editor, then answer the engine; anything but an explicit allow denies.
-    fn ask(&self, call: ToolCall, answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static) {
+    fn ask(
+        &self,
+        call_id: &str,
+        call: ToolCall,
+        answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
+    ) {
         let editor = self.editor.clone();
         let thread = self.thread.clone();
         let turn_over = self.turn_over.clone();
-        let deadline = self.approval_timeout;
+        let expired = self.open_requests.open(call_id);
+        let open_requests = self.open_requests.clone();
+        let call_id = call_id.to_string();
         let session_id = self.session_id.clone();
         tokio::spawn(async move {
             let answered = editor
-                .ask_permission(&session_id, call, &turn_over, deadline)
+                .ask_permission(&session_id, call, &turn_over, &expired)
                 .await;
+            open_requests.close(&call_id);
+            if expired.is_cancelled() {
+                // The engine's deadline passed: it decided (timed out) and the editor's
+                // question was withdrawn.
+                return;
+            }
             let decision = match answered {
                 Some(Permission::AllowOnce) => ReviewDecision::Approved,
                 Some(Permission::AllowAlways) => ReviewDecision::ApprovedForSession,
@@ -268,7 +284,7 @@ impl TurnView {
                 }
                 self.announce(call.clone());
                 let call_id = request.call_id;
-                self.ask(call, move |decision| Op::ExecApproval {
+                self.ask(&call_id.clone(), call, move |decision| Op::ExecApproval {
                     id: call_id,
                     decision,
                 });
@@ -329,7 +345,7 @@ impl TurnView {
                 }
                 self.announce(call.clone());
                 let call_id = request.call_id;
-                self.ask(call, move |decision| Op::PatchApproval {
+                self.ask(&call_id.clone(), call, move |decision| Op::PatchApproval {
                     id: call_id,
                     decision,
                 });
@@ -405,6 +421,7 @@ impl TurnView {
                 error.message
             ),
             EventMsg::Warning(warning) => tracing::warn!("{}", warning.message),
+            EventMsg::RequestExpired(expired) => self.open_requests.expire(&expired.id),
             // Questions from the agent's MCP servers are not forwarded to editors:
             // declined at once rather than left to time out.
             EventMsg::ElicitationRequest(request) => {

@@ -591,6 +591,9 @@ pub(crate) async fn drive(
                 request,
                 &turn_over,
             ),
+            // The engine's deadline passed: its request is resolved (timed out); the
+            // task asking the client withdraws it.
+            EventMsg::RequestExpired(expired) => loaded.open_requests.expire(&expired.id),
             EventMsg::ElicitationRequest(request) => {
                 crate::mcp_api::ask_elicitation(
                     loaded,
@@ -798,12 +801,18 @@ fn ask_exec_approval(
     };
     let params = params.unwrap_or_default();
     let call_id = request.call_id;
-    spawn_approval(loaded, connection, method, params, turn_over, move |d| {
-        Op::ExecApproval {
+    spawn_approval(
+        loaded,
+        connection,
+        method,
+        params,
+        turn_over,
+        &call_id.clone(),
+        move |d| Op::ExecApproval {
             id: call_id,
             decision: d,
-        }
-    });
+        },
+    );
 }
 
 fn ask_patch_approval(
@@ -859,27 +868,35 @@ fn ask_patch_approval(
     };
     let params = params.unwrap_or_default();
     let call_id = request.call_id;
-    spawn_approval(loaded, connection, method, params, turn_over, move |d| {
-        Op::PatchApproval {
+    spawn_approval(
+        loaded,
+        connection,
+        method,
+        params,
+        turn_over,
+        &call_id.clone(),
+        move |d| Op::PatchApproval {
             id: call_id,
             decision: d,
-        }
-    });
+        },
+    );
 }
 
-/// Ask `connection`, wait (bounded by `approval_timeout_sec`, the turn's end and the
-/// connection's life), decode with the shared fail-closed decoder, answer the engine,
-/// and tell followers the request is resolved.
+/// Ask `connection`, wait (until the engine expires request `call_id`, the turn's end
+/// or the connection's end), decode with the shared fail-closed decoder, answer the
+/// engine, and tell followers the request is resolved.
 fn spawn_approval(
     loaded: &Arc<LoadedThread>,
     connection: Arc<Connection>,
     method: &'static str,
     params: serde_json::Value,
     turn_over: &CancellationToken,
+    call_id: &str,
     answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
 ) {
     let config = loaded.thread.config();
-    let deadline = config.approval_timeout;
+    let expired = loaded.open_requests.open(call_id);
+    let call_id = call_id.to_string();
     let fallback = match config.app_server.approval_fallback {
         ElicitationFallback::Deny => ReviewDecision::Denied,
         ElicitationFallback::Approve => ReviewDecision::Approved,
@@ -894,13 +911,14 @@ fn spawn_approval(
                 // The connection closed under us.
                 Err(_) => ReviewDecision::Denied,
             },
-            () = tokio::time::sleep(deadline) => {
-                tracing::info!("approval request {request_id} got no answer within {}s (approval_timeout_sec); denied", deadline.as_secs());
+            () = expired.cancelled() => {
+                tracing::info!("approval request {request_id} got no answer before the engine's deadline (approval_timeout_sec); timed out");
                 ReviewDecision::TimedOut
             }
             () = turn_over.cancelled() => ReviewDecision::Abort,
             () = connection.closed.cancelled() => ReviewDecision::Denied,
         };
+        loaded.open_requests.close(&call_id);
         connection.forget_request(&request_id);
         answer_later(&loaded, Some(request_id), decision, answer);
     });
@@ -922,21 +940,23 @@ fn answer_later(
     decision: ReviewDecision,
     answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
 ) {
+    // A request the engine expired is already decided (timed out) there.
+    let answer = (decision != ReviewDecision::TimedOut).then(|| answer(decision));
     settle_request(
         loaded.clone(),
         request_id,
-        answer(decision),
+        answer,
         "submitting an approval decision",
     );
 }
 
 /// A server request is settled: its followers hear `serverRequest/resolved` (when it
-/// went out as one), then the thread gets `answer`. `what` words the log line if the
-/// thread is gone.
+/// went out as one), then the thread gets `answer` (none when the engine resolved the
+/// request itself, at its deadline). `what` words the log line if the thread is gone.
 pub(crate) fn settle_request(
     loaded: Arc<LoadedThread>,
     request_id: Option<RequestId>,
-    answer: Op,
+    answer: Option<Op>,
     what: &'static str,
 ) {
     tokio::spawn(async move {
@@ -949,7 +969,9 @@ pub(crate) fn settle_request(
                 },
             );
         }
-        if let Err(e) = loaded.thread.submit(answer).await {
+        if let Some(answer) = answer
+            && let Err(e) = loaded.thread.submit(answer).await
+        {
             tracing::debug!("{what} failed: {e}");
         }
     });

@@ -385,9 +385,9 @@ pub(crate) fn ask_elicitation(
         return;
     };
     let (request_id, reply) = connection.request("mcpServer/elicitation/request", &params);
-    // The engine declines by itself at this deadline; stopping here too forgets the
-    // request and tells followers it is resolved.
-    let deadline = Duration::from_secs(request.timeout_sec);
+    // The engine declines by itself at its deadline and says so (`RequestExpired`);
+    // stopping then forgets the request and tells followers it is resolved.
+    let expired = loaded.open_requests.open(&request.id);
     let turn_over = turn_over.clone();
     let loaded = loaded.clone();
     tokio::spawn(async move {
@@ -396,12 +396,18 @@ pub(crate) fn ask_elicitation(
                 Ok(answer) => decode_answer(answer),
                 Err(_) => ElicitationResponse::decline(),
             },
-            () = tokio::time::sleep(deadline) => ElicitationResponse::decline(),
+            () = expired.cancelled() => ElicitationResponse::decline(),
             () = turn_over.cancelled() => ElicitationResponse::decline(),
             () = connection.closed.cancelled() => ElicitationResponse::decline(),
         };
+        loaded.open_requests.close(&request.id);
         connection.forget_request(&request_id);
-        resolve(loaded, Some(request_id), request.id, response);
+        if expired.is_cancelled() {
+            // The engine declined it at its deadline: only the followers are told.
+            crate::driver::settle_request(loaded, Some(request_id), None, "");
+        } else {
+            resolve(loaded, Some(request_id), request.id, response);
+        }
     });
 }
 
@@ -468,7 +474,7 @@ fn resolve(
     crate::driver::settle_request(
         loaded,
         request_id,
-        Op::ResolveElicitation { id, response },
+        Some(Op::ResolveElicitation { id, response }),
         "answering an MCP server's question",
     );
 }

@@ -36,6 +36,9 @@ pub(crate) struct LoadedThread {
     pub forked_from: Option<ThreadId>,
     subscribers: std::sync::Mutex<Vec<Arc<Connection>>>,
     pub active: std::sync::Mutex<Option<ActiveTurn>>,
+    /// The engine's requests out to a client, withdrawn when the engine's clock expires
+    /// them (the only clock on them).
+    pub open_requests: interpreter_core::open_requests::OpenRequests,
 }
 
 /// The turn a loaded thread is running.
@@ -54,6 +57,7 @@ impl LoadedThread {
             forked_from,
             subscribers: std::sync::Mutex::default(),
             active: std::sync::Mutex::default(),
+            open_requests: interpreter_core::open_requests::OpenRequests::default(),
         }
     }
 

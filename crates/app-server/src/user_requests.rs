@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use interpreter_protocol::{
     GrantScope, Op, PermissionGrant, PermissionsDecision, PermissionsRequestEvent,
@@ -39,7 +38,7 @@ pub(crate) fn ask_user_input(
     };
     let Some(connection) = connection.filter(|c| !c.legacy_approvals()) else {
         // Nobody who speaks this request: no answer at once, not at the deadline.
-        settle(loaded, None, answer(UserInputResponse::Declined));
+        settle(loaded, None, Some(answer(UserInputResponse::Declined)));
         return;
     };
     let params = v2::ToolRequestUserInputParams {
@@ -69,13 +68,12 @@ pub(crate) fn ask_user_input(
         is_blocking: true,
         auto_resolution_ms: None,
     };
-    let deadline = Duration::from_secs(request.timeout_sec);
     ask(
         loaded,
         connection,
         "item/tool/requestUserInput",
         &params,
-        deadline,
+        &request.call_id,
         turn_over,
         move |reply| answer(reply.map_or(UserInputResponse::Declined, decode_user_input)),
     );
@@ -95,7 +93,7 @@ pub(crate) fn ask_permissions(
         decision,
     };
     let Some(connection) = connection.filter(|c| !c.legacy_approvals()) else {
-        settle(loaded, None, answer(PermissionsDecision::Denied));
+        settle(loaded, None, Some(answer(PermissionsDecision::Denied)));
         return;
     };
     let params = v2::PermissionsRequestApprovalParams {
@@ -108,46 +106,50 @@ pub(crate) fn ask_permissions(
         reason: request.reason.clone(),
         started_at_ms: now_ms(),
     };
-    let deadline = Duration::from_secs(request.timeout_sec);
     ask(
         loaded,
         connection,
         "item/permissions/requestApproval",
         &params,
-        deadline,
+        &request.call_id,
         turn_over,
         move |reply| answer(reply.map_or(PermissionsDecision::Denied, decode_permissions)),
     );
 }
 
-/// Send `method`, wait for the reply (bounded by `deadline`, the turn and the
-/// connection), then settle: `serverRequest/resolved` and the engine's answer, which
-/// `decode` makes from the reply (`None`: none came).
+/// Send `method`, wait for the reply (until the engine expires request `call_id`, the
+/// turn ends or the connection closes), then settle: `serverRequest/resolved` and the
+/// engine's answer, which `decode` makes from the reply (`None`: none came).
 fn ask(
     loaded: &Arc<LoadedThread>,
     connection: Arc<Connection>,
     method: &'static str,
     params: &impl serde::Serialize,
-    deadline: Duration,
+    call_id: &str,
     turn_over: &CancellationToken,
     decode: impl FnOnce(Option<ClientAnswer>) -> Op + Send + 'static,
 ) {
     let (request_id, reply) = connection.request(method, params);
+    let expired = loaded.open_requests.open(call_id);
+    let call_id = call_id.to_string();
     let turn_over = turn_over.clone();
     let loaded = loaded.clone();
     tokio::spawn(async move {
         let reply = tokio::select! {
             answer = reply => answer.ok(),
-            () = tokio::time::sleep(deadline) => None,
+            () = expired.cancelled() => None,
             () = turn_over.cancelled() => None,
             () = connection.closed.cancelled() => None,
         };
+        loaded.open_requests.close(&call_id);
         connection.forget_request(&request_id);
-        settle(&loaded, Some(request_id), decode(reply));
+        // A request the engine expired is already decided there.
+        let answer = (!expired.is_cancelled()).then(|| decode(reply));
+        settle(&loaded, Some(request_id), answer);
     });
 }
 
-fn settle(loaded: &Arc<LoadedThread>, request_id: Option<RequestId>, answer: Op) {
+fn settle(loaded: &Arc<LoadedThread>, request_id: Option<RequestId>, answer: Option<Op>) {
     crate::driver::settle_request(
         loaded.clone(),
         request_id,

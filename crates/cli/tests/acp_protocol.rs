@@ -273,6 +273,32 @@ async fn cancel_during_a_permission_question_withdraws_it() {
     assert!(!env.work_path().join("out.txt").exists());
 }
 
+/// One clock: the engine's deadline (`approval_timeout_sec`) times the question; when it
+/// passes the engine decides (timed out, declined) and the editor's question is
+/// withdrawn, as on every front end. (ACP had a timer of its own and called it denied.)
+#[tokio::test]
+async fn an_unanswered_permission_question_times_out_on_the_engines_clock() {
+    let env = AcpEnv::new().await;
+    let config = env.home.path().join("config.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("approval_timeout_sec = 1\n{text}")).expect("config");
+    env.script_command_then_text("call-1", "printf hi > out.txt", "gave up");
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    let id = client.send_prompt(&session, "write it").await;
+    let ask = client.read_until(is_permission_request).await;
+    let withdrawn = client
+        .read_until(|m| m["method"] == "$/cancel_request")
+        .await;
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"], "{withdrawn}");
+    let response = client.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(!env.work_path().join("out.txt").exists());
+    // The model heard the engine's one outcome.
+    let second = env.model_request(1);
+    assert!(second.contains("declined"), "{second}");
+}
+
 #[tokio::test]
 async fn two_sessions_prompting_at_once_each_get_only_their_own_updates() {
     let env = AcpEnv::new().await;

@@ -13,7 +13,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use interpreter_mcp_client::{ElicitationAction, ElicitationAnswer, ElicitationSink};
 use interpreter_protocol::{
-    ElicitationRequestEvent, ElicitationResponse, Event, EventMsg, WarningEvent,
+    ElicitationRequestEvent, ElicitationResponse, Event, EventMsg, RequestExpiredEvent,
+    WarningEvent,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -115,6 +116,10 @@ impl ElicitationSink for ElicitationBroker {
                 answer = rx => answer.unwrap_or_else(|_| ElicitationResponse::decline()),
                 () = tokio::time::sleep(inner.timeout) => {
                     inner.pending().remove(&id);
+                    inner.send(EventMsg::RequestExpired(RequestExpiredEvent {
+                        id: id.clone(),
+                        timeout_sec: inner.timeout.as_secs(),
+                    }));
                     inner.send(EventMsg::Warning(WarningEvent {
                         message: format!(
                             "MCP server `{server}` asked a question ({id}) that got no answer within {}s; declined",

@@ -825,6 +825,7 @@ async fn wait_for_approval(
         Ok(decision) => decision,
         Err(NoAnswer::Dropped) => ReviewDecision::Denied,
         Err(NoAnswer::TimedOut) => {
+            sess.request_expired(sub_id, call_id, timeout).await;
             sess.emit(
                 sub_id,
                 EventMsg::Warning(WarningEvent {

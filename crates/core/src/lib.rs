@@ -15,6 +15,7 @@ pub mod fuzzing;
 pub mod goal;
 mod handlers;
 mod op_loop;
+pub mod open_requests;
 mod pending;
 mod permissions;
 mod plan_mode;

@@ -265,6 +265,24 @@ impl Session {
         )
     }
 
+    /// The engine's deadline on request `id` passed and it resolved it: front ends
+    /// withdraw it from their clients ([`crate::open_requests`]).
+    pub(crate) async fn request_expired(
+        &self,
+        sub_id: &str,
+        id: &str,
+        timeout: std::time::Duration,
+    ) {
+        self.emit(
+            sub_id,
+            EventMsg::RequestExpired(interpreter_protocol::RequestExpiredEvent {
+                id: id.to_string(),
+                timeout_sec: timeout.as_secs(),
+            }),
+        )
+        .await;
+    }
+
     /// Send an event to the front end, and persist it when it belongs in the rollout.
     pub async fn emit(&self, sub_id: &str, msg: EventMsg) {
         if store::should_persist_event(&msg) {

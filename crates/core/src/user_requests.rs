@@ -277,6 +277,7 @@ pub(crate) async fn handle_user_input(
             ),
         },
         Err(NoAnswer::TimedOut) => {
+            sess.request_expired(sub_id, call_id, timeout).await;
             sess.emit(
                 sub_id,
                 EventMsg::Warning(WarningEvent {
@@ -429,6 +430,7 @@ pub(crate) async fn handle_permissions(
             ToolOutcome::Output(with_notes(DECLINED_PERMISSIONS.to_string()))
         }
         Err(NoAnswer::TimedOut) => {
+            sess.request_expired(sub_id, call_id, timeout).await;
             sess.emit(
                 sub_id,
                 EventMsg::Warning(WarningEvent {

@@ -187,6 +187,7 @@ pub async fn elicit(
     peer: &Peer<RoleServer>,
     origin: RequestId,
     params: Value,
+    expired: &CancellationToken,
     deadline: Duration,
     cancel: &CancellationToken,
 ) -> ElicitOutcome {
@@ -196,8 +197,9 @@ pub async fn elicit(
         .extensions_mut()
         .insert(OriginatingRequestId(origin));
     let mut options = PeerRequestOptions::no_options();
-    // rmcp's own timeout would also fire; ours below decides and sends the cancel.
-    options.timeout = Some(deadline + Duration::from_secs(1));
+    // The engine's expiry decides and sends the cancel; rmcp's own timeout, past the
+    // engine's deadline, only keeps its request table bounded.
+    options.timeout = Some(deadline + Duration::from_secs(5));
     let handle: RequestHandle<RoleServer> =
         match peer.send_request_with_option(request, options).await {
             Ok(handle) => handle,
@@ -218,7 +220,7 @@ pub async fn elicit(
                 ElicitOutcome::ClientError
             }
         },
-        () = tokio::time::sleep(deadline) => ElicitOutcome::TimedOut,
+        () = expired.cancelled() => ElicitOutcome::TimedOut,
         () = cancel.cancelled() => ElicitOutcome::Cancelled,
     };
     if matches!(outcome, ElicitOutcome::TimedOut | ElicitOutcome::Cancelled) {

@@ -218,15 +218,15 @@ impl Follower {
                 let peer = peer.clone();
                 let origin = origin.clone();
                 let run = run.clone();
-                let deadline = Duration::from_secs(run.settings.approval_timeout_sec);
                 // The question outlives this caller (a `codex-wait` may return meanwhile);
-                // the turn's end or the deadline bounds it.
+                // the turn's end or the engine's deadline bounds it.
                 tokio::spawn(async move {
                     let outcome = approval::elicit(
                         &peer,
                         origin,
                         approval.params.clone(),
-                        deadline,
+                        &approval.expired,
+                        run.approval_timeout,
                         &run.stopping(),
                     )
                     .await;
@@ -235,11 +235,8 @@ impl Follower {
                             "the request to {} was denied: the client could not answer the approval request",
                             approval.what
                         )),
-                        ElicitOutcome::TimedOut => run.note(format!(
-                            "the request to {} was denied: no answer within {}s (mcp_server.approval_timeout_sec)",
-                            approval.what,
-                            deadline.as_secs()
-                        )),
+                        // Noted where the engine's expiry is seen (`park_approval`).
+                        ElicitOutcome::TimedOut => {}
                         ElicitOutcome::Answered(_) | ElicitOutcome::Cancelled => {}
                     }
                     approval.resolve(outcome.answer());
@@ -247,7 +244,7 @@ impl Follower {
                 None
             }
             Asker::Mrtr { tool } => {
-                let ttl = Duration::from_secs(run.settings.approval_timeout_sec);
+                let ttl = run.approval_timeout;
                 let state = SuspendedApproval {
                     thread: run.thread_id.to_string(),
                     approval: approval.id,

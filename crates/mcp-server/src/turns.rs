@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use interpreter_core::config::{ConfigInputs, McpServerSettings};
+use interpreter_core::open_requests::OpenRequests;
 use interpreter_core::{CoreError, Thread, ThreadManager};
 use interpreter_protocol::approval_answer::decode_approval_answer;
 use interpreter_protocol::{
@@ -63,6 +64,8 @@ pub struct PendingApproval {
     pub params: Value,
     /// "run `make test`", for notes.
     pub what: String,
+    /// Fires when the engine's deadline on the request passes (it then decided it).
+    pub expired: CancellationToken,
     /// A downstream server's question, not an approval: never answered by the approval
     /// fallback, only declined.
     pub is_question: bool,
@@ -95,6 +98,11 @@ pub enum RunState {
 pub struct TurnRun {
     pub thread_id: ThreadId,
     pub settings: McpServerSettings,
+    /// The engine's deadline on its requests (`approval_timeout_sec`): it alone times
+    /// them; this is for the words of a note and the life of an MRTR state.
+    pub approval_timeout: Duration,
+    /// The engine's requests parked here, withdrawn when the engine expires them.
+    open_requests: OpenRequests,
     state: watch::Sender<RunState>,
     events: broadcast::Sender<Arc<Event>>,
     /// Approvals no follower has taken yet.
@@ -369,6 +377,8 @@ impl Registry {
         let run = Arc::new(TurnRun {
             thread_id,
             settings: thread.config().mcp_server.clone(),
+            approval_timeout: thread.config().approval_timeout,
+            open_requests: OpenRequests::default(),
             state,
             events,
             pending: std::sync::Mutex::default(),
@@ -406,20 +416,25 @@ impl Registry {
 
 /// Park a question on the run and answer the engine when a follower resolves it, or deny
 /// at the deadline.
+#[allow(clippy::too_many_arguments)]
 fn park_approval(
     registry: &Registry,
     run: &Arc<TurnRun>,
     thread: &Arc<Thread>,
+    engine_id: &str,
     params: Value,
     what: String,
     is_question: bool,
     answer: impl FnOnce(Answer) -> Op + Send + 'static,
 ) {
     let (reply, decision) = oneshot::channel();
+    let expired = run.open_requests.open(engine_id);
+    let engine_id = engine_id.to_string();
     let approval = Arc::new(PendingApproval {
         id: registry.next_approval_id(),
         params,
         what: what.clone(),
+        expired: expired.clone(),
         is_question,
         reply: std::sync::Mutex::new(Some(reply)),
     });
@@ -435,21 +450,21 @@ fn park_approval(
             *waiting_for_approval = true;
         }
     });
-    let deadline = Duration::from_secs(run.settings.approval_timeout_sec);
     let run = run.clone();
     let thread = thread.clone();
     tokio::spawn(async move {
         let decision = tokio::select! {
             decision = decision => decision.unwrap_or(Answer::Decided(ReviewDecision::Denied)),
-            () = tokio::time::sleep(deadline) => {
+            () = expired.cancelled() => {
                 run.note(format!(
-                    "the request to {what} was denied: no answer within {}s (mcp_server.approval_timeout_sec)",
-                    deadline.as_secs()
+                    "the request to {what} timed out: no answer within {}s (approval_timeout_sec)",
+                    run.approval_timeout.as_secs()
                 ));
                 Answer::Decided(ReviewDecision::TimedOut)
             }
             () = run.interrupt.cancelled() => Answer::Decided(ReviewDecision::Abort),
         };
+        run.open_requests.close(&engine_id);
         // Whatever answered, the approval is no longer takeable or redeemable.
         if let Ok(mut pending) = run.pending.lock() {
             pending.retain(|p| p.id != approval.id);
@@ -466,7 +481,10 @@ fn park_approval(
                 *waiting_for_approval = still_waiting;
             }
         });
-        if let Err(e) = thread.submit(answer(decision)).await {
+        // A request the engine expired is already decided there.
+        if !expired.is_cancelled()
+            && let Err(e) = thread.submit(answer(decision)).await
+        {
             tracing::debug!("submitting an approval decision failed: {e}");
         }
     });
@@ -586,6 +604,7 @@ async fn drive(
                     registry,
                     run,
                     &thread,
+                    &request.call_id,
                     params,
                     format!("run `{}`", display_command(&request.command)),
                     false,
@@ -603,6 +622,7 @@ async fn drive(
                     registry,
                     run,
                     &thread,
+                    &request.call_id,
                     params,
                     format!("change {} file(s)", request.changes.len()),
                     false,
@@ -618,6 +638,7 @@ async fn drive(
                     registry,
                     run,
                     &thread,
+                    &request.id,
                     request.request.clone(),
                     format!("answer a question from MCP server `{}`", request.server),
                     true,
@@ -627,6 +648,8 @@ async fn drive(
                     },
                 );
             }
+            // The engine's deadline passed: withdraw what waits on its client.
+            EventMsg::RequestExpired(expired) => run.open_requests.expire(&expired.id),
             EventMsg::Error(error) if ours => last_error = Some(error.message.clone()),
             EventMsg::TaskComplete(done) if ours => {
                 let failure = done.error.clone().or_else(|| last_error.take());

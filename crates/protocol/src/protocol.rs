@@ -297,6 +297,11 @@ pub enum EventMsg {
     /// The model asks for more sandbox permissions (`request_permissions`); answer with
     /// `Op::ResolvePermissions` before the deadline, or nothing is granted.
     PermissionsRequest(crate::PermissionsRequestEvent),
+    /// The engine's deadline for a request it made (an approval, a question, a
+    /// permission request, an MCP server's question) passed with no answer: it resolved
+    /// the request itself (timed out: declined, nothing granted). Front ends withdraw the
+    /// question from their client; the engine's clock is the only one.
+    RequestExpired(RequestExpiredEvent),
     TokenCount(TokenCountEvent),
     /// The conversation was summarised to fit the model's context window.
     ContextCompacted(ContextCompactedEvent),
@@ -343,6 +348,7 @@ impl EventMsg {
             Self::ElicitationRequest(_) => "elicitation_request",
             Self::UserInputRequest(_) => "user_input_request",
             Self::PermissionsRequest(_) => "permissions_request",
+            Self::RequestExpired(_) => "request_expired",
             Self::TokenCount(_) => "token_count",
             Self::ContextCompacted(_) => "context_compacted",
             Self::ShutdownComplete => "shutdown_complete",
@@ -629,6 +635,16 @@ pub struct McpToolCallEndEvent {
     pub duration_ms: u64,
     /// The MCP `CallToolResult` as JSON, or the error text.
     pub result: Result<serde_json::Value, String>,
+}
+
+/// See [`EventMsg::RequestExpired`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestExpiredEvent {
+    /// The request's id: the `call_id` of an approval, a question or a permission
+    /// request, the `id` of an MCP server's question.
+    pub id: String,
+    /// The deadline that passed, in seconds (`approval_timeout_sec`).
+    pub timeout_sec: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

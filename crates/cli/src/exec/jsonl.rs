@@ -475,6 +475,8 @@ impl JsonlTranslator {
             | EventMsg::ElicitationRequest(_)
             | EventMsg::UserInputRequest(_)
             | EventMsg::PermissionsRequest(_)
+            // exec answers every request at once; the engine's warning says the rest.
+            | EventMsg::RequestExpired(_)
             // Compaction is bookkeeping the SDK's item types have no shape for.
             | EventMsg::ContextCompacted(_)
             // The SDK has no turn diff; each `file_change` item carries its own changes.

@@ -310,8 +310,15 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         None => None,
     };
 
+    // One deadline: `[mcp_server] approval_timeout_sec` is the old name of the top-level
+    // key, which wins when both are set.
     let approval_timeout_sec = toml
         .approval_timeout_sec
+        .or_else(|| {
+            toml.mcp_server
+                .as_ref()
+                .and_then(|settings| settings.approval_timeout_sec)
+        })
         .unwrap_or(DEFAULT_APPROVAL_TIMEOUT_SEC);
     let shell_timeout_ms = toml.shell_timeout_ms.unwrap_or(DEFAULT_SHELL_TIMEOUT_MS);
     if shell_timeout_ms == 0 {
@@ -642,6 +649,22 @@ mod tests {
         assert_eq!(config.tool_output_max_bytes, 32 * 1024);
         assert_eq!(config.approval_timeout, Duration::from_secs(600));
         assert_eq!(config.shell_default_timeout, Duration::from_millis(120_000));
+    }
+
+    /// One deadline: the old `[mcp_server]` key is read when the top-level one is not
+    /// set, and the top-level one wins over it.
+    #[test]
+    fn the_mcp_server_approval_timeout_is_an_alias_of_the_top_level_one() {
+        let fx = Fixture::new();
+        fx.write("config.toml", "[mcp_server]\napproval_timeout_sec = 42\n");
+        let config = load_config(fx.with_cli(&["model=m"])).unwrap();
+        assert_eq!(config.approval_timeout, Duration::from_secs(42));
+        fx.write(
+            "config.toml",
+            "approval_timeout_sec = 7\n[mcp_server]\napproval_timeout_sec = 42\n",
+        );
+        let config = load_config(fx.with_cli(&["model=m"])).unwrap();
+        assert_eq!(config.approval_timeout, Duration::from_secs(7));
     }
 
     #[test]

@@ -151,8 +151,9 @@ pub enum ElicitationFallback {
 pub struct McpServerSettings {
     /// Send `codex/event` notifications (turn off for strict clients).
     pub events: bool,
-    /// Deadline for an `elicitation/create` answer, in seconds.
-    pub approval_timeout_sec: u64,
+    /// The old name of the top-level `approval_timeout_sec`, read when that is not set:
+    /// the engine's clock is the only one on a request, so there is one deadline.
+    pub approval_timeout_sec: Option<u64>,
     pub elicitation_fallback: ElicitationFallback,
     /// Heartbeat interval of `notifications/progress` while a turn runs, in seconds.
     pub progress_interval_sec: u64,
@@ -179,7 +180,7 @@ impl Default for McpServerSettings {
     fn default() -> Self {
         Self {
             events: true,
-            approval_timeout_sec: 600,
+            approval_timeout_sec: None,
             elicitation_fallback: ElicitationFallback::Deny,
             progress_interval_sec: 5,
             request_state_key_file: None,

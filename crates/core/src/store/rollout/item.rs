@@ -171,6 +171,8 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         // a grant itself ends with the session, so nothing of it is replayed.
         | EventMsg::UserInputRequest(_)
         | EventMsg::PermissionsRequest(_)
+        // Like the request it ends: the decision it stood for is in the tool output.
+        | EventMsg::RequestExpired(_)
         | EventMsg::ShutdownComplete => false,
     }
 }
