@@ -223,10 +223,11 @@ impl Agent {
             Err(_) => {
                 let config = self.config_for(&settings).await?;
                 let models = offered_models(config.clone());
-                let resumed = self.threads.resume_thread(config, thread_id);
+                let resumed = self
+                    .threads
+                    .get_or_resume(thread_id, async || Ok::<_, AcpError>(config));
                 let (resumed, models) = tokio::join!(resumed, models);
-                let resumed = resumed?;
-                self.register(resumed.thread, settings, models)
+                self.register(resumed?, settings, models)
             }
         };
         if let Some(editor) = replay {

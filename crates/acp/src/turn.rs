@@ -7,7 +7,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use interpreter_core::Thread;
 use interpreter_core::open_requests::OpenRequests;
@@ -24,9 +23,6 @@ use crate::sdk::Editor;
 use crate::update::{
     Permission, StopReason, ToolCall, ToolCallUpdate, ToolContent, ToolStatus, Update,
 };
-
-/// How long an interrupted turn may take to confirm before the thread is handed back.
-const INTERRUPT_DRAIN: Duration = Duration::from_secs(10);
 
 pub(crate) async fn prompt(
     agent: &Agent,
@@ -125,7 +121,7 @@ async fn hand_back_after_interrupt(
     }
     tokio::spawn(async move {
         let _slot = slot;
-        let confirmed = tokio::time::timeout(INTERRUPT_DRAIN, async {
+        let confirmed = tokio::time::timeout(Thread::INTERRUPT_CONFIRM_DEADLINE, async {
             loop {
                 match thread.next_event().await {
                     Ok(Event {

@@ -9,7 +9,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use interpreter_core::config::ElicitationFallback;
 use interpreter_protocol::approval_answer::decode_approval_answer;
@@ -29,9 +28,6 @@ use crate::protocol::v2::{
 };
 use crate::protocol::{METHOD_NOT_FOUND, RequestId, now_ms};
 use crate::state::{LoadedThread, ServerState};
-
-/// How long an interrupted turn may take to confirm before the driver stops waiting.
-const INTERRUPT_DRAIN: Duration = Duration::from_secs(10);
 
 /// Per-turn mapping state: which items are open.
 struct TurnItems {
@@ -98,7 +94,8 @@ pub(crate) async fn drive(
     let mut last_error: Option<v2::TurnError> = None;
     let mut interrupted_at: Option<tokio::time::Instant> = None;
     loop {
-        let drain_deadline = interrupted_at.map(|at| at + INTERRUPT_DRAIN);
+        let drain_deadline =
+            interrupted_at.map(|at| at + interpreter_core::Thread::INTERRUPT_CONFIRM_DEADLINE);
         let event = tokio::select! {
             biased;
             () = state.shutdown.cancelled(), if interrupted_at.is_none() => {

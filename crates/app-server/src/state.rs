@@ -25,10 +25,6 @@ use crate::mapping;
 use crate::protocol::v2::{self, ThreadStatus};
 use crate::v1_api;
 
-/// Idle threads kept loaded; past this the least recently used ones are unloaded (they
-/// resume from disk when next used).
-const MAX_LIVE_IDLE_THREADS: usize = 32;
-
 /// A thread this server has loaded, with who follows it.
 pub(crate) struct LoadedThread {
     pub thread: Arc<Thread>,
@@ -331,9 +327,9 @@ impl ServerState {
         if let Some(loaded) = self.loaded(id) {
             return Ok(loaded);
         }
-        let thread = match self.thread_manager.get_thread(id).await {
-            Some(thread) => thread,
-            None => {
+        let thread = self
+            .thread_manager
+            .get_or_resume(id, async || {
                 let record = self.record(id).await?;
                 let mut config = self
                     .session_config(
@@ -344,25 +340,14 @@ impl ServerState {
                     .await?;
                 // Loaded by `turn/start`, a v2 request: its client can be asked.
                 config.can_ask_user = true;
-                match self.thread_manager.resume_thread(config, id).await {
-                    Ok(resumed) => resumed.thread,
-                    Err(interpreter_core::CoreError::ThreadAlreadyLive(_)) => self
-                        .thread_manager
-                        .get_thread(id)
-                        .await
-                        .ok_or_else(|| AppServerError::ThreadNotFound(id.to_string()))?,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        };
+                Ok::<_, AppServerError>(config)
+            })
+            .await?;
         Ok(self.register(thread, false, None))
     }
 
     pub(crate) async fn retire_idle(&self, just_used: ThreadId) {
-        let retired = self
-            .thread_manager
-            .retire_idle(just_used, MAX_LIVE_IDLE_THREADS)
-            .await;
+        let retired = self.thread_manager.retire_idle(just_used).await;
         let unloaded: Vec<Arc<LoadedThread>> = match self.loaded.lock() {
             Ok(mut map) => retired.iter().filter_map(|id| map.remove(id)).collect(),
             Err(_) => Vec::new(),

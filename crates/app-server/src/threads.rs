@@ -58,16 +58,11 @@ pub(crate) async fn resume(
                 .session_config(&mut settings, false, record.as_ref().map(|r| r.cwd.clone()))
                 .await?;
             config.can_ask_user = can_ask_user(connection);
-            let resumed = match state.thread_manager.resume_thread(config, thread_id).await {
-                Ok(resumed) => resumed.thread,
-                // Another front end in this process has it live (MCP connection).
-                Err(interpreter_core::CoreError::ThreadAlreadyLive(_)) => state
-                    .thread_manager
-                    .get_thread(thread_id)
-                    .await
-                    .ok_or_else(|| AppServerError::ThreadNotFound(thread_id.to_string()))?,
-                Err(e) => return Err(e.into()),
-            };
+            // Another front end in this process may have it live (the MCP connection).
+            let resumed = state
+                .thread_manager
+                .get_or_resume(thread_id, async || Ok::<_, AppServerError>(config))
+                .await?;
             state.register(resumed, false, None)
         }
     };

@@ -25,10 +25,7 @@ impl OpenRequests {
     /// Call it in the handler of the request's event (events arrive in order, so the
     /// request is open before its expiry can be seen).
     pub fn open(&self, id: &str) -> CancellationToken {
-        self.lock()
-            .entry(id.to_string())
-            .or_default()
-            .clone()
+        self.lock().entry(id.to_string()).or_default().clone()
     }
 
     /// The engine resolved request `id` itself: fire its token.

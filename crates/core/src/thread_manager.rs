@@ -64,6 +64,11 @@ pub struct Thread {
 }
 
 impl Thread {
+    /// How long a front end waits for the engine to confirm an interrupt (the turn's
+    /// `turn_aborted` or `task_complete`) before it reports the turn interrupted itself:
+    /// one value for every front end.
+    pub const INTERRUPT_CONFIRM_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
     pub fn id(&self) -> ThreadId {
         self.id
     }
@@ -333,6 +338,9 @@ impl Default for ThreadManager {
 }
 
 impl ThreadManager {
+    /// Idle threads a serving front end keeps live (see [`Self::retire_idle`]).
+    pub const MAX_LIVE_IDLE_THREADS: usize = 32;
+
     pub fn new() -> Self {
         Self::default()
     }
@@ -544,12 +552,35 @@ impl ThreadManager {
         self.threads.write().await.remove(&id)
     }
 
+    /// The live thread `id`, or the saved one resumed with the config `config` makes
+    /// (only made when the thread must be resumed). A thread another front end of this
+    /// process resumed meanwhile is the one returned.
+    pub async fn get_or_resume<E: From<CoreError>>(
+        &self,
+        id: ThreadId,
+        config: impl AsyncFnOnce() -> Result<Config, E>,
+    ) -> Result<Arc<Thread>, E> {
+        if let Some(thread) = self.get_thread(id).await {
+            return Ok(thread);
+        }
+        let config = config().await?;
+        match self.resume_thread(config, id).await {
+            Ok(resumed) => Ok(resumed.thread),
+            Err(CoreError::ThreadAlreadyLive(_)) => self
+                .get_thread(id)
+                .await
+                .ok_or_else(|| E::from(CoreError::ThreadNotFound(id))),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Mark `just_used` as the most recent thread, then shut down and forget the least
-    /// recently used idle threads beyond `keep_live`. A thread running a turn, or with no
-    /// rollout to come back from (ephemeral), stays. Returns the retired ids; their next
-    /// use resumes them from disk. Long-running front ends call this after each turn so
-    /// memory does not grow with every thread they ever ran.
-    pub async fn retire_idle(&self, just_used: ThreadId, keep_live: usize) -> Vec<ThreadId> {
+    /// recently used idle threads beyond [`Self::MAX_LIVE_IDLE_THREADS`]. A thread running
+    /// a turn, or with no rollout to come back from (ephemeral), stays. Returns the
+    /// retired ids; their next use resumes them from disk. Long-running front ends call
+    /// this after each turn so memory does not grow with every thread they ever ran.
+    pub async fn retire_idle(&self, just_used: ThreadId) -> Vec<ThreadId> {
+        let keep_live = Self::MAX_LIVE_IDLE_THREADS;
         let candidates: Vec<ThreadId> = {
             let Ok(mut recent) = self.recently_used.lock() else {
                 return Vec::new();

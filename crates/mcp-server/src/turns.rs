@@ -33,16 +33,8 @@ use crate::approval;
 use crate::result::{self, TurnStatus};
 use crate::tools::{CallOverrides, build_session_config};
 
-/// Idle threads kept live after their turn, so a quick `codex-reply` skips the reload from
-/// disk. Past this many, the least recently used idle ones are shut down and dropped from
-/// memory; a later `codex-reply` resumes them from their rollout.
-const MAX_LIVE_IDLE_THREADS: usize = 32;
-
 /// Events buffered for a follower that reads slowly; past this it skips ahead.
 const EVENT_BUFFER: usize = 1024;
-
-/// How long an interrupted turn may take to report its end before the run gives up on it.
-const INTERRUPT_DRAIN: Duration = Duration::from_secs(5);
 
 /// How a question the turn asked was answered.
 #[derive(Debug, Clone)]
@@ -322,22 +314,13 @@ impl Registry {
 
     /// A live thread, or the saved one loaded from disk.
     pub async fn live_or_resumed(&self, thread_id: ThreadId) -> Result<Arc<Thread>, CoreError> {
-        if let Some(thread) = self.thread_manager.get_thread(thread_id).await {
-            return Ok(thread);
-        }
-        let config = build_session_config(&self.inputs, CallOverrides::default())
+        self.thread_manager
+            .get_or_resume(thread_id, async || {
+                build_session_config(&self.inputs, CallOverrides::default())
+                    .await
+                    .map_err(|e| CoreError::Internal(format!("failed to load configuration: {e}")))
+            })
             .await
-            .map_err(|e| CoreError::Internal(format!("failed to load configuration: {e}")))?;
-        match self.thread_manager.resume_thread(config, thread_id).await {
-            Ok(resumed) => Ok(resumed.thread),
-            // Another call resumed it first.
-            Err(CoreError::ThreadAlreadyLive(_)) => self
-                .thread_manager
-                .get_thread(thread_id)
-                .await
-                .ok_or(CoreError::ThreadNotFound(thread_id)),
-            Err(e) => Err(e),
-        }
     }
 
     /// Wait for the thread's turn slot (a previous turn must end first), submit `prompt`,
@@ -396,10 +379,7 @@ impl Registry {
         let driven = run.clone();
         tokio::spawn(async move {
             drive(&registry, &driven, thread, submission_id, guard).await;
-            let retired = registry
-                .thread_manager
-                .retire_idle(driven.thread_id, MAX_LIVE_IDLE_THREADS)
-                .await;
+            let retired = registry.thread_manager.retire_idle(driven.thread_id).await;
             if let Ok(mut runs) = registry.runs.lock() {
                 for id in retired {
                     runs.remove(&id);
@@ -549,7 +529,7 @@ async fn drive(
     let mut last_error: Option<String> = None;
     let mut interrupted_at: Option<tokio::time::Instant> = None;
     loop {
-        let drain_deadline = interrupted_at.map(|at| at + INTERRUPT_DRAIN);
+        let drain_deadline = interrupted_at.map(|at| at + Thread::INTERRUPT_CONFIRM_DEADLINE);
         let event = tokio::select! {
             biased;
             () = run.interrupt.cancelled(), if interrupted_at.is_none() => {

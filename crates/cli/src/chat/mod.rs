@@ -40,8 +40,6 @@ use slash::{ResumeWhich, Slash};
 const PROMPT: &str = "› ";
 const ANSWER_PROMPT: &str = "[y/n/a] › ";
 const TEXT_ANSWER_PROMPT: &str = "answer › ";
-/// How long an interrupted turn may take to record its abort before the prompt returns.
-const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// How long a thread may take to flush its rollout when it is left or restarted.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const SPINNER_INTERVAL: Duration = Duration::from_millis(120);
@@ -283,7 +281,12 @@ impl Chat {
         loop {
             let grace = async {
                 match interrupted_at {
-                    Some(at) => tokio::time::sleep_until(at + INTERRUPT_GRACE).await,
+                    Some(at) => {
+                        tokio::time::sleep_until(
+                            at + interpreter_core::Thread::INTERRUPT_CONFIRM_DEADLINE,
+                        )
+                        .await
+                    }
                     None => std::future::pending().await,
                 }
             };

@@ -31,8 +31,6 @@ use jsonl::{JsonlTranslator, ThreadEvent};
 const NOT_IN_GIT_REPO: &str =
     "Not inside a trusted directory and --skip-git-repo-check was not specified.";
 
-/// How long an interrupted turn may take to record its abort before exec gives up.
-const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// How long the thread may take to flush its rollout after the turn.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const SPINNER_INTERVAL: Duration = Duration::from_millis(120);
@@ -336,7 +334,7 @@ async fn pump_events(thread: &Arc<Thread>, output: &mut Output) -> TurnOutcome {
                 }
             }, if interrupt_deadline.is_none() => {
                 output.progress("interrupting the turn (stop signal)");
-                interrupt_deadline = Some(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                interrupt_deadline = Some(tokio::time::Instant::now() + interpreter_core::Thread::INTERRUPT_CONFIRM_DEADLINE);
                 if thread.submit(Op::Interrupt).await.is_err() {
                     return TurnOutcome::EngineStopped;
                 }
