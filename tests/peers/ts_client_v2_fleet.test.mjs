@@ -131,6 +131,18 @@ async function startFleet(steps, nginxOptions = {}) {
  * Returns how many `codex-reply` requests went without the header: a client that has not
  * listed the tools does not know of the header, the replica refuses such a call as the
  * 2026-07-28 revision says, and the SDK lists the tools and sends it again with it. */
+/** The requests nginx logged, once `done(log)` holds or 10 s have passed: nginx logs a
+ * request when its response has ended, which may be just after the client read the
+ * answer (found by CI: the last reply was not in the log yet). */
+async function servedOnce(fleet, done) {
+  const deadline = Date.now() + 10000;
+  for (;;) {
+    const served = fleet.nginx.served();
+    if (done(served) || Date.now() > deadline) return served;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 async function replies(fleet, threadId, numbers) {
   for (const n of numbers) {
     const answer = await fleet.client.callTool({ name: "codex-reply", arguments: { threadId, prompt: `reply ${n}` } },
@@ -171,7 +183,8 @@ test("v2 through nginx to three replicas: an approval retry and one thread acros
 
       // Three replies in a row: round robin lands them on three replicas.
       assert.equal(await replies(fleet, threadId, [1, 2, 3]), 0, "the tools were listed: every call had the header");
-      const served = new Set(fleet.nginx.served().map((r) => r.upstream));
+      const upstreams = (log) => new Set(log.map((r) => r.upstream));
+      const served = upstreams(await servedOnce(fleet, (log) => upstreams(log).size >= 3));
       assert.equal(served.size, 3, `want every replica to have served requests, got ${[...served]}`);
 
       await client.close();
@@ -204,8 +217,10 @@ test("v2 through nginx hashing on Mcp-Param-ThreadId, as docs/fleet.md routes: a
       // No tools/list first: the first reply goes without the header, is refused, and
       // is sent again with it once the SDK has listed the tools.
       assert.equal(await replies(fleet, threadId, [1, 2, 3]), 1);
-      const routed = fleet.nginx.served().filter((r) => r.thread === threadId);
-      assert.equal(routed.length, 3, JSON.stringify(fleet.nginx.served()));
+      const log = await servedOnce(fleet,
+        (entries) => entries.filter((r) => r.thread === threadId).length >= 3);
+      const routed = log.filter((r) => r.thread === threadId);
+      assert.equal(routed.length, 3, JSON.stringify(log));
       assert.equal(new Set(routed.map((r) => r.upstream)).size, 1, `one thread's calls went to several replicas: ${JSON.stringify(routed)}`);
     } finally {
       await fleet.stop();
