@@ -51,14 +51,14 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub fn thread(&self) -> Result<Arc<Thread>, AcpError> {
+    pub(crate) fn thread(&self) -> Result<Arc<Thread>, AcpError> {
         self.thread
             .lock()
             .map(|t| t.clone())
             .map_err(|_| AcpError::Internal("session state poisoned".into()))
     }
 
-    pub fn settings(&self) -> Result<Settings, AcpError> {
+    pub(crate) fn settings(&self) -> Result<Settings, AcpError> {
         self.settings
             .lock()
             .map(|s| s.clone())
@@ -72,7 +72,7 @@ impl Session {
     /// Register a new prompt; refused while one runs (ACP has one prompt per session).
     /// A cancelled prompt may still be handing the thread back; the new one then waits
     /// for the thread.
-    pub fn begin_prompt(&self) -> Result<(u64, CancellationToken), AcpError> {
+    pub(crate) fn begin_prompt(&self) -> Result<(u64, CancellationToken), AcpError> {
         let mut prompt = self
             .prompt
             .lock()
@@ -93,7 +93,7 @@ impl Session {
         Ok((number, token))
     }
 
-    pub fn end_prompt(&self, number: u64) {
+    pub(crate) fn end_prompt(&self, number: u64) {
         if let Ok(mut prompt) = self.prompt.lock()
             && prompt.as_ref().is_some_and(|(n, _)| *n == number)
         {
@@ -101,7 +101,7 @@ impl Session {
         }
     }
 
-    pub fn cancel_prompt(&self) {
+    pub(crate) fn cancel_prompt(&self) {
         if let Ok(prompt) = self.prompt.lock()
             && let Some((_, token)) = prompt.as_ref()
         {
@@ -133,7 +133,7 @@ pub(crate) struct Agent {
 }
 
 impl Agent {
-    pub fn new(inputs: ConfigInputs, files: Arc<dyn WorkspaceFiles>) -> Self {
+    pub(crate) fn new(inputs: ConfigInputs, files: Arc<dyn WorkspaceFiles>) -> Self {
         Self {
             inputs,
             threads: ThreadManager::new().with_workspace_files(files),
@@ -142,7 +142,7 @@ impl Agent {
         }
     }
 
-    pub fn session(&self, id: &str) -> Result<Arc<Session>, AcpError> {
+    pub(crate) fn session(&self, id: &str) -> Result<Arc<Session>, AcpError> {
         let thread_id =
             ThreadId::from_str(id).map_err(|_| AcpError::SessionNotFound(id.to_string()))?;
         self.sessions
@@ -154,7 +154,7 @@ impl Agent {
 
     /// The config a session's thread runs with: the process's inputs, the session's cwd,
     /// mode and model, and the editor's MCP servers.
-    pub async fn config_for(&self, settings: &Settings) -> Result<Config, AcpError> {
+    pub(crate) async fn config_for(&self, settings: &Settings) -> Result<Config, AcpError> {
         let mut inputs = self.inputs.clone();
         inputs.overrides.cwd = Some(settings.cwd.clone());
         if let Some(model) = &settings.model {
@@ -195,7 +195,7 @@ impl Agent {
             .cloned()
     }
 
-    pub async fn new_session(&self, settings: Settings) -> Result<SessionState, AcpError> {
+    pub(crate) async fn new_session(&self, settings: Settings) -> Result<SessionState, AcpError> {
         check_cwd(&settings.cwd)?;
         let config = self.config_for(&settings).await?;
         let models = offered_models(config.clone());
@@ -209,7 +209,7 @@ impl Agent {
     /// `session/load` (`replay`) and `session/resume`: the saved thread made live again
     /// with this editor's cwd and MCP servers. With `replay`, the whole history is sent
     /// as updates first.
-    pub async fn open_session(
+    pub(crate) async fn open_session(
         &self,
         id: &str,
         settings: Settings,
@@ -263,7 +263,7 @@ impl Agent {
 
     /// The session's thread, restarted with the session's current settings when they
     /// changed since it started (mode or model): the engine fixes them per thread.
-    pub async fn current_thread(&self, session: &Session) -> Result<Arc<Thread>, AcpError> {
+    pub(crate) async fn current_thread(&self, session: &Session) -> Result<Arc<Thread>, AcpError> {
         let thread = session.thread()?;
         let config = self.config_for(&session.settings()?).await?;
         let now = thread.config();
@@ -283,7 +283,7 @@ impl Agent {
         Ok(restarted.thread)
     }
 
-    pub fn set_mode(&self, id: &str, mode_id: &str) -> Result<(), AcpError> {
+    pub(crate) fn set_mode(&self, id: &str, mode_id: &str) -> Result<(), AcpError> {
         let session = self.session(id)?;
         let mode = Mode::from_id(mode_id)
             .ok_or_else(|| AcpError::InvalidParams(format!("unknown mode `{mode_id}`")))?;
@@ -294,7 +294,7 @@ impl Agent {
     }
 
     /// Choose the model of later prompts; answers the session's model choice.
-    pub fn set_model(&self, id: &str, model: &str) -> Result<ModelChoice, AcpError> {
+    pub(crate) fn set_model(&self, id: &str, model: &str) -> Result<ModelChoice, AcpError> {
         let session = self.session(id)?;
         let available = session.models();
         if !available.iter().any(|m| m == model) {
@@ -309,7 +309,7 @@ impl Agent {
         })
     }
 
-    pub fn cancel(&self, id: &str) {
+    pub(crate) fn cancel(&self, id: &str) {
         if let Ok(session) = self.session(id) {
             session.cancel_prompt();
         }
@@ -317,7 +317,7 @@ impl Agent {
 
     /// Cancel what runs, then stop the thread (its rollout complete on disk) and forget
     /// the session; it can be loaded again.
-    pub async fn close(&self, id: &str) -> Result<(), AcpError> {
+    pub(crate) async fn close(&self, id: &str) -> Result<(), AcpError> {
         let session = self.session(id)?;
         session.cancel_prompt();
         if let Ok(mut sessions) = self.sessions.lock() {
@@ -336,7 +336,7 @@ impl Agent {
     /// Delete a session for good: cancel what runs, wait (bounded) for the prompt to hand
     /// the thread back, stop it, and remove its history. A saved session that is not
     /// loaded is deleted too.
-    pub async fn delete(&self, id: &str) -> Result<(), AcpError> {
+    pub(crate) async fn delete(&self, id: &str) -> Result<(), AcpError> {
         let thread_id =
             ThreadId::from_str(id).map_err(|_| AcpError::SessionNotFound(id.to_string()))?;
         if let Ok(session) = self.session(id) {
@@ -354,7 +354,7 @@ impl Agent {
     }
 
     /// Saved threads (any front end's), newest first; only those in `cwd` when given.
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         cwd: Option<PathBuf>,
         cursor: Option<String>,
@@ -390,7 +390,7 @@ impl Agent {
     }
 
     /// Stop every thread, bounded, when the editor goes away.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         if let Ok(sessions) = self.sessions.lock() {
             for session in sessions.values() {
                 session.cancel_prompt();

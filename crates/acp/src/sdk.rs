@@ -66,7 +66,7 @@ pub(crate) struct Editor {
 impl Editor {
     /// Send one `session/update`. A failure means the editor is gone; the turn then ends
     /// when the connection does.
-    pub fn update(&self, session_id: &str, update: Update) {
+    pub(crate) fn update(&self, session_id: &str, update: Update) {
         let notification = SessionNotification::new(session_id.to_string(), session_update(update));
         if let Err(e) = self.connection.send_notification(notification) {
             tracing::debug!("session/update not sent: {e}");
@@ -76,7 +76,7 @@ impl Editor {
     /// `session/request_permission` about an announced tool call. `None` (deny) when the
     /// question is cancelled, fails, is answered with anything unknown, or gets no answer
     /// within `deadline`; the pending request is then withdrawn with `$/cancel_request`.
-    pub async fn ask_permission(
+    pub(crate) async fn ask_permission(
         &self,
         session_id: &str,
         call: ToolCall,

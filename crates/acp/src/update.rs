@@ -107,9 +107,9 @@ pub(crate) enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::FullAccess];
+    pub(crate) const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::FullAccess];
 
-    pub fn id(self) -> &'static str {
+    pub(crate) fn id(self) -> &'static str {
         match self {
             Mode::ReadOnly => "read-only",
             Mode::WorkspaceWrite => "workspace-write",
@@ -117,11 +117,11 @@ impl Mode {
         }
     }
 
-    pub fn from_id(id: &str) -> Option<Mode> {
+    pub(crate) fn from_id(id: &str) -> Option<Mode> {
         Mode::ALL.into_iter().find(|mode| mode.id() == id)
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::ReadOnly => "Read only",
             Mode::WorkspaceWrite => "Workspace write",
@@ -129,7 +129,7 @@ impl Mode {
         }
     }
 
-    pub fn description(self) -> &'static str {
+    pub(crate) fn description(self) -> &'static str {
         match self {
             Mode::ReadOnly => {
                 "Reads anything; asks before any command that is not known to be safe, which then runs sandboxed read-only"

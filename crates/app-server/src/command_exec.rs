@@ -53,11 +53,11 @@ use crate::protocol::v2::{self, CommandExecOutputStream};
 use crate::state::{Reply, ServerState};
 
 /// Per-stream capture when the client names no cap.
-pub const DEFAULT_OUTPUT_BYTES_CAP: usize = 1024 * 1024;
+pub(crate) const DEFAULT_OUTPUT_BYTES_CAP: usize = 1024 * 1024;
 
 /// Per-stream capture whatever the client asks (`disableOutputCap` included): a client
 /// must not make the server hold (or send in one response) unbounded output.
-pub const MAX_OUTPUT_BYTES_CAP: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_OUTPUT_BYTES_CAP: usize = 8 * 1024 * 1024;
 
 /// Default terminal size when `tty` comes without `size`.
 const DEFAULT_PTY_SIZE: v2::CommandExecTerminalSize =
@@ -164,7 +164,7 @@ impl CommandExecProcesses {
 
     /// A `command/exec` naming `process_id` arrived on `connection`: called in arrival
     /// order, before the request's task runs. Settled by [`Arrival`]'s drop.
-    pub fn note_arrival(&self, connection: u64, process_id: &str) {
+    pub(crate) fn note_arrival(&self, connection: u64, process_id: &str) {
         if let Ok(mut arriving) = self.arriving.lock() {
             *arriving
                 .entry((connection, process_id.to_string()))
@@ -218,7 +218,7 @@ impl CommandExecProcesses {
 
     /// The connection went away: its processes are killed (their requests see it too;
     /// this also covers one that has not reached its wait yet).
-    pub fn stop_connection(&self, connection: u64) {
+    pub(crate) fn stop_connection(&self, connection: u64) {
         if let Ok(mut arriving) = self.arriving.lock() {
             arriving.retain(|(owner, _), _| *owner != connection);
         }
@@ -232,7 +232,7 @@ impl CommandExecProcesses {
     }
 
     /// The server stops: every process is killed.
-    pub fn stop_all(&self) {
+    pub(crate) fn stop_all(&self) {
         if let Ok(live) = self.live.lock() {
             for process in live.values() {
                 process.terminate.cancel();

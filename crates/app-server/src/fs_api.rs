@@ -44,15 +44,15 @@ use crate::state::{Reply, ServerState};
 /// The largest file `fs/readFile` returns and `fs/writeFile` accepts (decoded). The whole
 /// file travels in one JSON message, base64 on top: past this it is a mistake or an attack
 /// on the server's memory, not an edit.
-pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Entries `fs/readDirectory` lists and `fs/copy` copies at most: a directory or tree past
 /// this is refused rather than held in memory (or copied for minutes).
-pub const MAX_ENTRIES: usize = 100_000;
+pub(crate) const MAX_ENTRIES: usize = 100_000;
 
 /// Watches one connection may hold at once; each costs a native watch (inotify's are a
 /// per-user resource shared with every other program).
-pub const MAX_WATCHES_PER_CONNECTION: usize = 64;
+pub(crate) const MAX_WATCHES_PER_CONNECTION: usize = 64;
 
 /// How long one file-system request may take before the client gets an error (a hung
 /// network mount must not hold a request forever).
@@ -431,7 +431,7 @@ impl ConnectionWatches {
 
 impl FsWatches {
     /// The connection went away: its watches end.
-    pub fn stop_connection(&self, connection: u64) {
+    pub(crate) fn stop_connection(&self, connection: u64) {
         let removed = self
             .connections
             .lock()

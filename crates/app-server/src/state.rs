@@ -57,11 +57,11 @@ impl LoadedThread {
         }
     }
 
-    pub fn id(&self) -> ThreadId {
+    pub(crate) fn id(&self) -> ThreadId {
         self.thread.id()
     }
 
-    pub fn subscribe(&self, connection: &Arc<Connection>) {
+    pub(crate) fn subscribe(&self, connection: &Arc<Connection>) {
         if let Ok(mut subs) = self.subscribers.lock() {
             subs.retain(|c| !c.is_closed());
             if !subs.iter().any(|c| c.id == connection.id) {
@@ -71,7 +71,7 @@ impl LoadedThread {
     }
 
     /// Stop `connection` following the thread; whether it did.
-    pub fn unsubscribe(&self, connection: &Arc<Connection>) -> bool {
+    pub(crate) fn unsubscribe(&self, connection: &Arc<Connection>) -> bool {
         self.subscribers.lock().is_ok_and(|mut subs| {
             let before = subs.len();
             subs.retain(|c| c.id != connection.id && !c.is_closed());
@@ -79,7 +79,7 @@ impl LoadedThread {
         })
     }
 
-    pub fn subscribers(&self) -> Vec<Arc<Connection>> {
+    pub(crate) fn subscribers(&self) -> Vec<Arc<Connection>> {
         self.subscribers
             .lock()
             .map(|mut subs| {
@@ -90,7 +90,7 @@ impl LoadedThread {
     }
 
     /// Send a notification to every connection following the thread.
-    pub fn broadcast<T: Serialize>(&self, method: &str, params: &T) {
+    pub(crate) fn broadcast<T: Serialize>(&self, method: &str, params: &T) {
         for connection in self.subscribers() {
             connection.notify(method, params);
         }
@@ -98,7 +98,7 @@ impl LoadedThread {
 
     /// The turn `turn_id` is over: the thread is idle to clients (unless another turn
     /// already took its place).
-    pub fn end_turn(&self, turn_id: &str) {
+    pub(crate) fn end_turn(&self, turn_id: &str) {
         if let Ok(mut active) = self.active.lock()
             && active.as_ref().is_some_and(|a| a.turn_id == turn_id)
         {
@@ -106,11 +106,11 @@ impl LoadedThread {
         }
     }
 
-    pub fn active_turn(&self) -> Option<ActiveTurn> {
+    pub(crate) fn active_turn(&self) -> Option<ActiveTurn> {
         self.active.lock().ok().and_then(|a| a.clone())
     }
 
-    pub fn status(&self) -> ThreadStatus {
+    pub(crate) fn status(&self) -> ThreadStatus {
         if self.active_turn().is_some() {
             ThreadStatus::Active {
                 active_flags: Vec::new(),
@@ -149,7 +149,7 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
-    pub fn new<T: Serialize>(result: &T) -> Result<Self, AppServerError> {
+    pub(crate) fn new<T: Serialize>(result: &T) -> Result<Self, AppServerError> {
         Ok(Self {
             result: serde_json::to_value(result)
                 .map_err(|e| AppServerError::Internal(e.to_string()))?,
@@ -157,14 +157,14 @@ impl Reply {
         })
     }
 
-    pub fn then(mut self, f: impl FnOnce() + Send + 'static) -> Self {
+    pub(crate) fn then(mut self, f: impl FnOnce() + Send + 'static) -> Self {
         self.after.push(Box::new(f));
         self
     }
 }
 
 impl ServerState {
-    pub fn new(
+    pub(crate) fn new(
         inputs: ConfigInputs,
         session_source: SessionSource,
         thread_manager: Arc<ThreadManager>,
@@ -183,12 +183,12 @@ impl ServerState {
         }
     }
 
-    pub fn loaded(&self, id: ThreadId) -> Option<Arc<LoadedThread>> {
+    pub(crate) fn loaded(&self, id: ThreadId) -> Option<Arc<LoadedThread>> {
         self.loaded.lock().ok().and_then(|l| l.get(&id).cloned())
     }
 
     /// The ids of the loaded threads, in a stable order.
-    pub fn loaded_ids(&self) -> Vec<ThreadId> {
+    pub(crate) fn loaded_ids(&self) -> Vec<ThreadId> {
         let mut ids: Vec<ThreadId> = self
             .loaded
             .lock()
@@ -199,7 +199,7 @@ impl ServerState {
     }
 
     /// Forget a loaded thread (the engine keeps or drops it separately).
-    pub fn unload(&self, id: ThreadId) -> Option<Arc<LoadedThread>> {
+    pub(crate) fn unload(&self, id: ThreadId) -> Option<Arc<LoadedThread>> {
         self.loaded.lock().ok().and_then(|mut l| l.remove(&id))
     }
 
@@ -365,7 +365,7 @@ impl ServerState {
 
     /// The config a thread runs with: the server's inputs plus the request's settings
     /// (its `config` as the caller's overrides, held to the inputs' caller limits).
-    pub async fn session_config(
+    pub(crate) async fn session_config(
         &self,
         settings: &mut v2::ThreadSettingsParams,
         ephemeral: bool,
@@ -415,12 +415,12 @@ impl ServerState {
     }
 
     /// The server's own effective config (no thread settings).
-    pub async fn base_config(&self) -> Result<Config, AppServerError> {
+    pub(crate) async fn base_config(&self) -> Result<Config, AppServerError> {
         load_config_blocking(self.inputs.clone()).await
     }
 
     /// The thread store of the server's config (`thread_store`), shared with the engine.
-    pub async fn store(&self) -> Result<Arc<dyn ThreadStore>, AppServerError> {
+    pub(crate) async fn store(&self) -> Result<Arc<dyn ThreadStore>, AppServerError> {
         self.store
             .get_or_try_init(|| async {
                 let config = self.base_config().await?;
@@ -431,19 +431,25 @@ impl ServerState {
     }
 
     /// The index record of a thread.
-    pub async fn record(&self, id: ThreadId) -> Result<Option<ThreadRecord>, AppServerError> {
+    pub(crate) async fn record(
+        &self,
+        id: ThreadId,
+    ) -> Result<Option<ThreadRecord>, AppServerError> {
         Ok(self.store().await?.get(id).await?)
     }
 
     /// The thread's record; [`AppServerError::ThreadNotFound`] when there is none.
-    pub async fn required_record(&self, id: ThreadId) -> Result<ThreadRecord, AppServerError> {
+    pub(crate) async fn required_record(
+        &self,
+        id: ThreadId,
+    ) -> Result<ThreadRecord, AppServerError> {
         self.record(id)
             .await?
             .ok_or_else(|| AppServerError::ThreadNotFound(id.to_string()))
     }
 
     /// [`AppServerError::ThreadNotFound`] unless the thread is loaded here or recorded.
-    pub async fn require_known(&self, id: ThreadId) -> Result<(), AppServerError> {
+    pub(crate) async fn require_known(&self, id: ThreadId) -> Result<(), AppServerError> {
         if self.loaded(id).is_none() {
             self.required_record(id).await?;
         }

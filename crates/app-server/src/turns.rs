@@ -14,7 +14,7 @@ use crate::protocol::v2;
 use crate::state::{ActiveTurn, LoadedThread, Reply, ServerState, parse_thread_id};
 
 /// Max total characters of text in one `input[]`, as the reference.
-pub const MAX_INPUT_CHARS: usize = 1_048_576;
+pub(crate) const MAX_INPUT_CHARS: usize = 1_048_576;
 
 pub(crate) async fn start(
     state: &Arc<ServerState>,

@@ -211,7 +211,7 @@ struct FuzzySession {
 }
 
 impl FuzzySessions {
-    pub fn stop_connection(&self, connection: u64) {
+    pub(crate) fn stop_connection(&self, connection: u64) {
         if let Ok(mut sessions) = self.sessions.lock() {
             sessions.retain(|(owner, _), session| {
                 if *owner == connection

@@ -111,7 +111,7 @@ One JSON-RPC message per line on stdin/stdout (stdout is only the protocol); log
     subcommand_required = false,
     arg_required_else_help = false
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub config: ConfigArgs,
 
@@ -127,7 +127,7 @@ pub struct Cli {
 /// Config selection flags accepted at the root and again after a subcommand; the later
 /// ones win.
 #[derive(Debug, Clone, Default, Args)]
-pub struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     /// Override a config value: `key=value`, dotted keys for tables, value parsed as TOML
     /// (an unparseable value is taken as a string). Repeatable.
     #[arg(short = 'c', long = "config", value_name = "key=value")]
@@ -145,7 +145,7 @@ pub struct ConfigArgs {
 impl ConfigArgs {
     /// These flags plus `model = NAME` as the last override, for subcommands whose `-m`
     /// is just a shorthand for `-c model=NAME`.
-    pub fn with_model(mut self, model: Option<&str>) -> ConfigArgs {
+    pub(crate) fn with_model(mut self, model: Option<&str>) -> ConfigArgs {
         if let Some(model) = model {
             self.overrides
                 .push(format!("model={}", toml::Value::String(model.to_string())));
@@ -154,7 +154,7 @@ impl ConfigArgs {
     }
 
     /// Root flags first, then subcommand flags, so the later ones take precedence.
-    pub fn merged(&self, later: &ConfigArgs) -> ConfigArgs {
+    pub(crate) fn merged(&self, later: &ConfigArgs) -> ConfigArgs {
         let mut overrides = self.overrides.clone();
         overrides.extend(later.overrides.iter().cloned());
         ConfigArgs {
@@ -166,7 +166,7 @@ impl ConfigArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Talk to the agent at a prompt: streamed answers, approvals asked inline, slash
     /// commands (/help). Needs a terminal. What `interpreter` alone opens on a terminal.
     #[command(after_help = CHAT_AFTER_HELP)]
@@ -213,20 +213,20 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct LoginArgs {
+pub(crate) struct LoginArgs {
     /// Provider id: a built-in (`openai`, `zai`, `moonshot`, …) or a `[model_providers.ID]`.
     #[arg(long = "provider", value_name = "ID")]
     pub provider: String,
 }
 
 #[derive(Debug, Args)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     #[command(subcommand)]
     pub command: McpCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum McpCommand {
+pub(crate) enum McpCommand {
     /// List the configured MCP servers.
     List {
         /// Print a JSON array, one object per server.
@@ -280,7 +280,7 @@ pub enum McpCommand {
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("transport").required(true).args(["url", "command"])))]
-pub struct McpAddArgs {
+pub(crate) struct McpAddArgs {
     /// Server name: letters, digits, `-` and `_`. Tools appear to the model as
     /// `mcp__NAME__TOOL`.
     #[arg(value_name = "NAME")]
@@ -324,7 +324,7 @@ fn parse_env_entry(raw: &str) -> Result<(String, String), String> {
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub struct AppServerArgs {
+pub(crate) struct AppServerArgs {
     #[command(subcommand)]
     pub command: Option<AppServerCommand>,
 
@@ -359,7 +359,7 @@ pub struct AppServerArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct AcpArgs {
+pub(crate) struct AcpArgs {
     #[arg(long = "oss", help = OSS_HELP)]
     pub oss: bool,
 
@@ -368,7 +368,7 @@ pub struct AcpArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum AppServerCommand {
+pub(crate) enum AppServerCommand {
     /// Write the protocol's JSON Schema (one file per type under v2/ and v1/) to OUT_DIR.
     GenerateJsonSchema {
         /// Output directory.
@@ -384,13 +384,13 @@ pub enum AppServerCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct ThreadsArgs {
+pub(crate) struct ThreadsArgs {
     #[command(subcommand)]
     pub command: ThreadsCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ThreadsCommand {
+pub(crate) enum ThreadsCommand {
     /// List threads, newest first: id, last update, source, directory, first message.
     List {
         /// Print a JSON array, one object per thread.
@@ -435,7 +435,7 @@ pub enum ThreadsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Print the report as one JSON object: {"ok": bool, "checks": [...]}.
     #[arg(long = "json")]
     pub json: bool,
@@ -452,7 +452,7 @@ pub struct DoctorArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct McpServerArgs {
+pub(crate) struct McpServerArgs {
     /// Where to serve: `stdio://` (default) or `http://IP:PORT/PATH` for streamable HTTP
     /// (e.g. `http://127.0.0.1:8765/mcp`; port 0 picks a free port).
     #[arg(long, value_name = "URL", default_value = "stdio://")]
@@ -496,14 +496,14 @@ pub struct McpServerArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SandboxModeArg {
+pub(crate) enum SandboxModeArg {
     ReadOnly,
     WorkspaceWrite,
     DangerFullAccess,
 }
 
 impl SandboxModeArg {
-    pub fn to_mode(self) -> interpreter_protocol::SandboxMode {
+    pub(crate) fn to_mode(self) -> interpreter_protocol::SandboxMode {
         match self {
             Self::ReadOnly => interpreter_protocol::SandboxMode::ReadOnly,
             Self::WorkspaceWrite => interpreter_protocol::SandboxMode::WorkspaceWrite,
@@ -514,7 +514,7 @@ impl SandboxModeArg {
 
 /// `interpreter chat`: the interactive mode's flags plus the config flags.
 #[derive(Debug, Args)]
-pub struct ChatArgs {
+pub(crate) struct ChatArgs {
     #[command(flatten)]
     pub options: ChatOptions,
 
@@ -526,7 +526,7 @@ pub struct ChatArgs {
 /// ids differ because `exec`'s flags are global, and clap copies a global flag's value to
 /// every command with the same id, the root included.
 #[derive(Debug, Clone, Default, Args)]
-pub struct ChatOptions {
+pub(crate) struct ChatOptions {
     /// Model to use (overrides `model` in config; `/model` changes it later).
     #[arg(id = "chat_model", short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
@@ -579,7 +579,7 @@ pub struct ChatOptions {
 
 impl ChatOptions {
     /// Whether any flag was given (they mean nothing before another subcommand).
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.model.is_some()
             || self.sandbox.is_some()
             || self.approval.is_some()
@@ -593,7 +593,7 @@ impl ChatOptions {
 
 /// `--ask-for-approval` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ApprovalArg {
+pub(crate) enum ApprovalArg {
     /// Ask for everything but known-safe read-only commands.
     Untrusted,
     /// Ask only to retry a command that failed in the sandbox without it.
@@ -605,7 +605,7 @@ pub enum ApprovalArg {
 }
 
 impl ApprovalArg {
-    pub fn to_policy(self) -> interpreter_protocol::AskForApproval {
+    pub(crate) fn to_policy(self) -> interpreter_protocol::AskForApproval {
         use interpreter_protocol::AskForApproval;
         match self {
             Self::Untrusted => AskForApproval::Untrusted,
@@ -617,7 +617,7 @@ impl ApprovalArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum ColorArg {
+pub(crate) enum ColorArg {
     Always,
     Never,
     #[default]
@@ -625,7 +625,7 @@ pub enum ColorArg {
 }
 
 #[derive(Debug, Args)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     #[command(subcommand)]
     pub command: Option<ExecCommand>,
 
@@ -729,7 +729,7 @@ pub struct ExecArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ExecCommand {
+pub(crate) enum ExecCommand {
     /// Continue an earlier thread with a new prompt.
     Resume(ResumeArgs),
     /// Review changes (read-only: nothing is edited) and print the review.
@@ -754,7 +754,7 @@ Examples:
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("review_target").args(["uncommitted", "base", "commit", "prompt"])))]
-pub struct ReviewArgs {
+pub(crate) struct ReviewArgs {
     /// Review the staged, unstaged and untracked changes against HEAD (the default).
     #[arg(long = "uncommitted")]
     pub uncommitted: bool,
@@ -780,7 +780,7 @@ pub struct ReviewArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ResumeArgs {
+pub(crate) struct ResumeArgs {
     /// Thread id (UUID) to resume. With --last, this position is the prompt.
     #[arg(value_name = "SESSION_ID")]
     pub session_id: Option<String>,
@@ -807,7 +807,7 @@ pub struct ResumeArgs {
 
 impl ResumeArgs {
     /// (thread id, prompt) with the `--last` shift applied: `resume --last PROMPT`.
-    pub fn target_and_prompt(&self) -> (Option<&str>, Option<&str>) {
+    pub(crate) fn target_and_prompt(&self) -> (Option<&str>, Option<&str>) {
         if self.last {
             let prompt = self.prompt.as_deref().or(self.session_id.as_deref());
             (None, prompt)
@@ -819,7 +819,7 @@ impl ResumeArgs {
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub struct SandboxArgs {
+pub(crate) struct SandboxArgs {
     #[command(subcommand)]
     pub command: Option<SandboxCommand>,
 
@@ -844,7 +844,7 @@ pub struct SandboxArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum SandboxCommand {
+pub(crate) enum SandboxCommand {
     /// Report which sandbox features this machine supports.
     Check {
         /// Print the report as JSON.

@@ -13,7 +13,7 @@ use crate::cli::ConfigArgs;
 
 /// Resolve the home directory and parse every `-c` override (in order; later ones win).
 /// `cwd` is the directory relative paths resolve against.
-pub fn build(
+pub(crate) fn build(
     args: &ConfigArgs,
     env: HashMap<String, String>,
     cwd: PathBuf,
@@ -69,7 +69,7 @@ fn secure_home(home: &Path) {
 /// one (and which model) it chose, and returns the flags with that choice added as `-c`
 /// overrides, so every config later built from them uses it. `model` is the front end's
 /// own `-m`, when it is not already a `-c model=` override.
-pub async fn with_local_server(
+pub(crate) async fn with_local_server(
     args: ConfigArgs,
     env: &HashMap<String, String>,
     cwd: &Path,
@@ -83,7 +83,7 @@ pub async fn with_local_server(
 /// The config inputs of a serving front end (`mcp-server`, `app-server`, `acp`): the
 /// merged `-c`/`-p` arguments, with `--oss` choosing the local server, for the process's
 /// directory.
-pub async fn for_serving(
+pub(crate) async fn for_serving(
     args: ConfigArgs,
     oss: bool,
     env: HashMap<String, String>,
@@ -101,7 +101,7 @@ pub async fn for_serving(
 /// no local server answers yet (an MCP host would only show "connection closed"): that
 /// is said on stderr, and the flags keep a local provider so that calls fail naming it
 /// until it is up, instead of going to the configured provider.
-pub async fn with_local_server_for_serving(
+pub(crate) async fn with_local_server_for_serving(
     args: ConfigArgs,
     env: &HashMap<String, String>,
     cwd: &Path,
@@ -131,7 +131,7 @@ pub async fn with_local_server_for_serving(
 
 /// [`with_local_server`] without the stderr line, for callers that report the choice
 /// themselves.
-pub async fn choose_local_server(
+pub(crate) async fn choose_local_server(
     mut args: ConfigArgs,
     env: &HashMap<String, String>,
     cwd: &Path,

@@ -43,7 +43,7 @@ const LISTED_MODEL_IDS: usize = 5;
 /// The verdict of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum CheckStatus {
+pub(crate) enum CheckStatus {
     Ok,
     Warn,
     Fail,
@@ -61,7 +61,7 @@ impl CheckStatus {
 
 /// One line of the report. `fix` is present for `warn` and `fail`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     pub name: &'static str,
     pub status: CheckStatus,
     pub detail: String,
@@ -108,7 +108,7 @@ impl Check {
 
 /// The `--json` document.
 #[derive(Debug, Clone, Serialize)]
-pub struct DoctorReport {
+pub(crate) struct DoctorReport {
     /// No check failed.
     pub ok: bool,
     pub checks: Vec<Check>,
@@ -122,7 +122,7 @@ impl DoctorReport {
 
     /// Aligned `status  name  detail` lines, each fix indented under its check, then a
     /// summary line.
-    pub fn render_human(&self) -> String {
+    pub(crate) fn render_human(&self) -> String {
         let name_width = self
             .checks
             .iter()
@@ -172,7 +172,7 @@ impl DoctorReport {
 }
 
 /// `interpreter doctor [--json]`: exit 0 when no check failed, 1 otherwise.
-pub async fn run(
+pub(crate) async fn run(
     args: DoctorArgs,
     config_args: ConfigArgs,
     env: HashMap<String, String>,
@@ -235,7 +235,10 @@ async fn diagnose_local_server(
 }
 
 /// Runs every check in order; later checks use what earlier ones found.
-pub async fn diagnose(config_args: &ConfigArgs, env: &HashMap<String, String>) -> DoctorReport {
+pub(crate) async fn diagnose(
+    config_args: &ConfigArgs,
+    env: &HashMap<String, String>,
+) -> DoctorReport {
     let (home_check, home) = check_home(env);
     let loaded = load(config_args, env);
     let mut checks = vec![home_check, check_config(&loaded)];

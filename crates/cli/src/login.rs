@@ -10,7 +10,7 @@ use interpreter_model_client::{built_in_providers, credentials};
 
 /// Reads one line (the key) from stdin, not echoed on a terminal, and stores it for
 /// `provider`.
-pub fn login(provider: &str, env: &HashMap<String, String>) -> anyhow::Result<ExitCode> {
+pub(crate) fn login(provider: &str, env: &HashMap<String, String>) -> anyhow::Result<ExitCode> {
     let home = resolve_home(env)?;
     let key = crate::terminal::read_secret_line(&format!(
         "Paste the API key for `{provider}` and press Enter (it is not shown):"
@@ -27,7 +27,7 @@ pub fn login(provider: &str, env: &HashMap<String, String>) -> anyhow::Result<Ex
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn logout(provider: &str, env: &HashMap<String, String>) -> anyhow::Result<ExitCode> {
+pub(crate) fn logout(provider: &str, env: &HashMap<String, String>) -> anyhow::Result<ExitCode> {
     let home = resolve_home(env)?;
     if credentials::remove_api_key(&home, provider)? {
         eprintln!("removed the stored API key for `{provider}`");

@@ -40,7 +40,7 @@ const VALIDATION_MODEL: &str = "mcp-config-check";
 const MASK: &str = "*****";
 
 #[derive(Debug, thiserror::Error)]
-pub enum McpCommandError {
+pub(crate) enum McpCommandError {
     #[error("no MCP server named '{name}' in {}", path.display())]
     UnknownServer { name: String, path: PathBuf },
     #[error("invalid server name '{name}': use letters, digits, '-' and '_'")]
@@ -101,7 +101,7 @@ pub enum McpCommandError {
 /// Entry point of `interpreter mcp ...`. `root_config` holds the root `-c`/`--profile`
 /// flags, which do not apply here (said on stderr when given); `--strict-config` makes
 /// the post-edit check reject unknown keys too.
-pub async fn run(
+pub(crate) async fn run(
     args: McpArgs,
     root_config: &ConfigArgs,
     env: &HashMap<String, String>,
@@ -316,7 +316,7 @@ fn open_in_browser(url: &str) -> bool {
 
 /// How one `[mcp_servers.NAME]` table is shown by `list` and `get` (and their `--json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ServerView {
+pub(crate) struct ServerView {
     pub name: String,
     pub enabled: bool,
     pub required: bool,
@@ -332,7 +332,7 @@ pub struct ServerView {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum TransportView {
+pub(crate) enum TransportView {
     Stdio {
         command: String,
         args: Vec<String>,
@@ -443,7 +443,7 @@ impl ServerView {
 }
 
 /// Every server of `config_path`, sorted by name. A missing file has none.
-pub fn read_servers(config_path: &Path) -> Result<Vec<ServerView>, McpCommandError> {
+pub(crate) fn read_servers(config_path: &Path) -> Result<Vec<ServerView>, McpCommandError> {
     let Some(text) = read_optional(config_path)? else {
         return Ok(Vec::new());
     };

@@ -26,7 +26,7 @@ use crate::terminal::neutralize_controls as clean;
 const MAX_OUTPUT_LINES: usize = 20;
 const SPINNER_FRAMES: [&str; 4] = ["-", "\\", "|", "/"];
 
-pub struct Style {
+pub(crate) struct Style {
     enabled: bool,
 }
 
@@ -38,27 +38,27 @@ impl Style {
             text.to_string()
         }
     }
-    pub fn bold(&self, text: &str) -> String {
+    pub(crate) fn bold(&self, text: &str) -> String {
         self.paint("1", text)
     }
-    pub fn dim(&self, text: &str) -> String {
+    pub(crate) fn dim(&self, text: &str) -> String {
         self.paint("2", text)
     }
-    pub fn red(&self, text: &str) -> String {
+    pub(crate) fn red(&self, text: &str) -> String {
         self.paint("31", text)
     }
-    pub fn green(&self, text: &str) -> String {
+    pub(crate) fn green(&self, text: &str) -> String {
         self.paint("32", text)
     }
-    pub fn yellow(&self, text: &str) -> String {
+    pub(crate) fn yellow(&self, text: &str) -> String {
         self.paint("33", text)
     }
-    pub fn magenta(&self, text: &str) -> String {
+    pub(crate) fn magenta(&self, text: &str) -> String {
         self.paint("35", text)
     }
 }
 
-pub struct HumanOutput {
+pub(crate) struct HumanOutput {
     style: Style,
     /// Interactive mode: stdout is the conversation and agent messages stream.
     interactive: bool,
@@ -76,12 +76,12 @@ pub struct HumanOutput {
 
 impl HumanOutput {
     /// exec's renderer: the answer on stdout, the rest on stderr.
-    pub fn new(color: ColorArg) -> Self {
+    pub(crate) fn new(color: ColorArg) -> Self {
         Self::with_target(color, false)
     }
 
     /// The interactive mode's renderer: everything on stdout, agent messages streamed.
-    pub fn interactive(color: ColorArg) -> Self {
+    pub(crate) fn interactive(color: ColorArg) -> Self {
         Self::with_target(color, true)
     }
 
@@ -109,7 +109,7 @@ impl HumanOutput {
         }
     }
 
-    pub fn style(&self) -> &Style {
+    pub(crate) fn style(&self) -> &Style {
         &self.style
     }
 
@@ -138,18 +138,18 @@ impl HumanOutput {
 
     /// One line of output, written as given: untrusted parts must already have been
     /// through [`clean`] (before styling, so the renderer's colours survive).
-    pub fn line(&mut self, text: &str) {
+    pub(crate) fn line(&mut self, text: &str) {
         self.clear_line();
         let mut sink = self.sink();
         let _ = writeln!(sink, "{text}");
         let _ = sink.flush();
     }
 
-    pub fn spinner_enabled(&self) -> bool {
+    pub(crate) fn spinner_enabled(&self) -> bool {
         self.spinner && self.turn_running && !self.streaming
     }
 
-    pub fn spin(&mut self) {
+    pub(crate) fn spin(&mut self) {
         let frame = SPINNER_FRAMES[self.spinner_frame % SPINNER_FRAMES.len()];
         self.spinner_frame += 1;
         let text = format!("\r{} working", self.style.dim(frame));
@@ -175,7 +175,7 @@ impl HumanOutput {
         self.streaming = true;
     }
 
-    pub fn header(&mut self, configured: &SessionConfiguredEvent, prompt: &str) {
+    pub(crate) fn header(&mut self, configured: &SessionConfiguredEvent, prompt: &str) {
         self.session_header(configured);
         let label = self.style.bold("user");
         self.line(&label);
@@ -183,7 +183,7 @@ impl HumanOutput {
     }
 
     /// The settings a thread runs with, between two rules.
-    pub fn session_header(&mut self, configured: &SessionConfiguredEvent) {
+    pub(crate) fn session_header(&mut self, configured: &SessionConfiguredEvent) {
         let mut lines = vec![
             format!("interpreter v{}", env!("CARGO_PKG_VERSION")),
             "--------".to_string(),
@@ -235,7 +235,7 @@ impl HumanOutput {
         }
     }
 
-    pub fn event(&mut self, msg: &EventMsg) {
+    pub(crate) fn event(&mut self, msg: &EventMsg) {
         match msg {
             EventMsg::AgentMessageDelta(delta) if self.interactive => {
                 self.agent_delta(&delta.delta);
@@ -456,7 +456,7 @@ impl HumanOutput {
         }
     }
 
-    pub fn warning(&mut self, message: &str) {
+    pub(crate) fn warning(&mut self, message: &str) {
         let line = self.style.yellow(&format!("warning: {}", clean(message)));
         self.line(&line);
     }
@@ -474,7 +474,7 @@ impl HumanOutput {
     }
 
     /// The answer: on stdout, alone, so it can be piped or redirected.
-    pub fn final_message(&mut self, message: Option<&str>) {
+    pub(crate) fn final_message(&mut self, message: Option<&str>) {
         self.pending_agent_message = None;
         if let Some(message) = message {
             let mut stdout = std::io::stdout().lock();
@@ -486,7 +486,7 @@ impl HumanOutput {
 
 /// A patch as the user reviews it before approving: each file (relative to `cwd` when
 /// inside it) with its diff (added and deleted files in full), `+`/`-` lines colored.
-pub fn patch_preview(style: &Style, changes: &FileChanges, cwd: &Path) -> Vec<String> {
+pub(crate) fn patch_preview(style: &Style, changes: &FileChanges, cwd: &Path) -> Vec<String> {
     let mut lines = Vec::new();
     for (path, change) in changes {
         let path = path.strip_prefix(cwd).unwrap_or(path);
@@ -537,7 +537,7 @@ pub fn patch_preview(style: &Style, changes: &FileChanges, cwd: &Path) -> Vec<St
 }
 
 /// The first `max` lines, plus a note of how many were left out.
-pub fn truncate_lines(text: &str, max: usize) -> String {
+pub(crate) fn truncate_lines(text: &str, max: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     if lines.len() <= max {
         return lines.join("\n");

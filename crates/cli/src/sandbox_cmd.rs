@@ -13,7 +13,7 @@ use crate::config_inputs;
 
 /// `interpreter sandbox linux --policy-json J --cwd D -- CMD…`. Returns only on failure:
 /// on success the process image is replaced by the command.
-pub fn run_linux_helper_from_args(args: &[String]) -> ExitCode {
+pub(crate) fn run_linux_helper_from_args(args: &[String]) -> ExitCode {
     let parsed = match sandbox::parse_linux_helper_args(args) {
         Ok(parsed) => parsed,
         Err(err) => {
@@ -32,7 +32,7 @@ pub fn run_linux_helper_from_args(args: &[String]) -> ExitCode {
     }
 }
 
-pub async fn run(
+pub(crate) async fn run(
     args: SandboxArgs,
     config_args: ConfigArgs,
     env: HashMap<String, String>,

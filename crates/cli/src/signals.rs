@@ -7,13 +7,13 @@
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// Listens for the stop signals from creation on.
-pub struct StopSignals {
+pub(crate) struct StopSignals {
     signals: Vec<Signal>,
 }
 
 impl StopSignals {
     /// Install the handlers. Errors only if the runtime cannot register them.
-    pub fn install() -> std::io::Result<Self> {
+    pub(crate) fn install() -> std::io::Result<Self> {
         let signals = [
             SignalKind::interrupt(),
             SignalKind::terminate(),
@@ -26,14 +26,14 @@ impl StopSignals {
     }
 
     /// Resolves at the next stop signal.
-    pub async fn recv(&mut self) {
+    pub(crate) async fn recv(&mut self) {
         let waits = self.signals.iter_mut().map(|s| Box::pin(s.recv()));
         let _ = futures::future::select_all(waits).await;
     }
 }
 
 /// Cancel `stop` at the first stop signal.
-pub fn cancel_on_stop_signal(stop: tokio_util::sync::CancellationToken) {
+pub(crate) fn cancel_on_stop_signal(stop: tokio_util::sync::CancellationToken) {
     match StopSignals::install() {
         Ok(mut signals) => {
             tokio::spawn(async move {

@@ -7,12 +7,12 @@ use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
 
 /// The terminal settings of stdin when saved, put back when dropped (also on an error
 /// or a panic on the way out). Nothing is saved when stdin is not a terminal.
-pub struct TerminalGuard {
+pub(crate) struct TerminalGuard {
     saved: Option<rustix::termios::Termios>,
 }
 
 impl TerminalGuard {
-    pub fn save() -> Self {
+    pub(crate) fn save() -> Self {
         Self {
             saved: tcgetattr(std::io::stdin()).ok(),
         }
@@ -32,7 +32,7 @@ impl Drop for TerminalGuard {
 /// are not echoed (the Enter still is), so a pasted key never shows on the screen or in a
 /// terminal recording. The prompt comes after echo is off: a key typed as soon as it
 /// shows cannot be echoed by the terminal before the switch.
-pub fn read_secret_line(prompt: &str) -> std::io::Result<String> {
+pub(crate) fn read_secret_line(prompt: &str) -> std::io::Result<String> {
     let _restore = TerminalGuard::save();
     if let Ok(mut quiet) = tcgetattr(std::io::stdin()) {
         quiet.local_modes.remove(LocalModes::ECHO);
@@ -56,7 +56,7 @@ pub fn read_secret_line(prompt: &str) -> std::io::Result<String> {
 ///
 /// The renderer's own colours are added after this, so they keep working: call it on
 /// the untrusted part, never on an already styled line.
-pub fn neutralize_controls(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn neutralize_controls(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(needs_neutralizing) {
         return std::borrow::Cow::Borrowed(text);
     }

@@ -28,7 +28,7 @@ const OUTPUT_LINES_SHOWN: usize = 20;
 /// Page size when reading the whole index.
 const PAGE: usize = 500;
 
-pub async fn run(
+pub(crate) async fn run(
     args: ThreadsArgs,
     config: &ConfigArgs,
     env: HashMap<String, String>,

@@ -8,7 +8,7 @@ use interpreter_tools::safety;
 
 /// What to do with a shell command before running it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommandAssessment {
+pub(crate) enum CommandAssessment {
     /// Run it; `sandboxed` says whether under the OS sandbox.
     Run { sandboxed: bool },
     /// Ask the user; if approved, run it with `sandboxed` as given.
@@ -21,7 +21,7 @@ pub enum CommandAssessment {
 ///
 /// `escalation_requested` is the model asking to run outside the sandbox
 /// (`sandbox_permissions: "require_escalated"`).
-pub fn assess_command(
+pub(crate) fn assess_command(
     policy: AskForApproval,
     sandbox: &SandboxPolicy,
     argv: &[String],
@@ -99,7 +99,7 @@ pub fn assess_command(
 
 /// Whether a sandboxed command that failed (apparently because of the sandbox) may be
 /// retried without it after asking the user.
-pub fn may_ask_to_retry_unsandboxed(policy: AskForApproval) -> bool {
+pub(crate) fn may_ask_to_retry_unsandboxed(policy: AskForApproval) -> bool {
     matches!(
         policy,
         AskForApproval::OnFailure | AskForApproval::Untrusted
@@ -108,7 +108,7 @@ pub fn may_ask_to_retry_unsandboxed(policy: AskForApproval) -> bool {
 
 /// What to do with a patch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PatchAssessment {
+pub(crate) enum PatchAssessment {
     Apply,
     Ask { reason: String },
     Reject(String),
@@ -117,7 +117,7 @@ pub enum PatchAssessment {
 /// Assess a patch. `unwritable` is `None` when every path it touches is writable in the
 /// sandbox (resolved, so symlinks and `..` cannot escape), otherwise why not, in words
 /// (the sandbox is read-only; a path is protected; a path lies outside the roots).
-pub fn assess_patch(
+pub(crate) fn assess_patch(
     policy: AskForApproval,
     unwritable: Option<&str>,
     approved_for_session: bool,
@@ -160,7 +160,7 @@ pub fn assess_patch(
 
 /// What to do with an MCP tool call before making it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum McpAssessment {
+pub(crate) enum McpAssessment {
     Run,
     Ask(String),
     /// Refuse without asking; the text goes back to the model.
@@ -173,7 +173,7 @@ pub enum McpAssessment {
 /// commands (asked for, refused where nobody can be asked), and the others are asked for
 /// only under `untrusted`. MCP tools are never sandboxed, so there is no sandbox to fall
 /// back on.
-pub fn assess_mcp(
+pub(crate) fn assess_mcp(
     policy: AskForApproval,
     mode: McpApprovalMode,
     hints: ToolHints,

@@ -54,7 +54,7 @@ pub(crate) struct OfferedTools {
 impl OfferedTools {
     /// The one line that tells the model some servers' tools are missing, so it does not
     /// take the list for everything those servers can do.
-    pub fn left_out_note(&self) -> Option<String> {
+    pub(crate) fn left_out_note(&self) -> Option<String> {
         if self.left_out.is_empty() {
             return None;
         }

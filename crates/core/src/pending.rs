@@ -33,7 +33,7 @@ pub(crate) struct PendingAnswers<T> {
 }
 
 impl<T> PendingAnswers<T> {
-    pub fn new(kind: &'static str) -> Self {
+    pub(crate) fn new(kind: &'static str) -> Self {
         Self {
             waiting: Mutex::new(HashMap::new()),
             kind,
@@ -41,19 +41,19 @@ impl<T> PendingAnswers<T> {
     }
 
     /// Start waiting for the answer to `call_id`; the receiver yields it.
-    pub async fn register(&self, call_id: &str) -> oneshot::Receiver<T> {
+    pub(crate) async fn register(&self, call_id: &str) -> oneshot::Receiver<T> {
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().await.insert(call_id.to_string(), tx);
         rx
     }
 
-    pub async fn forget(&self, call_id: &str) {
+    pub(crate) async fn forget(&self, call_id: &str) {
         self.waiting.lock().await.remove(call_id);
     }
 
     /// Hand `answer` to whoever waits for `call_id`; an answer for a request nobody
     /// waits for (unknown, already answered, timed out) is dropped.
-    pub async fn resolve(&self, call_id: &str, answer: T) {
+    pub(crate) async fn resolve(&self, call_id: &str, answer: T) {
         match self.waiting.lock().await.remove(call_id) {
             Some(tx) => {
                 let _ = tx.send(answer);
@@ -68,7 +68,7 @@ impl<T> PendingAnswers<T> {
 
     /// Wait for the answer registered as `answer` under `call_id`, at most `timeout`,
     /// and no longer than the turn (`cancel`).
-    pub async fn wait(
+    pub(crate) async fn wait(
         &self,
         call_id: &str,
         answer: oneshot::Receiver<T>,

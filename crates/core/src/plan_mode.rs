@@ -63,12 +63,12 @@ impl Default for PlanSplitter {
 
 impl PlanSplitter {
     /// Whether a plan block has opened.
-    pub fn saw_plan(&self) -> bool {
+    pub(crate) fn saw_plan(&self) -> bool {
         self.stage != Stage::Before
     }
 
     /// The pieces `delta` completes, in order.
-    pub fn push(&mut self, delta: &str) -> Vec<Piece> {
+    pub(crate) fn push(&mut self, delta: &str) -> Vec<Piece> {
         self.held.push_str(delta);
         let mut pieces = Vec::new();
         loop {
@@ -125,7 +125,7 @@ impl PlanSplitter {
     }
 
     /// The pieces still held back, at the end of the answer.
-    pub fn finish(&mut self) -> Vec<Piece> {
+    pub(crate) fn finish(&mut self) -> Vec<Piece> {
         let mut pieces = Vec::new();
         let rest = std::mem::take(&mut self.held);
         match self.stage {

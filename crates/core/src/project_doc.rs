@@ -12,7 +12,7 @@ const PROJECT_DOC_FILENAME: &str = "AGENTS.md";
 
 /// The AGENTS.md instructions in force for a directory, and what the byte budget cut.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct ProjectDocs {
+pub(crate) struct ProjectDocs {
     /// `None` when there is no (non-empty) AGENTS.md.
     pub text: Option<String>,
     /// One line per file cut short or left out, for the user: instructions the model
@@ -21,7 +21,7 @@ pub struct ProjectDocs {
 }
 
 /// The AGENTS.md files for `cwd`, within `max_bytes` in total.
-pub fn load_project_docs(cwd: &Path, max_bytes: usize) -> ProjectDocs {
+pub(crate) fn load_project_docs(cwd: &Path, max_bytes: usize) -> ProjectDocs {
     let mut docs = ProjectDocs::default();
     if max_bytes == 0 {
         return docs;
@@ -87,7 +87,7 @@ fn truncate_to_char_boundary(s: &str, max: usize) -> &str {
 
 /// What a thread's history starts with, and what the user should know about it.
 #[derive(Debug, Default)]
-pub struct InitialContext {
+pub(crate) struct InitialContext {
     pub items: Vec<interpreter_protocol::ResponseItem>,
     /// From [`ProjectDocs::warnings`].
     pub warnings: Vec<String>,
@@ -95,7 +95,7 @@ pub struct InitialContext {
 
 /// What every thread's history starts with: developer instructions, AGENTS.md and the
 /// environment. Compaction keeps it, so the model never loses its ground rules.
-pub fn initial_context(config: &Config) -> InitialContext {
+pub(crate) fn initial_context(config: &Config) -> InitialContext {
     use interpreter_protocol::ResponseItem;
     let mut context = InitialContext::default();
     if let Some(dev) = &config.developer_instructions {
@@ -118,10 +118,10 @@ pub fn initial_context(config: &Config) -> InitialContext {
 }
 
 /// How the environment context message starts (used to find the one in force).
-pub const ENVIRONMENT_CONTEXT_OPEN: &str = "<environment_context>";
+pub(crate) const ENVIRONMENT_CONTEXT_OPEN: &str = "<environment_context>";
 
 /// A short description of where and how commands run, so the model knows its limits.
-pub fn environment_context(config: &Config) -> String {
+pub(crate) fn environment_context(config: &Config) -> String {
     let network = if config.sandbox_policy.has_full_network_access() {
         "enabled"
     } else {

@@ -174,7 +174,7 @@ pub(crate) struct EditRecorder {
 }
 
 impl EditRecorder {
-    pub fn new(turn_id: &str, call_id: &str) -> Self {
+    pub(crate) fn new(turn_id: &str, call_id: &str) -> Self {
         Self {
             record: FileEditsItem {
                 turn_id: turn_id.to_string(),
@@ -187,7 +187,7 @@ impl EditRecorder {
 
     /// One file changed from `before` to `after` (`None`: no file). `before` is what
     /// reading it just before the write gave.
-    pub fn push(
+    pub(crate) fn push(
         &mut self,
         path: &Path,
         resolved: PathBuf,
@@ -229,7 +229,7 @@ impl EditRecorder {
     }
 
     /// The record, unless nothing was changed.
-    pub fn finish(self) -> Option<RolloutItem> {
+    pub(crate) fn finish(self) -> Option<RolloutItem> {
         (!self.record.edits.is_empty()).then_some(RolloutItem::FileEdits(self.record))
     }
 }

@@ -154,7 +154,7 @@ pub(crate) struct ContextState {
 
 impl ContextState {
     /// Takes `window` if it is the first or a smaller one.
-    pub fn learn_window(&mut self, window: u64, source: &str) {
+    pub(crate) fn learn_window(&mut self, window: u64, source: &str) {
         if window > 0 && self.window.is_none_or(|known| window < known) {
             self.window = Some(window);
             self.window_source = Some(source.to_string());
@@ -166,7 +166,7 @@ impl Session {
     /// The mode a turn starting now runs in; marks the turn as a Plan-mode or review one
     /// (or neither) for the tools it calls. A review turn runs in Default mode: its
     /// instructions are the review's.
-    pub fn begin_turn_mode(&self, review: bool) -> CollaborationMode {
+    pub(crate) fn begin_turn_mode(&self, review: bool) -> CollaborationMode {
         self.review_turn
             .store(review, std::sync::atomic::Ordering::Release);
         if review {
@@ -199,7 +199,7 @@ impl Session {
 
     /// The id of the running turn's next proposed plan: `<turn>-plan` (Codex's), then
     /// `<turn>-plan-2` and on for later answers of the same turn.
-    pub fn next_plan_id(&self, sub_id: &str) -> String {
+    pub(crate) fn next_plan_id(&self, sub_id: &str) -> String {
         match self.turn_plans.load(std::sync::atomic::Ordering::Acquire) {
             0 => format!("{sub_id}-plan"),
             n => format!("{sub_id}-plan-{}", n + 1),
@@ -207,14 +207,14 @@ impl Session {
     }
 
     /// An answer of the running turn proposed its plan.
-    pub fn count_plan(&self) {
+    pub(crate) fn count_plan(&self) {
         self.turn_plans
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// The running turn ended: its tools' restrictions, and what was granted for it,
     /// end with it.
-    pub fn end_turn_mode(&self) {
+    pub(crate) fn end_turn_mode(&self) {
         self.plan_turn
             .store(false, std::sync::atomic::Ordering::Release);
         self.review_turn
@@ -225,17 +225,17 @@ impl Session {
     }
 
     /// Whether the running turn is in Plan mode.
-    pub fn is_plan_turn(&self) -> bool {
+    pub(crate) fn is_plan_turn(&self) -> bool {
         self.plan_turn.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Whether the running turn is a review (`Op::Review`).
-    pub fn is_review_turn(&self) -> bool {
+    pub(crate) fn is_review_turn(&self) -> bool {
         self.review_turn.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Whether nothing the running turn runs may write: Plan mode and reviews.
-    pub fn is_read_only_turn(&self) -> bool {
+    pub(crate) fn is_read_only_turn(&self) -> bool {
         self.is_plan_turn() || self.is_review_turn()
     }
 
@@ -243,7 +243,7 @@ impl Session {
     /// thread's, widened by what the user granted for the session and this turn
     /// (`request_permissions`), or read-only in a read-only turn (Plan mode, reviews)
     /// whatever the thread's is. The one place a grant takes effect.
-    pub fn turn_sandbox_policy(&self) -> interpreter_protocol::SandboxPolicy {
+    pub(crate) fn turn_sandbox_policy(&self) -> interpreter_protocol::SandboxPolicy {
         if self.is_read_only_turn() {
             interpreter_protocol::SandboxPolicy::ReadOnly {
                 network_access: false,
@@ -255,7 +255,7 @@ impl Session {
 
     /// What the running turn may write and how the agent reaches it: the turn's sandbox
     /// policy over this session's anchored roots.
-    pub fn write_scope(&self) -> interpreter_tools::sandbox::WriteScope {
+    pub(crate) fn write_scope(&self) -> interpreter_tools::sandbox::WriteScope {
         interpreter_tools::sandbox::WriteScope::new(
             &self.root_anchors,
             &self.turn_sandbox_policy(),
@@ -284,7 +284,7 @@ impl Session {
     }
 
     /// Send an event to the front end, and persist it when it belongs in the rollout.
-    pub async fn emit(&self, sub_id: &str, msg: EventMsg) {
+    pub(crate) async fn emit(&self, sub_id: &str, msg: EventMsg) {
         if store::should_persist_event(&msg) {
             self.persist(&[RolloutItem::EventMsg(bounded_for_rollout(&msg))])
                 .await;
@@ -298,7 +298,7 @@ impl Session {
     }
 
     /// Append items to the model history and the rollout.
-    pub async fn record_items(&self, items: &[ResponseItem]) {
+    pub(crate) async fn record_items(&self, items: &[ResponseItem]) {
         if items.is_empty() {
             return;
         }
@@ -315,7 +315,7 @@ impl Session {
     /// resumed thread does not see them either): after a turn failed because the
     /// conversation no longer fits, keeping its input would make every later turn fail
     /// the same way.
-    pub async fn roll_back_turn(&self, note: String) {
+    pub(crate) async fn roll_back_turn(&self, note: String) {
         let base = *self.turn_base_len.lock().await;
         let replacement = {
             let mut history = self.history.lock().await;
@@ -333,7 +333,7 @@ impl Session {
     }
 
     /// Replace the whole model history (after compaction) and record the checkpoint.
-    pub async fn replace_history(&self, summary: String, replacement: Vec<ResponseItem>) {
+    pub(crate) async fn replace_history(&self, summary: String, replacement: Vec<ResponseItem>) {
         *self.history.lock().await = replacement.clone();
         self.persist(&[RolloutItem::Compacted(store::CompactedItem {
             message: summary,
@@ -406,7 +406,7 @@ impl Session {
         })
     }
 
-    pub async fn persist(&self, items: &[RolloutItem]) {
+    pub(crate) async fn persist(&self, items: &[RolloutItem]) {
         if let Some(recorder) = &self.recorder
             && let Err(err) = recorder.append(items).await
         {
@@ -507,7 +507,7 @@ impl Session {
     /// The running turn takes no more input. With `only_if_none_waiting`, only when none
     /// is waiting (the turn would otherwise have to make another model call); whether
     /// it closed.
-    pub async fn close_input(&self, only_if_none_waiting: bool) -> bool {
+    pub(crate) async fn close_input(&self, only_if_none_waiting: bool) -> bool {
         let pending = self.pending_input.lock().await;
         if only_if_none_waiting && !pending.is_empty() {
             return false;
@@ -519,7 +519,7 @@ impl Session {
 
     /// Make `goal` the thread's goal (if it is not already), write it to the rollout and
     /// tell the front end.
-    pub async fn record_goal(&self, sub_id: &str, goal: Option<ThreadGoal>) {
+    pub(crate) async fn record_goal(&self, sub_id: &str, goal: Option<ThreadGoal>) {
         if let Ok(mut slot) = self.goal.lock()
             && slot.goal != goal
         {
@@ -533,7 +533,7 @@ impl Session {
     }
 
     /// What turn `sub_id` cost the thread's active goal (see [`crate::goal::account_turn`]).
-    pub async fn account_goal_turn(
+    pub(crate) async fn account_goal_turn(
         &self,
         sub_id: &str,
         tokens: i64,
@@ -552,7 +552,7 @@ impl Session {
 
     /// Take in a patch turn `sub_id` applied; the turn's whole diff so far. A new turn
     /// id starts a new diff (one turn runs at a time).
-    pub async fn record_turn_diff(&self, sub_id: &str, plan: &PatchPlan) -> String {
+    pub(crate) async fn record_turn_diff(&self, sub_id: &str, plan: &PatchPlan) -> String {
         let mut current = self.turn_diff.lock().await;
         let diff = match current.as_mut() {
             Some((turn, diff)) if turn == sub_id => diff,
@@ -564,7 +564,7 @@ impl Session {
 
     /// One warning per server whose tools the caps left out, the first time it happens
     /// in this thread (the cut is the same on every request after that).
-    pub async fn warn_tools_left_out(
+    pub(crate) async fn warn_tools_left_out(
         &self,
         sub_id: &str,
         left_out: &[interpreter_mcp_client::ToolsLeftOut],
@@ -589,7 +589,7 @@ impl Session {
     /// started or failed (each within its startup timeout; an interrupt ends the wait),
     /// so their tools are in it; every request restarts, in the background, servers
     /// that died or failed and whose backoff is over.
-    pub async fn prepare_mcp(&self, cancel: &CancellationToken) {
+    pub(crate) async fn prepare_mcp(&self, cancel: &CancellationToken) {
         if let Some(mcp) = &self.mcp {
             tokio::select! {
                 () = mcp.wait_settled() => {}
@@ -599,16 +599,16 @@ impl Session {
         }
     }
 
-    pub async fn is_approved_for_session(&self, key: &str) -> bool {
+    pub(crate) async fn is_approved_for_session(&self, key: &str) -> bool {
         self.approved_for_session.lock().await.contains(key)
     }
 
-    pub async fn approve_for_session(&self, key: String) {
+    pub(crate) async fn approve_for_session(&self, key: String) {
         self.approved_for_session.lock().await.insert(key);
     }
 
     /// Apply a grant the client gave for `scope`.
-    pub fn grant(&self, permissions: &PermissionGrant, scope: GrantScope) {
+    pub(crate) fn grant(&self, permissions: &PermissionGrant, scope: GrantScope) {
         let slot = match scope {
             GrantScope::Turn => &self.turn_grant,
             GrantScope::Session => &self.session_grant,
@@ -631,7 +631,7 @@ impl Session {
 
     /// Everything granted that is in force now: the session's and the running turn's.
     /// A poisoned lock grants nothing.
-    pub fn granted(&self) -> PermissionGrant {
+    pub(crate) fn granted(&self) -> PermissionGrant {
         let mut granted = self
             .session_grant
             .lock()

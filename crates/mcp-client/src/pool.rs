@@ -212,7 +212,7 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         !self.conn.is_closed()
     }
 }
@@ -237,14 +237,14 @@ pub(crate) struct StartRequest {
 
 impl Entry {
     /// The current state, without starting anything.
-    pub fn snapshot(&self) -> State {
+    pub(crate) fn snapshot(&self) -> State {
         self.state.borrow().clone()
     }
 
     /// A live connection: the running one, or a new one started now (or joined, when a
     /// start is under way). A failed instance is not retried before its backoff ends;
     /// that is an immediate error. The caller bounds the wait.
-    pub async fn connection(
+    pub(crate) async fn connection(
         self: &Arc<Self>,
         request: &StartRequest,
     ) -> Result<Arc<Live>, StartFailure> {
@@ -276,7 +276,7 @@ impl Entry {
 
     /// Starts the instance in the background when it is idle, failed with its backoff
     /// over, or dead; otherwise does nothing. Never waits.
-    pub fn kick(self: &Arc<Self>, request: &StartRequest) {
+    pub(crate) fn kick(self: &Arc<Self>, request: &StartRequest) {
         if self.pool_closed() {
             return;
         }

@@ -32,7 +32,7 @@ const FIRST_POLLING_REVISION: &str = "2025-11-25";
 pub(crate) const MAX_BODY_BYTES: usize = interpreter_transport::lines::MAX_LINE_BYTES;
 
 /// Middleware: strip priming events from the SSE responses of pre-2025-11-25 requests.
-pub async fn priming_only_for_polling_clients(request: Request, next: Next) -> Response {
+pub(crate) async fn priming_only_for_polling_clients(request: Request, next: Next) -> Response {
     let polling = request
         .headers()
         .get("mcp-protocol-version")
@@ -132,7 +132,7 @@ fn is_priming(event: &[u8]) -> bool {
 }
 
 /// Middleware: bound POST bodies, and turn an unreadable answer into an error answer.
-pub async fn unreadable_answers_settle(request: Request, next: Next) -> Response {
+pub(crate) async fn unreadable_answers_settle(request: Request, next: Next) -> Response {
     if request.method() != http::Method::POST {
         return next.run(request).await;
     }

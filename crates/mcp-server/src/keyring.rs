@@ -8,14 +8,14 @@ use std::path::Path;
 
 /// The shortest key accepted: 32 bytes (64 hex digits), an HMAC-SHA256 key's full
 /// strength.
-pub const MIN_KEY_BYTES: usize = 32;
+pub(crate) const MIN_KEY_BYTES: usize = 32;
 
 /// The id of the key a freshly created file holds.
 const FIRST_KEY_ID: &str = "k1";
 
 /// The keys in `path`, in file order (created with one fresh key when missing; refused
 /// when another user owns it or others may read it, or it holds no key).
-pub fn load(path: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
+pub(crate) fn load(path: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
     let text = interpreter_transport::listener::load_or_create_token(path, |bytes| {
         format!(
             "{FIRST_KEY_ID} {}",
@@ -72,7 +72,7 @@ fn parse(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
 
 /// Whether `id` may name a key: short, and free of the separators the signature header
 /// uses.
-pub fn valid_key_id(id: &str) -> bool {
+pub(crate) fn valid_key_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
         && id

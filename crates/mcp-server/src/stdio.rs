@@ -42,7 +42,7 @@ use crate::approval;
 
 /// Server transport over this process's stdin and stdout; `input_closed` fires when
 /// stdin ends.
-pub fn transport(input_closed: CancellationToken) -> impl Transport<RoleServer> {
+pub(crate) fn transport(input_closed: CancellationToken) -> impl Transport<RoleServer> {
     guarded(tokio::io::stdin(), tokio::io::stdout(), input_closed)
 }
 

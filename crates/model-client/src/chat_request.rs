@@ -28,7 +28,7 @@ use crate::prompt::{Prompt, ToolSpec};
 pub const DEFAULT_REASONING_FIELD: &str = "reasoning_content";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatRequest {
+pub(crate) struct ChatRequest {
     pub model: String,
     pub messages: Vec<ChatMessage>,
     pub stream: bool,
@@ -52,33 +52,33 @@ pub struct ChatRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StreamOptions {
+pub(crate) struct StreamOptions {
     pub include_usage: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatTool {
+pub(crate) struct ChatTool {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub function: ChatFunction,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatFunction {
+pub(crate) struct ChatFunction {
     pub name: String,
     pub description: String,
     pub parameters: serde_json::Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ResponseFormat {
+pub(crate) struct ResponseFormat {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub json_schema: JsonSchemaFormat,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct JsonSchemaFormat {
+pub(crate) struct JsonSchemaFormat {
     pub name: &'static str,
     pub schema: serde_json::Value,
     pub strict: bool,
@@ -86,7 +86,7 @@ pub struct JsonSchemaFormat {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ChatRole {
+pub(crate) enum ChatRole {
     System,
     User,
     Assistant,
@@ -96,7 +96,7 @@ pub enum ChatRole {
 /// One entry of `messages`. `content` is always serialized (as `null` for an assistant
 /// message that only calls tools), as the API requires the key.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatMessage {
+pub(crate) struct ChatMessage {
     pub role: ChatRole,
     pub content: Option<ChatContent>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -130,25 +130,25 @@ impl ChatMessage {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
-pub enum ChatContent {
+pub(crate) enum ChatContent {
     Text(String),
     Parts(Vec<ChatContentPart>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum ChatContentPart {
+pub(crate) enum ChatContentPart {
     Text { text: String },
     ImageUrl { image_url: ImageUrl },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ImageUrl {
+pub(crate) struct ImageUrl {
     pub url: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatToolCall {
+pub(crate) struct ChatToolCall {
     pub id: String,
     #[serde(rename = "type")]
     pub kind: &'static str,
@@ -156,13 +156,13 @@ pub struct ChatToolCall {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatToolCallFunction {
+pub(crate) struct ChatToolCallFunction {
     pub name: String,
     pub arguments: String,
 }
 
 /// Builds the full request body for one prompt.
-pub fn build_chat_request(
+pub(crate) fn build_chat_request(
     model: &str,
     prompt: &Prompt,
     reasoning_effort: Option<ReasoningEffort>,
@@ -205,7 +205,7 @@ fn chat_tool(tool: &ToolSpec) -> ChatTool {
 }
 
 /// Converts instructions + history into Chat Completions `messages`.
-pub fn history_to_messages(instructions: &str, input: &[ResponseItem]) -> Vec<ChatMessage> {
+pub(crate) fn history_to_messages(instructions: &str, input: &[ResponseItem]) -> Vec<ChatMessage> {
     let mut leading_system = Vec::new();
     if !instructions.trim().is_empty() {
         leading_system.push(instructions.to_string());

@@ -110,7 +110,7 @@ pub async fn list_models(
 
 /// Ollama's `GET /api/tags`, next to its `/v1` API root: what older Ollama servers
 /// without `/v1/models` answer.
-pub async fn list_ollama_tags(
+pub(crate) async fn list_ollama_tags(
     provider_id: &str,
     provider: &ModelProviderInfo,
     env: &HashMap<String, String>,

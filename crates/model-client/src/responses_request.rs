@@ -26,7 +26,7 @@ use crate::prompt::{Prompt, ToolSpec};
 const INCLUDE_ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ResponsesRequest {
+pub(crate) struct ResponsesRequest {
     pub model: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
@@ -52,7 +52,7 @@ pub struct ResponsesRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ResponsesTool {
+pub(crate) struct ResponsesTool {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub name: String,
@@ -64,17 +64,17 @@ pub struct ResponsesTool {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReasoningOptions {
+pub(crate) struct ReasoningOptions {
     pub effort: ReasoningEffort,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TextOptions {
+pub(crate) struct TextOptions {
     pub format: TextFormat,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TextFormat {
+pub(crate) struct TextFormat {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub name: &'static str,
@@ -85,7 +85,7 @@ pub struct TextFormat {
 /// One entry of `input`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum InputItem {
+pub(crate) enum InputItem {
     Message {
         role: Role,
         content: Vec<InputContent>,
@@ -110,14 +110,14 @@ pub enum InputItem {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum InputContent {
+pub(crate) enum InputContent {
     InputText { text: String },
     OutputText { text: String },
     InputImage { image_url: String },
 }
 
 /// Builds the full request body for one prompt.
-pub fn build_responses_request(
+pub(crate) fn build_responses_request(
     model: &str,
     prompt: &Prompt,
     reasoning_effort: Option<ReasoningEffort>,
@@ -161,7 +161,7 @@ fn responses_tool(tool: &ToolSpec) -> ResponsesTool {
 }
 
 /// Converts the model-visible history into Responses `input` items.
-pub fn history_to_input(history: &[ResponseItem]) -> Vec<InputItem> {
+pub(crate) fn history_to_input(history: &[ResponseItem]) -> Vec<InputItem> {
     let mut input = Vec::with_capacity(history.len());
     for step in well_formed(history.iter().filter(|item| !sends_nothing(item))) {
         match step {

@@ -61,7 +61,7 @@ mod linux {
     /// The fallback's warning on stderr starts with this.
     const FALLBACK_WARNING: &str = "could not create a mount namespace";
 
-    pub fn main() -> ExitCode {
+    pub(crate) fn main() -> ExitCode {
         let args: Vec<String> = std::env::args().collect();
         let role = args.get(1).map(String::as_str).unwrap_or_default();
         if args.get(1..3).is_some_and(|two| two == HELPER_SUBCOMMAND) {

@@ -27,7 +27,7 @@ const HISTORY_SIZE: usize = 2000;
 
 /// What one read produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
+pub(super) enum Input {
     Line(String),
     /// Ctrl-C at an empty prompt, or anywhere at an approval question.
     Interrupted,
@@ -37,7 +37,7 @@ pub enum Input {
 
 /// What a read is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
+pub(super) enum Purpose {
     /// A message or slash command: kept in the history.
     Message,
     /// An answer to an approval question: not kept, and Ctrl-C always interrupts (so it
@@ -52,14 +52,14 @@ struct Request {
 }
 
 /// Handle on the editor thread.
-pub struct LineEditor {
+pub(super) struct LineEditor {
     requests: std::sync::mpsc::Sender<Request>,
 }
 
 impl LineEditor {
     /// Start the editor thread, with its history in `history` when given (created with
     /// mode 0600 on first write).
-    pub fn start(history: Option<PathBuf>) -> anyhow::Result<Self> {
+    pub(super) fn start(history: Option<PathBuf>) -> anyhow::Result<Self> {
         let (requests, incoming) = std::sync::mpsc::channel::<Request>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
         std::thread::Builder::new()
@@ -90,7 +90,7 @@ impl LineEditor {
     }
 
     /// Show `prompt` and read one line.
-    pub async fn read(&self, prompt: &str, purpose: Purpose) -> anyhow::Result<Input> {
+    pub(super) async fn read(&self, prompt: &str, purpose: Purpose) -> anyhow::Result<Input> {
         let (reply, answer) = oneshot::channel();
         self.requests
             .send(Request {
@@ -194,7 +194,7 @@ fn remember(
 }
 
 /// Tab completes a slash command's name at the start of the line.
-pub struct SlashCompleter;
+pub(super) struct SlashCompleter;
 
 impl Completer for SlashCompleter {
     type Candidate = &'static str;

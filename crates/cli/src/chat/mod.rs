@@ -52,7 +52,7 @@ const RESUME_LIST_LEN: usize = 10;
 const RESUME_SCAN: usize = 500;
 
 /// Whether stdin and stdout are both terminals: the interactive mode needs both.
-pub fn on_terminal() -> bool {
+pub(crate) fn on_terminal() -> bool {
     std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 
@@ -94,7 +94,7 @@ struct Chat {
     leave_requested: bool,
 }
 
-pub async fn run_chat(
+pub(crate) async fn run_chat(
     options: ChatOptions,
     config_args: ConfigArgs,
     env: HashMap<String, String>,

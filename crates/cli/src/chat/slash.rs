@@ -3,7 +3,7 @@
 use interpreter_protocol::{AskForApproval, SandboxMode};
 
 /// The commands and what they do, for `/help`.
-pub const HELP: &[(&str, &str)] = &[
+pub(super) const HELP: &[(&str, &str)] = &[
     ("/new", "start a new thread"),
     (
         "/resume [ID|--last]",
@@ -27,7 +27,7 @@ pub const HELP: &[(&str, &str)] = &[
 ];
 
 /// The command names, for completion.
-pub const NAMES: &[&str] = &[
+pub(super) const NAMES: &[&str] = &[
     "/new",
     "/resume",
     "/model",
@@ -41,7 +41,7 @@ pub const NAMES: &[&str] = &[
 
 /// A parsed slash command.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Slash {
+pub(super) enum Slash {
     New,
     /// `/resume` alone lists threads.
     Resume(Option<ResumeWhich>),
@@ -54,13 +54,13 @@ pub enum Slash {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResumeWhich {
+pub(super) enum ResumeWhich {
     Id(String),
     Last,
 }
 
 /// Parse a line that starts with `/`. The error is the message to show.
-pub fn parse(line: &str) -> Result<Slash, String> {
+pub(super) fn parse(line: &str) -> Result<Slash, String> {
     let mut words = line.split_whitespace();
     let name = words.next().unwrap_or("/");
     let argument = words.next();

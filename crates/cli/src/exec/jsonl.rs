@@ -17,7 +17,7 @@ use serde::Serialize;
 /// One line of the JSONL stream.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type")]
-pub enum ThreadEvent {
+pub(crate) enum ThreadEvent {
     #[serde(rename = "thread.started")]
     ThreadStarted { thread_id: String },
     #[serde(rename = "turn.started")]
@@ -38,7 +38,7 @@ pub enum ThreadEvent {
 
 /// Token counts of `turn.completed`; cumulative for the thread, as the SDK expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct Usage {
+pub(crate) struct Usage {
     pub input_tokens: u64,
     pub cached_input_tokens: u64,
     /// Always 0: Chat Completions providers do not report cache writes.
@@ -60,13 +60,13 @@ impl From<&TokenUsage> for Usage {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ThreadError {
+pub(crate) struct ThreadError {
     pub message: String,
 }
 
 /// An item with its exec-assigned id (`item_<n>`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ThreadItem {
+pub(crate) struct ThreadItem {
     pub id: String,
     #[serde(flatten)]
     pub details: ItemDetails,
@@ -74,7 +74,7 @@ pub struct ThreadItem {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum ItemDetails {
+pub(crate) enum ItemDetails {
     AgentMessage {
         text: String,
     },
@@ -121,7 +121,7 @@ pub enum ItemDetails {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CommandExecutionStatus {
+pub(crate) enum CommandExecutionStatus {
     InProgress,
     Completed,
     Failed,
@@ -130,7 +130,7 @@ pub enum CommandExecutionStatus {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PatchApplyStatus {
+pub(crate) enum PatchApplyStatus {
     InProgress,
     Completed,
     Failed,
@@ -138,7 +138,7 @@ pub enum PatchApplyStatus {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum McpServerStartupStatus {
+pub(crate) enum McpServerStartupStatus {
     InProgress,
     Ready,
     Failed,
@@ -146,20 +146,20 @@ pub enum McpServerStartupStatus {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum McpToolCallStatus {
+pub(crate) enum McpToolCallStatus {
     InProgress,
     Completed,
     Failed,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FileUpdateChange {
+pub(crate) struct FileUpdateChange {
     pub path: String,
     pub kind: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct McpToolCallResult {
+pub(crate) struct McpToolCallResult {
     pub content: Vec<serde_json::Value>,
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
@@ -167,7 +167,7 @@ pub struct McpToolCallResult {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TodoItem {
+pub(crate) struct TodoItem {
     pub text: String,
     pub completed: bool,
 }
@@ -181,7 +181,7 @@ struct RunningTodoList {
 
 /// Stateful translator from engine events to JSONL events.
 #[derive(Debug, Default)]
-pub struct JsonlTranslator {
+pub(crate) struct JsonlTranslator {
     next_item: u64,
     /// Item id of each begun-but-not-ended tool call, by engine `call_id`.
     running_calls: HashMap<String, String>,
@@ -191,7 +191,7 @@ pub struct JsonlTranslator {
 }
 
 impl JsonlTranslator {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -217,14 +217,14 @@ impl JsonlTranslator {
     }
 
     /// The `thread.started` line; emitted by the caller once the thread is live.
-    pub fn thread_started(thread_id: &str) -> ThreadEvent {
+    pub(crate) fn thread_started(thread_id: &str) -> ThreadEvent {
         ThreadEvent::ThreadStarted {
             thread_id: thread_id.to_string(),
         }
     }
 
     /// A non-fatal notice from exec itself (for example a refused approval request).
-    pub fn warning_item(&mut self, message: String) -> ThreadEvent {
+    pub(crate) fn warning_item(&mut self, message: String) -> ThreadEvent {
         ThreadEvent::ItemCompleted {
             item: ThreadItem {
                 id: self.allocate_id(),
@@ -234,7 +234,7 @@ impl JsonlTranslator {
     }
 
     /// Translate one engine event into zero or more JSONL events.
-    pub fn translate(&mut self, msg: &EventMsg) -> Vec<ThreadEvent> {
+    pub(crate) fn translate(&mut self, msg: &EventMsg) -> Vec<ThreadEvent> {
         match msg {
             EventMsg::TaskStarted(_) => vec![ThreadEvent::TurnStarted],
             EventMsg::AgentMessage(ev) => vec![ThreadEvent::ItemCompleted {

@@ -5,7 +5,7 @@
 //! exec's forced settings (approval policy `never`), starting or resuming the thread,
 //! pumping its events into the JSONL or human renderer, Ctrl-C, and the exit code.
 
-pub mod jsonl;
+pub(crate) mod jsonl;
 mod prompt;
 
 use std::collections::HashMap;
@@ -55,7 +55,7 @@ enum ResumeTarget {
     Last { all_directories: bool },
 }
 
-pub async fn run_exec(
+pub(crate) async fn run_exec(
     args: ExecArgs,
     config_args: ConfigArgs,
     env: HashMap<String, String>,
@@ -260,7 +260,7 @@ fn review_target(args: &ReviewArgs) -> (Option<ReviewTarget>, Option<String>) {
 }
 
 /// `--cd` made absolute and checked, or the process's current directory.
-pub fn resolve_cwd(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub(crate) fn resolve_cwd(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
     let current = std::env::current_dir().context("cannot read the current directory")?;
     let Some(dir) = dir else {
         return Ok(current);

@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Read};
 
 /// Why no prompt could be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum PromptError {
+pub(super) enum PromptError {
     #[error("No prompt provided. Either specify one as an argument or pipe the prompt into stdin.")]
     NoPromptOnTerminal,
     #[error("No prompt provided via stdin.")]
@@ -20,7 +20,7 @@ pub enum PromptError {
 }
 
 /// Resolve the prompt from the positional argument and the process's stdin.
-pub fn resolve_prompt(positional: Option<&str>) -> Result<String, PromptError> {
+pub(super) fn resolve_prompt(positional: Option<&str>) -> Result<String, PromptError> {
     let stdin = std::io::stdin();
     let stdin_is_terminal = stdin.is_terminal();
     let force_stdin = positional == Some("-");
@@ -55,7 +55,7 @@ fn read_all(stdin: std::io::Stdin) -> Result<String, PromptError> {
 }
 
 /// Append piped stdin to a positional prompt, the way the SDK and scripts expect.
-pub fn combine(prompt: &str, piped: &str) -> String {
+pub(super) fn combine(prompt: &str, piped: &str) -> String {
     if piped.is_empty() {
         return prompt.to_string();
     }
@@ -64,7 +64,7 @@ pub fn combine(prompt: &str, piped: &str) -> String {
 }
 
 /// Decode stdin bytes: UTF-8 (optional BOM) or UTF-16 LE/BE with a BOM.
-pub fn decode(bytes: &[u8]) -> Result<String, PromptError> {
+pub(super) fn decode(bytes: &[u8]) -> Result<String, PromptError> {
     if let Some(rest) = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]) {
         return String::from_utf8(rest.to_vec()).map_err(|_| PromptError::Decode);
     }

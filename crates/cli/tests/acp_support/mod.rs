@@ -14,16 +14,16 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 /// Generous: a debug build on a loaded 2-core machine. Only a hang reaches it.
-pub const READ_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(60);
 
-pub struct AcpEnv {
+pub(crate) struct AcpEnv {
     pub home: TempDir,
     pub work: TempDir,
     pub model: MockModelServer,
 }
 
 impl AcpEnv {
-    pub async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let model = MockModelServer::start().await.expect("start mock model");
         let env = Self {
             home: TempDir::new().expect("home"),
@@ -41,11 +41,11 @@ impl AcpEnv {
         env
     }
 
-    pub fn work_path(&self) -> PathBuf {
+    pub(crate) fn work_path(&self) -> PathBuf {
         std::fs::canonicalize(self.work.path()).expect("canonical work dir")
     }
 
-    pub fn command(&self) -> tokio::process::Command {
+    pub(crate) fn command(&self) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
         command
             .arg("acp")
@@ -60,12 +60,12 @@ impl AcpEnv {
     }
 
     /// `interpreter acp`, not yet initialized.
-    pub fn spawn(&self) -> AcpClient {
+    pub(crate) fn spawn(&self) -> AcpClient {
         AcpClient::spawn(self.command())
     }
 
     /// `interpreter acp` with this home and project, for a test that dropped the model.
-    pub fn spawn_from(home: &TempDir, work: &TempDir) -> AcpClient {
+    pub(crate) fn spawn_from(home: &TempDir, work: &TempDir) -> AcpClient {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
         command
             .arg("acp")
@@ -79,12 +79,12 @@ impl AcpEnv {
     }
 
     /// `interpreter acp`, initialized.
-    pub async fn start(&self) -> AcpClient {
+    pub(crate) async fn start(&self) -> AcpClient {
         self.start_with(json!({})).await
     }
 
     /// `interpreter acp`, initialized by an editor that declares `capabilities`.
-    pub async fn start_with(&self, capabilities: Value) -> AcpClient {
+    pub(crate) async fn start_with(&self, capabilities: Value) -> AcpClient {
         let mut client = self.spawn();
         let result = client
             .request(
@@ -97,7 +97,7 @@ impl AcpEnv {
     }
 
     /// The `n`th request the model got, as JSON text (empty when there was none).
-    pub fn model_request(&self, n: usize) -> String {
+    pub(crate) fn model_request(&self, n: usize) -> String {
         self.model
             .requests()
             .get(n)
@@ -106,12 +106,12 @@ impl AcpEnv {
     }
 
     /// Script: run `command` through the shell tool, then answer `final_text`.
-    pub fn script_command_then_text(&self, call_id: &str, command: &str, final_text: &str) {
+    pub(crate) fn script_command_then_text(&self, call_id: &str, command: &str, final_text: &str) {
         self.script_command(call_id, command);
         self.script_text(final_text);
     }
 
-    pub fn script_command(&self, call_id: &str, command: &str) {
+    pub(crate) fn script_command(&self, call_id: &str, command: &str) {
         let arguments = json!({"command": command}).to_string();
         self.model.push(MockResponse::sse(vec![
             chunk::tool_call(0, call_id, "shell", &arguments),
@@ -121,7 +121,7 @@ impl AcpEnv {
     }
 
     /// Script: add `file` with one line through apply_patch.
-    pub fn script_patch(&self, call_id: &str, file: &str) {
+    pub(crate) fn script_patch(&self, call_id: &str, file: &str) {
         self.script_apply_patch(
             call_id,
             &format!("*** Begin Patch\n*** Add File: {file}\n+hi\n*** End Patch\n"),
@@ -129,7 +129,7 @@ impl AcpEnv {
     }
 
     /// Script: the model calls apply_patch with `patch`.
-    pub fn script_apply_patch(&self, call_id: &str, patch: &str) {
+    pub(crate) fn script_apply_patch(&self, call_id: &str, patch: &str) {
         let arguments = json!({ "input": patch }).to_string();
         self.model.push(MockResponse::sse(vec![
             chunk::tool_call(0, call_id, "apply_patch", &arguments),
@@ -137,7 +137,7 @@ impl AcpEnv {
         ]));
     }
 
-    pub fn script_text(&self, text: &str) {
+    pub(crate) fn script_text(&self, text: &str) {
         self.model.push(MockResponse::sse(vec![
             chunk::text(text),
             chunk::finish("stop"),
@@ -145,14 +145,14 @@ impl AcpEnv {
     }
 
     /// Script: an answer streamed in `pieces`.
-    pub fn script_streamed_text(&self, pieces: &[&str]) {
+    pub(crate) fn script_streamed_text(&self, pieces: &[&str]) {
         let mut chunks: Vec<Value> = pieces.iter().map(|p| chunk::text(p)).collect();
         chunks.push(chunk::finish("stop"));
         self.model.push(MockResponse::sse(chunks));
     }
 }
 
-pub struct AcpClient {
+pub(crate) struct AcpClient {
     pub process: JsonLinesProcess,
     /// Messages read past while waiting for something else, in order.
     pub seen: Vec<Value>,
@@ -169,20 +169,20 @@ impl AcpClient {
         }
     }
 
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.process.stderr()
     }
 
-    pub async fn send(&mut self, message: Value) {
+    pub(crate) async fn send(&mut self, message: Value) {
         self.process.write_json(&message).await.expect("write");
     }
 
-    pub async fn send_raw(&mut self, bytes: &[u8]) {
+    pub(crate) async fn send_raw(&mut self, bytes: &[u8]) {
         self.process.write_raw(bytes).await.expect("write raw");
     }
 
     /// The next message from the agent (the deadline fails the test).
-    pub async fn read(&mut self) -> Value {
+    pub(crate) async fn read(&mut self) -> Value {
         match self.process.read_json(READ_DEADLINE).await {
             Ok(message) => message,
             Err(e) => panic!("no message from the agent: {e}\nstderr:\n{}", self.stderr()),
@@ -190,7 +190,7 @@ impl AcpClient {
     }
 
     /// Send a request; returns its id.
-    pub async fn send_request(&mut self, method: &str, params: Value) -> i64 {
+    pub(crate) async fn send_request(&mut self, method: &str, params: Value) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -198,14 +198,14 @@ impl AcpClient {
         id
     }
 
-    pub async fn notify(&mut self, method: &str, params: Value) {
+    pub(crate) async fn notify(&mut self, method: &str, params: Value) {
         self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
             .await;
     }
 
     /// The response to `id`, read now or earlier (responses to concurrent requests can
     /// come in any order); other messages read on the way are kept in `seen`.
-    pub async fn response(&mut self, id: i64) -> Value {
+    pub(crate) async fn response(&mut self, id: i64) -> Value {
         let is_it = |message: &Value| message["id"] == id && message.get("method").is_none();
         if let Some(at) = self.seen.iter().position(is_it) {
             return self.seen.remove(at);
@@ -220,7 +220,7 @@ impl AcpClient {
     }
 
     /// A request's result; panics on an error answer.
-    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send_request(method, params).await;
         let response = self.response(id).await;
         assert!(
@@ -231,7 +231,7 @@ impl AcpClient {
     }
 
     /// Read until a message matches `pred` (kept out of `seen`).
-    pub async fn read_until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn read_until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
         loop {
             let message = self.read().await;
             if pred(&message) {
@@ -242,12 +242,12 @@ impl AcpClient {
     }
 
     /// Answer an agent→client request.
-    pub async fn answer(&mut self, request: &Value, result: Value) {
+    pub(crate) async fn answer(&mut self, request: &Value, result: Value) {
         self.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": result}))
             .await;
     }
 
-    pub async fn set_mode(&mut self, session: &str, mode: &str) {
+    pub(crate) async fn set_mode(&mut self, session: &str, mode: &str) {
         self.request(
             "session/set_mode",
             json!({"sessionId": session, "modeId": mode}),
@@ -256,7 +256,7 @@ impl AcpClient {
     }
 
     /// Send a text prompt; returns the request id (the answer comes later).
-    pub async fn send_prompt(&mut self, session: &str, text: &str) -> i64 {
+    pub(crate) async fn send_prompt(&mut self, session: &str, text: &str) -> i64 {
         self.send_request(
             "session/prompt",
             json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
@@ -265,7 +265,7 @@ impl AcpClient {
     }
 
     /// Answer a permission request with one of its options.
-    pub async fn choose(&mut self, ask: &Value, option: &str) {
+    pub(crate) async fn choose(&mut self, ask: &Value, option: &str) {
         self.answer(
             ask,
             json!({"outcome": {"outcome": "selected", "optionId": option}}),
@@ -273,7 +273,7 @@ impl AcpClient {
         .await;
     }
 
-    pub async fn new_session(&mut self, cwd: &std::path::Path) -> String {
+    pub(crate) async fn new_session(&mut self, cwd: &std::path::Path) -> String {
         let result = self
             .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
             .await;
@@ -281,7 +281,7 @@ impl AcpClient {
     }
 
     /// The `update` objects of the `session/update`s seen for `session`.
-    pub fn updates(&self, session: &str) -> Vec<Value> {
+    pub(crate) fn updates(&self, session: &str) -> Vec<Value> {
         self.seen
             .iter()
             .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
@@ -289,13 +289,13 @@ impl AcpClient {
             .collect()
     }
 
-    pub fn take_seen(&mut self) -> Vec<Value> {
+    pub(crate) fn take_seen(&mut self) -> Vec<Value> {
         std::mem::take(&mut self.seen)
     }
 }
 
 /// The concatenated text of `kind` chunks (`agent_message_chunk`, …) among `updates`.
-pub fn text_of(updates: &[Value], kind: &str) -> String {
+pub(crate) fn text_of(updates: &[Value], kind: &str) -> String {
     updates
         .iter()
         .filter(|u| u["sessionUpdate"] == kind)
@@ -304,16 +304,16 @@ pub fn text_of(updates: &[Value], kind: &str) -> String {
 }
 
 /// The updates about tool call `id`, in order.
-pub fn tool_updates<'a>(updates: &'a [Value], id: &str) -> Vec<&'a Value> {
+pub(crate) fn tool_updates<'a>(updates: &'a [Value], id: &str) -> Vec<&'a Value> {
     updates.iter().filter(|u| u["toolCallId"] == id).collect()
 }
 
-pub fn is_permission_request(message: &Value) -> bool {
+pub(crate) fn is_permission_request(message: &Value) -> bool {
     message["method"] == "session/request_permission"
 }
 
 /// Whether the process with this pid is gone (or a zombie).
-pub fn process_gone(pid: u32) -> bool {
+pub(crate) fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat
             .rsplit_once(')')

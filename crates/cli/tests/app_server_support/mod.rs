@@ -16,21 +16,21 @@ use tempfile::TempDir;
 use tokio_tungstenite::tungstenite::Message;
 
 /// Generous: a debug build on a loaded 2-core machine. Only a hang reaches it.
-pub const READ_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(60);
 
-pub struct AppEnv {
+pub(crate) struct AppEnv {
     pub home: TempDir,
     pub work: TempDir,
     pub model: MockModelServer,
 }
 
 impl AppEnv {
-    pub async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         Self::with_config("").await
     }
 
     /// The mock provider config plus `extra` (top-level keys) in config.toml.
-    pub async fn with_config(extra: &str) -> Self {
+    pub(crate) async fn with_config(extra: &str) -> Self {
         let model = MockModelServer::start().await.expect("start mock model");
         let env = Self {
             home: TempDir::new().expect("home"),
@@ -48,11 +48,11 @@ impl AppEnv {
         env
     }
 
-    pub fn work_path(&self) -> PathBuf {
+    pub(crate) fn work_path(&self) -> PathBuf {
         std::fs::canonicalize(self.work.path()).expect("canonical work dir")
     }
 
-    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+    pub(crate) fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
         command
             .arg("app-server")
@@ -68,16 +68,16 @@ impl AppEnv {
     }
 
     /// `interpreter app-server` on stdio.
-    pub fn spawn(&self) -> AppClient {
+    pub(crate) fn spawn(&self) -> AppClient {
         self.spawn_with_args(&[])
     }
 
-    pub fn spawn_with_args(&self, args: &[&str]) -> AppClient {
+    pub(crate) fn spawn_with_args(&self, args: &[&str]) -> AppClient {
         self.spawn_command(self.command(args))
     }
 
     /// A stdio client of the server `command` starts (from [`Self::command`], adjusted).
-    pub fn spawn_command(&self, command: tokio::process::Command) -> AppClient {
+    pub(crate) fn spawn_command(&self, command: tokio::process::Command) -> AppClient {
         let process = JsonLinesProcess::spawn(command).expect("spawn app-server");
         AppClient {
             wire: Wire::Stdio(Box::new(process)),
@@ -88,7 +88,7 @@ impl AppEnv {
     }
 
     /// Script: run `command` through the shell tool, then answer `final_text`.
-    pub fn script_command_then_text(&self, call_id: &str, command: &str, final_text: &str) {
+    pub(crate) fn script_command_then_text(&self, call_id: &str, command: &str, final_text: &str) {
         let arguments = json!({"command": command}).to_string();
         self.model.push(MockResponse::sse(vec![
             chunk::tool_call(0, call_id, "shell", &arguments),
@@ -99,7 +99,7 @@ impl AppEnv {
     }
 
     /// Script: run `command` through the shell tool (no answer after it).
-    pub fn script_command(&self, call_id: &str, command: &str) {
+    pub(crate) fn script_command(&self, call_id: &str, command: &str) {
         let arguments = json!({"command": command}).to_string();
         self.model.push(MockResponse::sse(vec![
             chunk::tool_call(0, call_id, "shell", &arguments),
@@ -109,7 +109,7 @@ impl AppEnv {
     }
 
     /// Script: add `file` with one line through apply_patch.
-    pub fn script_patch(&self, call_id: &str, file: &str) {
+    pub(crate) fn script_patch(&self, call_id: &str, file: &str) {
         let arguments = json!({
             "input": format!("*** Begin Patch\n*** Add File: {file}\n+hi\n*** End Patch\n")
         })
@@ -124,7 +124,7 @@ impl AppEnv {
     /// a response (an `apply_patch`, a shell redirect, `apply_patch` through the shell,
     /// an escalated command), then answers `final_text`. Check the outcome with
     /// [`assert_nothing_written`].
-    pub fn script_write_attempts(&self, final_text: &str) {
+    pub(crate) fn script_write_attempts(&self, final_text: &str) {
         let patch =
             |file: &str| format!("*** Begin Patch\n*** Add File: {file}\n+pwned\n*** End Patch\n");
         let calls = [
@@ -154,7 +154,7 @@ impl AppEnv {
 
     /// After [`Self::script_write_attempts`]: no file was written and no approval was
     /// asked (there is no way out of a read-only turn's sandbox to approve).
-    pub fn assert_nothing_written(&self, messages: &[Value]) {
+    pub(crate) fn assert_nothing_written(&self, messages: &[Value]) {
         for file in [
             "patched.txt",
             "redirected.txt",
@@ -176,7 +176,7 @@ impl AppEnv {
         );
     }
 
-    pub fn script_text(&self, text: &str) {
+    pub(crate) fn script_text(&self, text: &str) {
         self.model.push(MockResponse::sse(vec![
             chunk::text(text),
             chunk::finish("stop"),
@@ -184,7 +184,7 @@ impl AppEnv {
     }
 }
 
-pub enum Wire {
+pub(crate) enum Wire {
     Stdio(Box<JsonLinesProcess>),
     Socket(
         Box<
@@ -200,7 +200,7 @@ pub enum Wire {
     ),
 }
 
-pub struct AppClient {
+pub(crate) struct AppClient {
     pub wire: Wire,
     /// Messages read past while waiting for something else.
     pub seen: Vec<Value>,
@@ -210,7 +210,7 @@ pub struct AppClient {
 }
 
 /// Wait until the server's stderr contains `marker`; returns the rest of that line.
-pub async fn wait_for_stderr(process: &JsonLinesProcess, marker: &str) -> String {
+pub(crate) async fn wait_for_stderr(process: &JsonLinesProcess, marker: &str) -> String {
     let deadline = tokio::time::Instant::now() + READ_DEADLINE;
     loop {
         let stderr = process.stderr();
@@ -230,7 +230,11 @@ pub async fn wait_for_stderr(process: &JsonLinesProcess, marker: &str) -> String
 
 impl AppClient {
     /// A WebSocket client of a server started with `--listen ws://…`.
-    pub async fn connect_ws(server: JsonLinesProcess, url: &str, token: Option<&str>) -> Self {
+    pub(crate) async fn connect_ws(
+        server: JsonLinesProcess,
+        url: &str,
+        token: Option<&str>,
+    ) -> Self {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
         let mut request = url.into_client_request().expect("request");
         if let Some(token) = token {
@@ -254,7 +258,7 @@ impl AppClient {
     }
 
     /// A WebSocket client over the Unix socket at `path`.
-    pub async fn connect_unix(server: JsonLinesProcess, path: &Path) -> Self {
+    pub(crate) async fn connect_unix(server: JsonLinesProcess, path: &Path) -> Self {
         let stream = tokio::time::timeout(READ_DEADLINE, tokio::net::UnixStream::connect(path))
             .await
             .expect("connect deadline")
@@ -275,7 +279,7 @@ impl AppClient {
         }
     }
 
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         match (&self.wire, &self.server) {
             (Wire::Stdio(p), _) => p.stderr(),
             (_, Some(p)) => p.stderr(),
@@ -283,7 +287,7 @@ impl AppClient {
         }
     }
 
-    pub async fn send(&mut self, message: Value) {
+    pub(crate) async fn send(&mut self, message: Value) {
         match &mut self.wire {
             Wire::Stdio(p) => p.write_json(&message).await.expect("write"),
             Wire::Socket(_, sink) => sink
@@ -294,7 +298,7 @@ impl AppClient {
     }
 
     /// The next message from the server, or an error at the deadline.
-    pub async fn read(&mut self, deadline: Duration) -> anyhow::Result<Value> {
+    pub(crate) async fn read(&mut self, deadline: Duration) -> anyhow::Result<Value> {
         match &mut self.wire {
             Wire::Stdio(p) => p.read_json(deadline).await,
             Wire::Socket(stream, _) => loop {
@@ -312,7 +316,7 @@ impl AppClient {
     }
 
     /// The first message (seen before or read now) matching `pred`; others are kept.
-    pub async fn read_until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn read_until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
         if let Some(pos) = self.seen.iter().position(&pred) {
             return self.seen.remove(pos);
         }
@@ -333,7 +337,7 @@ impl AppClient {
         }
     }
 
-    pub async fn request(&mut self, method: &str, params: Value) -> i64 {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"id": id, "method": method, "params": params}))
@@ -341,19 +345,19 @@ impl AppClient {
         id
     }
 
-    pub async fn response(&mut self, id: i64) -> Value {
+    pub(crate) async fn response(&mut self, id: i64) -> Value {
         self.read_until(|m| m["id"] == json!(id) && m.get("method").is_none())
             .await
     }
 
     /// Request → its full response message (result or error).
-    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.request(method, params).await;
         self.response(id).await
     }
 
     /// Request → its result; panics on an error response.
-    pub async fn ok(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn ok(&mut self, method: &str, params: Value) -> Value {
         let response = self.call(method, params).await;
         match response.get("result") {
             Some(result) => result.clone(),
@@ -361,11 +365,11 @@ impl AppClient {
         }
     }
 
-    pub async fn initialize(&mut self) -> Value {
+    pub(crate) async fn initialize(&mut self) -> Value {
         self.initialize_with(json!({})).await
     }
 
-    pub async fn initialize_with(&mut self, capabilities: Value) -> Value {
+    pub(crate) async fn initialize_with(&mut self, capabilities: Value) -> Value {
         let result = self
             .ok(
                 "initialize",
@@ -377,29 +381,29 @@ impl AppClient {
     }
 
     /// The next notification named `method`.
-    pub async fn notification(&mut self, method: &str) -> Value {
+    pub(crate) async fn notification(&mut self, method: &str) -> Value {
         self.read_until(|m| m["method"] == method && m.get("id").is_none())
             .await
     }
 
     /// The next server→client request named `method`.
-    pub async fn server_request(&mut self, method: &str) -> Value {
+    pub(crate) async fn server_request(&mut self, method: &str) -> Value {
         self.read_until(|m| m["method"] == method && m.get("id").is_some())
             .await
     }
 
-    pub async fn respond(&mut self, id: &Value, result: Value) {
+    pub(crate) async fn respond(&mut self, id: &Value, result: Value) {
         self.send(json!({"id": id, "result": result})).await;
     }
 
-    pub async fn respond_error(&mut self, id: &Value, code: i64, message: &str) {
+    pub(crate) async fn respond_error(&mut self, id: &Value, code: i64, message: &str) {
         self.send(json!({"id": id, "error": {"code": code, "message": message}}))
             .await;
     }
 
     /// Every notification up to and including `turn/completed`, in order (requests from
     /// the server are included too, so their place in the order can be checked).
-    pub async fn until_turn_completed(&mut self) -> Vec<Value> {
+    pub(crate) async fn until_turn_completed(&mut self) -> Vec<Value> {
         let mut out: Vec<Value> = std::mem::take(&mut self.seen);
         if out.iter().any(|m| m["method"] == "turn/completed") {
             return out;
@@ -422,7 +426,7 @@ impl AppClient {
     }
 
     /// initialize, thread/start with `params`; returns the thread id.
-    pub async fn start_thread(&mut self, params: Value) -> String {
+    pub(crate) async fn start_thread(&mut self, params: Value) -> String {
         let result = self.ok("thread/start", params).await;
         result["thread"]["id"]
             .as_str()
@@ -431,7 +435,7 @@ impl AppClient {
     }
 
     /// turn/start with one text input; returns the turn id.
-    pub async fn start_turn(&mut self, thread_id: &str, text: &str) -> String {
+    pub(crate) async fn start_turn(&mut self, thread_id: &str, text: &str) -> String {
         let result = self
             .ok(
                 "turn/start",
@@ -443,7 +447,7 @@ impl AppClient {
 }
 
 /// Method names (and item types for item notifications) of `messages`, for order checks.
-pub fn trace(messages: &[Value]) -> Vec<String> {
+pub(crate) fn trace(messages: &[Value]) -> Vec<String> {
     messages
         .iter()
         .filter_map(|m| {
@@ -466,7 +470,7 @@ pub fn trace(messages: &[Value]) -> Vec<String> {
 /// `filter.a.b=clean=`), and a submodule `sub` with its own filter and fsmonitor (a
 /// submodule's git reads only the submodule's config). Each names a script in `outside`
 /// that appends to the returned marker file. `a.txt` is left changed, so a diff reads it.
-pub fn repository_with_drivers_beyond_reach(work: &Path, outside: &Path) -> PathBuf {
+pub(crate) fn repository_with_drivers_beyond_reach(work: &Path, outside: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
 
     let marker = outside.join("driver-ran");
@@ -507,7 +511,7 @@ pub fn repository_with_drivers_beyond_reach(work: &Path, outside: &Path) -> Path
 
 /// Gives `sub/s.txt` of [`repository_with_drivers_beyond_reach`] a new mtime and the same
 /// size: git has to read the file (through the submodule's filter) to know it is unchanged.
-pub fn touch_submodule_file(work: &Path) {
+pub(crate) fn touch_submodule_file(work: &Path) {
     let file = std::fs::File::options()
         .write(true)
         .open(work.join("sub/s.txt"))
@@ -518,7 +522,7 @@ pub fn touch_submodule_file(work: &Path) {
 
 /// Runs plain git (no hardening) in `work` to show the fixture of
 /// [`repository_with_drivers_beyond_reach`] is armed: both drivers run.
-pub fn assert_drivers_armed(work: &Path, marker: &Path) {
+pub(crate) fn assert_drivers_armed(work: &Path, marker: &Path) {
     let output = std::process::Command::new("git")
         .args(["diff", "HEAD"])
         .current_dir(work)
@@ -535,13 +539,13 @@ pub fn assert_drivers_armed(work: &Path, marker: &Path) {
 
 /// Swaps `a` and `b` (`renameat2(RENAME_EXCHANGE)`) in a tight loop until stopped:
 /// a second agent racing this one on the same workspace.
-pub struct RenameLoop {
+pub(crate) struct RenameLoop {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<u64>>,
 }
 
 impl RenameLoop {
-    pub fn start(a: std::path::PathBuf, b: std::path::PathBuf) -> Self {
+    pub(crate) fn start(a: std::path::PathBuf, b: std::path::PathBuf) -> Self {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -564,7 +568,7 @@ impl RenameLoop {
         }
     }
 
-    pub fn stop(mut self) -> u64 {
+    pub(crate) fn stop(mut self) -> u64 {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread
             .take()

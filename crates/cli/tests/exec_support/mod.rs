@@ -17,13 +17,13 @@ use tokio::io::AsyncWriteExt;
 /// Generous: a debug build under a loaded 2-core machine. Only a hang hits it.
 const RUN_DEADLINE: Duration = Duration::from_secs(90);
 
-pub struct TestEnv {
+pub(crate) struct TestEnv {
     pub home: TempDir,
     pub work: TempDir,
     pub server: MockModelServer,
 }
 
-pub struct RunOutput {
+pub(crate) struct RunOutput {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
@@ -31,7 +31,7 @@ pub struct RunOutput {
 
 impl RunOutput {
     /// stdout parsed as JSON Lines.
-    pub fn events(&self) -> Vec<Value> {
+    pub(crate) fn events(&self) -> Vec<Value> {
         self.stdout
             .lines()
             .filter(|line| !line.trim().is_empty())
@@ -42,7 +42,7 @@ impl RunOutput {
             .collect()
     }
 
-    pub fn thread_id(&self) -> String {
+    pub(crate) fn thread_id(&self) -> String {
         let events = self.events();
         let first = events.first().expect("no events on stdout");
         assert_eq!(first["type"], "thread.started", "first event: {first}");
@@ -50,7 +50,7 @@ impl RunOutput {
     }
 
     #[track_caller]
-    pub fn assert_success(&self) {
+    pub(crate) fn assert_success(&self) {
         assert_eq!(
             self.code,
             Some(0),
@@ -63,7 +63,7 @@ impl RunOutput {
 }
 
 impl TestEnv {
-    pub async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let server = MockModelServer::start().await.expect("start mock server");
         let env = Self {
             home: TempDir::new().expect("home tempdir"),
@@ -76,37 +76,37 @@ impl TestEnv {
 
     /// The standard mock provider config plus `extra_provider_keys` inside
     /// `[model_providers.mock]`.
-    pub fn write_config(&self, extra_provider_keys: &str) {
+    pub(crate) fn write_config(&self, extra_provider_keys: &str) {
         let base_url = self.server.base_url();
         self.write_raw_config(&format!(
             "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{base_url}\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"chat\"\nrequest_max_retries = 2\n{extra_provider_keys}\n"
         ));
     }
 
-    pub fn write_raw_config(&self, text: &str) {
+    pub(crate) fn write_raw_config(&self, text: &str) {
         std::fs::write(self.home.path().join("config.toml"), text).expect("write config");
     }
 
-    pub fn work_path(&self) -> PathBuf {
+    pub(crate) fn work_path(&self) -> PathBuf {
         std::fs::canonicalize(self.work.path()).expect("canonical work dir")
     }
 
     /// Run `interpreter ARGS` in the work directory with an empty (non-terminal) stdin.
     /// [`binary_command`] in this environment's home and work directory.
-    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+    pub(crate) fn command(&self, args: &[&str]) -> tokio::process::Command {
         binary_command(self.home.path(), &self.work_path(), args)
     }
 
-    pub async fn run(&self, args: &[&str]) -> RunOutput {
+    pub(crate) async fn run(&self, args: &[&str]) -> RunOutput {
         self.run_with_stdin(args, None).await
     }
 
-    pub async fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> RunOutput {
+    pub(crate) async fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> RunOutput {
         run_binary(self.home.path(), &self.work_path(), args, stdin).await
     }
 
     /// The rollout file of a thread, found by its id in the file name or content.
-    pub fn rollout_file(&self, thread_id: &str) -> PathBuf {
+    pub(crate) fn rollout_file(&self, thread_id: &str) -> PathBuf {
         let mut stack = vec![self.home.path().to_path_buf()];
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
@@ -129,7 +129,7 @@ impl TestEnv {
 
 /// `interpreter ARGS` in `cwd`, with `home` as both HOME and INTERPRETER_HOME, the mock
 /// provider's key, PATH, and nothing else from the test's environment.
-pub fn binary_command(home: &Path, cwd: &Path, args: &[&str]) -> tokio::process::Command {
+pub(crate) fn binary_command(home: &Path, cwd: &Path, args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
     command
         .args(args)
@@ -143,7 +143,7 @@ pub fn binary_command(home: &Path, cwd: &Path, args: &[&str]) -> tokio::process:
 }
 
 /// How many `--json` warning items (`item.completed` of type `error`) contain `needle`.
-pub fn json_warnings(events: &[Value], needle: &str) -> usize {
+pub(crate) fn json_warnings(events: &[Value], needle: &str) -> usize {
     events
         .iter()
         .filter(|event| {
@@ -156,7 +156,12 @@ pub fn json_warnings(events: &[Value], needle: &str) -> usize {
         .count()
 }
 
-pub async fn run_binary(home: &Path, cwd: &Path, args: &[&str], stdin: Option<&str>) -> RunOutput {
+pub(crate) async fn run_binary(
+    home: &Path,
+    cwd: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> RunOutput {
     let mut command = binary_command(home, cwd, args);
     command
         .stdin(if stdin.is_some() {
@@ -185,11 +190,11 @@ pub async fn run_binary(home: &Path, cwd: &Path, args: &[&str], stdin: Option<&s
 }
 
 /// The `messages` of a captured request.
-pub fn messages(request: &Value) -> Vec<Value> {
+pub(crate) fn messages(request: &Value) -> Vec<Value> {
     request["messages"].as_array().cloned().unwrap_or_default()
 }
 
 /// Whether any message of the request contains `needle` in its text content.
-pub fn request_mentions(request: &Value, needle: &str) -> bool {
+pub(crate) fn request_mentions(request: &Value, needle: &str) -> bool {
     request["messages"].to_string().contains(needle)
 }

@@ -14,21 +14,21 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 /// Generous: a debug build on a loaded 2-core machine. Only a hang reaches it.
-pub const READ_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(60);
 
-pub struct McpEnv {
+pub(crate) struct McpEnv {
     pub home: TempDir,
     pub work: TempDir,
     pub model: MockModelServer,
 }
 
 impl McpEnv {
-    pub async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         Self::with_config("").await
     }
 
     /// The mock provider config plus `extra` appended at the end of config.toml.
-    pub async fn with_config(extra: &str) -> Self {
+    pub(crate) async fn with_config(extra: &str) -> Self {
         let model = MockModelServer::start().await.expect("start mock model");
         let env = Self {
             home: TempDir::new().expect("home"),
@@ -46,20 +46,20 @@ impl McpEnv {
         env
     }
 
-    pub fn work_path(&self) -> PathBuf {
+    pub(crate) fn work_path(&self) -> PathBuf {
         std::fs::canonicalize(self.work.path()).expect("canonical work dir")
     }
 
-    pub fn spawn(&self) -> McpClient {
+    pub(crate) fn spawn(&self) -> McpClient {
         McpClient::spawn(self.home.path(), &self.work_path(), &[])
     }
 
-    pub fn spawn_with_args(&self, args: &[&str]) -> McpClient {
+    pub(crate) fn spawn_with_args(&self, args: &[&str]) -> McpClient {
         McpClient::spawn(self.home.path(), &self.work_path(), args)
     }
 
     /// Script: run `command` through the shell tool, then answer `final_text`.
-    pub fn script_command_then_text(&self, call_id: &str, command: &str, final_text: &str) {
+    pub(crate) fn script_command_then_text(&self, call_id: &str, command: &str, final_text: &str) {
         let arguments = json!({"command": command}).to_string();
         self.model.push(MockResponse::sse(vec![
             chunk::tool_call(0, call_id, "shell", &arguments),
@@ -68,7 +68,7 @@ impl McpEnv {
         self.script_text(final_text);
     }
 
-    pub fn script_text(&self, text: &str) {
+    pub(crate) fn script_text(&self, text: &str) {
         self.model.push(MockResponse::sse(vec![
             chunk::text(text),
             chunk::finish("stop"),
@@ -76,13 +76,13 @@ impl McpEnv {
     }
 }
 
-pub struct McpClient {
+pub(crate) struct McpClient {
     pub process: JsonLinesProcess,
     next_id: i64,
 }
 
 impl McpClient {
-    pub fn spawn(home: &Path, cwd: &Path, extra_args: &[&str]) -> Self {
+    pub(crate) fn spawn(home: &Path, cwd: &Path, extra_args: &[&str]) -> Self {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_interpreter"));
         command
             .arg("mcp-server")
@@ -100,12 +100,12 @@ impl McpClient {
         }
     }
 
-    pub async fn send(&mut self, message: Value) {
+    pub(crate) async fn send(&mut self, message: Value) {
         self.process.write_json(&message).await.expect("write");
     }
 
     /// Send a request; returns its id.
-    pub async fn request(&mut self, method: &str, params: Value) -> i64 {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -113,13 +113,13 @@ impl McpClient {
         id
     }
 
-    pub async fn notify(&mut self, method: &str, params: Value) {
+    pub(crate) async fn notify(&mut self, method: &str, params: Value) {
         self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
             .await;
     }
 
     /// The response (result or error) to request `id`.
-    pub async fn response(&mut self, id: i64) -> Value {
+    pub(crate) async fn response(&mut self, id: i64) -> Value {
         let is_response = |m: &Value| m["id"] == json!(id) && m.get("method").is_none();
         if let Some(pos) = self.process.seen.iter().position(is_response) {
             return self.process.seen.remove(pos);
@@ -132,13 +132,13 @@ impl McpClient {
             .unwrap_or_else(|e| panic!("no response to {id}: {e:#}"))
     }
 
-    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.request(method, params).await;
         self.response(id).await
     }
 
     /// The next server→client request (e.g. `elicitation/create`).
-    pub async fn server_request(&mut self, method: &str) -> Value {
+    pub(crate) async fn server_request(&mut self, method: &str) -> Value {
         self.process
             .read_until(READ_DEADLINE, |m| {
                 m["method"] == method && m.get("id").is_some()
@@ -147,7 +147,7 @@ impl McpClient {
             .unwrap_or_else(|e| panic!("no {method} request: {e:#}"))
     }
 
-    pub async fn initialize(&mut self, capabilities: Value) -> Value {
+    pub(crate) async fn initialize(&mut self, capabilities: Value) -> Value {
         let response = self
             .call(
                 "initialize",
@@ -162,12 +162,12 @@ impl McpClient {
         response
     }
 
-    pub async fn initialize_with_elicitation(&mut self) -> Value {
+    pub(crate) async fn initialize_with_elicitation(&mut self) -> Value {
         self.initialize(json!({"elicitation": {}})).await
     }
 
     /// Start a `tools/call` with a progress token; returns its id.
-    pub async fn start_tool(&mut self, name: &str, arguments: Value) -> i64 {
+    pub(crate) async fn start_tool(&mut self, name: &str, arguments: Value) -> i64 {
         let token = format!("progress-{}", self.next_id);
         self.request(
             "tools/call",
@@ -177,7 +177,7 @@ impl McpClient {
     }
 
     /// Run a tool call to its result.
-    pub async fn tool(&mut self, name: &str, arguments: Value) -> Value {
+    pub(crate) async fn tool(&mut self, name: &str, arguments: Value) -> Value {
         let id = self.start_tool(name, arguments).await;
         let response = self.response(id).await;
         response
@@ -186,14 +186,14 @@ impl McpClient {
             .unwrap_or_else(|| panic!("tools/call failed: {response}"))
     }
 
-    pub async fn respond(&mut self, id: &Value, result: Value) {
+    pub(crate) async fn respond(&mut self, id: &Value, result: Value) {
         self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}))
             .await;
     }
 
     /// Wait (bounded) until the server's stderr, collected in the background, contains
     /// `needle`.
-    pub async fn wait_for_stderr(&self, needle: &str) {
+    pub(crate) async fn wait_for_stderr(&self, needle: &str) {
         let deadline = tokio::time::Instant::now() + READ_DEADLINE;
         while !self.process.stderr().contains(needle) {
             assert!(
@@ -206,7 +206,7 @@ impl McpClient {
     }
 
     /// Messages read past while waiting, then cleared.
-    pub fn take_seen(&mut self) -> Vec<Value> {
+    pub(crate) fn take_seen(&mut self) -> Vec<Value> {
         std::mem::take(&mut self.process.seen)
     }
 }
@@ -215,7 +215,7 @@ impl McpClient {
 /// and `content`, both required), the text mirror, and, once a thread exists, the thread
 /// id in a text block (for hosts that hand their model only text).
 #[track_caller]
-pub fn assert_valid_result(result: &Value) {
+pub(crate) fn assert_valid_result(result: &Value) {
     let structured = result["structuredContent"]
         .as_object()
         .unwrap_or_else(|| panic!("no structuredContent: {result}"));
@@ -235,7 +235,7 @@ pub fn assert_valid_result(result: &Value) {
     }
 }
 
-pub fn thread_id(result: &Value) -> String {
+pub(crate) fn thread_id(result: &Value) -> String {
     result["structuredContent"]["threadId"]
         .as_str()
         .unwrap_or_default()
@@ -243,7 +243,7 @@ pub fn thread_id(result: &Value) -> String {
 }
 
 /// `notifications/progress` values for `token` among `messages`, in order.
-pub fn progress_values(messages: &[Value], token: &str) -> Vec<f64> {
+pub(crate) fn progress_values(messages: &[Value], token: &str) -> Vec<f64> {
     messages
         .iter()
         .filter(|m| {
@@ -253,7 +253,7 @@ pub fn progress_values(messages: &[Value], token: &str) -> Vec<f64> {
         .collect()
 }
 
-pub fn codex_events(messages: &[Value], request_id: i64) -> Vec<&Value> {
+pub(crate) fn codex_events(messages: &[Value], request_id: i64) -> Vec<&Value> {
     messages
         .iter()
         .filter(|m| {

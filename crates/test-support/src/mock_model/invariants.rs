@@ -121,7 +121,7 @@ fn replayable_reasoning(item: &Value) -> Value {
 }
 
 /// Returns one human-readable line per broken rule of a Responses API request.
-pub fn check_responses_request(request: &Value, streamed: &[StreamedTurn]) -> Vec<String> {
+pub(super) fn check_responses_request(request: &Value, streamed: &[StreamedTurn]) -> Vec<String> {
     let mut violations = Vec::new();
     let Some(input) = request.get("input").and_then(Value::as_array) else {
         violations.push("request has no `input` array".to_string());
@@ -278,7 +278,7 @@ fn check_responses_replay(
 }
 
 /// Returns one human-readable line per broken rule.
-pub fn check_request(request: &Value, streamed: &[StreamedTurn]) -> Vec<String> {
+pub(super) fn check_request(request: &Value, streamed: &[StreamedTurn]) -> Vec<String> {
     let mut violations = Vec::new();
     let Some(messages) = request.get("messages").and_then(Value::as_array) else {
         violations.push("request has no `messages` array".to_string());

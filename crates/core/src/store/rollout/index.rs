@@ -32,7 +32,7 @@ pub const ARCHIVE_LOG_FILE: &str = "archived_threads.jsonl";
 pub const NAME_LOG_FILE: &str = "thread_names.jsonl";
 /// Where each thread's git metadata (`thread/metadata/update`) is recorded, beside the
 /// index, so that a rebuilt index keeps it.
-pub const GIT_INFO_LOG_FILE: &str = "thread_git_info.jsonl";
+pub(crate) const GIT_INFO_LOG_FILE: &str = "thread_git_info.jsonl";
 /// Directory under the home that holds the rollouts.
 pub const SESSIONS_DIR: &str = "sessions";
 /// Longest preview kept, in characters.
@@ -123,7 +123,7 @@ pub(crate) fn truncate_preview(text: &str) -> String {
 /// A connection to the thread index. Each process opens its own; WAL mode and a busy
 /// timeout let several `interpreter` processes share the file.
 #[derive(Debug)]
-pub struct ThreadIndex {
+pub(crate) struct ThreadIndex {
     conn: Connection,
     path: PathBuf,
 }
@@ -264,14 +264,14 @@ impl ThreadIndex {
     /// Opens `<home>/state.sqlite`, creating the home directory and schema if needed and
     /// healing the index (see the module doc). Repairs are logged; the engine, which shows
     /// them to the user as a thread's warnings, calls [`ThreadIndex::open_with_repairs`].
-    pub fn open(home: &Path) -> Result<Self, StoreError> {
+    pub(crate) fn open(home: &Path) -> Result<Self, StoreError> {
         let (index, repairs) = Self::open_with_repairs(home)?;
         log_repairs(&repairs);
         Ok(index)
     }
 
     /// [`ThreadIndex::open`], returning what was repaired instead of logging it.
-    pub fn open_with_repairs(home: &Path) -> Result<(Self, Vec<IndexRepair>), StoreError> {
+    pub(crate) fn open_with_repairs(home: &Path) -> Result<(Self, Vec<IndexRepair>), StoreError> {
         interpreter_private_fs::create_dir_all(home)
             .map_err(|source| StoreError::io("create directory", home, source))?;
         let path = home.join(STATE_DB_FILE);
@@ -332,7 +332,7 @@ impl ThreadIndex {
 
     /// Opens an existing index without creating, rebuilding or moving anything (for
     /// `interpreter doctor`, which only reads). Errors if the file is unusable.
-    pub fn open_without_repair(home: &Path) -> Result<Self, StoreError> {
+    pub(crate) fn open_without_repair(home: &Path) -> Result<Self, StoreError> {
         let path = home.join(STATE_DB_FILE);
         match connect(&path) {
             Ok((conn, _)) => Ok(Self { conn, path }),
@@ -372,13 +372,13 @@ impl ThreadIndex {
     }
 
     /// Indexes one rollout file (e.g. one just written by a fork or an import).
-    pub fn index_file(&self, path: &Path) -> Result<(), StoreError> {
+    pub(crate) fn index_file(&self, path: &Path) -> Result<(), StoreError> {
         self.upsert(&ThreadRecord::from_file(path)?)
     }
 
     /// Indexes rollouts in `sessions/` that the index does not know (or knows under
     /// another path), e.g. written while the index was unusable or by an older version.
-    pub fn catch_up(&self, home: &Path) -> Result<Option<IndexRepair>, StoreError> {
+    pub(crate) fn catch_up(&self, home: &Path) -> Result<Option<IndexRepair>, StoreError> {
         let files = list_rollout_files(&home.join(SESSIONS_DIR))?;
         let known = self.known_paths()?;
         let behind: Vec<PathBuf> = files
@@ -416,7 +416,7 @@ impl ThreadIndex {
     }
 
     /// Compares the index with `sessions/` (for `interpreter doctor`).
-    pub fn compare_with_disk(&self, home: &Path) -> Result<IndexHealth, StoreError> {
+    pub(crate) fn compare_with_disk(&self, home: &Path) -> Result<IndexHealth, StoreError> {
         let files = list_rollout_files(&home.join(SESSIONS_DIR))?;
         let known = self.known_paths()?;
         let mut not_indexed = Vec::new();
@@ -457,7 +457,7 @@ impl ThreadIndex {
     }
 
     /// Inserts or replaces a record; an existing preview is kept when the new one is empty.
-    pub fn upsert(&self, record: &ThreadRecord) -> Result<(), StoreError> {
+    pub(crate) fn upsert(&self, record: &ThreadRecord) -> Result<(), StoreError> {
         // Cached: a rebuild runs this once per rollout inside one transaction.
         self.conn
             .prepare_cached(
@@ -496,7 +496,7 @@ impl ThreadIndex {
     }
 
     /// Marks a thread as updated, and sets its preview if it has none yet.
-    pub fn touch(
+    pub(crate) fn touch(
         &self,
         id: ThreadId,
         updated_at: DateTime<Utc>,
@@ -515,7 +515,7 @@ impl ThreadIndex {
         Ok(())
     }
 
-    pub fn get(&self, id: ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
+    pub(crate) fn get(&self, id: ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
         let sql = format!("SELECT {SELECT_COLUMNS} FROM threads WHERE id = ?1");
         self.query_one(&sql, params![id.to_string()])
     }
@@ -523,7 +523,7 @@ impl ThreadIndex {
     /// The most recently updated thread whose rollout file still exists, optionally only
     /// among those started in `cwd`. A thread whose file was deleted is skipped (not
     /// removed: the file may be on a mount that is away for now).
-    pub fn latest(&self, cwd: Option<&Path>) -> Result<Option<ThreadRecord>, StoreError> {
+    pub(crate) fn latest(&self, cwd: Option<&Path>) -> Result<Option<ThreadRecord>, StoreError> {
         let mut raws = Vec::new();
         {
             let (sql, cwd_text) = match cwd {
@@ -566,7 +566,7 @@ impl ThreadIndex {
     /// Up to `limit` threads, most recently updated first, starting after `cursor` (a
     /// [`ThreadRecord::cursor`] of the previous page's last record).
     #[cfg(test)]
-    pub fn list(
+    pub(crate) fn list(
         &self,
         limit: usize,
         cursor: Option<&str>,
@@ -613,7 +613,7 @@ impl ThreadIndex {
     /// Marks a thread archived (hidden from default listings) or not. Returns whether the
     /// index knows the thread. The index is a cache, so the decision is also appended to
     /// `<home>/archived_threads.jsonl`, from which a rebuilt index takes it back.
-    pub fn set_archived(&self, id: ThreadId, archived: bool) -> Result<bool, StoreError> {
+    pub(crate) fn set_archived(&self, id: ThreadId, archived: bool) -> Result<bool, StoreError> {
         let changed = self
             .conn
             .execute(
@@ -693,7 +693,7 @@ impl ThreadIndex {
     }
 
     /// Forgets thread `id`; returns whether the index knew it.
-    pub fn remove(&self, id: ThreadId) -> Result<bool, StoreError> {
+    pub(crate) fn remove(&self, id: ThreadId) -> Result<bool, StoreError> {
         let removed = self
             .conn
             .execute("DELETE FROM threads WHERE id = ?1", params![id.to_string()])
@@ -704,7 +704,7 @@ impl ThreadIndex {
     /// Names a thread (`None` or an empty name clears it). Returns whether the index
     /// knows the thread. Like archiving, the name is also appended to
     /// `<home>/thread_names.jsonl`, from which a rebuilt index takes it back.
-    pub fn set_name(&self, id: ThreadId, name: Option<&str>) -> Result<bool, StoreError> {
+    pub(crate) fn set_name(&self, id: ThreadId, name: Option<&str>) -> Result<bool, StoreError> {
         let name = name.map(str::trim).filter(|n| !n.is_empty());
         let changed = self
             .conn
@@ -736,7 +736,7 @@ impl ThreadIndex {
     /// Stores (or with `None`, or an empty value, clears) a thread's git metadata.
     /// Returns whether the index knows the thread. Like names, every change is also
     /// appended to `<home>/thread_git_info.jsonl`, from which a rebuilt index takes it back.
-    pub fn set_git_info(
+    pub(crate) fn set_git_info(
         &self,
         id: ThreadId,
         git_info: Option<&ThreadGitInfo>,
@@ -787,7 +787,7 @@ impl ThreadIndex {
     }
 
     /// How many threads the index holds.
-    pub fn count(&self) -> Result<u64, StoreError> {
+    pub(crate) fn count(&self) -> Result<u64, StoreError> {
         self.conn
             .query_row("SELECT COUNT(*) FROM threads", [], |row| {
                 row.get::<_, i64>(0)
@@ -797,7 +797,7 @@ impl ThreadIndex {
     }
 
     /// Whether a thread is archived (`None` when the index does not know it).
-    pub fn is_archived(&self, id: ThreadId) -> Result<Option<bool>, StoreError> {
+    pub(crate) fn is_archived(&self, id: ThreadId) -> Result<Option<bool>, StoreError> {
         self.conn
             .query_row(
                 "SELECT archived FROM threads WHERE id = ?1",
@@ -811,7 +811,7 @@ impl ThreadIndex {
     /// One page of threads matching `query`, and the cursor of the next page (`None` on
     /// the last one). Keyset pagination on `(timestamp, id)`: threads added while a client
     /// pages do not shift the pages it has not read yet.
-    pub fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
+    pub(crate) fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
         let column = match query.sort_key {
             ListSortKey::CreatedAt => "created_at",
             ListSortKey::UpdatedAt => "updated_at",
@@ -1093,14 +1093,14 @@ pub(crate) fn source_from_text(text: &str) -> SessionSource {
 /// Finds the rollout of thread `id`: through the index when it knows the thread and the
 /// file is still there, otherwise by scanning `<home>/sessions/` for `*-<id>.jsonl`, in
 /// which case the index is repaired. Index failures are logged, never fatal.
-pub fn find_rollout(home: &Path, id: ThreadId) -> Result<Option<PathBuf>, StoreError> {
+pub(crate) fn find_rollout(home: &Path, id: ThreadId) -> Result<Option<PathBuf>, StoreError> {
     let (found, repairs) = find_rollout_with_repairs(home, id)?;
     log_repairs(&repairs);
     Ok(found)
 }
 
 /// [`find_rollout`], returning what was repaired instead of logging it.
-pub fn find_rollout_with_repairs(
+pub(crate) fn find_rollout_with_repairs(
     home: &Path,
     id: ThreadId,
 ) -> Result<(Option<PathBuf>, Vec<IndexRepair>), StoreError> {
@@ -1168,7 +1168,7 @@ pub(crate) fn delete_thread(home: &Path, id: ThreadId) -> Result<bool, StoreErro
 /// The thread `resume --last` continues: the newest one (in `cwd` when given) whose
 /// rollout still exists. The index is healed first and caught up with `sessions/`; when
 /// it cannot be used at all, the rollouts themselves are searched.
-pub fn find_latest(
+pub(crate) fn find_latest(
     home: &Path,
     cwd: Option<&Path>,
 ) -> Result<(Option<ThreadRecord>, Vec<IndexRepair>), StoreError> {

@@ -22,12 +22,11 @@ mod turns;
 pub use index::{
     ARCHIVE_LOG_FILE, IndexHealth, IndexRepair, ListDirection, ListPage, ListQuery, ListSortKey,
     NAME_LOG_FILE, PREVIEW_MAX_CHARS, RebuildCause, SESSIONS_DIR, STATE_DB_FILE, ThreadGitInfo,
-    ThreadIndex, ThreadRecord, find_latest, find_rollout, find_rollout_with_repairs,
-    list_rollout_files,
+    ThreadRecord, list_rollout_files,
 };
 pub(crate) use index::{
-    ListCursor, delete_thread, source_from_text, source_to_text, thread_id_from_file_name,
-    truncate_preview,
+    ListCursor, ThreadIndex, delete_thread, find_latest, find_rollout, find_rollout_with_repairs,
+    source_from_text, source_to_text, thread_id_from_file_name, truncate_preview,
 };
 pub use item::{
     CompactedItem, FileEditsItem, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
@@ -36,11 +35,12 @@ pub use item::{
 };
 pub(crate) use item::{RolloutLine, first_user_message};
 #[cfg(test)]
-pub use reader::read_rollout;
-pub use reader::{
-    MAX_LINE_BYTES, OversizedLine, RolloutRead, SkippedLines, human_bytes, read_resumable,
-    read_rollout_with_notes,
+pub(crate) use reader::read_rollout;
+pub use reader::{MAX_LINE_BYTES, OversizedLine, RolloutRead, SkippedLines, human_bytes};
+pub(crate) use reader::{
+    StoredLine, parse_rollout_bytes, read_resumable, read_rollout_with_notes, read_stored_lines,
+    summary_from_reader,
 };
-pub(crate) use reader::{StoredLine, parse_rollout_bytes, read_stored_lines, summary_from_reader};
-pub use recorder::{RolloutRecorder, write_rollout};
+pub(crate) use recorder::RolloutRecorder;
+pub use recorder::write_rollout;
 pub use turns::{TurnEntry, TurnOutcome, TurnRecord, items_through_turn, turns_from_rollout};

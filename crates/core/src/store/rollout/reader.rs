@@ -21,7 +21,7 @@ pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 /// thread uses [`read_resumable`], and showing one [`read_rollout_with_notes`], which
 /// report skipped lines to the user instead.
 #[cfg(test)]
-pub fn read_rollout(path: &Path) -> Result<Vec<RolloutItem>, StoreError> {
+pub(crate) fn read_rollout(path: &Path) -> Result<Vec<RolloutItem>, StoreError> {
     let read = read_rollout_with_notes(path)?;
     if let Some(skipped) = read.skipped {
         tracing::warn!("{skipped}");
@@ -79,7 +79,7 @@ pub struct RolloutRead {
 
 /// Reads a rollout like [`read_rollout`], returning the lines it left out instead of
 /// logging them, so a front end can tell the user.
-pub fn read_rollout_with_notes(path: &Path) -> Result<RolloutRead, StoreError> {
+pub(crate) fn read_rollout_with_notes(path: &Path) -> Result<RolloutRead, StoreError> {
     let file = File::open(path).map_err(|source| StoreError::io("open", path, source))?;
     read_rollout_from(path, BufReader::new(file))
 }
@@ -332,7 +332,7 @@ impl std::fmt::Display for SkippedLines {
 
 /// A rollout read for resuming: its records, and the lines that were left out.
 #[derive(Debug, Clone)]
-pub struct ResumableRollout {
+pub(crate) struct ResumableRollout {
     pub items: Vec<RolloutItem>,
     pub skipped: Option<SkippedLines>,
 }
@@ -348,7 +348,7 @@ pub(super) fn parse_rollout(
 /// a readable `session_meta` record (0 bytes, or only garbage) is an error naming the
 /// file: resuming it would silently start an empty thread under an old id. Skipped lines
 /// are returned, not logged: the engine shows them as a warning on the resumed thread.
-pub fn read_resumable(path: &Path) -> Result<ResumableRollout, StoreError> {
+pub(crate) fn read_resumable(path: &Path) -> Result<ResumableRollout, StoreError> {
     ensure_not_empty(path)?;
     let (items, skipped) = parse_rollout(path)?;
     if !items

@@ -27,7 +27,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Appends records to one thread's rollout file and keeps its index entry current.
 #[derive(Debug, Clone)]
-pub struct RolloutRecorder {
+pub(crate) struct RolloutRecorder {
     path: PathBuf,
     state: Arc<Mutex<WriterState>>,
 }
@@ -46,7 +46,7 @@ impl RolloutRecorder {
     /// Creates `<home>/sessions/YYYY/MM/DD/rollout-<local time>-<id>.jsonl`, writes the
     /// `session_meta` line, and registers the thread in the index. Returns what healing
     /// the index repaired on the way, for the engine to tell the user.
-    pub async fn create(
+    pub(crate) async fn create(
         home: &Path,
         meta: SessionMeta,
     ) -> Result<(Self, Vec<IndexRepair>), StoreError> {
@@ -57,18 +57,18 @@ impl RolloutRecorder {
 
     /// Opens an existing rollout for appending (resuming a thread). A last line cut short
     /// by a crash is terminated first, so the next record starts on its own line.
-    pub async fn open_existing(path: &Path) -> Result<Self, StoreError> {
+    pub(crate) async fn open_existing(path: &Path) -> Result<Self, StoreError> {
         let path = path.to_path_buf();
         let label = path.clone();
         run_blocking(&label, move || open_existing_blocking(path)).await
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Appends `items`, one line each, and updates the thread's index entry.
-    pub async fn record(&self, items: &[RolloutItem]) -> Result<(), StoreError> {
+    pub(crate) async fn record(&self, items: &[RolloutItem]) -> Result<(), StoreError> {
         if items.is_empty() {
             return Ok(());
         }
