@@ -234,7 +234,7 @@ fn mcp_server_listen(
         }
         return Ok(interpreter_mcp_server::Listen::Stdio);
     }
-    let listen = interpreter_mcp_server::http::HttpListen::parse(&args.listen)?;
+    let listen = interpreter_mcp_server::HttpListen::parse(&args.listen)?;
     let token_file = if args.no_auth {
         None
     } else {

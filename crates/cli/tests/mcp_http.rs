@@ -478,7 +478,7 @@ async fn health_probes_answer_without_the_token() {
 /// the server says why on stderr.
 #[tokio::test]
 async fn adversarial_forged_expired_or_replayed_replica_signatures_are_refused() {
-    use interpreter_mcp_server::replica_auth::{ReplicaKeys, SIGNATURE_HEADER, SignedRequest};
+    use interpreter_mcp_server::{ReplicaKeys, SIGNATURE_HEADER, SignedRequest};
     use reqwest::header::{HeaderMap, HeaderValue};
 
     let env = McpEnv::with_config("mcp_server.fleet_key_file = \"fleet.keys\"").await;

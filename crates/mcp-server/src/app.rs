@@ -29,13 +29,13 @@ use tokio::sync::mpsc;
 const CLIENT_ANSWER_CAP: Duration = Duration::from_secs(3600);
 
 /// The app-server connection of one MCP connection, created on its first v2 request.
-pub struct AppBridge {
+pub(crate) struct AppBridge {
     processor: MessageProcessor,
     connection: std::sync::OnceLock<Arc<Connection>>,
 }
 
 impl AppBridge {
-    pub fn new(processor: MessageProcessor) -> Self {
+    pub(crate) fn new(processor: MessageProcessor) -> Self {
         Self {
             processor,
             connection: std::sync::OnceLock::new(),
@@ -43,12 +43,12 @@ impl AppBridge {
     }
 
     /// Whether `method` is an app-server method this adapter answers.
-    pub fn handles(method: &str) -> bool {
+    pub(crate) fn handles(method: &str) -> bool {
         method != "initialize" && MessageProcessor::handles(method)
     }
 
     /// Run one v2 request for the client behind `peer`.
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         request: CustomRequest,
         peer: &Peer<RoleServer>,

@@ -33,7 +33,7 @@ use crate::turns::Answer;
 /// `elicitation/create` params for an exec approval. The `codex_*` fields are the
 /// reference's correlation fields, kept for clients that read them.
 #[derive(Debug, Serialize)]
-pub struct ExecApprovalParams {
+pub(crate) struct ExecApprovalParams {
     pub message: String,
     #[serde(rename = "requestedSchema")]
     pub requested_schema: Value,
@@ -52,7 +52,7 @@ pub struct ExecApprovalParams {
 
 /// `elicitation/create` params for a patch approval.
 #[derive(Debug, Serialize)]
-pub struct PatchApprovalParams {
+pub(crate) struct PatchApprovalParams {
     pub message: String,
     #[serde(rename = "requestedSchema")]
     pub requested_schema: Value,
@@ -70,7 +70,7 @@ pub struct PatchApprovalParams {
 }
 
 /// The params of the elicitation for an exec approval.
-pub fn exec_params(
+pub(crate) fn exec_params(
     event: &ExecApprovalRequestEvent,
     event_id: &str,
     thread_id: ThreadId,
@@ -101,7 +101,7 @@ pub fn exec_params(
 }
 
 /// The params of the elicitation for a patch approval.
-pub fn patch_params(
+pub(crate) fn patch_params(
     event: &ApplyPatchApprovalRequestEvent,
     event_id: &str,
     thread_id: ThreadId,
@@ -141,7 +141,7 @@ pub fn patch_params(
 /// The spec-only subset of our params (`message`, `requestedSchema`), as a 2026-07-28
 /// `ElicitRequest` carries them inside `inputRequests`. A downstream server's own question
 /// (`is_question`) is passed as it came.
-pub fn spec_elicitation_params(params: &Value, is_question: bool) -> Value {
+pub(crate) fn spec_elicitation_params(params: &Value, is_question: bool) -> Value {
     if is_question {
         return params.clone();
     }
@@ -154,7 +154,7 @@ pub fn spec_elicitation_params(params: &Value, is_question: bool) -> Value {
 
 /// How an elicitation ended, for the result note.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ElicitOutcome {
+pub(crate) enum ElicitOutcome {
     /// The client's result, exactly as sent; the asker decodes it.
     Answered(Value),
     ClientError,
@@ -163,7 +163,7 @@ pub enum ElicitOutcome {
 }
 
 impl ElicitOutcome {
-    pub fn answer(self) -> Answer {
+    pub(crate) fn answer(self) -> Answer {
         match self {
             Self::Answered(value) => Answer::Client(value),
             Self::ClientError => Answer::Decided(ReviewDecision::Denied),
@@ -183,7 +183,7 @@ impl ElicitOutcome {
 /// stream a client MAY never open. rmcp ties a request to its origin by itself only while
 /// the handler's own task sends it; ours is sent from the turn's follower task, so the
 /// marker is set here.
-pub async fn elicit(
+pub(crate) async fn elicit(
     peer: &Peer<RoleServer>,
     origin: RequestId,
     params: Value,
@@ -246,7 +246,7 @@ pub async fn elicit(
 /// would then wait for its deadline: a ten-minute hang for an approval. Turned into an
 /// error answer for the same id, it settles the request at once, and an approval that got
 /// an error is denied (fail closed: an answer we cannot read is a "no").
-pub fn unreadable_answer_as_error(message: &Value, why: &str) -> Option<Value> {
+pub(crate) fn unreadable_answer_as_error(message: &Value, why: &str) -> Option<Value> {
     let object = message.as_object()?;
     if object.contains_key("method") {
         return None;

@@ -34,7 +34,7 @@ use crate::turns::Registry;
 
 /// Marks a request one replica forwarded to another; such a request is never forwarded
 /// again.
-pub const FORWARDED_HEADER: &str = "interpreter-forwarded";
+pub(crate) const FORWARDED_HEADER: &str = "interpreter-forwarded";
 
 /// How long the owner has to accept the forwarded connection. The call itself may then
 /// run as long as the turn does: it ends with the answer or with the caller's cancel.
@@ -56,21 +56,21 @@ fn kept_header(name: &str) -> bool {
 
 /// Headers a forward's signature covers: the kept ones, the loop guard and the body's
 /// type.
-pub fn signed_header(name: &str) -> bool {
+pub(crate) fn signed_header(name: &str) -> bool {
     kept_header(name) || name == FORWARDED_HEADER || name == "content-type"
 }
 
 /// What this replica needs to forward: the fleet's replica key, and where it may send
 /// it. Set once the listener knows its own address.
 #[derive(Debug)]
-pub struct Peers {
+pub(crate) struct Peers {
     pub keys: Arc<ReplicaKeys>,
     pub allow: ForwardAllow,
 }
 
 /// The retryable refusal for a request about a thread `owner` runs; `data.reason` says
 /// why it was not forwarded.
-pub fn runs_elsewhere(thread_id: ThreadId, owner: &str, why: &str) -> ErrorData {
+pub(crate) fn runs_elsewhere(thread_id: ThreadId, owner: &str, why: &str) -> ErrorData {
     let data = serde_json::to_value(RunsElsewhere::new(thread_id, owner))
         .ok()
         .map(|mut data| {
@@ -128,7 +128,10 @@ fn was_forwarded(ctx: &RequestContext<RoleServer>) -> bool {
 /// The other live replica that runs `thread_id`, if one does. A store that cannot say
 /// (unreachable) answers `None`: the request then goes the local way, where the lease
 /// is checked again and the store's own error reported.
-pub async fn owner_elsewhere(registry: &Registry, thread_id: ThreadId) -> Option<RemoteOwner> {
+pub(crate) async fn owner_elsewhere(
+    registry: &Registry,
+    thread_id: ThreadId,
+) -> Option<RemoteOwner> {
     let store = registry.store().await.ok()?;
     match store.owner_elsewhere(thread_id).await {
         Ok(owner) => owner,
@@ -142,7 +145,7 @@ pub async fn owner_elsewhere(registry: &Registry, thread_id: ThreadId) -> Option
 /// Sends `method` with `params` to `owner` and returns its JSON-RPC `result`, or its
 /// error as is. `modern` says whether the caller speaks 2026-07-28 (only such requests
 /// stand alone, so only they can be forwarded).
-pub async fn forward(
+pub(crate) async fn forward(
     registry: &Registry,
     owner: &RemoteOwner,
     thread_id: ThreadId,

@@ -23,7 +23,7 @@ use crate::turns::{Answer, PendingApproval, RunState, TurnRun};
 
 /// How this caller answers the approvals a turn raises.
 #[derive(Clone)]
-pub enum Asker {
+pub(crate) enum Asker {
     /// Legacy era, client declared elicitation: `elicitation/create` on its connection,
     /// tied to the `tools/call` that is asking (`origin`) so streamable HTTP sends it on
     /// that call's own response stream.
@@ -38,7 +38,7 @@ pub enum Asker {
 }
 
 /// Where following ended.
-pub enum FollowEnd {
+pub(crate) enum FollowEnd {
     Finished(CallToolResult),
     NeedsInput(InputRequiredResult),
     /// The request was cancelled (the caller decides whether the turn stops too).
@@ -48,7 +48,7 @@ pub enum FollowEnd {
 }
 
 /// One caller following a turn.
-pub struct Follower {
+pub(crate) struct Follower {
     pub peer: Peer<RoleServer>,
     pub progress_token: Option<ProgressToken>,
     /// Forward every event as a `codex/event` notification (legacy era, opted in).
@@ -67,7 +67,7 @@ pub struct Follower {
 
 impl Follower {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         peer: Peer<RoleServer>,
         progress_token: Option<ProgressToken>,
         codex_events: bool,
@@ -93,7 +93,7 @@ impl Follower {
 
     /// Follow `run` until it finishes, needs client input, is cancelled, or `limit`
     /// passes.
-    pub async fn follow(
+    pub(crate) async fn follow(
         &mut self,
         run: &Arc<TurnRun>,
         states: &RequestStates,
@@ -165,7 +165,7 @@ impl Follower {
     }
 
     /// `codex/event`, the reference's stream of every engine event.
-    pub async fn codex_event(&self, thread_id: ThreadId, event: &Event) {
+    pub(crate) async fn codex_event(&self, thread_id: ThreadId, event: &Event) {
         let Ok(msg) = serde_json::to_value(&event.msg) else {
             return;
         };

@@ -39,9 +39,9 @@ use crate::tools::{
 use crate::turns::{Answer, Registry, RunState, TurnRun};
 
 /// Name our server reports in `serverInfo`.
-pub const SERVER_NAME: &str = "interpreter";
+pub(crate) const SERVER_NAME: &str = "interpreter";
 /// Human title reported in `serverInfo`.
-pub const SERVER_TITLE: &str = "Interpreter";
+pub(crate) const SERVER_TITLE: &str = "Interpreter";
 
 // Hosts rename tools (Codex CLI shows `codex-reply` as `codex_reply`), so both spellings are
 // named where the model reads them.
@@ -78,7 +78,7 @@ struct Connection {
 
 /// The handler rmcp drives.
 #[derive(Clone)]
-pub struct AgentServer {
+pub(crate) struct AgentServer {
     registry: Arc<Registry>,
     states: Arc<RequestStates>,
     connection: Arc<Connection>,
@@ -87,7 +87,7 @@ pub struct AgentServer {
 
 impl AgentServer {
     /// A handler for a new connection.
-    pub fn new(registry: Arc<Registry>, states: Arc<RequestStates>) -> Self {
+    pub(crate) fn new(registry: Arc<Registry>, states: Arc<RequestStates>) -> Self {
         let app = Arc::new(AppBridge::new(registry.app.clone()));
         Self {
             registry,

@@ -72,7 +72,7 @@ impl HttpListen {
 
 /// Who may call.
 #[derive(Debug, Clone)]
-pub enum HttpAuth {
+pub(crate) enum HttpAuth {
     /// Requests need this bearer token.
     Token(String),
     /// No token (loopback only).
@@ -99,7 +99,7 @@ pub enum HttpError {
 /// Read the token from `path`, or create the file with a fresh token (mode 0600).
 /// An existing file owned by another user (who would choose the token), or that group or
 /// others can read or write (the token would not be a secret), is refused.
-pub fn load_or_create_token(path: &Path) -> Result<String, HttpError> {
+pub(crate) fn load_or_create_token(path: &Path) -> Result<String, HttpError> {
     listener::load_or_create_token(path, |bytes| {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
     })
@@ -212,7 +212,7 @@ impl Gate {
 }
 
 /// What the HTTP listener is, and whom it lets in.
-pub struct HttpServe {
+pub(crate) struct HttpServe {
     pub listen: HttpListen,
     pub auth: HttpAuth,
     /// Browser origins allowed besides this address's own.
@@ -228,7 +228,7 @@ pub struct HttpServe {
 
 /// Serve MCP over streamable HTTP until `shutdown` fires. Calls `ready` with the bound
 /// URL and the internal URL advertised to other replicas, once accepting.
-pub async fn serve(
+pub(crate) async fn serve(
     HttpServe {
         listen,
         auth,

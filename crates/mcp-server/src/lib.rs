@@ -28,23 +28,23 @@
 //! over 16 MiB is dropped, and well-formed JSON that is not a JSON-RPC message gets
 //! `-32600`.
 
-pub mod app;
-pub mod approval;
-pub mod fleet;
-pub mod follow;
+mod app;
+mod approval;
+mod fleet;
+mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod handler;
-pub mod http;
+mod handler;
+mod http;
 mod http_filters;
 mod keyring;
-pub mod mrtr;
-pub mod replica_auth;
-pub mod result;
+mod mrtr;
+mod replica_auth;
+mod result;
 mod stdio;
-pub mod tasks;
-pub mod tools;
-pub mod turns;
+mod tasks;
+mod tools;
+mod turns;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,9 +61,11 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::AgentServer;
-use crate::http::{HttpAuth, HttpError, HttpListen};
+pub use crate::http::HttpListen;
+use crate::http::{HttpAuth, HttpError};
 use crate::mrtr::{MrtrError, RequestStates};
-use crate::replica_auth::{ReplicaKeyError, ReplicaKeys};
+use crate::replica_auth::ReplicaKeyError;
+pub use crate::replica_auth::{ReplicaKeys, SIGNATURE_HEADER, SignedRequest};
 use crate::turns::Registry;
 
 /// The fleet key file in the home when `mcp_server.fleet_key_file` names none.

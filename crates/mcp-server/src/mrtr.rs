@@ -25,11 +25,11 @@ use rmcp::model::{RequestStateCodec, RequestStateError, SealOptions};
 use serde::{Deserialize, Serialize};
 
 /// The key of our one entry in `inputRequests` / `inputResponses`.
-pub const APPROVAL_INPUT_KEY: &str = "approval";
+pub(crate) const APPROVAL_INPUT_KEY: &str = "approval";
 
 /// What a sealed `requestState` carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SuspendedApproval {
+pub(crate) struct SuspendedApproval {
     /// The thread whose turn waits.
     pub thread: String,
     /// One-time id of the pending approval in that turn.
@@ -50,13 +50,13 @@ pub enum MrtrError {
 }
 
 /// The process's request-state sealer.
-pub struct RequestStates {
+pub(crate) struct RequestStates {
     codec: RequestStateCodec,
 }
 
 impl RequestStates {
     /// A codec with a fresh random key; states sealed by another process never open here.
-    pub fn new() -> Result<Self, MrtrError> {
+    pub(crate) fn new() -> Result<Self, MrtrError> {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).map_err(|e| MrtrError::Key(e.to_string()))?;
         let codec = RequestStateCodec::try_new(key.to_vec())?;
@@ -66,7 +66,7 @@ impl RequestStates {
     /// A codec over the keyring in `path` (see [`crate::keyring`]: created with one
     /// fresh key when missing, readable only by its owner; a file others may read is
     /// refused).
-    pub fn from_key_file(path: &Path) -> Result<Self, MrtrError> {
+    pub(crate) fn from_key_file(path: &Path) -> Result<Self, MrtrError> {
         let fail = |reason: String| MrtrError::KeyFile {
             path: path.to_path_buf(),
             reason,
@@ -85,7 +85,7 @@ impl RequestStates {
         format!("interpreter/mcp-server/approval|{tool}").into_bytes()
     }
 
-    pub fn seal(
+    pub(crate) fn seal(
         &self,
         state: &SuspendedApproval,
         tool: &str,
@@ -98,7 +98,7 @@ impl RequestStates {
         )?)
     }
 
-    pub fn open(&self, sealed: &str, tool: &str) -> Result<SuspendedApproval, MrtrError> {
+    pub(crate) fn open(&self, sealed: &str, tool: &str) -> Result<SuspendedApproval, MrtrError> {
         let context = Self::associated_data(tool);
         Ok(self.codec.open_json_with(sealed, &context)?)
     }

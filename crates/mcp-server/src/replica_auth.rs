@@ -38,7 +38,7 @@ pub const SIGNATURE_HEADER: &str = "interpreter-replica-signature";
 
 /// How far a signature's timestamp may be from the receiver's clock, either way. Also
 /// how long a nonce is remembered after its timestamp.
-pub const SIGNATURE_WINDOW: Duration = Duration::from_secs(30);
+pub(crate) const SIGNATURE_WINDOW: Duration = Duration::from_secs(30);
 
 /// Nonces remembered at most; a replica that would need more within one window refuses
 /// the surplus rather than forget one early (which would let it be replayed).
@@ -175,7 +175,7 @@ fn mac(
 
 /// A URL as both sides compare it: parsed and printed back (`HTTP://Host:80/mcp` and
 /// `http://host/mcp` are one URL).
-pub fn normalized_url(url: &str) -> Option<String> {
+pub(crate) fn normalized_url(url: &str) -> Option<String> {
     reqwest::Url::parse(url).ok().map(|url| url.to_string())
 }
 
@@ -187,7 +187,7 @@ fn unix_now() -> u64 {
 
 /// Why a forwarded request was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The signature is not one this replica accepts (401).
     Unauthorized(String),
     /// Too many forwarded requests within the window to remember their nonces (503).
@@ -203,7 +203,7 @@ impl std::fmt::Display for Refusal {
 }
 
 /// The receiving side: checks the signatures of requests forwarded to this replica.
-pub struct ReplicaVerifier {
+pub(crate) struct ReplicaVerifier {
     keys: std::sync::Arc<ReplicaKeys>,
     /// This replica's advertised internal URL, normalized: the only URL a signature
     /// verifies for here. `None`: it advertises none, so nothing is forwarded to it.
@@ -264,7 +264,7 @@ fn parse_signature(value: &str) -> Result<Signature<'_>, String> {
 }
 
 impl ReplicaVerifier {
-    pub fn new(keys: std::sync::Arc<ReplicaKeys>, own_url: Option<&str>) -> Self {
+    pub(crate) fn new(keys: std::sync::Arc<ReplicaKeys>, own_url: Option<&str>) -> Self {
         Self {
             keys,
             own_url: own_url.and_then(normalized_url),
@@ -274,7 +274,7 @@ impl ReplicaVerifier {
 
     /// Whether a request carrying [`SIGNATURE_HEADER`] is a replica's, sent to this one,
     /// within the window, and not seen before.
-    pub fn verify(
+    pub(crate) fn verify(
         &self,
         method: &http::Method,
         headers: &HeaderMap,

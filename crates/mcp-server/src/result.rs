@@ -18,7 +18,7 @@ use serde::Serialize;
 /// Where a thread's turn stands, as the tools report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TurnStatus {
+pub(crate) enum TurnStatus {
     Running,
     WaitingForApproval,
     Completed,
@@ -79,7 +79,10 @@ fn build(thread_id: Option<ThreadId>, text: &str, status: Option<TurnStatus>) ->
 
 /// The text and status of a finished turn: its last message, and the failure (if any)
 /// after it. One rule for a turn that ends live and one read back from its rollout.
-pub fn turn_outcome(last_message: Option<&str>, failure: Option<&str>) -> (String, TurnStatus) {
+pub(crate) fn turn_outcome(
+    last_message: Option<&str>,
+    failure: Option<&str>,
+) -> (String, TurnStatus) {
     let text = last_message.unwrap_or_default();
     match failure {
         None => (text.to_string(), TurnStatus::Completed),
@@ -92,17 +95,17 @@ pub fn turn_outcome(last_message: Option<&str>, failure: Option<&str>) -> (Strin
 }
 
 /// A turn's outcome, or a thread's state, with its status.
-pub fn with_status(thread_id: ThreadId, text: &str, status: TurnStatus) -> CallToolResult {
+pub(crate) fn with_status(thread_id: ThreadId, text: &str, status: TurnStatus) -> CallToolResult {
     build(Some(thread_id), text, Some(status))
 }
 
 /// An agent-level failure on a known thread (bad state, resume failure).
-pub fn thread_error(thread_id: ThreadId, text: &str) -> CallToolResult {
+pub(crate) fn thread_error(thread_id: ThreadId, text: &str) -> CallToolResult {
     build(Some(thread_id), text, Some(TurnStatus::Failed))
 }
 
 /// A failure before any thread exists (bad arguments, bad config).
-pub fn error(text: &str) -> CallToolResult {
+pub(crate) fn error(text: &str) -> CallToolResult {
     build(None, text, None)
 }
 

@@ -36,12 +36,12 @@ fn timestamp(at: DateTime<Utc>) -> String {
 }
 
 /// The id of the task that is turn `turn_id` of `thread_id`.
-pub fn task_id(thread_id: ThreadId, turn_id: &str) -> String {
+pub(crate) fn task_id(thread_id: ThreadId, turn_id: &str) -> String {
     format!("{thread_id}.{turn_id}")
 }
 
 /// The thread task `task_id` is a turn of, if the id is one of ours.
-pub fn thread_of(task_id: &str) -> Option<ThreadId> {
+pub(crate) fn thread_of(task_id: &str) -> Option<ThreadId> {
     parse_task_id(task_id).ok().map(|(thread, _)| thread)
 }
 
@@ -66,7 +66,7 @@ fn base_task(task_id: &str, created: DateTime<Utc>) -> Task {
 }
 
 /// The `CreateTaskResult` for a run that just started.
-pub fn created(run: &TurnRun) -> CreateTaskResult {
+pub(crate) fn created(run: &TurnRun) -> CreateTaskResult {
     let mut task = base_task(&task_id(run.thread_id, &run.turn_id), run.created);
     task.status_message = Some("the turn is running".to_string());
     CreateTaskResult::new(task)
@@ -81,7 +81,7 @@ fn completed(task: Task, result: &CallToolResult) -> DetailedTask {
 }
 
 /// `tasks/get`.
-pub async fn get(registry: &Registry, task_id: &str) -> Result<GetTaskResult, ErrorData> {
+pub(crate) async fn get(registry: &Registry, task_id: &str) -> Result<GetTaskResult, ErrorData> {
     let (thread_id, turn_id) = parse_task_id(task_id)?;
     if let Some(run) = registry
         .latest_run(thread_id)
@@ -209,7 +209,7 @@ async fn from_rollout(
 }
 
 /// `tasks/update`: answers to the approvals the task asked for.
-pub fn update(
+pub(crate) fn update(
     registry: &Registry,
     task_id: &str,
     responses: &InputResponses,
@@ -237,7 +237,7 @@ pub fn update(
 }
 
 /// `tasks/cancel`: interrupt the turn (cooperative; the task may still complete).
-pub fn cancel(registry: &Registry, task_id: &str) -> Result<(), ErrorData> {
+pub(crate) fn cancel(registry: &Registry, task_id: &str) -> Result<(), ErrorData> {
     let (thread_id, turn_id) = parse_task_id(task_id)?;
     match registry
         .latest_run(thread_id)

@@ -13,15 +13,15 @@ use serde_json::{Value, json};
 
 use interpreter_mcp_client::nesting::child_depth_marker;
 
-pub const CODEX_TOOL: &str = "codex";
-pub const CODEX_REPLY_TOOL: &str = "codex-reply";
-pub const CODEX_STATUS_TOOL: &str = "codex-status";
-pub const CODEX_WAIT_TOOL: &str = "codex-wait";
+pub(crate) const CODEX_TOOL: &str = "codex";
+pub(crate) const CODEX_REPLY_TOOL: &str = "codex-reply";
+pub(crate) const CODEX_STATUS_TOOL: &str = "codex-status";
+pub(crate) const CODEX_WAIT_TOOL: &str = "codex-wait";
 
 /// Longest `codex-wait` we hold a request open for; clients with shorter timeouts pass less.
-pub const MAX_WAIT_SEC: u64 = 300;
+pub(crate) const MAX_WAIT_SEC: u64 = 300;
 /// `codex-wait` without `timeoutSec`.
-pub const DEFAULT_WAIT_SEC: u64 = 30;
+pub(crate) const DEFAULT_WAIT_SEC: u64 = 30;
 
 const CODEX_DESCRIPTION: &str = "Run the interpreter coding agent on a prompt. It reads and edits \
 files and runs shell commands in `cwd`, then returns its final message. The result carries the \
@@ -65,7 +65,7 @@ fn output_schema() -> Value {
 
 /// Every tool, in the order `tools/list` shows them (deterministic, the same on every
 /// connection).
-pub fn tool_definitions() -> Vec<Value> {
+pub(crate) fn tool_definitions() -> Vec<Value> {
     vec![
         codex_tool(),
         codex_reply_tool(),
@@ -77,13 +77,13 @@ pub fn tool_definitions() -> Vec<Value> {
 /// The `Mcp-Param-*` name 2026-07-28 clients send a call's `threadId` under
 /// (`x-mcp-header`), so a load balancer can route every call about one thread alike
 /// without reading bodies.
-pub const THREAD_ID_HEADER: &str = "ThreadId";
+pub(crate) const THREAD_ID_HEADER: &str = "ThreadId";
 
 /// [`tool_definitions`] as 2026-07-28 clients see them: `threadId` marked for the
 /// [`THREAD_ID_HEADER`] routing header. Legacy-era clients get the plain schemas: they
 /// send no such headers, and some hosts pass schemas on to model APIs that refuse
 /// keywords they do not know.
-pub fn routed_tool_definitions() -> Vec<Value> {
+pub(crate) fn routed_tool_definitions() -> Vec<Value> {
     let mut tools = tool_definitions();
     for tool in &mut tools {
         if let Some(thread_id) = tool
@@ -212,7 +212,7 @@ const RETIRED_ARGUMENTS: &[(&str, &str)] = &[(
 /// `wait_for_previous`); failing the call on them would make the tools unusable there,
 /// while a near miss of a real argument must still fail loudly, since dropping it would
 /// silently run with a setting the caller did not ask for.
-pub fn screen_arguments(
+pub(crate) fn screen_arguments(
     tool: &str,
     arguments: &mut serde_json::Map<String, Value>,
 ) -> Result<(), String> {
@@ -293,7 +293,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// Arguments of `codex`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct CodexArgs {
+pub(crate) struct CodexArgs {
     pub prompt: String,
     #[serde(default)]
     pub model: Option<String>,
@@ -318,21 +318,21 @@ pub struct CodexArgs {
 /// Arguments of `codex-status`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CodexStatusArgs {
+pub(crate) struct CodexStatusArgs {
     pub thread_id: String,
 }
 
 /// Arguments of `codex-wait`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CodexWaitArgs {
+pub(crate) struct CodexWaitArgs {
     pub thread_id: String,
     #[serde(default)]
     pub timeout_sec: Option<u64>,
 }
 
 impl CodexWaitArgs {
-    pub fn timeout(&self) -> std::time::Duration {
+    pub(crate) fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(
             self.timeout_sec
                 .unwrap_or(DEFAULT_WAIT_SEC)
@@ -344,7 +344,7 @@ impl CodexWaitArgs {
 /// Arguments of `codex-reply` (unknown keys are accepted, as the reference does).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CodexReplyArgs {
+pub(crate) struct CodexReplyArgs {
     pub prompt: String,
     #[serde(default)]
     pub thread_id: Option<String>,
@@ -354,7 +354,7 @@ pub struct CodexReplyArgs {
 
 impl CodexReplyArgs {
     /// `threadId`, else the legacy `conversationId`.
-    pub fn thread_id(&self) -> Result<ThreadId, String> {
+    pub(crate) fn thread_id(&self) -> Result<ThreadId, String> {
         let raw = self
             .thread_id
             .as_deref()
@@ -364,13 +364,13 @@ impl CodexReplyArgs {
     }
 }
 
-pub fn parse_thread_id(raw: &str) -> Result<ThreadId, String> {
+pub(crate) fn parse_thread_id(raw: &str) -> Result<ThreadId, String> {
     raw.parse::<ThreadId>().map_err(|e| e.to_string())
 }
 
 /// Why a call's configuration could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum SessionConfigError {
+pub(crate) enum SessionConfigError {
     #[error("{0}")]
     Load(#[from] interpreter_core::config::ConfigError),
     #[error("`config.{key}`: {reason}")]
@@ -382,7 +382,7 @@ pub enum SessionConfigError {
 impl SessionConfigError {
     /// Whether the call asked for more than the server's operator allows (a sandbox
     /// above the ceiling, a program of its own), rather than for something broken.
-    pub fn is_refusal(&self) -> bool {
+    pub(crate) fn is_refusal(&self) -> bool {
         use interpreter_core::config::ConfigError;
         matches!(
             self,
@@ -393,7 +393,7 @@ impl SessionConfigError {
 
 /// Per-call settings layered on top of the server's own config inputs.
 #[derive(Debug, Default, Clone)]
-pub struct CallOverrides {
+pub(crate) struct CallOverrides {
     pub model: Option<String>,
     pub cwd: Option<PathBuf>,
     pub approval_policy: Option<AskForApproval>,
@@ -405,7 +405,7 @@ pub struct CallOverrides {
 }
 
 impl CodexArgs {
-    pub fn overrides(&self) -> Result<CallOverrides, SessionConfigError> {
+    pub(crate) fn overrides(&self) -> Result<CallOverrides, SessionConfigError> {
         let mut config = Vec::new();
         for (key, value) in self.config.iter().flatten() {
             let value = json_to_toml(value).map_err(|reason| SessionConfigError::BadValue {
@@ -429,7 +429,7 @@ impl CodexArgs {
 
 /// JSON → TOML the way `-c` values are typed. TOML has no null; the reference turned it
 /// into an empty string, which silently changes meaning, so we reject it instead.
-pub fn json_to_toml(value: &Value) -> Result<toml::Value, String> {
+pub(crate) fn json_to_toml(value: &Value) -> Result<toml::Value, String> {
     Ok(match value {
         Value::Null => return Err("null is not a TOML value; omit the key instead".to_string()),
         Value::Bool(b) => toml::Value::Boolean(*b),
@@ -455,7 +455,7 @@ pub fn json_to_toml(value: &Value) -> Result<toml::Value, String> {
 /// first, then this call's `config` entries (the caller's overrides, held to the limits
 /// the server's operator set, as its typed arguments are), then its typed arguments; and
 /// mark the session's child environment with the MCP nesting depth.
-pub async fn build_session_config(
+pub(crate) async fn build_session_config(
     server_inputs: &ConfigInputs,
     call: CallOverrides,
 ) -> Result<Config, SessionConfigError> {

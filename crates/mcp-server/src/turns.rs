@@ -38,7 +38,7 @@ const EVENT_BUFFER: usize = 1024;
 
 /// How a question the turn asked was answered.
 #[derive(Debug, Clone)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// What the client sent (an `ElicitResult`, or a legacy approval answer), decoded by
     /// whoever asked: the shared approval decoder, or the elicitation shape.
     Client(Value),
@@ -48,7 +48,7 @@ pub enum Answer {
 
 /// A question the turn waits for: a command or patch approval, or a downstream MCP
 /// server's elicitation passed up to our client.
-pub struct PendingApproval {
+pub(crate) struct PendingApproval {
     /// One-time id within this process (the MRTR `requestState` names it).
     pub id: u64,
     /// The elicitation params to send (for approvals: ours, with the reference's `codex_*`
@@ -66,7 +66,7 @@ pub struct PendingApproval {
 
 impl PendingApproval {
     /// Answer the turn. Only the first answer counts; later ones return `false`.
-    pub fn resolve(&self, answer: Answer) -> bool {
+    pub(crate) fn resolve(&self, answer: Answer) -> bool {
         let sender = self.reply.lock().ok().and_then(|mut s| s.take());
         sender.is_some_and(|s| s.send(answer).is_ok())
     }
@@ -74,7 +74,7 @@ impl PendingApproval {
 
 /// Where the turn stands.
 #[derive(Clone)]
-pub enum RunState {
+pub(crate) enum RunState {
     Running {
         step: String,
         last_message: Option<String>,
@@ -87,7 +87,7 @@ pub enum RunState {
 }
 
 /// One turn on one thread, driven in the background.
-pub struct TurnRun {
+pub(crate) struct TurnRun {
     pub thread_id: ThreadId,
     pub settings: McpServerSettings,
     /// The engine's deadline on its requests (`approval_timeout_sec`): it alone times
@@ -111,32 +111,32 @@ pub struct TurnRun {
 }
 
 impl TurnRun {
-    pub fn subscribe_events(&self) -> broadcast::Receiver<Arc<Event>> {
+    pub(crate) fn subscribe_events(&self) -> broadcast::Receiver<Arc<Event>> {
         self.events.subscribe()
     }
 
-    pub fn watch_state(&self) -> watch::Receiver<RunState> {
+    pub(crate) fn watch_state(&self) -> watch::Receiver<RunState> {
         self.state.subscribe()
     }
 
-    pub fn state(&self) -> RunState {
+    pub(crate) fn state(&self) -> RunState {
         self.state.borrow().clone()
     }
 
     /// The next approval nobody has taken, if any.
-    pub fn take_pending(&self) -> Option<Arc<PendingApproval>> {
+    pub(crate) fn take_pending(&self) -> Option<Arc<PendingApproval>> {
         self.pending.lock().ok().and_then(|mut p| p.pop_front())
     }
 
     /// Park an approval for an MRTR retry.
-    pub fn offer(&self, approval: Arc<PendingApproval>) {
+    pub(crate) fn offer(&self, approval: Arc<PendingApproval>) {
         if let Ok(mut offered) = self.offered.lock() {
             offered.insert(approval.id, approval);
         }
     }
 
     /// Approvals offered and not yet answered.
-    pub fn offered_approvals(&self) -> Vec<Arc<PendingApproval>> {
+    pub(crate) fn offered_approvals(&self) -> Vec<Arc<PendingApproval>> {
         let mut offered: Vec<_> = self
             .offered
             .lock()
@@ -148,23 +148,23 @@ impl TurnRun {
 
     /// Take back an approval offered as MRTR; `None` if it was redeemed, expired or never
     /// existed (a replayed or forged state).
-    pub fn redeem(&self, id: u64) -> Option<Arc<PendingApproval>> {
+    pub(crate) fn redeem(&self, id: u64) -> Option<Arc<PendingApproval>> {
         self.offered.lock().ok().and_then(|mut o| o.remove(&id))
     }
 
-    pub fn note(&self, note: String) {
+    pub(crate) fn note(&self, note: String) {
         if let Ok(mut notes) = self.notes.lock() {
             notes.push(note);
         }
     }
 
     /// Ask the turn to stop (`Op::Interrupt`); the run ends once the engine confirms.
-    pub fn interrupt(&self) {
+    pub(crate) fn interrupt(&self) {
         self.interrupt.cancel();
     }
 
     /// Fires when the turn is asked to stop; bounds work done on its behalf.
-    pub fn stopping(&self) -> CancellationToken {
+    pub(crate) fn stopping(&self) -> CancellationToken {
         self.interrupt.clone()
     }
 
@@ -205,7 +205,7 @@ impl TurnRun {
 }
 
 /// A human line for progress messages and `codex-status`.
-pub fn step_of(msg: &EventMsg) -> Option<String> {
+pub(crate) fn step_of(msg: &EventMsg) -> Option<String> {
     Some(match msg {
         EventMsg::TaskStarted(_) => "turn started; waiting for the model".to_string(),
         EventMsg::AgentMessage(_) => "the agent wrote a message".to_string(),
@@ -253,7 +253,7 @@ pub fn step_of(msg: &EventMsg) -> Option<String> {
 }
 
 /// State shared by every connection of one server process.
-pub struct Registry {
+pub(crate) struct Registry {
     pub thread_manager: Arc<ThreadManager>,
     pub inputs: ConfigInputs,
     /// The app-server's v2 methods over the same threads (see [`crate::app`]).
@@ -269,7 +269,7 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(thread_manager: Arc<ThreadManager>, inputs: ConfigInputs) -> Self {
+    pub(crate) fn new(thread_manager: Arc<ThreadManager>, inputs: ConfigInputs) -> Self {
         let app = interpreter_app_server::MessageProcessor::new(
             interpreter_app_server::ProcessorOptions {
                 config_inputs: inputs.clone(),
@@ -290,7 +290,7 @@ impl Registry {
     }
 
     /// The latest run on a thread (running or finished), if this process has one.
-    pub fn latest_run(&self, thread_id: ThreadId) -> Option<Arc<TurnRun>> {
+    pub(crate) fn latest_run(&self, thread_id: ThreadId) -> Option<Arc<TurnRun>> {
         self.runs
             .lock()
             .ok()
@@ -298,7 +298,9 @@ impl Registry {
     }
 
     /// The thread store the server's config names (shared with the engine).
-    pub async fn store(&self) -> Result<Arc<dyn interpreter_core::store::ThreadStore>, CoreError> {
+    pub(crate) async fn store(
+        &self,
+    ) -> Result<Arc<dyn interpreter_core::store::ThreadStore>, CoreError> {
         self.store
             .get_or_try_init(|| async {
                 let config = build_session_config(&self.inputs, CallOverrides::default())
@@ -313,7 +315,10 @@ impl Registry {
     }
 
     /// A live thread, or the saved one loaded from disk.
-    pub async fn live_or_resumed(&self, thread_id: ThreadId) -> Result<Arc<Thread>, CoreError> {
+    pub(crate) async fn live_or_resumed(
+        &self,
+        thread_id: ThreadId,
+    ) -> Result<Arc<Thread>, CoreError> {
         self.thread_manager
             .get_or_resume(thread_id, async || {
                 build_session_config(&self.inputs, CallOverrides::default())
@@ -325,7 +330,7 @@ impl Registry {
 
     /// Wait for the thread's turn slot (a previous turn must end first), submit `prompt`,
     /// and start driving the turn. `None` if `cancel` fired while waiting.
-    pub async fn start_turn(
+    pub(crate) async fn start_turn(
         self: &Arc<Self>,
         thread: Arc<Thread>,
         prompt: String,
