@@ -797,18 +797,14 @@ fn ask_exec_approval(
         )
     };
     let params = params.unwrap_or_default();
-    let call_id = request.call_id;
+    let op = |id, decision| Op::ExecApproval { id, decision };
     spawn_approval(
         loaded,
         connection,
-        method,
-        params,
+        (method, params),
         turn_over,
-        &call_id.clone(),
-        move |d| Op::ExecApproval {
-            id: call_id,
-            decision: d,
-        },
+        request.call_id,
+        op,
     );
 }
 
@@ -864,18 +860,14 @@ fn ask_patch_approval(
         )
     };
     let params = params.unwrap_or_default();
-    let call_id = request.call_id;
+    let op = |id, decision| Op::PatchApproval { id, decision };
     spawn_approval(
         loaded,
         connection,
-        method,
-        params,
+        (method, params),
         turn_over,
-        &call_id.clone(),
-        move |d| Op::PatchApproval {
-            id: call_id,
-            decision: d,
-        },
+        request.call_id,
+        op,
     );
 }
 
@@ -885,15 +877,13 @@ fn ask_patch_approval(
 fn spawn_approval(
     loaded: &Arc<LoadedThread>,
     connection: Arc<Connection>,
-    method: &'static str,
-    params: serde_json::Value,
+    (method, params): (&'static str, serde_json::Value),
     turn_over: &CancellationToken,
-    call_id: &str,
-    answer: impl FnOnce(ReviewDecision) -> Op + Send + 'static,
+    call_id: String,
+    answer: fn(String, ReviewDecision) -> Op,
 ) {
     let config = loaded.thread.config();
-    let expired = loaded.open_requests.open(call_id);
-    let call_id = call_id.to_string();
+    let expired = loaded.open_requests.open(&call_id);
     let fallback = match config.app_server.approval_fallback {
         ElicitationFallback::Deny => ReviewDecision::Denied,
         ElicitationFallback::Approve => ReviewDecision::Approved,
@@ -917,7 +907,9 @@ fn spawn_approval(
         };
         loaded.open_requests.close(&call_id);
         connection.forget_request(&request_id);
-        answer_later(&loaded, Some(request_id), decision, answer);
+        answer_later(&loaded, Some(request_id), decision, move |d| {
+            answer(call_id, d)
+        });
     });
 }
 
