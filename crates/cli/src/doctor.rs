@@ -259,7 +259,9 @@ pub(crate) async fn diagnose(
     let state_home = config.map(|config| config.home.clone()).or(home);
     checks.push(
         match (config.map(|config| &config.thread_store), state_home) {
-            (Some(location @ StoreLocation::Postgres { .. }), _) => check_store(location).await,
+            (Some(location @ StoreLocation::Postgres { .. }), _) => {
+                check_store(location, env.get("PGPASSWORD").cloned()).await
+            }
             (_, Some(home)) => check_state(home).await,
             (_, None) => Check::warn(
                 "state",
@@ -810,10 +812,10 @@ fn sandbox_verdict(support: &SandboxSupport, mode: SandboxMode) -> Check {
 }
 
 /// A database thread store: it answers, has our schema, and how many threads it holds.
-async fn check_store(location: &StoreLocation) -> Check {
+async fn check_store(location: &StoreLocation, password: Option<String>) -> Check {
     const NAME: &str = "state";
     let status = async {
-        let store = store::open(location, None).await?;
+        let store = store::open(location, None, password).await?;
         store.status().await
     };
     match tokio::time::timeout(STATE_DEADLINE, status).await {

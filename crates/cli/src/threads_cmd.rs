@@ -36,7 +36,8 @@ pub(crate) async fn run(
     let cwd = crate::exec::resolve_cwd(None)?;
     let inputs = config_inputs::build(config, env, cwd.clone(), ConfigOverrides::default())?;
     let location = load_store_location(&inputs)?;
-    let store = store::open(&location, None).await?;
+    let password = inputs.env.get("PGPASSWORD").cloned();
+    let store = store::open(&location, None, password.clone()).await?;
     let text = match args.command {
         ThreadsCommand::Migrate { to } => {
             let target = StoreLocation::parse(Some(&to), inputs.home.clone())
@@ -45,7 +46,7 @@ pub(crate) async fn run(
                 eprintln!("Error: --to names the store the threads are already in ({location})");
                 return Ok(ExitCode::from(2));
             }
-            let target = store::open(&target, None).await?;
+            let target = store::open(&target, None, password).await?;
             return migrate(store.as_ref(), target.as_ref()).await;
         }
         ThreadsCommand::List {

@@ -38,7 +38,7 @@ async fn main() -> anyhow::Result<()> {
     let home = tempfile::tempdir()?;
     let location = StoreLocation::parse(Some(&location), home.path().to_path_buf())
         .map_err(anyhow::Error::msg)?;
-    let store = store::open(&location, None).await?;
+    let store = store::open(&location, None, std::env::var("PGPASSWORD").ok()).await?;
     let meta = SessionMeta {
         id: ThreadId::new(),
         timestamp: Utc::now(),

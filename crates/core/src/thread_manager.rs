@@ -398,7 +398,13 @@ impl ThreadManager {
         if let Some(store) = stores.get(&config.thread_store) {
             return Ok(Arc::clone(store));
         }
-        let store = store::open(&config.thread_store, self.internal_url.get().cloned()).await?;
+        let password = config.env.get("PGPASSWORD").cloned();
+        let store = store::open(
+            &config.thread_store,
+            self.internal_url.get().cloned(),
+            password,
+        )
+        .await?;
         stores.insert(config.thread_store.clone(), Arc::clone(&store));
         Ok(store)
     }

@@ -19,6 +19,7 @@ use tempfile::TempDir;
 async fn pg_store(url: &str, replica: &str) -> PgStore {
     PgStore::connect(
         url,
+        None,
         "postgres (test)".into(),
         Replica {
             id: format!("{replica}-{}", ThreadId::new()),

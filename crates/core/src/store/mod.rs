@@ -218,16 +218,19 @@ pub trait ThreadWriter: Send + Sync + std::fmt::Debug {
 
 /// Opens the store at `location`. `internal_url` is where other processes sharing the
 /// store reach this one with requests for threads it runs (a fleet replica's own
-/// address), if it takes any.
+/// address), if it takes any; `password` is the database's when its URL has none
+/// (`PGPASSWORD` of the environment `main` read).
 pub async fn open(
     location: &StoreLocation,
     internal_url: Option<String>,
+    password: Option<String>,
 ) -> Result<Arc<dyn ThreadStore>, StoreError> {
     match location {
         StoreLocation::Local { home } => Ok(Arc::new(LocalStore::new(home.clone()))),
         StoreLocation::Postgres { url } => {
             let store = PgStore::connect(
                 url,
+                password,
                 location.to_string(),
                 Replica::this_process(internal_url),
             )

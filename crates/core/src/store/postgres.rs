@@ -311,9 +311,14 @@ impl Drop for HeartbeatGuard {
 }
 
 impl PgStore {
-    /// Connects to `url` (its password, if any, from `PGPASSWORD`), brings the schema up
-    /// to date and registers this process as a replica.
-    pub async fn connect(url: &str, label: String, replica: Replica) -> Result<Self, StoreError> {
+    /// Connects to `url` (with `password` when the URL has none), brings the schema up to
+    /// date and registers this process as a replica.
+    pub async fn connect(
+        url: &str,
+        password: Option<String>,
+        label: String,
+        replica: Replica,
+    ) -> Result<Self, StoreError> {
         let error = |message: String| StoreError::Database {
             store: label.clone(),
             message,
@@ -322,7 +327,7 @@ impl PgStore {
             .parse()
             .map_err(|err| error(format!("invalid URL: {err}")))?;
         if config.get_password().is_none()
-            && let Ok(password) = std::env::var("PGPASSWORD")
+            && let Some(password) = password
         {
             config.password(password);
         }
