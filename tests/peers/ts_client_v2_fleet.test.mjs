@@ -37,7 +37,9 @@ async function startNginx(upstreams, { hashOnThread = false } = {}) {
   const port = await freePort();
   const log = join(dir, "logs", "upstream.log");
   const conf = join(dir, "nginx.conf");
-  writeFileSync(conf, `worker_processes 1;
+  // One process (no master): the SIGKILL in stop() leaves no worker behind on the port.
+  writeFileSync(conf, `master_process off;
+worker_processes 1;
 error_log ${dir}/logs/error.log warn;
 events { worker_connections 256; }
 http {

@@ -261,7 +261,8 @@ impl Fleet {
             })
             .collect();
         let conf = format!(
-            "worker_processes 1;\nerror_log {dir}/logs/error.log warn;\n\
+            // One process (no master): killing it leaves no worker behind holding the port.
+            "master_process off;\nworker_processes 1;\nerror_log {dir}/logs/error.log warn;\n\
              events {{ worker_connections 256; }}\n\
              http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n\
                proxy_temp_path {dir}/proxy;\n  fastcgi_temp_path {dir}/fastcgi;\n\
