@@ -10,6 +10,7 @@ mod cli;
 mod config_inputs;
 mod doctor;
 mod exec;
+mod layering;
 mod login;
 mod mcp_cmd;
 mod render;
