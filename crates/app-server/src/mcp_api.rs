@@ -404,7 +404,12 @@ pub(crate) fn ask_elicitation(
         connection.forget_request(&request_id);
         if expired.is_cancelled() {
             // The engine declined it at its deadline: only the followers are told.
-            crate::driver::settle_request(loaded, Some(request_id), None, "");
+            crate::driver::settle_request(
+                loaded,
+                Some(request_id),
+                None,
+                "withdrawing an expired question",
+            );
         } else {
             resolve(loaded, Some(request_id), request.id, response);
         }

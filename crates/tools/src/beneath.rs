@@ -416,7 +416,7 @@ impl Target {
         refused_names: &[&str],
     ) -> Result<(), BeneathError> {
         let (source_parent, source_name) = source.open_parent(false, Access::Read)?;
-        let source_dir = open_listable(&source_parent, &source_name)?;
+        let source_dir = open_below(&source_parent, Path::new(&source_name))?;
         let mut entries: Vec<(PathBuf, FileType)> = Vec::new();
         list_tree(
             &source_dir,
@@ -430,7 +430,7 @@ impl Target {
         let (parent, name) = self.open_parent(false, Access::Write)?;
         rustix::fs::mkdirat(&parent, name.as_os_str(), Mode::from_raw_mode(0o777))
             .map_err(io::Error::from)?;
-        let destination = open_listable(&parent, &name)?;
+        let destination = open_below(&parent, Path::new(&name))?;
         // Parents come before their children: the listing is depth first from the top.
         for (relative, kind) in entries {
             let (Some(dir), Some(entry)) = (relative.parent(), relative.file_name()) else {
@@ -538,34 +538,26 @@ fn open_directory(
     Ok(directory)
 }
 
-/// `name` in `parent` opened as a directory that can be listed and created in, without
-/// following anything.
-fn open_listable(parent: &OwnedFd, name: &OsStr) -> Result<OwnedFd, BeneathError> {
+/// The directory `path` names below `parent` (a name, or a relative path of several),
+/// opened so that it can be listed and created in, without following anything.
+fn open_listable(parent: &OwnedFd, path: &Path) -> rustix::io::Result<OwnedFd> {
     rustix::fs::openat2(
         parent,
-        name,
+        path,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
         ResolveFlags::BENEATH | NO_LINKS,
     )
-    .map_err(|error| BeneathError::Io(error.into()))
 }
 
-/// The directory `relative` names below `top`, without following anything.
+/// The directory `relative` names below `top` (`top` itself when empty).
 fn open_below(top: &OwnedFd, relative: &Path) -> Result<OwnedFd, BeneathError> {
     let relative = if relative.as_os_str().is_empty() {
         Path::new(".")
     } else {
         relative
     };
-    rustix::fs::openat2(
-        top,
-        relative,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::BENEATH | NO_LINKS,
-    )
-    .map_err(|error| BeneathError::Io(error.into()))
+    open_listable(top, relative).map_err(|error| BeneathError::Io(error.into()))
 }
 
 /// Lists the tree below `dir` (at `relative` below the top, named `shown` for messages)
@@ -625,7 +617,7 @@ fn list_tree(
             )));
         }
         if kind == FileType::Directory {
-            let below = open_listable(dir, &name)?;
+            let below = open_below(dir, Path::new(&name))?;
             list_tree(
                 &below,
                 &path,
@@ -692,14 +684,7 @@ fn remove_entry(parent: &OwnedFd, name: &OsStr, depth: usize) -> Result<(), Bene
         ))
         .into());
     }
-    let directory = rustix::fs::openat2(
-        parent,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::BENEATH | NO_LINKS,
-    )
-    .map_err(io::Error::from)?;
+    let directory = open_listable(parent, Path::new(name)).map_err(io::Error::from)?;
     let mut names = Vec::new();
     for entry in rustix::fs::Dir::read_from(&directory).map_err(io::Error::from)? {
         let entry = entry.map_err(io::Error::from)?;
