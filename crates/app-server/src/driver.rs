@@ -7,63 +7,60 @@
 //! approval request, then `serverRequest/resolved`, then (when it runs) output deltas,
 //! then `item/completed`. `error` precedes the `turn/completed` of a failed turn.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use interpreter_core::config::ElicitationFallback;
+use interpreter_core::items::{ItemEvent, ItemProjector, TurnItem};
 use interpreter_protocol::approval_answer::decode_approval_answer;
 use interpreter_protocol::{
-    ApplyPatchApprovalRequestEvent, Event, EventMsg, ExecApprovalRequestEvent, ExecCommandSource,
-    Op, ReviewDecision,
+    ApplyPatchApprovalRequestEvent, Event, EventMsg, ExecApprovalRequestEvent, Op, ReviewDecision,
 };
 use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{ClientAnswer, Connection};
+use crate::item_wire::{ItemContext, item_notification};
 use crate::mapping;
 use crate::protocol::v1;
-use crate::protocol::v2::{
-    self, CommandExecutionStatus, ItemsView, McpToolCallStatus, PatchApplyStatus, ThreadItem,
-    ThreadStatus, Turn, TurnStatus,
-};
+use crate::protocol::v2::{self, ItemsView, ThreadStatus, Turn, TurnStatus};
 use crate::protocol::{METHOD_NOT_FOUND, RequestId, now_ms};
 use crate::state::{LoadedThread, ServerState};
 
-/// Per-turn mapping state: which items are open.
-struct TurnItems {
+/// The turn being driven, as the wire names it.
+struct TurnWire {
     thread_id: String,
     turn_id: String,
-    next: u64,
-    agent_message: Option<(String, String)>,
-    /// The reasoning item streaming now, by id.
-    reasoning: Option<String>,
-    /// The proposed plan streaming in (Plan mode): its id and text so far.
-    plan: Option<(String, String)>,
-    /// Commands and patches started (by approval request or begin event), by call id.
-    started: HashMap<String, ThreadItem>,
-    completed: HashSet<String>,
     started_at: i64,
+    /// The id the client gave the turn's user message, until that message is seen.
     client_user_message_id: Option<String>,
+    /// The engine's id of that message, with the client's.
+    client_user_message: Option<(String, String)>,
+    /// Which items are open: the engine's projector, the same one replay uses.
+    projector: ItemProjector,
 }
 
-impl TurnItems {
-    fn next_id(&mut self, kind: &str) -> String {
-        self.next += 1;
-        format!("{}-{kind}-{}", self.turn_id, self.next)
+impl TurnWire {
+    /// Sends what `events` announce.
+    fn send_items(&mut self, loaded: &LoadedThread, events: Vec<ItemEvent>) {
+        for event in events {
+            if let ItemEvent::Started(TurnItem::UserMessage { id, .. }) = &event
+                && let Some(client_id) = self.client_user_message_id.take()
+            {
+                self.client_user_message = Some((id.clone(), client_id));
+            }
+            let context = ItemContext {
+                thread_id: &self.thread_id,
+                turn_id: &self.turn_id,
+                client_user_message: self
+                    .client_user_message
+                    .as_ref()
+                    .map(|(id, client)| (id.as_str(), client.as_str())),
+                now_ms: now_ms(),
+            };
+            let (method, params) = item_notification(&context, event);
+            loaded.broadcast(method, &params);
+        }
     }
-}
-
-/// The reasoning item that deltas belong to: the one streaming, or a new one announced
-/// with `item/started`.
-fn open_reasoning(loaded: &LoadedThread, items: &mut TurnItems) -> String {
-    if let Some(id) = &items.reasoning {
-        return id.clone();
-    }
-    let id = items.next_id("reasoning");
-    let empty = mapping::reasoning_item(id.clone(), "", Vec::new(), Vec::new());
-    item_started(loaded, items, &empty);
-    items.reasoning = Some(id.clone());
-    id
 }
 
 /// Read the thread's events until this turn ends. The turn slot is held throughout, so
@@ -76,17 +73,13 @@ pub(crate) async fn drive(
     _slot: OwnedMutexGuard<()>,
 ) {
     let thread_id = loaded.id().to_string();
-    let mut items = TurnItems {
+    let mut items = TurnWire {
         thread_id: thread_id.clone(),
         turn_id: turn_id.to_string(),
-        next: 0,
-        agent_message: None,
-        reasoning: None,
-        plan: None,
-        started: HashMap::new(),
-        completed: HashSet::new(),
         started_at: now_ms(),
         client_user_message_id,
+        client_user_message: None,
+        projector: ItemProjector::new(),
     };
     // Ends the approval waits of this turn when it ends.
     let turn_over = CancellationToken::new();
@@ -125,6 +118,10 @@ pub(crate) async fn drive(
             id: event_turn,
             msg,
         } = event;
+        // Items first: a command's `item/started` precedes its approval request, and a
+        // turn's items all complete before `turn/completed`.
+        let item_events = items.projector.push(&msg);
+        items.send_items(loaded, item_events);
         match msg {
             EventMsg::TaskStarted(started) => {
                 // A follow-up turn (input that arrived as the previous turn ended) is
@@ -148,295 +145,32 @@ pub(crate) async fn drive(
                     },
                 );
             }
-            EventMsg::UserMessage(message) => {
-                let id = items.next_id("user");
-                let item = mapping::user_message_item(
-                    id,
-                    &message.message,
-                    items.client_user_message_id.take(),
-                );
-                item_started(loaded, &items, &item);
-                item_completed(loaded, &items, &item);
-            }
-            EventMsg::AgentMessageDelta(delta) => {
-                let item_id = match &items.agent_message {
-                    Some((id, _)) => id.clone(),
-                    None => {
-                        let id = items.next_id("msg");
-                        item_started(loaded, &items, &mapping::agent_message_item(id.clone(), ""));
-                        items.agent_message = Some((id.clone(), String::new()));
-                        id
-                    }
-                };
-                if let Some((_, text)) = &mut items.agent_message {
-                    text.push_str(&delta.delta);
-                }
-                loaded.broadcast(
-                    "item/agentMessage/delta",
-                    &v2::ItemDeltaNotification {
-                        thread_id: thread_id.clone(),
-                        turn_id: items.turn_id.clone(),
-                        item_id,
-                        delta: delta.delta,
-                    },
-                );
-            }
-            EventMsg::AgentMessage(message) => {
-                let id = match items.agent_message.take() {
-                    Some((id, _)) => id,
-                    None => {
-                        let id = items.next_id("msg");
-                        item_started(loaded, &items, &mapping::agent_message_item(id.clone(), ""));
-                        id
-                    }
-                };
-                item_completed(
-                    loaded,
-                    &items,
-                    &mapping::agent_message_item(id, &message.message),
-                );
-            }
-            EventMsg::ProposedPlanDelta(delta) => {
-                if items
-                    .plan
-                    .as_ref()
-                    .is_none_or(|(id, _)| *id != delta.item_id)
-                {
-                    item_started(loaded, &items, &plan_item(&delta.item_id, ""));
-                    items.plan = Some((delta.item_id.clone(), String::new()));
-                }
-                if let Some((_, text)) = &mut items.plan {
-                    text.push_str(&delta.delta);
-                }
-                loaded.broadcast(
-                    "item/plan/delta",
-                    &v2::PlanDeltaNotification {
-                        thread_id: thread_id.clone(),
-                        turn_id: items.turn_id.clone(),
-                        item_id: delta.item_id,
-                        delta: delta.delta,
-                    },
-                );
-            }
-            EventMsg::ProposedPlan(plan) => {
-                if items.plan.take().is_none_or(|(id, _)| id != plan.item_id) {
-                    item_started(loaded, &items, &plan_item(&plan.item_id, ""));
-                }
-                item_completed(loaded, &items, &plan_item(&plan.item_id, &plan.text));
-            }
-            EventMsg::EnteredReviewMode(entered) => {
-                let item = ThreadItem::EnteredReviewMode {
-                    id: entered.item_id,
-                    review: entered.review,
-                };
-                item_started(loaded, &items, &item);
-                item_completed(loaded, &items, &item);
-            }
-            EventMsg::ExitedReviewMode(exited) => {
-                let item = ThreadItem::ExitedReviewMode {
-                    id: exited.item_id,
-                    review: exited.review,
-                };
-                item_started(loaded, &items, &item);
-                item_completed(loaded, &items, &item);
-            }
-            EventMsg::AgentReasoningDelta(delta) => {
-                let item_id = open_reasoning(loaded, &mut items);
-                loaded.broadcast(
-                    "item/reasoning/textDelta",
-                    &v2::ReasoningTextDeltaNotification {
-                        thread_id: thread_id.clone(),
-                        turn_id: items.turn_id.clone(),
-                        item_id,
-                        delta: delta.delta,
-                        content_index: 0,
-                    },
-                );
-            }
-            EventMsg::AgentReasoningSummaryPartAdded(part) => {
-                let item_id = open_reasoning(loaded, &mut items);
-                loaded.broadcast(
-                    "item/reasoning/summaryPartAdded",
-                    &v2::ReasoningSummaryPartAddedNotification {
-                        thread_id: thread_id.clone(),
-                        turn_id: items.turn_id.clone(),
-                        item_id,
-                        summary_index: part.summary_index,
-                    },
-                );
-            }
-            EventMsg::AgentReasoningSummaryDelta(delta) => {
-                let item_id = open_reasoning(loaded, &mut items);
-                loaded.broadcast(
-                    "item/reasoning/summaryTextDelta",
-                    &v2::ReasoningSummaryTextDeltaNotification {
-                        thread_id: thread_id.clone(),
-                        turn_id: items.turn_id.clone(),
-                        item_id,
-                        delta: delta.delta,
-                        summary_index: delta.summary_index,
-                    },
-                );
-            }
-            EventMsg::AgentReasoning(reasoning) => {
-                let id = open_reasoning(loaded, &mut items);
-                items.reasoning = None;
-                item_completed(
-                    loaded,
-                    &items,
-                    &mapping::reasoning_item(
-                        id,
-                        &reasoning.text,
-                        reasoning.summary,
-                        reasoning.content,
-                    ),
-                );
-            }
             EventMsg::ExecApprovalRequest(request) => {
-                let item = mapping::command_item(
-                    &request.call_id,
-                    &request.command,
-                    &request.cwd,
-                    &request.parsed_cmd,
-                    CommandExecutionStatus::InProgress,
-                    None,
-                    None,
-                    None,
-                    ExecCommandSource::Agent,
-                );
-                start_once(loaded, &mut items, &request.call_id, item);
                 ask_exec_approval(loaded, &items, request, &turn_over);
             }
-            EventMsg::ExecCommandBegin(begin) => {
-                let item = mapping::command_item(
-                    &begin.call_id,
-                    &begin.command,
-                    &begin.cwd,
-                    &begin.parsed_cmd,
-                    CommandExecutionStatus::InProgress,
-                    None,
-                    None,
-                    None,
-                    begin.source,
-                );
-                start_once(loaded, &mut items, &begin.call_id, item);
-            }
-            EventMsg::ExecCommandOutputDelta(delta) => {
-                loaded.broadcast(
-                    "item/commandExecution/outputDelta",
-                    &v2::ItemDeltaNotification {
-                        thread_id: thread_id.clone(),
-                        turn_id: items.turn_id.clone(),
-                        item_id: delta.call_id,
-                        delta: delta.chunk,
-                    },
-                );
-            }
-            EventMsg::ExecCommandEnd(end) => {
-                let parsed = match items.started.get(&end.call_id) {
-                    Some(ThreadItem::CommandExecution {
-                        command_actions, ..
-                    }) => command_actions.clone(),
-                    _ => Vec::new(),
-                };
-                let mut item = mapping::command_item(
-                    &end.call_id,
-                    &end.command,
-                    &end.cwd,
-                    &[],
-                    mapping::command_status(end.status),
-                    Some(&end.aggregated_output),
-                    end.exit_code,
-                    Some(end.duration_ms),
-                    end.source,
-                );
-                if let ThreadItem::CommandExecution {
-                    command_actions, ..
-                } = &mut item
-                {
-                    *command_actions = parsed;
-                }
-                start_once(loaded, &mut items, &end.call_id, item.clone());
-                complete_once(loaded, &mut items, &end.call_id, item);
-            }
             EventMsg::ApplyPatchApprovalRequest(request) => {
-                let item = ThreadItem::FileChange {
-                    id: request.call_id.clone(),
-                    changes: mapping::file_changes(&request.changes),
-                    status: PatchApplyStatus::InProgress,
-                };
-                start_once(loaded, &mut items, &request.call_id, item);
                 ask_patch_approval(loaded, &items, request, &turn_over);
             }
-            EventMsg::PatchApplyBegin(begin) => {
-                let item = ThreadItem::FileChange {
-                    id: begin.call_id.clone(),
-                    changes: mapping::file_changes(&begin.changes),
-                    status: PatchApplyStatus::InProgress,
-                };
-                start_once(loaded, &mut items, &begin.call_id, item);
-            }
-            EventMsg::PatchApplyEnd(end) => {
-                let item = ThreadItem::FileChange {
-                    id: end.call_id.clone(),
-                    changes: mapping::file_changes(&end.changes),
-                    status: if end.success {
-                        PatchApplyStatus::Completed
-                    } else {
-                        PatchApplyStatus::Failed
-                    },
-                };
-                start_once(loaded, &mut items, &end.call_id, item.clone());
-                let output = [end.stdout.as_str(), end.stderr.as_str()]
-                    .iter()
-                    .filter(|text| !text.is_empty())
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                if !output.is_empty() && !items.completed.contains(&end.call_id) {
-                    loaded.broadcast(
-                        "item/fileChange/outputDelta",
-                        &v2::FileChangeOutputDeltaNotification {
-                            thread_id: thread_id.clone(),
-                            turn_id: items.turn_id.clone(),
-                            item_id: end.call_id.clone(),
-                            delta: output,
-                        },
-                    );
-                }
-                complete_once(loaded, &mut items, &end.call_id, item);
-            }
-            EventMsg::McpToolCallBegin(begin) => {
-                let item = ThreadItem::McpToolCall {
-                    id: begin.call_id.clone(),
-                    server: begin.invocation.server,
-                    tool: begin.invocation.tool,
-                    status: McpToolCallStatus::InProgress,
-                    arguments: begin.invocation.arguments.unwrap_or_default(),
-                    result: None,
-                    error: None,
-                    duration_ms: None,
-                };
-                start_once(loaded, &mut items, &begin.call_id, item);
-            }
-            EventMsg::McpToolCallProgress(progress) => {
-                if !items.completed.contains(&progress.call_id) {
-                    loaded.broadcast(
-                        "item/mcpToolCall/progress",
-                        &v2::McpToolCallProgressNotification {
-                            thread_id: thread_id.clone(),
-                            turn_id: items.turn_id.clone(),
-                            item_id: progress.call_id,
-                            message: progress.message,
-                        },
-                    );
-                }
-            }
-            EventMsg::McpToolCallEnd(end) => {
-                let item = mapping::mcp_call_item(&end);
-                start_once(loaded, &mut items, &end.call_id, item.clone());
-                complete_once(loaded, &mut items, &end.call_id, item);
-            }
+            // Items: sent above, from the projector.
+            EventMsg::UserMessage(_)
+            | EventMsg::AgentMessageDelta(_)
+            | EventMsg::AgentMessage(_)
+            | EventMsg::ProposedPlanDelta(_)
+            | EventMsg::ProposedPlan(_)
+            | EventMsg::EnteredReviewMode(_)
+            | EventMsg::ExitedReviewMode(_)
+            | EventMsg::AgentReasoningDelta(_)
+            | EventMsg::AgentReasoningSummaryPartAdded(_)
+            | EventMsg::AgentReasoningSummaryDelta(_)
+            | EventMsg::AgentReasoning(_)
+            | EventMsg::ExecCommandBegin(_)
+            | EventMsg::ExecCommandOutputDelta(_)
+            | EventMsg::ExecCommandEnd(_)
+            | EventMsg::PatchApplyBegin(_)
+            | EventMsg::PatchApplyEnd(_)
+            | EventMsg::McpToolCallBegin(_)
+            | EventMsg::McpToolCallProgress(_)
+            | EventMsg::McpToolCallEnd(_) => {}
             EventMsg::PlanUpdate(plan) => loaded.broadcast(
                 "turn/plan/updated",
                 &v2::TurnPlanUpdatedNotification {
@@ -502,20 +236,13 @@ pub(crate) async fn drive(
                     );
                 }
             }
-            EventMsg::ContextCompacted(_) => {
-                let item = ThreadItem::ContextCompaction {
-                    id: items.next_id("compaction"),
-                };
-                item_started(loaded, &items, &item);
-                item_completed(loaded, &items, &item);
-                loaded.broadcast(
-                    "thread/compacted",
-                    &v2::ContextCompactedNotification {
-                        thread_id: thread_id.clone(),
-                        turn_id: items.turn_id.clone(),
-                    },
-                );
-            }
+            EventMsg::ContextCompacted(_) => loaded.broadcast(
+                "thread/compacted",
+                &v2::ContextCompactedNotification {
+                    thread_id: thread_id.clone(),
+                    turn_id: items.turn_id.clone(),
+                },
+            ),
             EventMsg::Error(error) => {
                 let error = mapping::turn_error(error.message, error.kind);
                 emit_error(loaded, &items, error.clone(), false);
@@ -628,52 +355,7 @@ fn turn_object(
     }
 }
 
-fn plan_item(id: &str, text: &str) -> ThreadItem {
-    ThreadItem::Plan {
-        id: id.to_string(),
-        text: text.to_string(),
-    }
-}
-
-fn item_started(loaded: &LoadedThread, items: &TurnItems, item: &ThreadItem) {
-    loaded.broadcast(
-        "item/started",
-        &v2::ItemStartedNotification {
-            item: item.clone(),
-            thread_id: items.thread_id.clone(),
-            turn_id: items.turn_id.clone(),
-            started_at_ms: now_ms(),
-        },
-    );
-}
-
-fn item_completed(loaded: &LoadedThread, items: &TurnItems, item: &ThreadItem) {
-    loaded.broadcast(
-        "item/completed",
-        &v2::ItemCompletedNotification {
-            item: item.clone(),
-            thread_id: items.thread_id.clone(),
-            turn_id: items.turn_id.clone(),
-            completed_at_ms: now_ms(),
-        },
-    );
-}
-
-fn start_once(loaded: &LoadedThread, items: &mut TurnItems, call_id: &str, item: ThreadItem) {
-    if items.started.contains_key(call_id) {
-        return;
-    }
-    item_started(loaded, items, &item);
-    items.started.insert(call_id.to_string(), item);
-}
-
-fn complete_once(loaded: &LoadedThread, items: &mut TurnItems, call_id: &str, item: ThreadItem) {
-    if items.completed.insert(call_id.to_string()) {
-        item_completed(loaded, items, &item);
-    }
-}
-
-fn emit_error(loaded: &LoadedThread, items: &TurnItems, error: v2::TurnError, will_retry: bool) {
+fn emit_error(loaded: &LoadedThread, items: &TurnWire, error: v2::TurnError, will_retry: bool) {
     loaded.broadcast(
         "error",
         &v2::ErrorNotification {
@@ -685,41 +367,16 @@ fn emit_error(loaded: &LoadedThread, items: &TurnItems, error: v2::TurnError, wi
     );
 }
 
-/// Close what is still open (a declined patch never reports an end; an interrupted
-/// command may not), then `turn/completed`.
+/// Completes what the engine's events left open (none, unless the stream stopped short
+/// of the turn's end), then `turn/completed`.
 fn finish(
     loaded: &LoadedThread,
-    items: &mut TurnItems,
+    items: &mut TurnWire,
     status: TurnStatus,
     error: Option<v2::TurnError>,
 ) {
-    if let Some((id, text)) = items.agent_message.take() {
-        item_completed(loaded, items, &mapping::agent_message_item(id, &text));
-    }
-    if let Some(id) = items.reasoning.take() {
-        let empty = mapping::reasoning_item(id, "", Vec::new(), Vec::new());
-        item_completed(loaded, items, &empty);
-    }
-    if let Some((id, text)) = items.plan.take() {
-        item_completed(loaded, items, &plan_item(&id, &text));
-    }
-    let open: Vec<(String, ThreadItem)> = items
-        .started
-        .iter()
-        .filter(|(id, _)| !items.completed.contains(*id))
-        .map(|(id, item)| (id.clone(), item.clone()))
-        .collect();
-    for (call_id, mut item) in open {
-        match &mut item {
-            ThreadItem::CommandExecution { status: s, .. } => {
-                *s = CommandExecutionStatus::Declined;
-            }
-            ThreadItem::FileChange { status: s, .. } => *s = PatchApplyStatus::Declined,
-            ThreadItem::McpToolCall { status: s, .. } => *s = McpToolCallStatus::Failed,
-            _ => {}
-        }
-        complete_once(loaded, items, &call_id, item);
-    }
+    let leftovers = items.projector.finish();
+    items.send_items(loaded, leftovers);
     // Idle before the client hears it: a request sent on `turn/completed` (the next
     // turn, a compaction) must not find this turn still running.
     loaded.end_turn(&items.turn_id);
@@ -750,7 +407,7 @@ pub(crate) fn approver(loaded: &LoadedThread) -> Option<Arc<Connection>> {
 
 fn ask_exec_approval(
     loaded: &Arc<LoadedThread>,
-    items: &TurnItems,
+    items: &TurnWire,
     request: ExecApprovalRequestEvent,
     turn_over: &CancellationToken,
 ) {
@@ -810,7 +467,7 @@ fn ask_exec_approval(
 
 fn ask_patch_approval(
     loaded: &Arc<LoadedThread>,
-    items: &TurnItems,
+    items: &TurnWire,
     request: ApplyPatchApprovalRequestEvent,
     turn_over: &CancellationToken,
 ) {

@@ -30,6 +30,7 @@ mod driver;
 pub mod error;
 mod fs_api;
 mod goals;
+mod item_wire;
 mod listings;
 pub mod mapping;
 mod mcp_api;

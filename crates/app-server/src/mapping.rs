@@ -1,14 +1,10 @@
 //! Engine values → wire values: threads from the index, turns and items from rollouts and
 //! events, policies, command actions and file changes.
 
-use std::path::Path;
-
+use interpreter_core::items::{CommandItem, ItemStatus, McpCallItem, TurnItem};
 use interpreter_core::store::{ThreadRecord, TurnEntry, TurnOutcome, TurnRecord};
 use interpreter_protocol as core;
-use interpreter_protocol::{
-    ExecCommandSource, ExecCommandStatus, FileChange, FileChanges, McpToolCallEndEvent,
-    ParsedCommand,
-};
+use interpreter_protocol::{ExecCommandSource, FileChange, FileChanges, ParsedCommand};
 use interpreter_tools::display_command;
 
 use crate::protocol::v2::{
@@ -238,82 +234,132 @@ pub fn file_changes(changes: &FileChanges) -> Vec<FileUpdateChange> {
         .collect()
 }
 
-pub fn command_status(status: ExecCommandStatus) -> CommandExecutionStatus {
-    match status {
-        ExecCommandStatus::Completed => CommandExecutionStatus::Completed,
-        ExecCommandStatus::Failed => CommandExecutionStatus::Failed,
-        ExecCommandStatus::Declined => CommandExecutionStatus::Declined,
+/// An item of the engine's model as the wire's: the one place app-server decides how
+/// an item looks, live (`item/started`, `item/completed`) and read back (`thread/read`).
+/// `client_id` is the id the client gave the user message it sent (`turn/start`), which
+/// only that live item carries.
+pub fn thread_item(item: &TurnItem, client_id: Option<String>) -> ThreadItem {
+    match item {
+        TurnItem::UserMessage { id, text } => ThreadItem::UserMessage {
+            id: id.clone(),
+            client_id,
+            content: vec![UserInput::Text {
+                text: text.clone(),
+                text_elements: Vec::new(),
+            }],
+        },
+        TurnItem::AgentMessage { id, text } => ThreadItem::AgentMessage {
+            id: id.clone(),
+            text: text.clone(),
+            phase: None,
+            memory_citation: None,
+        },
+        TurnItem::Reasoning {
+            id,
+            text,
+            summary,
+            content,
+        } => {
+            // `text` stands in for the raw parts of rollouts written before the two were
+            // kept apart.
+            let content = if summary.is_empty() && content.is_empty() && !text.is_empty() {
+                vec![text.clone()]
+            } else {
+                content.clone()
+            };
+            ThreadItem::Reasoning {
+                id: id.clone(),
+                summary: summary.clone(),
+                content,
+            }
+        }
+        TurnItem::Plan { id, text } => ThreadItem::Plan {
+            id: id.clone(),
+            text: text.clone(),
+        },
+        TurnItem::EnteredReview { id, review } => ThreadItem::EnteredReviewMode {
+            id: id.clone(),
+            review: review.clone(),
+        },
+        TurnItem::ExitedReview { id, review } => ThreadItem::ExitedReviewMode {
+            id: id.clone(),
+            review: review.clone(),
+        },
+        TurnItem::Command(command) => command_item(command),
+        TurnItem::FileChange(change) => ThreadItem::FileChange {
+            id: change.id.clone(),
+            changes: file_changes(&change.changes),
+            status: match change.status {
+                ItemStatus::InProgress => PatchApplyStatus::InProgress,
+                ItemStatus::Completed => PatchApplyStatus::Completed,
+                ItemStatus::Failed => PatchApplyStatus::Failed,
+                ItemStatus::Declined => PatchApplyStatus::Declined,
+            },
+        },
+        TurnItem::McpToolCall(call) => mcp_call_item(call),
+        TurnItem::Compaction { id, .. } => ThreadItem::ContextCompaction { id: id.clone() },
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn command_item(
-    id: &str,
-    command: &[String],
-    cwd: &Path,
-    parsed: &[ParsedCommand],
-    status: CommandExecutionStatus,
-    output: Option<&str>,
-    exit_code: Option<i32>,
-    duration_ms: Option<u64>,
-    source: ExecCommandSource,
-) -> ThreadItem {
+fn command_item(command: &CommandItem) -> ThreadItem {
     ThreadItem::CommandExecution {
-        id: id.to_string(),
+        id: command.id.clone(),
         plugin_id: None,
         script_path: None,
-        command: display_command(command),
-        cwd: cwd.to_string_lossy().into_owned(),
+        command: display_command(&command.command),
+        cwd: command.cwd.to_string_lossy().into_owned(),
         process_id: None,
-        source: match source {
+        source: match command.source {
             ExecCommandSource::Agent => CommandExecutionSource::Agent,
             ExecCommandSource::UserShell => CommandExecutionSource::UserShell,
         },
-        status,
-        command_actions: command_actions(parsed),
-        aggregated_output: output.filter(|o| !o.is_empty()).map(str::to_string),
-        exit_code,
-        duration_ms: duration_ms.and_then(|d| i64::try_from(d).ok()),
+        status: match command.status {
+            ItemStatus::InProgress => CommandExecutionStatus::InProgress,
+            ItemStatus::Completed => CommandExecutionStatus::Completed,
+            ItemStatus::Failed => CommandExecutionStatus::Failed,
+            ItemStatus::Declined => CommandExecutionStatus::Declined,
+        },
+        command_actions: command_actions(&command.parsed),
+        aggregated_output: Some(command.output.clone()).filter(|o| !o.is_empty()),
+        exit_code: command.exit_code,
+        duration_ms: command.duration_ms.and_then(|d| i64::try_from(d).ok()),
     }
 }
 
-pub fn user_message_item(id: String, text: &str, client_id: Option<String>) -> ThreadItem {
-    ThreadItem::UserMessage {
-        id,
-        client_id,
-        content: vec![UserInput::Text {
-            text: text.to_string(),
-            text_elements: Vec::new(),
-        }],
-    }
-}
-
-pub fn agent_message_item(id: String, text: &str) -> ThreadItem {
-    ThreadItem::AgentMessage {
-        id,
-        text: text.to_string(),
-        phase: None,
-        memory_citation: None,
-    }
-}
-
-/// A reasoning item from the engine's summary and raw parts. `text` stands in for the raw
-/// parts of rollouts written before the two were kept apart.
-pub fn reasoning_item(
-    id: String,
-    text: &str,
-    summary: Vec<String>,
-    content: Vec<String>,
-) -> ThreadItem {
-    let content = if summary.is_empty() && content.is_empty() && !text.is_empty() {
-        vec![text.to_string()]
-    } else {
-        content
+fn mcp_call_item(call: &McpCallItem) -> ThreadItem {
+    let (result, error) = match &call.result {
+        Some(Ok(value)) => (
+            Some(v2::McpToolCallResult {
+                content: value
+                    .get("content")
+                    .and_then(|c| c.as_array().cloned())
+                    .unwrap_or_default(),
+                structured_content: value.get("structuredContent").cloned(),
+                meta: value.get("_meta").cloned(),
+            }),
+            None,
+        ),
+        Some(Err(message)) => (
+            None,
+            Some(v2::McpToolCallError {
+                message: message.clone(),
+            }),
+        ),
+        None => (None, None),
     };
-    ThreadItem::Reasoning {
-        id,
-        summary,
-        content,
+    ThreadItem::McpToolCall {
+        id: call.id.clone(),
+        server: call.invocation.server.clone(),
+        tool: call.invocation.tool.clone(),
+        status: match call.status {
+            ItemStatus::InProgress => McpToolCallStatus::InProgress,
+            ItemStatus::Completed => McpToolCallStatus::Completed,
+            ItemStatus::Failed | ItemStatus::Declined => McpToolCallStatus::Failed,
+        },
+        arguments: call.invocation.arguments.clone().unwrap_or_default(),
+        result,
+        error,
+        duration_ms: call.duration_ms.and_then(|d| i64::try_from(d).ok()),
     }
 }
 
@@ -337,41 +383,6 @@ pub fn turn_error(message: String, kind: Option<core::ErrorKind>) -> TurnError {
         message,
         codex_error_info: info,
         additional_details: None,
-    }
-}
-
-/// A finished MCP tool call as its item, live or from the history.
-pub fn mcp_call_item(end: &McpToolCallEndEvent) -> ThreadItem {
-    let (status, result, error) = match &end.result {
-        Ok(value) => (
-            McpToolCallStatus::Completed,
-            Some(v2::McpToolCallResult {
-                content: value
-                    .get("content")
-                    .and_then(|c| c.as_array().cloned())
-                    .unwrap_or_default(),
-                structured_content: value.get("structuredContent").cloned(),
-                meta: value.get("_meta").cloned(),
-            }),
-            None,
-        ),
-        Err(message) => (
-            McpToolCallStatus::Failed,
-            None,
-            Some(v2::McpToolCallError {
-                message: message.clone(),
-            }),
-        ),
-    };
-    ThreadItem::McpToolCall {
-        id: end.call_id.clone(),
-        server: end.invocation.server.clone(),
-        tool: end.invocation.tool.clone(),
-        status,
-        arguments: end.invocation.arguments.clone().unwrap_or_default(),
-        result,
-        error,
-        duration_ms: i64::try_from(end.duration_ms).ok(),
     }
 }
 
@@ -399,69 +410,15 @@ pub fn review_target_in(target: v2::ReviewTarget) -> core::ReviewTarget {
 
 /// A recorded turn with its items (`thread/read includeTurns`, `thread/resume`).
 pub fn turn_from_record(record: &TurnRecord) -> Turn {
-    let mut items = Vec::new();
-    for (n, entry) in record.entries.iter().enumerate() {
-        let id = format!("{}-{n}", record.id);
-        let item = match entry {
-            TurnEntry::UserMessage { text } => user_message_item(id, text, None),
-            TurnEntry::AgentMessage { text } => agent_message_item(id, text),
-            TurnEntry::Reasoning {
-                text,
-                summary,
-                content,
-            } => reasoning_item(id, text, summary.clone(), content.clone()),
-            TurnEntry::Plan { item_id, text } => ThreadItem::Plan {
-                id: item_id.clone(),
-                text: text.clone(),
-            },
-            TurnEntry::EnteredReview { item_id, review } => ThreadItem::EnteredReviewMode {
-                id: item_id.clone(),
-                review: review.clone(),
-            },
-            TurnEntry::ExitedReview { item_id, review } => ThreadItem::ExitedReviewMode {
-                id: item_id.clone(),
-                review: review.clone(),
-            },
-            TurnEntry::Command {
-                call_id,
-                command,
-                cwd,
-                exit_code,
-                output,
-                duration_ms,
-                status,
-                source,
-            } => command_item(
-                call_id,
-                command,
-                cwd,
-                &[],
-                command_status(*status),
-                Some(output),
-                *exit_code,
-                Some(*duration_ms),
-                *source,
-            ),
-            TurnEntry::FileChange {
-                call_id,
-                changes,
-                success,
-            } => ThreadItem::FileChange {
-                id: call_id.clone(),
-                changes: file_changes(changes),
-                status: if *success {
-                    PatchApplyStatus::Completed
-                } else {
-                    PatchApplyStatus::Failed
-                },
-            },
-            TurnEntry::McpToolCall(end) => mcp_call_item(end),
-            TurnEntry::Compaction { .. } => ThreadItem::ContextCompaction { id },
+    let items = record
+        .entries
+        .iter()
+        .filter_map(|entry| match entry {
+            TurnEntry::Item(item) => Some(thread_item(item, None)),
             // Errors are not items; they live in the turn's `error`.
-            TurnEntry::Error { .. } => continue,
-        };
-        items.push(item);
-    }
+            TurnEntry::Error { .. } => None,
+        })
+        .collect();
     let status = match record.outcome {
         TurnOutcome::InProgress => TurnStatus::InProgress,
         TurnOutcome::Completed => TurnStatus::Completed,

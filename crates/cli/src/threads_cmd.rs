@@ -11,12 +11,13 @@ use std::str::FromStr;
 
 use interpreter_core::config::ConfigOverrides;
 use interpreter_core::config::load_store_location;
+use interpreter_core::items::{CommandItem, FileChangeItem, ItemStatus, TurnItem};
 use interpreter_core::store::StoreLocation;
 use interpreter_core::store::{
     self, ListDirection, ListQuery, ListSortKey, RolloutItem, ThreadRecord, ThreadStore, TurnEntry,
     TurnOutcome,
 };
-use interpreter_protocol::{ExecCommandStatus, FileChange, ThreadId};
+use interpreter_protocol::{FileChange, ThreadId};
 use serde_json::json;
 
 use crate::cli::{ConfigArgs, ThreadsArgs, ThreadsCommand};
@@ -394,26 +395,33 @@ fn indented(out: &mut String, prefix: &str, text: &str) {
 }
 
 fn render_entry(out: &mut String, entry: &TurnEntry) {
-    match entry {
-        TurnEntry::UserMessage { text } => {
+    let item = match entry {
+        TurnEntry::Item(item) => item,
+        TurnEntry::Error { message } => {
+            let _ = writeln!(out, "! {message}");
+            return;
+        }
+    };
+    match item {
+        TurnItem::UserMessage { text, .. } => {
             out.push('\n');
             indented(out, "> ", text);
         }
-        TurnEntry::AgentMessage { text } => {
+        TurnItem::AgentMessage { text, .. } => {
             out.push('\n');
             indented(out, "", text);
         }
-        TurnEntry::Reasoning { text, .. } => indented(out, "  (thinking) ", text),
-        TurnEntry::Plan { text, .. } => {
+        TurnItem::Reasoning { text, .. } => indented(out, "  (thinking) ", text),
+        TurnItem::Plan { text, .. } => {
             out.push('\n');
             indented(out, "  (proposed plan) ", text);
         }
-        TurnEntry::EnteredReview { review, .. } => indented(out, "  (reviewing) ", review),
-        TurnEntry::ExitedReview { review, .. } => {
+        TurnItem::EnteredReview { review, .. } => indented(out, "  (reviewing) ", review),
+        TurnItem::ExitedReview { review, .. } => {
             out.push('\n');
             indented(out, "  (review) ", review);
         }
-        TurnEntry::Command {
+        TurnItem::Command(CommandItem {
             command,
             cwd,
             exit_code,
@@ -421,9 +429,10 @@ fn render_entry(out: &mut String, entry: &TurnEntry) {
             duration_ms,
             status,
             ..
-        } => {
+        }) => {
+            let duration_ms = duration_ms.unwrap_or(0);
             let how = match (status, exit_code) {
-                (ExecCommandStatus::Declined, _) => "declined".to_string(),
+                (ItemStatus::Declined, _) => "declined".to_string(),
                 (_, Some(code)) => format!("exit {code}, {duration_ms} ms"),
                 (_, None) => format!("no exit code, {duration_ms} ms"),
             };
@@ -441,13 +450,18 @@ fn render_entry(out: &mut String, entry: &TurnEntry) {
                 let _ = writeln!(out, "  │ … {} more lines", lines.len() - OUTPUT_LINES_SHOWN);
             }
         }
-        TurnEntry::FileChange {
-            changes, success, ..
-        } => {
+        TurnItem::FileChange(FileChangeItem {
+            changes, status, ..
+        }) => {
             let _ = writeln!(
                 out,
                 "\n~ patch {}",
-                if *success { "applied" } else { "failed" }
+                match status {
+                    ItemStatus::Completed => "applied",
+                    ItemStatus::InProgress => "not finished",
+                    ItemStatus::Failed => "failed",
+                    ItemStatus::Declined => "declined",
+                }
             );
             for (path, change) in changes {
                 match change {
@@ -475,34 +489,37 @@ fn render_entry(out: &mut String, entry: &TurnEntry) {
                 }
             }
         }
-        TurnEntry::McpToolCall(end) => {
-            let outcome = match &end.result {
-                Ok(result) if result.get("isError").and_then(|e| e.as_bool()) == Some(true) => {
+        TurnItem::McpToolCall(call) => {
+            let outcome = match &call.result {
+                Some(Ok(result))
+                    if result.get("isError").and_then(|e| e.as_bool()) == Some(true) =>
+                {
                     "returned an error"
                 }
-                Ok(_) => "done",
-                Err(_) => "failed",
+                Some(Ok(_)) => "done",
+                Some(Err(_)) => "failed",
+                None => "not finished",
             };
             let _ = writeln!(
                 out,
                 "\n⚙ {}.{} {outcome} ({} ms)",
-                end.invocation.server, end.invocation.tool, end.duration_ms
+                call.invocation.server,
+                call.invocation.tool,
+                call.duration_ms.unwrap_or(0)
             );
-            if let Err(message) = &end.result {
+            if let Some(Err(message)) = &call.result {
                 indented(out, "  │ ", message);
             }
         }
-        TurnEntry::Compaction {
+        TurnItem::Compaction {
             items_before,
             items_after,
+            ..
         } => {
             let _ = writeln!(
                 out,
                 "\n~ conversation compacted ({items_before} items of history → {items_after})"
             );
-        }
-        TurnEntry::Error { message } => {
-            let _ = writeln!(out, "! {message}");
         }
     }
 }

@@ -44,6 +44,7 @@ fn write_threads(home: &Path, cwd: &Path, count: usize, source: SessionSource) -
                     model_context_window: None,
                 })),
                 RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
+                    item_id: String::new(),
                     message: format!("question {n}"),
                 })),
                 RolloutItem::EventMsg(EventMsg::TaskComplete(TaskCompleteEvent {

@@ -874,3 +874,152 @@ async fn reasoning_summaries_stream_part_by_part_and_stay_apart_from_raw_text() 
     assert_eq!(stored["summary"], expected["summary"]);
     assert_eq!(stored["content"], expected["content"]);
 }
+
+/// What a client saw live is what `thread/read` gives back: the same items, with the
+/// same ids, in the same order, with the same content, for turns with reasoning, a
+/// command, a patch, a declined command and an interrupted one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_items_equal_the_items_read_back() {
+    use interpreter_test_support::MockResponse;
+    use interpreter_test_support::mock_model::chunk;
+
+    let env = AppEnv::new().await;
+    let call = |id: &str, name: &str, arguments: Value| {
+        MockResponse::sse(vec![
+            chunk::tool_call(0, id, name, &arguments.to_string()),
+            chunk::finish("tool_calls"),
+        ])
+    };
+    env.model.push(MockResponse::sse(vec![
+        chunk::reasoning("Look first, "),
+        chunk::reasoning("then write."),
+        chunk::tool_call(0, "call_ls", "shell", &json!({"command": "ls"}).to_string()),
+        chunk::finish("tool_calls"),
+    ]));
+    env.script_patch("call_patch", "notes.txt");
+    env.model.push(call(
+        "call_no",
+        "shell",
+        json!({"command": "touch declined.txt"}),
+    ));
+    env.script_text("wrote the notes");
+    env.model.push(call(
+        "call_sleep",
+        "shell",
+        json!({"command": "echo started; sleep 60"}),
+    ));
+
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread_id = client
+        .start_thread(json!({"approvalPolicy": "untrusted", "sandbox": "danger-full-access"}))
+        .await;
+    let mut live = Vec::new();
+    // Turn 1: approve everything but `call_no`.
+    let first = client.start_turn(&thread_id, "take notes").await;
+    loop {
+        let message = client.read_until(|m| m.get("method").is_some()).await;
+        if message.get("id").is_some() {
+            let decision = if message["params"]["itemId"] == "call_no" {
+                "decline"
+            } else {
+                "accept"
+            };
+            client
+                .respond(&message["id"], json!({"decision": decision}))
+                .await;
+            continue;
+        }
+        let done = message["method"] == "turn/completed";
+        live.push(message);
+        if done {
+            break;
+        }
+    }
+    // Turn 2: the command runs until the turn is interrupted.
+    let second = client.start_turn(&thread_id, "wait").await;
+    let ask = client
+        .server_request("item/commandExecution/requestApproval")
+        .await;
+    client
+        .respond(&ask["id"], json!({"decision": "accept"}))
+        .await;
+    client
+        .read_until(|m| {
+            m["method"] == "item/commandExecution/outputDelta"
+                && m["params"]["itemId"] == "call_sleep"
+        })
+        .await;
+    client
+        .ok(
+            "turn/interrupt",
+            json!({"threadId": thread_id, "turnId": second}),
+        )
+        .await;
+    live.extend(client.until_turn_completed().await);
+
+    let completed = |turn: &str| -> Vec<Value> {
+        live.iter()
+            .filter(|m| m["method"] == "item/completed" && m["params"]["turnId"] == turn)
+            .map(|m| m["params"]["item"].clone())
+            .collect()
+    };
+    let started: Vec<Value> = live
+        .iter()
+        .filter(|m| m["method"] == "item/started")
+        .map(|m| m["params"]["item"]["id"].clone())
+        .collect();
+    let read = client
+        .ok(
+            "thread/read",
+            json!({"threadId": thread_id, "includeTurns": true}),
+        )
+        .await;
+    let turns = read["thread"]["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), 2, "{read:#}");
+    assert_eq!(turns[0]["id"], first.as_str());
+    assert_eq!(turns[1]["id"], second.as_str());
+    assert_eq!(turns[1]["status"], "interrupted");
+    for (turn, stored) in [(&first, &turns[0]), (&second, &turns[1])] {
+        assert_eq!(
+            &completed(turn),
+            stored["items"].as_array().expect("items"),
+            "turn {turn}: live (left) and read back (right) differ"
+        );
+    }
+    // Every item started live completed, once.
+    let all_completed: Vec<Value> = [completed(&first), completed(&second)]
+        .concat()
+        .iter()
+        .map(|item| item["id"].clone())
+        .collect();
+    assert_eq!(started, all_completed);
+    let kinds_and_status: Vec<(String, String)> = [completed(&first), completed(&second)]
+        .concat()
+        .iter()
+        .map(|item| {
+            (
+                format!(
+                    "{}:{}",
+                    item["type"].as_str().unwrap_or("?"),
+                    item["id"].as_str().unwrap_or("?")
+                ),
+                item["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let expected = |kind: &str, status: &str| (kind.to_string(), status.to_string());
+    assert_eq!(
+        kinds_and_status,
+        vec![
+            expected(&format!("userMessage:{first}-user-1"), ""),
+            expected(&format!("reasoning:{first}-reasoning-2"), ""),
+            expected("commandExecution:call_ls", "completed"),
+            expected("fileChange:call_patch", "completed"),
+            expected("commandExecution:call_no", "declined"),
+            expected(&format!("agentMessage:{first}-msg-3"), ""),
+            expected(&format!("userMessage:{second}-user-1"), ""),
+            expected("commandExecution:call_sleep", "failed"),
+        ]
+    );
+}

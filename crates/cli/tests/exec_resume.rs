@@ -216,6 +216,7 @@ fn write_thread(home: &Path, cwd: &Path, seq: u64, question: &str) -> (ThreadId,
     let meta = exec_meta(cwd, started);
     let items = [
         RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
+            item_id: String::new(),
             message: question.into(),
         })),
         RolloutItem::ResponseItem(ResponseItem::user_text(question)),
@@ -423,6 +424,7 @@ async fn a_turn_left_unfinished_by_a_dead_process_is_recorded_as_interrupted() {
             },
         )),
         RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
+            item_id: String::new(),
             message: "delete the build directory".into(),
         })),
         RolloutItem::ResponseItem(ResponseItem::user_text("delete the build directory")),

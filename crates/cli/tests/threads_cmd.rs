@@ -53,9 +53,11 @@ fn turn(n: usize, items: &mut Vec<RolloutItem>, cwd: &Path) {
         model_context_window: None,
     })));
     items.push(ev(EventMsg::UserMessage(UserMessageEvent {
+        item_id: String::new(),
         message: format!("please do step {n}"),
     })));
     items.push(ev(EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+        parsed_cmd: Vec::new(),
         call_id: format!("call_{n}"),
         turn_id: id.clone(),
         command: vec!["bash".into(), "-lc".into(), format!("echo step {n}")],
@@ -82,6 +84,7 @@ fn turn(n: usize, items: &mut Vec<RolloutItem>, cwd: &Path) {
         changes,
     })));
     items.push(ev(EventMsg::AgentMessage(AgentMessageEvent {
+        item_id: String::new(),
         message: format!("did step {n}"),
     })));
     items.push(ev(EventMsg::TaskComplete(TaskCompleteEvent {

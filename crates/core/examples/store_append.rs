@@ -58,6 +58,7 @@ async fn main() -> anyhow::Result<()> {
     let mut samples = Vec::with_capacity(count);
     for _ in 0..count {
         let item = RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
+            item_id: String::new(),
             message: text.clone(),
         }));
         let started = Instant::now();

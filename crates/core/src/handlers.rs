@@ -846,6 +846,7 @@ async fn emit_declined(sess: &Session, sub_id: &str, call_id: &str, argv: &[Stri
     sess.emit(
         sub_id,
         EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+            parsed_cmd: safety::parse_command(argv),
             call_id: call_id.to_string(),
             turn_id: sub_id.to_string(),
             command: argv.to_vec(),
@@ -876,6 +877,7 @@ async fn emit_end(
     sess.emit(
         sub_id,
         EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+            parsed_cmd: safety::parse_command(argv),
             call_id: call_id.to_string(),
             turn_id: sub_id.to_string(),
             command: argv.to_vec(),

@@ -14,6 +14,7 @@ mod error;
 pub mod fuzzing;
 pub mod goal;
 mod handlers;
+pub mod items;
 mod op_loop;
 pub mod open_requests;
 mod pending;

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::elicitation::ElicitationBroker;
 use crate::error::CoreError;
+use crate::items::ItemLedger;
 use crate::pending::PendingAnswers;
 use crate::project_doc;
 use crate::revert::{self, RevertOutcome, RevertReplies};
@@ -72,6 +73,8 @@ pub(crate) struct Session {
     pub files: Arc<dyn WorkspaceFiles>,
     pub instructions: String,
     tx_event: mpsc::UnboundedSender<Event>,
+    /// Stamps item ids on events and closes a turn's open items before its end.
+    items: std::sync::Mutex<ItemLedger>,
     /// Where the thread is kept; `None` for an ephemeral thread.
     pub(crate) recorder: Option<Arc<dyn ThreadWriter>>,
     /// Cancelled for good once another process took the thread over (an append was
@@ -284,17 +287,26 @@ impl Session {
     }
 
     /// Send an event to the front end, and persist it when it belongs in the rollout.
+    /// Item events get their ids here ([`crate::items`]); an event that ends a turn is
+    /// preceded by the events closing what the turn left open.
     pub(crate) async fn emit(&self, sub_id: &str, msg: EventMsg) {
-        if store::should_persist_event(&msg) {
-            self.persist(&[RolloutItem::EventMsg(bounded_for_rollout(&msg))])
-                .await;
+        let events = match self.items.lock() {
+            Ok(mut ledger) => ledger.prepare(sub_id, msg),
+            // A panic elsewhere while stamping: the event still goes out, without an id.
+            Err(_) => vec![msg],
+        };
+        for msg in events {
+            if store::should_persist_event(&msg) {
+                self.persist(&[RolloutItem::EventMsg(bounded_for_rollout(&msg))])
+                    .await;
+            }
+            // A closed receiver means the front end is gone; the turn still finishes and
+            // is persisted, so there is nothing else to do with the error.
+            let _ = self.tx_event.send(Event {
+                id: sub_id.to_string(),
+                msg,
+            });
         }
-        // A closed receiver means the front end is gone; the turn still finishes and is
-        // persisted, so there is nothing else to do with the error.
-        let _ = self.tx_event.send(Event {
-            id: sub_id.to_string(),
-            msg,
-        });
     }
 
     /// Append items to the model history and the rollout.
@@ -813,6 +825,7 @@ pub(crate) async fn start(
         files,
         instructions,
         tx_event,
+        items: std::sync::Mutex::new(ItemLedger::default()),
         recorder,
         fence: CancellationToken::new(),
         store,

@@ -260,8 +260,14 @@ async fn emit_task_started(sess: &Session, sub_id: &str) {
 async fn record_user_input(sess: &Session, sub_id: &str, input: Vec<ResponseItem>) {
     for item in &input {
         if let Some(message) = item.message_text() {
-            sess.emit(sub_id, EventMsg::UserMessage(UserMessageEvent { message }))
-                .await;
+            sess.emit(
+                sub_id,
+                EventMsg::UserMessage(UserMessageEvent {
+                    item_id: String::new(),
+                    message,
+                }),
+            )
+            .await;
         }
     }
     sess.record_items(&input).await;
@@ -608,20 +614,35 @@ async fn sample_once(
                     emit_pieces(sess, sub_id, &plan.item_id, pieces).await;
                 }
                 None if messages_visible => {
-                    sess.emit(sub_id, EventMsg::AgentMessageDelta(DeltaEvent { delta }))
-                        .await;
+                    sess.emit(
+                        sub_id,
+                        EventMsg::AgentMessageDelta(DeltaEvent {
+                            item_id: String::new(),
+                            delta,
+                        }),
+                    )
+                    .await;
                 }
                 None => {}
             },
             ResponseEvent::ReasoningDelta(delta) => {
                 if visible {
-                    sess.emit(sub_id, EventMsg::AgentReasoningDelta(DeltaEvent { delta }))
-                        .await;
+                    sess.emit(
+                        sub_id,
+                        EventMsg::AgentReasoningDelta(DeltaEvent {
+                            item_id: String::new(),
+                            delta,
+                        }),
+                    )
+                    .await;
                 }
             }
             ResponseEvent::ReasoningSummaryPartAdded { summary_index } => {
                 if visible {
-                    let part = ReasoningSummaryPartEvent { summary_index };
+                    let part = ReasoningSummaryPartEvent {
+                        item_id: String::new(),
+                        summary_index,
+                    };
                     sess.emit(sub_id, EventMsg::AgentReasoningSummaryPartAdded(part))
                         .await;
                 }
@@ -632,6 +653,7 @@ async fn sample_once(
             } => {
                 if visible {
                     let delta = ReasoningSummaryDeltaEvent {
+                        item_id: String::new(),
                         summary_index,
                         delta,
                     };
@@ -717,6 +739,7 @@ impl PlanStream {
         })];
         if !split.message.is_empty() {
             events.push(EventMsg::AgentMessage(AgentMessageEvent {
+                item_id: String::new(),
                 message: split.message,
             }));
         }
@@ -727,7 +750,10 @@ impl PlanStream {
 async fn emit_pieces(sess: &Session, sub_id: &str, plan_id: &str, pieces: Vec<Piece>) {
     for piece in pieces {
         let msg = match piece {
-            Piece::Message(delta) => EventMsg::AgentMessageDelta(DeltaEvent { delta }),
+            Piece::Message(delta) => EventMsg::AgentMessageDelta(DeltaEvent {
+                item_id: String::new(),
+                delta,
+            }),
             Piece::Plan(delta) => EventMsg::ProposedPlanDelta(ProposedPlanDeltaEvent {
                 item_id: plan_id.to_string(),
                 delta,
@@ -897,7 +923,10 @@ fn finished_item_event(item: &ResponseItem) -> Option<EventMsg> {
             ..
         } => {
             let message = item.message_text().unwrap_or_default();
-            (!message.is_empty()).then_some(EventMsg::AgentMessage(AgentMessageEvent { message }))
+            (!message.is_empty()).then_some(EventMsg::AgentMessage(AgentMessageEvent {
+                item_id: String::new(),
+                message,
+            }))
         }
         ResponseItem::Reasoning {
             content, summary, ..
@@ -920,6 +949,7 @@ fn finished_item_event(item: &ResponseItem) -> Option<EventMsg> {
                 text = summary.join("\n");
             }
             (!text.trim().is_empty()).then_some(EventMsg::AgentReasoning(AgentReasoningEvent {
+                item_id: String::new(),
                 text,
                 summary,
                 content,

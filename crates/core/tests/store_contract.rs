@@ -61,6 +61,7 @@ fn meta(cwd: &Path) -> SessionMeta {
 
 fn user(text: &str) -> RolloutItem {
     RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
+        item_id: String::new(),
         message: text.into(),
     }))
 }

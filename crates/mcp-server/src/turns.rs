@@ -683,6 +683,7 @@ mod tests {
 
     fn ended(status: ExecCommandStatus, exit_code: Option<i32>) -> EventMsg {
         EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+            parsed_cmd: Vec::new(),
             call_id: "c".into(),
             turn_id: "t".into(),
             command: vec!["rm".into(), "-rf".into(), "build".into()],

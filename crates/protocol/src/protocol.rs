@@ -470,21 +470,41 @@ pub struct StreamErrorEvent {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserMessageEvent {
+    /// The item this belongs to, assigned once by the engine and kept in the rollout, so
+    /// a live client and one reading the thread later see the same id (empty in rollouts
+    /// written before items had ids).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub item_id: String,
     pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeltaEvent {
+    /// The item this belongs to, assigned once by the engine and kept in the rollout, so
+    /// a live client and one reading the thread later see the same id (empty in rollouts
+    /// written before items had ids).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub item_id: String,
     pub delta: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentMessageEvent {
+    /// The item this belongs to, assigned once by the engine and kept in the rollout, so
+    /// a live client and one reading the thread later see the same id (empty in rollouts
+    /// written before items had ids).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub item_id: String,
     pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentReasoningEvent {
+    /// The item this belongs to, assigned once by the engine and kept in the rollout, so
+    /// a live client and one reading the thread later see the same id (empty in rollouts
+    /// written before items had ids).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub item_id: String,
     /// What a reader is shown: the raw reasoning when the server sent it, otherwise the
     /// summary's parts joined by newlines.
     pub text: String,
@@ -499,12 +519,22 @@ pub struct AgentReasoningEvent {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReasoningSummaryPartEvent {
+    /// The item this belongs to, assigned once by the engine and kept in the rollout, so
+    /// a live client and one reading the thread later see the same id (empty in rollouts
+    /// written before items had ids).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub item_id: String,
     /// Index of the part within the reasoning item's summary, from 0.
     pub summary_index: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReasoningSummaryDeltaEvent {
+    /// The item this belongs to, assigned once by the engine and kept in the rollout, so
+    /// a live client and one reading the thread later see the same id (empty in rollouts
+    /// written before items had ids).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub item_id: String,
     pub summary_index: i64,
     pub delta: String,
 }
@@ -568,6 +598,10 @@ pub struct ExecCommandEndEvent {
     /// Who ran it (absent in rollouts written before user shell commands: the agent).
     #[serde(default)]
     pub source: ExecCommandSource,
+    /// What the command does, as its begin event said (absent in rollouts written
+    /// before ends carried it), so a command read back shows what it showed live.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parsed_cmd: Vec<ParsedCommand>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -696,6 +730,11 @@ pub struct TokenCountEvent {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextCompactedEvent {
+    /// The item this belongs to, assigned once by the engine and kept in the rollout, so
+    /// a live client and one reading the thread later see the same id (empty in rollouts
+    /// written before items had ids).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub item_id: String,
     /// Items of model history before compaction.
     pub items_before: usize,
     /// Items of model history after compaction (initial context, summary, current request).

@@ -638,6 +638,7 @@ mod tests {
                 "exit_code": null, "status": "in_progress"}})]
         );
         let end = t.translate(&EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+            parsed_cmd: Vec::new(),
             call_id: "call_1".into(),
             turn_id: "1".into(),
             command: command(),
@@ -656,6 +657,7 @@ mod tests {
                 "exit_code": 0, "status": "completed"}})]
         );
         let declined = t.translate(&EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+            parsed_cmd: Vec::new(),
             call_id: "never_began".into(),
             turn_id: "1".into(),
             command: vec!["rm".into(), "-rf".into(), "/".into()],
@@ -717,6 +719,7 @@ mod tests {
                    "changes": expected_changes, "status": "failed"}})
         );
         let reasoning = t.translate(&EventMsg::AgentReasoning(AgentReasoningEvent {
+            item_id: String::new(),
             text: "thinking".into(),
             summary: Vec::new(),
             content: vec!["thinking".into()],
@@ -728,6 +731,7 @@ mod tests {
         );
         assert!(
             t.translate(&EventMsg::AgentReasoning(AgentReasoningEvent {
+                item_id: String::new(),
                 text: "  \n".into(),
                 summary: Vec::new(),
                 content: Vec::new(),
@@ -735,6 +739,7 @@ mod tests {
             .is_empty()
         );
         let message = t.translate(&EventMsg::AgentMessage(AgentMessageEvent {
+            item_id: String::new(),
             message: "Done.".into(),
         }));
         assert_eq!(

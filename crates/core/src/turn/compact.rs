@@ -110,6 +110,7 @@ pub(crate) async fn compact(
     sess.emit(
         sub_id,
         EventMsg::ContextCompacted(ContextCompactedEvent {
+            item_id: String::new(),
             items_before,
             items_after,
         }),

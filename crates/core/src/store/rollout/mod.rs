@@ -13,6 +13,8 @@
 
 mod index;
 mod item;
+#[cfg(test)]
+mod live_and_stored;
 mod reader;
 mod recorder;
 #[cfg(test)]

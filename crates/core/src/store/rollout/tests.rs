@@ -44,6 +44,7 @@ fn sample_items() -> Vec<RolloutItem> {
             model_context_window: Some(8192),
         })),
         RolloutItem::EventMsg(EventMsg::UserMessage(UserMessageEvent {
+            item_id: String::new(),
             message: "list the files".into(),
         })),
         RolloutItem::ResponseItem(ResponseItem::user_text("list the files")),
@@ -59,6 +60,7 @@ fn sample_items() -> Vec<RolloutItem> {
         }),
         RolloutItem::ResponseItem(ResponseItem::assistant_text("a and b")),
         RolloutItem::EventMsg(EventMsg::AgentMessage(AgentMessageEvent {
+            item_id: String::new(),
             message: "a and b".into(),
         })),
     ]
@@ -230,11 +232,15 @@ fn read_missing_file_names_the_path() {
 fn only_lasting_events_are_persisted() {
     assert!(should_persist_event(&EventMsg::UserMessage(
         UserMessageEvent {
+            item_id: String::new(),
             message: "x".into()
         }
     )));
     assert!(!should_persist_event(&EventMsg::AgentMessageDelta(
-        DeltaEvent { delta: "x".into() }
+        DeltaEvent {
+            item_id: String::new(),
+            delta: "x".into()
+        }
     )));
     assert!(!should_persist_event(&EventMsg::ShutdownComplete));
 }
@@ -383,6 +389,7 @@ async fn recorded_thread(home: &Path, message: &str) -> (ThreadId, std::path::Pa
     recorder
         .record(&[RolloutItem::EventMsg(EventMsg::UserMessage(
             UserMessageEvent {
+                item_id: String::new(),
                 message: message.into(),
             },
         ))])

@@ -3,13 +3,10 @@
 //! shows a past thread (app-server `thread/read` and `thread/resume`, `interpreter threads
 //! show`) reads it through here, so they agree on what a turn held.
 
-use std::path::PathBuf;
-
-use interpreter_protocol::{
-    EventMsg, ExecCommandSource, ExecCommandStatus, FileChanges, McpToolCallEndEvent,
-};
+use interpreter_protocol::EventMsg;
 
 use super::item::RolloutItem;
+use crate::items::{ItemEvent, ItemProjector, TurnItem};
 
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,62 +18,14 @@ pub enum TurnOutcome {
     Failed,
 }
 
-/// One item of a turn, in the order it happened.
+/// What a turn recorded, in the order it happened: its items, and the errors it reported.
+// Nearly every entry is an item; boxing them would cost an allocation each to save
+// space on the rare error.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnEntry {
-    UserMessage {
-        text: String,
-    },
-    AgentMessage {
-        text: String,
-    },
-    Reasoning {
-        text: String,
-        /// The summary's parts and the raw text's parts, when the rollout kept them apart.
-        summary: Vec<String>,
-        content: Vec<String>,
-    },
-    /// The plan a Plan-mode answer proposed (its `<proposed_plan>` block).
-    Plan {
-        item_id: String,
-        text: String,
-    },
-    /// A review turn started; `review` says what it reviews.
-    EnteredReview {
-        item_id: String,
-        review: String,
-    },
-    /// A review turn ended with this review.
-    ExitedReview {
-        item_id: String,
-        review: String,
-    },
-    Command {
-        call_id: String,
-        command: Vec<String>,
-        cwd: PathBuf,
-        exit_code: Option<i32>,
-        output: String,
-        duration_ms: u64,
-        status: ExecCommandStatus,
-        source: ExecCommandSource,
-    },
-    FileChange {
-        call_id: String,
-        changes: FileChanges,
-        success: bool,
-    },
-    /// A call to an MCP server's tool (recorded since rollouts keep them; older ones
-    /// have none).
-    McpToolCall(McpToolCallEndEvent),
-    /// The conversation so far was replaced by a summary.
-    Compaction {
-        items_before: usize,
-        items_after: usize,
-    },
-    Error {
-        message: String,
-    },
+    Item(TurnItem),
+    Error { message: String },
 }
 
 /// One turn of a past thread.
@@ -90,16 +39,28 @@ pub struct TurnRecord {
     pub entries: Vec<TurnEntry>,
 }
 
-/// The turns recorded in `items`, oldest first. Items outside any turn (a user message
-/// recorded before its turn's start) open a turn of their own.
+/// The turns recorded in `items`, oldest first: the stored events folded through the
+/// same [`ItemProjector`] live front ends use, so an item read back has the id, the
+/// place and the content it had live. Items outside any turn (a user message recorded
+/// before its turn's start) open a turn of their own.
 pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
     let mut turns: Vec<TurnRecord> = Vec::new();
     let mut open: Option<TurnRecord> = None;
     let mut implicit = 0usize;
+    let mut projector = ItemProjector::new();
     for item in items {
         let RolloutItem::EventMsg(msg) = item else {
             continue;
         };
+        // Items a turn that never ended left open are completed into it, before the
+        // next turn starts.
+        for event in projector.push(msg) {
+            if let ItemEvent::Completed(item) = event {
+                current(&mut open, &mut implicit)
+                    .entries
+                    .push(TurnEntry::Item(item));
+            }
+        }
         match msg {
             EventMsg::TaskStarted(started) => {
                 if let Some(turn) = open.take() {
@@ -121,87 +82,6 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                     error: None,
                     entries: Vec::new(),
                 });
-            }
-            EventMsg::UserMessage(m) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::UserMessage {
-                        text: m.message.clone(),
-                    })
-            }
-            EventMsg::AgentMessage(m) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::AgentMessage {
-                        text: m.message.clone(),
-                    })
-            }
-            EventMsg::AgentReasoning(m) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::Reasoning {
-                        text: m.text.clone(),
-                        summary: m.summary.clone(),
-                        content: m.content.clone(),
-                    })
-            }
-            EventMsg::ProposedPlan(p) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::Plan {
-                        item_id: p.item_id.clone(),
-                        text: p.text.clone(),
-                    })
-            }
-            EventMsg::EnteredReviewMode(e) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::EnteredReview {
-                        item_id: e.item_id.clone(),
-                        review: e.review.clone(),
-                    })
-            }
-            EventMsg::ExitedReviewMode(e) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::ExitedReview {
-                        item_id: e.item_id.clone(),
-                        review: e.review.clone(),
-                    })
-            }
-            EventMsg::ExecCommandEnd(e) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::Command {
-                        call_id: e.call_id.clone(),
-                        command: e.command.clone(),
-                        cwd: e.cwd.clone(),
-                        exit_code: e.exit_code,
-                        output: e.aggregated_output.clone(),
-                        duration_ms: e.duration_ms,
-                        status: e.status,
-                        source: e.source,
-                    })
-            }
-            EventMsg::PatchApplyEnd(e) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::FileChange {
-                        call_id: e.call_id.clone(),
-                        changes: e.changes.clone(),
-                        success: e.success,
-                    })
-            }
-            EventMsg::McpToolCallEnd(e) => current(&mut open, &mut implicit)
-                .entries
-                .push(TurnEntry::McpToolCall(e.clone())),
-            EventMsg::ContextCompacted(c) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::Compaction {
-                        items_before: c.items_before,
-                        items_after: c.items_after,
-                    })
             }
             EventMsg::Error(e) => {
                 current(&mut open, &mut implicit)
@@ -235,7 +115,44 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                 turn.outcome = TurnOutcome::Interrupted;
                 turns.push(turn);
             }
-            _ => {}
+            // Items come from the projector above; the rest is not part of a turn's
+            // record.
+            EventMsg::SessionConfigured(_)
+            | EventMsg::Warning(_)
+            | EventMsg::StreamError(_)
+            | EventMsg::UserMessage(_)
+            | EventMsg::AgentMessageDelta(_)
+            | EventMsg::AgentMessage(_)
+            | EventMsg::AgentReasoningDelta(_)
+            | EventMsg::AgentReasoningSummaryPartAdded(_)
+            | EventMsg::AgentReasoningSummaryDelta(_)
+            | EventMsg::AgentReasoning(_)
+            | EventMsg::ExecCommandBegin(_)
+            | EventMsg::ExecCommandOutputDelta(_)
+            | EventMsg::ExecCommandEnd(_)
+            | EventMsg::ExecApprovalRequest(_)
+            | EventMsg::ApplyPatchApprovalRequest(_)
+            | EventMsg::PatchApplyBegin(_)
+            | EventMsg::PatchApplyEnd(_)
+            | EventMsg::GoalUpdated(_)
+            | EventMsg::GoalCleared(_)
+            | EventMsg::TurnDiff(_)
+            | EventMsg::PlanUpdate(_)
+            | EventMsg::ProposedPlanDelta(_)
+            | EventMsg::ProposedPlan(_)
+            | EventMsg::EnteredReviewMode(_)
+            | EventMsg::ExitedReviewMode(_)
+            | EventMsg::McpToolCallBegin(_)
+            | EventMsg::McpToolCallProgress(_)
+            | EventMsg::McpToolCallEnd(_)
+            | EventMsg::McpStartupUpdate(_)
+            | EventMsg::ElicitationRequest(_)
+            | EventMsg::UserInputRequest(_)
+            | EventMsg::PermissionsRequest(_)
+            | EventMsg::RequestExpired(_)
+            | EventMsg::TokenCount(_)
+            | EventMsg::ContextCompacted(_)
+            | EventMsg::ShutdownComplete => {}
         }
     }
     turns.extend(open);
@@ -286,9 +203,11 @@ mod tests {
                 model_context_window: None,
             })),
             ev(EventMsg::UserMessage(UserMessageEvent {
+                item_id: String::new(),
                 message: "hi".into(),
             })),
             ev(EventMsg::AgentMessage(AgentMessageEvent {
+                item_id: String::new(),
                 message: "hello".into(),
             })),
             ev(EventMsg::TaskComplete(TaskCompleteEvent {
