@@ -3,14 +3,12 @@
 
 use std::path::Path;
 
-use interpreter_protocol::{
-    ExecCommandStatus, FileChange, FileChanges, McpInvocation, ParsedCommand, UpdatePlanArgs,
-};
+use interpreter_protocol::{FileChange, FileChanges, McpInvocation, ParsedCommand, UpdatePlanArgs};
 use interpreter_tools::display_command;
 
-use interpreter_core::items::{ItemStatus, TurnItem};
+use interpreter_core::items::ItemStatus;
 
-use crate::update::{PlanEntry, PlanStatus, ToolCall, ToolContent, ToolKind, ToolStatus, Update};
+use crate::update::{PlanEntry, PlanStatus, ToolCall, ToolContent, ToolKind, ToolStatus};
 
 /// Command output kept in a tool call's content: the tail, since the end of a build or a
 /// test run is what tells how it went.
@@ -55,52 +53,8 @@ pub(crate) fn command_call(
             "command": command,
             "cwd": cwd,
         })),
+        raw_output: None,
     }
-}
-
-/// A completed item of the engine's model as the update an editor is sent for it.
-pub(crate) fn item_update(item: &TurnItem) -> Option<Update> {
-    Some(match item {
-        TurnItem::UserMessage { text, .. } => Update::UserText(text.clone()),
-        TurnItem::AgentMessage { text, .. } => Update::AgentText(text.clone()),
-        TurnItem::Reasoning { text, .. } => Update::Thought(text.clone()),
-        // ACP's `plan` update is a list of steps with statuses; a proposed plan is prose,
-        // so the editor shows it as the agent's text.
-        TurnItem::Plan { text, .. } => Update::AgentText(text.clone()),
-        // ACP has no review items: the review reads as the agent's answer.
-        TurnItem::EnteredReview { .. } => return None,
-        TurnItem::ExitedReview { review, .. } => Update::AgentText(review.clone()),
-        TurnItem::Command(command) => {
-            let mut call = command_call(
-                &command.id,
-                &command.command,
-                &command.cwd,
-                &command.parsed,
-                item_status(command.status),
-            );
-            call.content = output_content(&command.output);
-            Update::ToolCall(call)
-        }
-        TurnItem::FileChange(change) => Update::ToolCall(patch_call(
-            &change.id,
-            &change.changes,
-            item_status(change.status),
-        )),
-        TurnItem::McpToolCall(mcp) => {
-            let (status, content) = match &mcp.result {
-                Some(result) => (mcp_status(result), mcp_result_content(result)),
-                None => (item_status(mcp.status), Vec::new()),
-            };
-            let mut call = mcp_call(&mcp.id, &mcp.invocation, status);
-            call.content = content;
-            Update::ToolCall(call)
-        }
-        TurnItem::Compaction {
-            items_before,
-            items_after,
-            ..
-        } => Update::AgentText(compaction_text(*items_before, *items_after)),
-    })
 }
 
 /// An item's status as a tool call's: a declined one did not do what it was for.
@@ -109,13 +63,6 @@ pub(crate) fn item_status(status: ItemStatus) -> ToolStatus {
         ItemStatus::InProgress => ToolStatus::InProgress,
         ItemStatus::Completed => ToolStatus::Completed,
         ItemStatus::Failed | ItemStatus::Declined => ToolStatus::Failed,
-    }
-}
-
-pub(crate) fn command_status(status: ExecCommandStatus) -> ToolStatus {
-    match status {
-        ExecCommandStatus::Completed => ToolStatus::Completed,
-        ExecCommandStatus::Failed | ExecCommandStatus::Declined => ToolStatus::Failed,
     }
 }
 
@@ -163,6 +110,7 @@ pub(crate) fn patch_call(call_id: &str, changes: &FileChanges, status: ToolStatu
             })
             .collect(),
         raw_input: None,
+        raw_output: None,
     }
 }
 
@@ -223,6 +171,7 @@ pub(crate) fn mcp_call(call_id: &str, invocation: &McpInvocation, status: ToolSt
         content: Vec::new(),
         locations: Vec::new(),
         raw_input: invocation.arguments.clone(),
+        raw_output: None,
     }
 }
 

@@ -5,8 +5,8 @@
 use interpreter_core::store::{self, ThreadStore, TurnEntry};
 use interpreter_protocol::ThreadId;
 
-use crate::calls;
 use crate::error::AcpError;
+use crate::items;
 use crate::update::Update;
 
 pub(crate) async fn replay(store: &dyn ThreadStore, id: ThreadId) -> Result<Vec<Update>, AcpError> {
@@ -23,7 +23,7 @@ pub(crate) async fn replay(store: &dyn ThreadStore, id: ThreadId) -> Result<Vec<
 
 fn update_of(entry: &TurnEntry) -> Option<Update> {
     match entry {
-        TurnEntry::Item(item) => calls::item_update(item),
+        TurnEntry::Item(item) => items::replayed(item),
         // The turn's error was the prompt's error answer; it is not part of the talk.
         TurnEntry::Error { .. } => None,
     }

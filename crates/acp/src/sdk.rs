@@ -753,6 +753,7 @@ fn tool_call(call: ToolCall) -> wire::ToolCall {
                 .collect(),
         )
         .raw_input(call.raw_input)
+        .raw_output(call.raw_output)
 }
 
 /// The permission request's `toolCall`: the announced call's id with its title, kind

@@ -1,17 +1,20 @@
 //! One `session/prompt`: a turn on the session's thread, its events as session updates,
 //! its approvals as permission requests, and a stop reason that tells how it ended.
 //!
-//! Cancel answers at once: the engine is told to interrupt (which kills the running
-//! command's process group), nothing more of the turn is sent, and a background task
-//! holds the thread until the engine confirms, so the next prompt starts clean.
+//! Cancel: the engine is told to interrupt (which kills the running command's process
+//! group); the turn's last updates (the killed command's card) are sent, then the prompt
+//! answers `cancelled`. An engine that does not confirm within
+//! [`Thread::INTERRUPT_CONFIRM_DEADLINE`] gets the answer sent anyway, and a background
+//! task holds the thread until it confirms, so the next prompt starts clean.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use interpreter_core::Thread;
+use interpreter_core::items::{ItemEvent, ItemProjector};
 use interpreter_core::open_requests::OpenRequests;
 use interpreter_protocol::{
-    ElicitationResponse, Event, EventMsg, Op, ReviewDecision, TurnAbortReason, UserInput,
+    ElicitationResponse, Event, EventMsg, Op, PermissionsDecision, ReviewDecision, TurnAbortReason,
+    UserInput, UserInputResponse,
 };
 use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
@@ -19,10 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::Agent;
 use crate::calls;
 use crate::error::AcpError;
+use crate::items::LiveItems;
 use crate::sdk::Editor;
-use crate::update::{
-    Permission, StopReason, ToolCall, ToolCallUpdate, ToolContent, ToolStatus, Update,
-};
+use crate::update::{Permission, StopReason, ToolCall, Update};
 
 pub(crate) async fn prompt(
     agent: &Agent,
@@ -70,21 +72,36 @@ async fn run(
         thread: thread.clone(),
         turn_over: CancellationToken::new(),
         open_requests: OpenRequests::default(),
-        text_streamed: false,
-        thought_streamed: false,
-        announced: HashMap::new(),
-        finished: HashSet::new(),
-        output: HashMap::new(),
+        projector: ItemProjector::new(),
+        items: LiveItems::default(),
         last_error: None,
     };
     // Ends this turn's permission questions whenever the turn ends.
     let _end_questions = view.turn_over.clone().drop_guard();
+    let mut interrupted_at: Option<tokio::time::Instant> = None;
     loop {
+        let confirm_by = interrupted_at.map_or_else(tokio::time::Instant::now, |at| {
+            at + Thread::INTERRUPT_CONFIRM_DEADLINE
+        });
         let event = tokio::select! {
             biased;
-            () = cancel.cancelled() => {
+            () = cancel.cancelled(), if interrupted_at.is_none() => {
+                // Open questions are withdrawn; the engine stops the turn, and its last
+                // updates (a killed command's card) reach the editor before the answer.
                 view.turn_over.cancel();
-                hand_back_after_interrupt(thread, turn_id, slot).await;
+                if let Err(e) = thread.submit(Op::Interrupt).await {
+                    tracing::warn!("interrupting thread {} failed: {e}", thread.id());
+                    return Ok(StopReason::Cancelled);
+                }
+                interrupted_at = Some(tokio::time::Instant::now());
+                continue;
+            }
+            () = tokio::time::sleep_until(confirm_by), if interrupted_at.is_some() => {
+                tracing::warn!(
+                    "thread {} did not confirm the interrupt in time",
+                    thread.id()
+                );
+                hand_back_when_confirmed(thread, turn_id, slot);
                 return Ok(StopReason::Cancelled);
             }
             event = thread.next_event() => event,
@@ -92,7 +109,11 @@ async fn run(
         let Event { id, msg } =
             event.map_err(|e| AcpError::Internal(format!("the thread stopped: {e}")))?;
         if let Some(end) = view.handle(&turn_id, &id, msg).await {
-            return end;
+            // A cancelled prompt is cancelled, even when its turn got to finish first.
+            return match interrupted_at {
+                Some(_) => Ok(StopReason::Cancelled),
+                None => end,
+            };
         }
     }
 }
@@ -108,17 +129,10 @@ fn is_command(input: &[UserInput], name: &str) -> bool {
     }
 }
 
-/// Tell the engine to stop, then keep the thread (its turn slot) until it confirms, off
-/// the prompt's path; the cancelled turn's events are dropped.
-async fn hand_back_after_interrupt(
-    thread: Arc<Thread>,
-    turn_id: String,
-    slot: OwnedMutexGuard<()>,
-) {
-    if let Err(e) = thread.submit(Op::Interrupt).await {
-        tracing::warn!("interrupting thread {} failed: {e}", thread.id());
-        return;
-    }
+/// Keeps the thread (its turn slot) until the engine confirms the interrupt (within a
+/// second deadline), off the prompt's path, so the next prompt starts clean; the rest
+/// of the turn is dropped.
+fn hand_back_when_confirmed(thread: Arc<Thread>, turn_id: String, slot: OwnedMutexGuard<()>) {
     tokio::spawn(async move {
         let _slot = slot;
         let confirmed = tokio::time::timeout(Thread::INTERRUPT_CONFIRM_DEADLINE, async {
@@ -140,7 +154,7 @@ async fn hand_back_after_interrupt(
         .await;
         if confirmed.is_err() {
             tracing::warn!(
-                "thread {} did not confirm the interrupt in time",
+                "thread {} still has not confirmed the interrupt; the session goes on",
                 thread.id()
             );
         }
@@ -156,15 +170,10 @@ struct TurnView {
     /// Permission requests out to the editor, withdrawn when the engine's clock (the
     /// only one) expires them.
     open_requests: OpenRequests,
-    /// Deltas of the current message (or reasoning block) were sent, so its final
-    /// event must not send the text again.
-    text_streamed: bool,
-    thought_streamed: bool,
-    /// Announced tool calls and the content they were announced with.
-    announced: HashMap<String, Vec<ToolContent>>,
-    finished: HashSet<String>,
-    /// Output streamed so far, per command.
-    output: HashMap<String, String>,
+    /// Which items are open: the engine's projector, the same one replay uses.
+    projector: ItemProjector,
+    /// What the editor was sent of them.
+    items: LiveItems,
     last_error: Option<String>,
 }
 
@@ -173,23 +182,11 @@ impl TurnView {
         self.editor.update(&self.session_id, update);
     }
 
-    /// Announce a tool call once; later calls for the same id only move its status.
-    fn announce(&mut self, call: ToolCall) {
-        if self.announced.contains_key(&call.id) {
-            self.send(Update::ToolCallUpdate(ToolCallUpdate {
-                id: call.id,
-                status: Some(call.status),
-                ..ToolCallUpdate::default()
-            }));
-            return;
-        }
-        self.announced.insert(call.id.clone(), call.content.clone());
-        self.send(Update::ToolCall(call));
-    }
-
-    fn finish(&mut self, update: ToolCallUpdate) {
-        if self.finished.insert(update.id.clone()) {
-            self.send(Update::ToolCallUpdate(update));
+    fn send_items(&mut self, events: Vec<ItemEvent>) {
+        for event in events {
+            for update in self.items.updates(event) {
+                self.send(update);
+            }
         }
     }
 
@@ -237,178 +234,72 @@ impl TurnView {
         event_turn: &str,
         msg: EventMsg,
     ) -> Option<Result<StopReason, AcpError>> {
+        // A call asked about starts its card pending, with the reason.
+        match &msg {
+            EventMsg::ExecApprovalRequest(request) => self
+                .items
+                .awaiting_permission(&request.call_id, request.reason.clone()),
+            EventMsg::ApplyPatchApprovalRequest(request) => self
+                .items
+                .awaiting_permission(&request.call_id, request.reason.clone()),
+            _ => {}
+        }
+        let msg_name = msg.type_name();
+        let item_events = self.projector.push(&msg);
+        let asked = item_events.iter().find_map(|event| match event {
+            ItemEvent::Started(item) => self.items.pending_card(item),
+            _ => None,
+        });
+        self.send_items(item_events);
         match msg {
-            EventMsg::AgentMessageDelta(delta) => {
-                if !delta.delta.is_empty() {
-                    self.text_streamed = true;
-                    self.send(Update::AgentText(delta.delta));
-                }
-            }
-            EventMsg::AgentMessage(message) => {
-                if !std::mem::take(&mut self.text_streamed) && !message.message.is_empty() {
-                    self.send(Update::AgentText(message.message));
-                }
-            }
-            EventMsg::AgentReasoningDelta(delta) => {
-                if !delta.delta.is_empty() {
-                    self.thought_streamed = true;
-                    self.send(Update::Thought(delta.delta));
-                }
-            }
-            // A summary is what the server shows of its reasoning: the editor's thought.
-            EventMsg::AgentReasoningSummaryDelta(delta) => {
-                if !delta.delta.is_empty() {
-                    self.thought_streamed = true;
-                    self.send(Update::Thought(delta.delta));
-                }
-            }
-            EventMsg::AgentReasoning(reasoning) => {
-                if !std::mem::take(&mut self.thought_streamed) && !reasoning.text.is_empty() {
-                    self.send(Update::Thought(reasoning.text));
-                }
-            }
             EventMsg::ExecApprovalRequest(request) => {
-                let mut call = calls::command_call(
-                    &request.call_id,
-                    &request.command,
-                    &request.cwd,
-                    &request.parsed_cmd,
-                    ToolStatus::Pending,
-                );
-                if let Some(reason) = &request.reason {
-                    call.content = vec![ToolContent::Text(reason.clone())];
+                if let Some(card) = asked {
+                    let call_id = request.call_id;
+                    self.ask(&call_id.clone(), card, move |decision| Op::ExecApproval {
+                        id: call_id,
+                        decision,
+                    });
                 }
-                self.announce(call.clone());
-                let call_id = request.call_id;
-                self.ask(&call_id.clone(), call, move |decision| Op::ExecApproval {
-                    id: call_id,
-                    decision,
-                });
-            }
-            EventMsg::ExecCommandBegin(begin) => {
-                self.announce(calls::command_call(
-                    &begin.call_id,
-                    &begin.command,
-                    &begin.cwd,
-                    &begin.parsed_cmd,
-                    ToolStatus::InProgress,
-                ));
-            }
-            EventMsg::ExecCommandOutputDelta(delta) => {
-                let output = self.output.entry(delta.call_id.clone()).or_default();
-                output.push_str(&delta.chunk);
-                let content = calls::output_content(output);
-                self.send(Update::ToolCallUpdate(ToolCallUpdate {
-                    id: delta.call_id,
-                    content: Some(content),
-                    ..ToolCallUpdate::default()
-                }));
-            }
-            EventMsg::ExecCommandEnd(end) => {
-                let status = calls::command_status(end.status);
-                if !self.announced.contains_key(&end.call_id) {
-                    self.announce(calls::command_call(
-                        &end.call_id,
-                        &end.command,
-                        &end.cwd,
-                        &[],
-                        ToolStatus::InProgress,
-                    ));
-                }
-                let content = match end.status {
-                    interpreter_protocol::ExecCommandStatus::Declined => {
-                        vec![ToolContent::Text("Not run: permission denied.".into())]
-                    }
-                    _ => calls::output_content(&end.aggregated_output),
-                };
-                self.finish(ToolCallUpdate {
-                    id: end.call_id,
-                    status: Some(status),
-                    content: Some(content),
-                    raw_output: Some(serde_json::json!({
-                        "exitCode": end.exit_code,
-                        "durationMs": end.duration_ms,
-                    })),
-                });
             }
             EventMsg::ApplyPatchApprovalRequest(request) => {
-                let mut call =
-                    calls::patch_call(&request.call_id, &request.changes, ToolStatus::Pending);
-                // Why the person is asked (a path outside the roots, and where a symlink
-                // there leads) belongs on the card they answer.
-                if let Some(reason) = &request.reason {
-                    call.content.push(ToolContent::Text(reason.clone()));
+                if let Some(card) = asked {
+                    let call_id = request.call_id;
+                    self.ask(&call_id.clone(), card, move |decision| Op::PatchApproval {
+                        id: call_id,
+                        decision,
+                    });
                 }
-                self.announce(call.clone());
-                let call_id = request.call_id;
-                self.ask(&call_id.clone(), call, move |decision| Op::PatchApproval {
-                    id: call_id,
-                    decision,
-                });
+            }
+            EventMsg::ExecCommandBegin(begin) => {
+                if let Some(update) = self.items.began(&begin.call_id) {
+                    self.send(update);
+                }
             }
             EventMsg::PatchApplyBegin(begin) => {
-                self.announce(calls::patch_call(
-                    &begin.call_id,
-                    &begin.changes,
-                    ToolStatus::InProgress,
-                ));
-            }
-            EventMsg::PatchApplyEnd(end) => {
-                if !self.announced.contains_key(&end.call_id) {
-                    self.announce(calls::patch_call(
-                        &end.call_id,
-                        &end.changes,
-                        ToolStatus::InProgress,
-                    ));
+                if let Some(update) = self.items.began(&begin.call_id) {
+                    self.send(update);
                 }
-                let update = if end.success {
-                    ToolCallUpdate {
-                        id: end.call_id,
-                        status: Some(ToolStatus::Completed),
-                        ..ToolCallUpdate::default()
-                    }
-                } else {
-                    let mut content = self
-                        .announced
-                        .get(&end.call_id)
-                        .cloned()
-                        .unwrap_or_default();
-                    content.push(ToolContent::Text(end.stderr));
-                    ToolCallUpdate {
-                        id: end.call_id,
-                        status: Some(ToolStatus::Failed),
-                        content: Some(content),
-                        ..ToolCallUpdate::default()
-                    }
-                };
-                self.finish(update);
             }
-            EventMsg::McpToolCallBegin(begin) => {
-                self.announce(calls::mcp_call(
-                    &begin.call_id,
-                    &begin.invocation,
-                    ToolStatus::InProgress,
-                ));
-            }
-            EventMsg::McpToolCallEnd(end) => {
-                if !self.announced.contains_key(&end.call_id) {
-                    self.announce(calls::mcp_call(
-                        &end.call_id,
-                        &end.invocation,
-                        ToolStatus::InProgress,
-                    ));
-                }
-                self.finish(ToolCallUpdate {
-                    id: end.call_id,
-                    status: Some(calls::mcp_status(&end.result)),
-                    content: Some(calls::mcp_result_content(&end.result)),
-                    raw_output: end.result.clone().ok(),
-                });
-            }
+            // Items: sent above.
+            EventMsg::UserMessage(_)
+            | EventMsg::AgentMessageDelta(_)
+            | EventMsg::AgentMessage(_)
+            | EventMsg::AgentReasoningDelta(_)
+            | EventMsg::AgentReasoningSummaryPartAdded(_)
+            | EventMsg::AgentReasoningSummaryDelta(_)
+            | EventMsg::AgentReasoning(_)
+            | EventMsg::ProposedPlanDelta(_)
+            | EventMsg::ProposedPlan(_)
+            | EventMsg::EnteredReviewMode(_)
+            | EventMsg::ExitedReviewMode(_)
+            | EventMsg::ExecCommandOutputDelta(_)
+            | EventMsg::ExecCommandEnd(_)
+            | EventMsg::PatchApplyEnd(_)
+            | EventMsg::McpToolCallBegin(_)
+            | EventMsg::McpToolCallProgress(_)
+            | EventMsg::McpToolCallEnd(_)
+            | EventMsg::ContextCompacted(_) => {}
             EventMsg::PlanUpdate(plan) => self.send(Update::Plan(calls::plan_entries(&plan))),
-            EventMsg::ContextCompacted(compacted) => self.send(Update::AgentText(
-                calls::compaction_text(compacted.items_before, compacted.items_after),
-            )),
             EventMsg::Error(error) => self.last_error = Some(error.message),
             EventMsg::StreamError(error) => tracing::info!(
                 "model stream failed, retrying ({}/{}): {}",
@@ -430,7 +321,6 @@ impl TurnView {
                 }
             }
             EventMsg::TaskComplete(done) if done.turn_id == turn_id => {
-                self.fail_open_calls();
                 return Some(match done.error {
                     Some(message) => Err(AcpError::TurnFailed(one_line(
                         &self.last_error.take().unwrap_or(message),
@@ -440,8 +330,8 @@ impl TurnView {
                 });
             }
             EventMsg::TurnAborted(aborted) if aborted.turn_id == turn_id => {
-                // Stopped by the engine itself (an approval answered with abort).
-                self.fail_open_calls();
+                // Stopped by the editor's cancel, or by the engine itself (an approval
+                // answered with abort).
                 return Some(Ok(match aborted.reason {
                     TurnAbortReason::Interrupted | TurnAbortReason::Replaced => {
                         StopReason::Cancelled
@@ -451,27 +341,41 @@ impl TurnView {
             EventMsg::ShutdownComplete => {
                 return Some(Err(AcpError::Internal("the thread shut down".into())));
             }
-            other => tracing::trace!("turn {event_turn}: {} not shown", other.type_name()),
+            // ACP has no question to the user of this kind: answered at once, as if the
+            // user declined, rather than left to the engine's deadline.
+            EventMsg::UserInputRequest(request) => {
+                let answer = Op::ResolveUserInput {
+                    id: request.call_id,
+                    response: UserInputResponse::Declined,
+                };
+                if let Err(e) = self.thread.submit(answer).await {
+                    tracing::debug!("declining the model's question failed: {e}");
+                }
+            }
+            EventMsg::PermissionsRequest(request) => {
+                let answer = Op::ResolvePermissions {
+                    id: request.call_id,
+                    decision: PermissionsDecision::Denied,
+                };
+                if let Err(e) = self.thread.submit(answer).await {
+                    tracing::debug!("refusing a permission request failed: {e}");
+                }
+            }
+            // Another turn's end (input that arrived as an earlier turn ended), and what
+            // an editor has no place for.
+            EventMsg::TaskComplete(_)
+            | EventMsg::TurnAborted(_)
+            | EventMsg::SessionConfigured(_)
+            | EventMsg::TaskStarted(_)
+            | EventMsg::TokenCount(_)
+            | EventMsg::TurnDiff(_)
+            | EventMsg::GoalUpdated(_)
+            | EventMsg::GoalCleared(_)
+            | EventMsg::McpStartupUpdate(_) => {
+                tracing::trace!("turn {event_turn}: {} not shown", msg_name);
+            }
         }
         None
-    }
-
-    /// A tool call the engine never finished (a declined patch reports no end when the
-    /// turn stops) is failed, so no card stays spinning.
-    fn fail_open_calls(&mut self) {
-        let open: Vec<String> = self
-            .announced
-            .keys()
-            .filter(|id| !self.finished.contains(*id))
-            .cloned()
-            .collect();
-        for id in open {
-            self.finish(ToolCallUpdate {
-                id,
-                status: Some(ToolStatus::Failed),
-                ..ToolCallUpdate::default()
-            });
-        }
     }
 }
 

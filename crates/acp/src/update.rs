@@ -43,6 +43,8 @@ pub(crate) struct ToolCall {
     pub content: Vec<ToolContent>,
     pub locations: Vec<PathBuf>,
     pub raw_input: Option<serde_json::Value>,
+    /// What the call returned, for a call announced finished (replayed history).
+    pub raw_output: Option<serde_json::Value>,
 }
 
 /// What changed about an announced tool call; `None` fields are unchanged.

@@ -932,3 +932,136 @@ async fn adversarial_a_patch_through_a_planted_symlink_is_asked_as_its_target() 
     assert!(fs.writes.is_empty(), "{:?}", fs.writes);
     assert_eq!(std::fs::read_to_string(&real).expect("real.md"), "kept\n");
 }
+
+/// The editor's view after `updates`: runs of one kind of text joined, each tool call's
+/// card with every later update of it applied.
+fn editor_view(updates: &[Value]) -> Vec<Value> {
+    let mut view: Vec<Value> = Vec::new();
+    for update in updates {
+        let kind = update["sessionUpdate"].as_str().unwrap_or_default();
+        match kind {
+            "agent_message_chunk" | "agent_thought_chunk" | "user_message_chunk" => {
+                let text = update["content"]["text"].as_str().unwrap_or_default();
+                match view.last_mut() {
+                    Some(last) if last["sessionUpdate"] == kind => {
+                        let joined = format!("{}{text}", last["text"].as_str().unwrap_or_default());
+                        last["text"] = json!(joined);
+                    }
+                    _ => view.push(json!({"sessionUpdate": kind, "text": text})),
+                }
+            }
+            "tool_call" => view.push(update.clone()),
+            "tool_call_update" => {
+                let card = view
+                    .iter_mut()
+                    .find(|card| card["toolCallId"] == update["toolCallId"])
+                    .unwrap_or_else(|| panic!("an update of a card never announced: {update}"));
+                for field in ["status", "content", "rawOutput", "title", "kind"] {
+                    if let Some(value) = update.get(field).filter(|v| !v.is_null()) {
+                        card[field] = value.clone();
+                    }
+                }
+            }
+            // Not part of the conversation.
+            _ => {}
+        }
+    }
+    view
+}
+
+/// After a restart, `session/load` shows the editor what it showed live: the same text,
+/// and every card ending the same, for prompts with reasoning, a command, a patch, a
+/// rejected command and a cancelled one (the user's own prompts come back too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_editor_saw_live_is_what_session_load_replays() {
+    let env = AcpEnv::new().await;
+    env.model.push(MockResponse::sse(vec![
+        chunk::reasoning("Look first, "),
+        chunk::reasoning("then write."),
+        chunk::tool_call(0, "call_ls", "shell", &json!({"command": "ls"}).to_string()),
+        chunk::finish("tool_calls"),
+    ]));
+    env.script_patch("call_patch", "notes.txt");
+    env.script_command("call_no", "touch declined.txt");
+    env.script_text("wrote the notes");
+    env.script_command("call_sleep", "echo started; sleep 60");
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    let id = client.send_prompt(&session, "take notes").await;
+    loop {
+        let message = client
+            .read_until(|m| {
+                is_permission_request(m) || (m["id"] == id && m.get("method").is_none())
+            })
+            .await;
+        if !is_permission_request(&message) {
+            assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+            break;
+        }
+        let option = if message["params"]["toolCall"]["toolCallId"] == "call_no" {
+            "reject_once"
+        } else {
+            "allow_once"
+        };
+        client.choose(&message, option).await;
+    }
+    assert!(env.work_path().join("notes.txt").is_file());
+    assert!(!env.work_path().join("declined.txt").exists());
+    let id = client.send_prompt(&session, "wait").await;
+    let ask = client.read_until(is_permission_request).await;
+    client.choose(&ask, "allow_once").await;
+    client
+        .read_until(|m| {
+            m["params"]["update"]["toolCallId"] == "call_sleep"
+                && m["params"]["update"]["content"].is_array()
+                && m["params"]["update"]["content"]
+                    .to_string()
+                    .contains("started")
+        })
+        .await;
+    client
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let response = client.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    let live = editor_view(&client.updates(&session));
+    client.process.close_stdin();
+    client
+        .process
+        .wait_exit(acp_support::READ_DEADLINE)
+        .await
+        .expect("agent exits at end of input");
+
+    let mut client = env.start().await;
+    client
+        .request(
+            "session/load",
+            json!({"sessionId": session, "cwd": env.work_path(), "mcpServers": []}),
+        )
+        .await;
+    let replayed: Vec<Value> = editor_view(&client.updates(&session))
+        .into_iter()
+        .filter(|entry| entry["sessionUpdate"] != "user_message_chunk")
+        .collect();
+    assert_eq!(live, replayed, "live (left) and replayed (right) differ");
+    let statuses: Vec<(String, String)> = live
+        .iter()
+        .filter(|entry| entry["sessionUpdate"] == "tool_call")
+        .map(|card| {
+            (
+                card["toolCallId"].as_str().unwrap_or_default().to_string(),
+                card["status"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let pair = |id: &str, status: &str| (id.to_string(), status.to_string());
+    assert_eq!(
+        statuses,
+        [
+            pair("call_ls", "completed"),
+            pair("call_patch", "completed"),
+            pair("call_no", "failed"),
+            pair("call_sleep", "failed"),
+        ]
+    );
+}

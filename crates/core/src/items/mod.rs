@@ -24,9 +24,9 @@ use std::path::PathBuf;
 
 use interpreter_protocol::{ExecCommandSource, FileChanges, McpInvocation, ParsedCommand};
 
-pub(crate) use ledger::ItemLedger;
 #[cfg(test)]
 pub(crate) use ledger::ENDED_WITH_THE_TURN;
+pub(crate) use ledger::ItemLedger;
 pub use projector::ItemProjector;
 
 /// Where an item stands.
@@ -64,6 +64,8 @@ pub struct FileChangeItem {
     pub id: String,
     pub changes: FileChanges,
     pub status: ItemStatus,
+    /// What applying it printed (its summary, or why it failed); empty until it ends.
+    pub output: String,
 }
 
 /// A call to a tool of an MCP server the thread uses.

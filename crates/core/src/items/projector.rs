@@ -232,6 +232,7 @@ impl ItemProjector {
                     id: request.call_id.clone(),
                     changes: request.changes.clone(),
                     status: ItemStatus::InProgress,
+                    output: String::new(),
                 }),
                 &mut out,
             ),
@@ -240,10 +241,16 @@ impl ItemProjector {
                     id: begin.call_id.clone(),
                     changes: begin.changes.clone(),
                     status: ItemStatus::InProgress,
+                    output: String::new(),
                 }),
                 &mut out,
             ),
             EventMsg::PatchApplyEnd(end) => {
+                let printed = [end.stdout.as_str(), end.stderr.as_str()]
+                    .into_iter()
+                    .filter(|text| !text.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 let item = TurnItem::FileChange(FileChangeItem {
                     id: end.call_id.clone(),
                     changes: end.changes.clone(),
@@ -252,13 +259,9 @@ impl ItemProjector {
                     } else {
                         ItemStatus::Failed
                     },
+                    output: printed.clone(),
                 });
                 self.start_call(item.clone(), &mut out);
-                let printed = [end.stdout.as_str(), end.stderr.as_str()]
-                    .into_iter()
-                    .filter(|text| !text.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("\n");
                 if !printed.is_empty() && !self.completed.contains(&end.call_id) {
                     out.push(delta_of(
                         end.call_id.clone(),
