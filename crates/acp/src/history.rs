@@ -6,8 +6,8 @@ use interpreter_core::store::{self, ThreadStore, TurnEntry};
 use interpreter_protocol::ThreadId;
 
 use crate::error::AcpError;
-use crate::items;
 use crate::update::Update;
+use crate::wire;
 
 pub(crate) async fn replay(store: &dyn ThreadStore, id: ThreadId) -> Result<Vec<Update>, AcpError> {
     let items = store
@@ -23,7 +23,7 @@ pub(crate) async fn replay(store: &dyn ThreadStore, id: ThreadId) -> Result<Vec<
 
 fn update_of(entry: &TurnEntry) -> Option<Update> {
     match entry {
-        TurnEntry::Item(item) => items::replayed(item),
+        TurnEntry::Item(item) => wire::replayed(item),
         // The turn's error was the prompt's error answer; it is not part of the talk.
         TurnEntry::Error { .. } => None,
     }

@@ -6,16 +6,16 @@
 //! turn, engine events become `session/update`s, approvals become
 //! `session/request_permission`. The SDK is wrapped in [`sdk`]; [`agent`] holds the
 //! sessions, [`turn`] drives one prompt, [`history`] replays a saved thread, and
-//! [`items`] maps the engine's items to updates for both, so they end the same.
+//! [`wire`] maps the engine's items to updates for both, so they end the same.
 
 mod agent;
 mod calls;
 mod error;
 mod history;
-mod items;
 mod sdk;
 mod turn;
 mod update;
+mod wire;
 
 use std::sync::Arc;
 

@@ -22,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::Agent;
 use crate::calls;
 use crate::error::AcpError;
-use crate::items::LiveItems;
 use crate::sdk::Editor;
 use crate::update::{Permission, StopReason, ToolCall, Update};
+use crate::wire::LiveItems;
 
 pub(crate) async fn prompt(
     agent: &Agent,

@@ -19,12 +19,12 @@ use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{ClientAnswer, Connection};
-use crate::item_wire::{ItemContext, item_notification};
 use crate::mapping;
 use crate::protocol::v1;
 use crate::protocol::v2::{self, ItemsView, ThreadStatus, Turn, TurnStatus};
 use crate::protocol::{METHOD_NOT_FOUND, RequestId, now_ms};
 use crate::state::{LoadedThread, ServerState};
+use crate::wire::{ItemContext, item_notification};
 
 /// The turn being driven, as the wire names it.
 struct TurnWire {

@@ -30,7 +30,6 @@ mod driver;
 pub mod error;
 mod fs_api;
 mod goals;
-mod item_wire;
 mod listings;
 pub mod mapping;
 mod mcp_api;
@@ -46,6 +45,7 @@ pub mod transport;
 mod turns;
 mod user_requests;
 pub mod v1_api;
+mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -452,7 +452,35 @@ impl HumanOutput {
                 let line = self.style.red("turn interrupted");
                 self.line(&line);
             }
-            _ => {}
+            // An empty reasoning says nothing; outside the interactive mode the review is
+            // the final message, on stdout; exec never runs a turn in Plan mode; the
+            // questions and approvals are asked (and answered) by the caller; an MCP
+            // server's progress is for the MCP front end's progress lines.
+            EventMsg::AgentReasoning(_)
+            | EventMsg::ExitedReviewMode(_)
+            | EventMsg::ProposedPlanDelta(_)
+            | EventMsg::ProposedPlan(_)
+            | EventMsg::ExecApprovalRequest(_)
+            | EventMsg::ApplyPatchApprovalRequest(_)
+            | EventMsg::ElicitationRequest(_)
+            | EventMsg::UserInputRequest(_)
+            | EventMsg::PermissionsRequest(_)
+            | EventMsg::RequestExpired(_)
+            | EventMsg::McpToolCallProgress(_) => {}
+            // Handled above.
+            EventMsg::AgentMessageDelta(_)
+            | EventMsg::AgentReasoningDelta(_)
+            | EventMsg::AgentReasoningSummaryPartAdded(_)
+            | EventMsg::AgentReasoningSummaryDelta(_)
+            | EventMsg::ExecCommandOutputDelta(_)
+            | EventMsg::SessionConfigured(_)
+            | EventMsg::UserMessage(_)
+            | EventMsg::TurnDiff(_)
+            | EventMsg::GoalUpdated(_)
+            | EventMsg::GoalCleared(_)
+            | EventMsg::ShutdownComplete
+            | EventMsg::TokenCount(_)
+            | EventMsg::TaskComplete(_) => {}
         }
     }
 

@@ -248,7 +248,34 @@ pub(crate) fn step_of(msg: &EventMsg) -> Option<String> {
         }
         EventMsg::Warning(e) => format!("warning: {}", e.message),
         EventMsg::Error(e) => format!("error: {}", e.message),
-        _ => return None,
+        EventMsg::ContextCompacted(_) => "compacted the conversation".to_string(),
+        EventMsg::McpToolCallProgress(e) => format!("tool: {}", e.message),
+        EventMsg::UserInputRequest(_) => "the model asked the user a question".to_string(),
+        EventMsg::PermissionsRequest(_) => "waiting for a permission decision".to_string(),
+        EventMsg::ElicitationRequest(e) => {
+            format!("waiting for an answer to MCP server `{}`", e.server)
+        }
+        EventMsg::ExitedReviewMode(_) => "review written".to_string(),
+        EventMsg::ProposedPlan(_) => "plan proposed".to_string(),
+        // Pieces of what the lines above announce, or nothing a caller waits on.
+        EventMsg::SessionConfigured(_)
+        | EventMsg::TaskComplete(_)
+        | EventMsg::TurnAborted(_)
+        | EventMsg::UserMessage(_)
+        | EventMsg::AgentMessageDelta(_)
+        | EventMsg::AgentReasoningDelta(_)
+        | EventMsg::AgentReasoningSummaryPartAdded(_)
+        | EventMsg::AgentReasoningSummaryDelta(_)
+        | EventMsg::ExecCommandOutputDelta(_)
+        | EventMsg::ProposedPlanDelta(_)
+        | EventMsg::GoalUpdated(_)
+        | EventMsg::GoalCleared(_)
+        | EventMsg::TurnDiff(_)
+        | EventMsg::McpToolCallEnd(_)
+        | EventMsg::McpStartupUpdate(_)
+        | EventMsg::RequestExpired(_)
+        | EventMsg::TokenCount(_)
+        | EventMsg::ShutdownComplete => return None,
     })
 }
 

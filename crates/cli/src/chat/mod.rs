@@ -20,7 +20,10 @@ use std::time::Duration;
 use anyhow::Context;
 use futures::FutureExt;
 use interpreter_core::config::{Config, ConfigOverrides, load_config};
-use interpreter_core::store::{ListDirection, ListQuery, ListSortKey, RolloutItem, ThreadRecord};
+use interpreter_core::items::TurnItem;
+use interpreter_core::store::{
+    self, ListDirection, ListQuery, ListSortKey, RolloutItem, ThreadRecord, TurnEntry,
+};
 use interpreter_core::{CoreError, NewThread, Thread, ThreadManager};
 use interpreter_protocol::{
     AskForApproval, EventMsg, GrantScope, Op, PermissionsDecision, PermissionsRequestEvent,
@@ -714,20 +717,23 @@ impl Chat {
                 return;
             }
         };
-        let mut messages: Vec<(bool, String)> = Vec::new();
-        for item in items {
-            match item {
-                RolloutItem::EventMsg(EventMsg::UserMessage(m)) => messages.push((true, m.message)),
-                RolloutItem::EventMsg(EventMsg::AgentMessage(m)) => {
-                    messages.push((false, m.message))
-                }
-                // `/status` shows the thread's usage so far before its next turn.
-                RolloutItem::EventMsg(EventMsg::TokenCount(count)) if count.info.is_some() => {
-                    self.usage = count.info;
-                }
-                _ => {}
-            }
+        // `/status` shows the thread's usage so far before its next turn.
+        if let Some(info) = items.iter().rev().find_map(|item| match item {
+            RolloutItem::EventMsg(EventMsg::TokenCount(count)) => count.info.clone(),
+            _ => None,
+        }) {
+            self.usage = Some(info);
         }
+        // The conversation as every front end reads a thread back: its items.
+        let messages: Vec<(bool, String)> = store::turns_from_rollout(&items)
+            .into_iter()
+            .flat_map(|turn| turn.entries)
+            .filter_map(|entry| match entry {
+                TurnEntry::Item(TurnItem::UserMessage { text, .. }) => Some((true, text)),
+                TurnEntry::Item(TurnItem::AgentMessage { text, .. }) => Some((false, text)),
+                _ => None,
+            })
+            .collect();
         let skipped = messages.len().saturating_sub(RECAP_MESSAGES);
         if skipped > 0 {
             let note = self

@@ -8,9 +8,10 @@
 
 use std::collections::HashMap;
 
+use interpreter_core::items::{ItemEvent, ItemProjector, ItemStatus, TurnItem};
 use interpreter_protocol::{
-    EventMsg, ExecCommandStatus, FileChanges, McpInvocation, McpStartupStatus, StepStatus,
-    TokenUsage, TurnAbortReason, UpdatePlanArgs,
+    EventMsg, FileChanges, McpInvocation, McpStartupStatus, StepStatus, TokenUsage,
+    TurnAbortReason, UpdatePlanArgs,
 };
 use serde::Serialize;
 
@@ -183,6 +184,8 @@ struct RunningTodoList {
 #[derive(Debug, Default)]
 pub(crate) struct JsonlTranslator {
     next_item: u64,
+    /// Which items are open: the engine's projector, the one every front end uses.
+    projector: ItemProjector,
     /// Item id of each begun-but-not-ended tool call, by engine `call_id`.
     running_calls: HashMap<String, String>,
     todo_list: Option<RunningTodoList>,
@@ -233,108 +236,79 @@ impl JsonlTranslator {
         }
     }
 
-    /// Translate one engine event into zero or more JSONL events.
+    /// Translate one engine event into zero or more JSONL events: its items (through
+    /// the engine's projector, the one every front end uses), then what it says of the
+    /// turn.
     pub(crate) fn translate(&mut self, msg: &EventMsg) -> Vec<ThreadEvent> {
+        let mut out: Vec<ThreadEvent> = self
+            .projector
+            .push(msg)
+            .into_iter()
+            .filter_map(|event| self.item_line(event))
+            .collect();
+        out.extend(self.turn_lines(msg));
+        out
+    }
+
+    /// The line an item event makes: tool calls start and complete under one
+    /// `item_<n>`; answers and reasoning appear once, complete.
+    fn item_line(&mut self, event: ItemEvent) -> Option<ThreadEvent> {
+        match event {
+            ItemEvent::Started(item) => {
+                let details = match &item {
+                    TurnItem::Command(command) => ItemDetails::CommandExecution {
+                        command: interpreter_tools::display_command(&command.command),
+                        aggregated_output: String::new(),
+                        exit_code: None,
+                        status: CommandExecutionStatus::InProgress,
+                    },
+                    TurnItem::FileChange(change) => ItemDetails::FileChange {
+                        changes: file_changes(&change.changes),
+                        status: PatchApplyStatus::InProgress,
+                    },
+                    TurnItem::McpToolCall(call) => mcp_details(&call.invocation, None),
+                    // Shown once, complete.
+                    TurnItem::UserMessage { .. }
+                    | TurnItem::AgentMessage { .. }
+                    | TurnItem::Reasoning { .. }
+                    | TurnItem::Plan { .. }
+                    | TurnItem::EnteredReview { .. }
+                    | TurnItem::ExitedReview { .. }
+                    | TurnItem::Compaction { .. } => return None,
+                };
+                let id = self.id_for_begin(item.id());
+                Some(ThreadEvent::ItemStarted {
+                    item: ThreadItem { id, details },
+                })
+            }
+            ItemEvent::Completed(item) => {
+                let details = completed_details(&item)?;
+                let id = match &item {
+                    TurnItem::Command(_) | TurnItem::FileChange(_) | TurnItem::McpToolCall(_) => {
+                        self.id_for_end(item.id())
+                    }
+                    TurnItem::UserMessage { .. }
+                    | TurnItem::AgentMessage { .. }
+                    | TurnItem::Reasoning { .. }
+                    | TurnItem::Plan { .. }
+                    | TurnItem::EnteredReview { .. }
+                    | TurnItem::ExitedReview { .. }
+                    | TurnItem::Compaction { .. } => self.allocate_id(),
+                };
+                Some(ThreadEvent::ItemCompleted {
+                    item: ThreadItem { id, details },
+                })
+            }
+            // The SDK's items have no deltas; an answer that never finished is not an
+            // answer (the SDK takes the last agent message as the turn's response).
+            ItemEvent::Delta(_) | ItemEvent::Unfinished(_) => None,
+        }
+    }
+
+    /// What `msg` says of the turn (and the thread's MCP servers, and the plan).
+    fn turn_lines(&mut self, msg: &EventMsg) -> Vec<ThreadEvent> {
         match msg {
             EventMsg::TaskStarted(_) => vec![ThreadEvent::TurnStarted],
-            EventMsg::AgentMessage(ev) => vec![ThreadEvent::ItemCompleted {
-                item: ThreadItem {
-                    id: self.allocate_id(),
-                    details: ItemDetails::AgentMessage {
-                        text: ev.message.clone(),
-                    },
-                },
-            }],
-            EventMsg::AgentReasoning(ev) if !ev.text.trim().is_empty() => {
-                vec![ThreadEvent::ItemCompleted {
-                    item: ThreadItem {
-                        id: self.allocate_id(),
-                        details: ItemDetails::Reasoning {
-                            text: ev.text.clone(),
-                        },
-                    },
-                }]
-            }
-            EventMsg::ExecCommandBegin(ev) => {
-                let id = self.id_for_begin(&ev.call_id);
-                vec![ThreadEvent::ItemStarted {
-                    item: ThreadItem {
-                        id,
-                        details: ItemDetails::CommandExecution {
-                            command: interpreter_tools::display_command(&ev.command),
-                            aggregated_output: String::new(),
-                            exit_code: None,
-                            status: CommandExecutionStatus::InProgress,
-                        },
-                    },
-                }]
-            }
-            EventMsg::ExecCommandEnd(ev) => {
-                let id = self.id_for_end(&ev.call_id);
-                let status = match ev.status {
-                    ExecCommandStatus::Completed => CommandExecutionStatus::Completed,
-                    ExecCommandStatus::Failed => CommandExecutionStatus::Failed,
-                    ExecCommandStatus::Declined => CommandExecutionStatus::Declined,
-                };
-                vec![ThreadEvent::ItemCompleted {
-                    item: ThreadItem {
-                        id,
-                        details: ItemDetails::CommandExecution {
-                            command: interpreter_tools::display_command(&ev.command),
-                            aggregated_output: ev.aggregated_output.clone(),
-                            exit_code: ev.exit_code,
-                            status,
-                        },
-                    },
-                }]
-            }
-            EventMsg::PatchApplyBegin(ev) => {
-                let id = self.id_for_begin(&ev.call_id);
-                vec![ThreadEvent::ItemStarted {
-                    item: ThreadItem {
-                        id,
-                        details: ItemDetails::FileChange {
-                            changes: file_changes(&ev.changes),
-                            status: PatchApplyStatus::InProgress,
-                        },
-                    },
-                }]
-            }
-            EventMsg::PatchApplyEnd(ev) => {
-                let id = self.id_for_end(&ev.call_id);
-                let status = if ev.success {
-                    PatchApplyStatus::Completed
-                } else {
-                    PatchApplyStatus::Failed
-                };
-                vec![ThreadEvent::ItemCompleted {
-                    item: ThreadItem {
-                        id,
-                        details: ItemDetails::FileChange {
-                            changes: file_changes(&ev.changes),
-                            status,
-                        },
-                    },
-                }]
-            }
-            EventMsg::McpToolCallBegin(ev) => {
-                let id = self.id_for_begin(&ev.call_id);
-                vec![ThreadEvent::ItemStarted {
-                    item: ThreadItem {
-                        id,
-                        details: mcp_details(&ev.invocation, None),
-                    },
-                }]
-            }
-            EventMsg::McpToolCallEnd(ev) => {
-                let id = self.id_for_end(&ev.call_id);
-                vec![ThreadEvent::ItemCompleted {
-                    item: ThreadItem {
-                        id,
-                        details: mcp_details(&ev.invocation, Some(&ev.result)),
-                    },
-                }]
-            }
             EventMsg::McpStartupUpdate(ev) => {
                 let key = format!("mcp-startup:{}", ev.server);
                 let (status, tools, error) = match &ev.status {
@@ -377,20 +351,6 @@ impl JsonlTranslator {
                 }]
             }
             EventMsg::PlanUpdate(args) => vec![self.plan_update(args)],
-            // Codex's exec JSONL has no plan item, and exec never runs a turn in Plan
-            // mode (only the app-server's `turn/start` sets it).
-            EventMsg::ProposedPlanDelta(_) | EventMsg::ProposedPlan(_) => Vec::new(),
-            // Codex's exec JSONL has no review items: the review is the turn's agent
-            // message, as the answer of any other turn.
-            EventMsg::EnteredReviewMode(_) => Vec::new(),
-            EventMsg::ExitedReviewMode(ev) => vec![ThreadEvent::ItemCompleted {
-                item: ThreadItem {
-                    id: self.allocate_id(),
-                    details: ItemDetails::AgentMessage {
-                        text: ev.review.clone(),
-                    },
-                },
-            }],
             EventMsg::Warning(ev) => vec![self.warning_item(ev.message.clone())],
             EventMsg::Error(ev) => {
                 self.last_error_message = Some(ev.message.clone());
@@ -459,16 +419,28 @@ impl JsonlTranslator {
                     },
                 }]
             }
-            EventMsg::AgentReasoning(_)
-            | EventMsg::SessionConfigured(_)
-            | EventMsg::UserMessage(_)
+            // Items: above, from the projector.
+            EventMsg::UserMessage(_)
             | EventMsg::AgentMessageDelta(_)
+            | EventMsg::AgentMessage(_)
             | EventMsg::AgentReasoningDelta(_)
             | EventMsg::AgentReasoningSummaryPartAdded(_)
             | EventMsg::AgentReasoningSummaryDelta(_)
+            | EventMsg::AgentReasoning(_)
+            | EventMsg::ExecCommandBegin(_)
             | EventMsg::ExecCommandOutputDelta(_)
-            // The SDK's mcp_tool_call item has no progress field.
+            | EventMsg::ExecCommandEnd(_)
+            | EventMsg::PatchApplyBegin(_)
+            | EventMsg::PatchApplyEnd(_)
+            | EventMsg::McpToolCallBegin(_)
             | EventMsg::McpToolCallProgress(_)
+            | EventMsg::McpToolCallEnd(_)
+            | EventMsg::ProposedPlanDelta(_)
+            | EventMsg::ProposedPlan(_)
+            | EventMsg::EnteredReviewMode(_)
+            | EventMsg::ExitedReviewMode(_)
+            | EventMsg::ContextCompacted(_)
+            | EventMsg::SessionConfigured(_)
             | EventMsg::ExecApprovalRequest(_)
             | EventMsg::ApplyPatchApprovalRequest(_)
             // exec declines it at once and says so in a notice.
@@ -477,8 +449,6 @@ impl JsonlTranslator {
             | EventMsg::PermissionsRequest(_)
             // exec answers every request at once; the engine's warning says the rest.
             | EventMsg::RequestExpired(_)
-            // Compaction is bookkeeping the SDK's item types have no shape for.
-            | EventMsg::ContextCompacted(_)
             // The SDK has no turn diff; each `file_change` item carries its own changes.
             | EventMsg::TurnDiff(_)
             // Goals are set through app-server; exec has no way to set one.
@@ -523,6 +493,57 @@ impl JsonlTranslator {
         }
     }
 }
+
+/// A completed item as the SDK's item, when the SDK has a shape for it.
+fn completed_details(item: &TurnItem) -> Option<ItemDetails> {
+    Some(match item {
+        TurnItem::AgentMessage { text, .. } => ItemDetails::AgentMessage { text: text.clone() },
+        TurnItem::Reasoning { text, .. } if !text.trim().is_empty() => {
+            ItemDetails::Reasoning { text: text.clone() }
+        }
+        // Codex's exec JSONL has no review items: the review is the turn's agent
+        // message, as the answer of any other turn.
+        TurnItem::ExitedReview { review, .. } => ItemDetails::AgentMessage {
+            text: review.clone(),
+        },
+        TurnItem::Command(command) => ItemDetails::CommandExecution {
+            command: interpreter_tools::display_command(&command.command),
+            aggregated_output: command.output.clone(),
+            exit_code: command.exit_code,
+            status: match command.status {
+                ItemStatus::InProgress => CommandExecutionStatus::InProgress,
+                ItemStatus::Completed => CommandExecutionStatus::Completed,
+                ItemStatus::Failed => CommandExecutionStatus::Failed,
+                ItemStatus::Declined => CommandExecutionStatus::Declined,
+            },
+        },
+        TurnItem::FileChange(change) => ItemDetails::FileChange {
+            changes: file_changes(&change.changes),
+            status: match change.status {
+                ItemStatus::InProgress => PatchApplyStatus::InProgress,
+                ItemStatus::Completed => PatchApplyStatus::Completed,
+                ItemStatus::Failed | ItemStatus::Declined => PatchApplyStatus::Failed,
+            },
+        },
+        TurnItem::McpToolCall(call) => {
+            let ended = Err(ENDED_WITHOUT_RESULT.to_string());
+            mcp_details(
+                &call.invocation,
+                Some(call.result.as_ref().unwrap_or(&ended)),
+            )
+        }
+        // The user's own words, an empty reasoning, Plan mode's plan (exec never runs a
+        // turn in Plan mode), the start of a review, a compaction: no SDK item.
+        TurnItem::Reasoning { .. }
+        | TurnItem::UserMessage { .. }
+        | TurnItem::Plan { .. }
+        | TurnItem::EnteredReview { .. }
+        | TurnItem::Compaction { .. } => return None,
+    })
+}
+
+/// An MCP call whose stream of events stopped before its end.
+const ENDED_WITHOUT_RESULT: &str = "the call did not report a result";
 
 fn file_changes(changes: &FileChanges) -> Vec<FileUpdateChange> {
     changes
@@ -592,9 +613,9 @@ mod tests {
 
     use interpreter_protocol::{
         AgentMessageEvent, AgentReasoningEvent, ErrorEvent, ExecCommandBeginEvent,
-        ExecCommandEndEvent, FileChange, McpToolCallBeginEvent, McpToolCallEndEvent,
-        PatchApplyBeginEvent, PatchApplyEndEvent, PlanItem, TaskCompleteEvent, TaskStartedEvent,
-        TokenCountEvent, TokenUsageInfo, WarningEvent,
+        ExecCommandEndEvent, ExecCommandStatus, FileChange, McpToolCallBeginEvent,
+        McpToolCallEndEvent, PatchApplyBeginEvent, PatchApplyEndEvent, PlanItem, TaskCompleteEvent,
+        TaskStartedEvent, TokenCountEvent, TokenUsageInfo, WarningEvent,
     };
     use pretty_assertions::assert_eq;
     use serde_json::json;
@@ -668,8 +689,12 @@ mod tests {
             status: ExecCommandStatus::Declined,
             source: Default::default(),
         }));
+        // A command that never began still starts and completes, under one id.
+        let declined = lines(declined);
+        assert_eq!(declined[0]["type"], "item.started");
+        assert_eq!(declined[0]["item"]["id"], "item_1");
         assert_eq!(
-            lines(declined)[0]["item"],
+            declined[1]["item"],
             json!({"id": "item_1", "type": "command_execution", "command": "rm -rf /",
                    "aggregated_output": "", "exit_code": null, "status": "declined"})
         );
@@ -884,7 +909,7 @@ mod tests {
             result: Err("boom".into()),
         }));
         assert_eq!(
-            lines(failed)[0]["item"]["error"],
+            lines(failed)[1]["item"]["error"],
             json!({"message": "boom"})
         );
     }

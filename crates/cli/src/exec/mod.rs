@@ -153,7 +153,7 @@ pub(crate) async fn run_exec(
     apply_codex_api_key(&mut config);
 
     let mut output = if args.json {
-        Output::Json(JsonlTranslator::new())
+        Output::Json(Box::new(JsonlTranslator::new()))
     } else {
         Output::Human(HumanOutput::new(args.color))
     };
@@ -472,7 +472,8 @@ fn write_last_message(
 
 /// The two renderers behind one interface.
 enum Output {
-    Json(JsonlTranslator),
+    // Boxed: the translator holds the item projector, several times a renderer's size.
+    Json(Box<JsonlTranslator>),
     Human(HumanOutput),
 }
 

@@ -173,10 +173,15 @@ pub struct ItemDelta {
 }
 
 /// What a front end shows of a turn's items: each item starts once, may stream, and
-/// completes once; every item started completes before its turn ends.
+/// ends once (completed, or unfinished); every item started ends before its turn does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ItemEvent {
     Started(TurnItem),
     Delta(ItemDelta),
     Completed(TurnItem),
+    /// An answer, reasoning or plan the turn ended before it finished (its stream
+    /// failed for good, or the turn was interrupted), with what streamed. Not an answer:
+    /// a front end that takes the last answer as the result must not take this one. It
+    /// is not kept with the thread.
+    Unfinished(TurnItem),
 }

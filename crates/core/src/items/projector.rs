@@ -373,10 +373,11 @@ impl ItemProjector {
         self.reasoning.as_ref().map(|open| open.id.as_str())
     }
 
-    /// Completes everything open. Messages, reasoning and plans end with what streamed;
-    /// a command that never reported an end was not run (declined); a patch or MCP call
-    /// that never did failed. The engine closes its items with real events before a turn
-    /// ends, so this acts only on a stream that stopped short (the thread died).
+    /// Ends everything open. Messages, reasoning and plans are unfinished, with what
+    /// streamed; a command that never reported an end was not run (declined); a patch or
+    /// MCP call that never did failed. The engine closes its calls with real events
+    /// before a turn ends, so for calls this acts only on a stream that stopped short
+    /// (the thread died).
     fn sweep(&mut self, out: &mut Vec<ItemEvent>) {
         for item in self.open_items() {
             let item = match item {
@@ -392,13 +393,16 @@ impl ItemProjector {
                     call.status = ItemStatus::Failed;
                     TurnItem::McpToolCall(call)
                 }
-                other @ (TurnItem::UserMessage { .. }
+                text @ (TurnItem::UserMessage { .. }
                 | TurnItem::AgentMessage { .. }
                 | TurnItem::Reasoning { .. }
                 | TurnItem::Plan { .. }
                 | TurnItem::EnteredReview { .. }
                 | TurnItem::ExitedReview { .. }
-                | TurnItem::Compaction { .. }) => other,
+                | TurnItem::Compaction { .. }) => {
+                    out.push(ItemEvent::Unfinished(text));
+                    continue;
+                }
             };
             self.completed.insert(item.id().to_string());
             out.push(ItemEvent::Completed(item));
@@ -425,11 +429,11 @@ impl ItemProjector {
 
     /// The id of the agent message `id` belongs to (the one streaming when the event
     /// has none), announcing it when it is new; another message streaming is completed
-    /// first.
+    /// first (unfinished).
     fn open_message(&mut self, id: &str, out: &mut Vec<ItemEvent>) -> String {
         match &self.message {
             Some((open, _)) if id.is_empty() || open == id => return open.clone(),
-            Some((open, text)) => out.push(ItemEvent::Completed(TurnItem::AgentMessage {
+            Some((open, text)) => out.push(ItemEvent::Unfinished(TurnItem::AgentMessage {
                 id: open.clone(),
                 text: text.clone(),
             })),
@@ -448,7 +452,7 @@ impl ItemProjector {
     fn open_reasoning(&mut self, id: &str, out: &mut Vec<ItemEvent>) -> String {
         match &self.reasoning {
             Some(open) if id.is_empty() || open.id == id => return open.id.clone(),
-            Some(open) => out.push(ItemEvent::Completed(reasoning_so_far(open))),
+            Some(open) => out.push(ItemEvent::Unfinished(reasoning_so_far(open))),
             None => {}
         }
         let id = self.id_or_legacy(id);
@@ -470,7 +474,7 @@ impl ItemProjector {
     fn open_plan(&mut self, id: &str, out: &mut Vec<ItemEvent>) {
         match &self.plan {
             Some((open, _)) if open == id => return,
-            Some((open, text)) => out.push(ItemEvent::Completed(TurnItem::Plan {
+            Some((open, text)) => out.push(ItemEvent::Unfinished(TurnItem::Plan {
                 id: open.clone(),
                 text: text.clone(),
             })),

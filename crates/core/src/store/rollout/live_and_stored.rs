@@ -56,7 +56,9 @@ impl Engine {
                             "{delta:?} before its item"
                         );
                     }
-                    ItemEvent::Completed(item) => {
+                    // What app-server shows: an unfinished answer completes with what
+                    // streamed.
+                    ItemEvent::Completed(item) | ItemEvent::Unfinished(item) => {
                         assert!(started.contains(item.id()), "{item:?} completed unstarted");
                         completed.push(item);
                     }
@@ -434,7 +436,7 @@ fn a_stream_that_stops_short_leaves_nothing_open() {
             ItemEvent::Completed(TurnItem::Command(command)) => {
                 (command.id.clone(), Some(command.status))
             }
-            ItemEvent::Completed(item) => (item.id().to_string(), None),
+            ItemEvent::Unfinished(item) => (item.id().to_string(), None),
             other => panic!("{other:?}"),
         })
         .collect();

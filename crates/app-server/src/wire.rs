@@ -36,7 +36,9 @@ pub(crate) fn item_notification(
                 }),
             );
         }
-        ItemEvent::Completed(item) => {
+        // A client closes the item with what streamed of it (Codex's `item/completed`
+        // has no other way to end an item).
+        ItemEvent::Completed(item) | ItemEvent::Unfinished(item) => {
             return (
                 "item/completed",
                 to_value(&v2::ItemCompletedNotification {

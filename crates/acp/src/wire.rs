@@ -66,6 +66,11 @@ impl LiveItems {
             },
             ItemEvent::Delta(delta) => self.delta(delta).into_iter().collect(),
             ItemEvent::Completed(item) => self.completed(&item).into_iter().collect(),
+            // What streamed of it was shown as it came; it is not an answer to repeat.
+            ItemEvent::Unfinished(item) => {
+                self.streamed.remove(item.id());
+                Vec::new()
+            }
         }
     }
 
