@@ -126,7 +126,7 @@ impl SandboxSupport {
                 "the agent is non-dumpable and commands have no CAP_SYS_PTRACE, and \
                  ptrace/process_vm_* are refused: /proc/<agent>/environ (API keys) is \
                  unreadable",
-                "outside_environ_is_unreadable; crates/cli/tests/sandbox_agent.rs \
+                "outside_environ_is_unreadable; crates/cli/tests/suite/sandbox_agent.rs \
                  agent_environ_is_unreadable_from_a_sandboxed_command",
             ),
             protection(
@@ -142,7 +142,7 @@ impl SandboxSupport {
                 "commands run as PID 1 of a PID namespace of their own: outside processes \
                  cannot be named (kill gets ESRCH), and when the command or the agent dies \
                  the kernel kills every process it started",
-                "no_process_survives_the_helper; crates/cli/tests/sandbox_agent.rs \
+                "no_process_survives_the_helper; crates/cli/tests/suite/sandbox_agent.rs \
                  no_command_process_survives_a_killed_agent",
             ),
             protection(
@@ -165,7 +165,7 @@ impl SandboxSupport {
                 enforced,
                 "the writable roots come from the policy and the session's working \
                  directory alone: the shell tool's workdir (even /) never widens them",
-                "workdir_never_widens_the_roots; crates/cli/tests/escapes.rs \
+                "workdir_never_widens_the_roots; crates/cli/tests/suite/escapes.rs \
                  workdir_outside_the_workspace_writes_nothing",
             ),
             protection(
@@ -174,7 +174,7 @@ impl SandboxSupport {
                 "the agent's home (credentials.json, mcp-credentials.json, token files, \
                  config.toml, other threads' rollouts) is covered by an empty mode-000 tmpfs: \
                  it cannot be read or listed",
-                "agent_home_is_hidden; crates/cli/tests/escapes.rs \
+                "agent_home_is_hidden; crates/cli/tests/suite/escapes.rs \
                  credential_files_are_unreadable",
             ),
             protection(
