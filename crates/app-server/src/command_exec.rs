@@ -343,7 +343,11 @@ fn mode(params: &v2::CommandExecParams) -> Result<Mode, AppServerError> {
 ///
 /// Only params that decode are noted: those are exactly the requests that reach [`exec`],
 /// which settles the note (anything else would leave it behind).
-pub(crate) fn note_arrival(state: &ServerState, connection: &Connection, params: Option<&Value>) {
+pub(crate) fn note_arrival(
+    table: &CommandExecProcesses,
+    connection: &Connection,
+    params: Option<&Value>,
+) {
     let Some(params) = params else {
         return;
     };
@@ -352,18 +356,19 @@ pub(crate) fn note_arrival(state: &ServerState, connection: &Connection, params:
         ..
     }) = serde_json::from_value::<v2::CommandExecParams>(params.clone())
     {
-        state.command_exec.note_arrival(connection.id, &id);
+        table.note_arrival(connection.id, &id);
     }
 }
 
 /// `command/exec`.
 pub(crate) async fn exec(
     state: &Arc<ServerState>,
+    table: &CommandExecProcesses,
     connection: &Arc<Connection>,
     params: v2::CommandExecParams,
 ) -> Result<Reply, AppServerError> {
     let arrival = params.process_id.as_ref().map(|id| Arrival {
-        table: &state.command_exec,
+        table,
         key: (connection.id, id.clone()),
     });
     let mode = mode(&params)?;
@@ -375,11 +380,7 @@ pub(crate) async fn exec(
     let (live, mut stdin_slot) =
         LiveProcess::new(mode.stream_stdin && params.process_id.is_some()).await;
     let _registration = match &params.process_id {
-        Some(id) => Some(
-            state
-                .command_exec
-                .reserve(connection.id, id, live.clone())?,
-        ),
+        Some(id) => Some(table.reserve(connection.id, id, live.clone())?),
         None => None,
     };
     drop(arrival);
@@ -579,14 +580,11 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 
 /// `command/exec/write`.
 pub(crate) async fn write(
-    state: &Arc<ServerState>,
+    table: &CommandExecProcesses,
     connection: &Arc<Connection>,
     params: v2::CommandExecWriteParams,
 ) -> Result<Reply, AppServerError> {
-    let live = state
-        .command_exec
-        .get(connection.id, &params.process_id)
-        .await?;
+    let live = table.get(connection.id, &params.process_id).await?;
     if !live.stream_stdin {
         return Err(AppServerError::InvalidRequest(format!(
             "stdin streaming is not enabled for process id {}",
@@ -646,28 +644,22 @@ pub(crate) async fn write(
 /// `command/exec/terminate`: the process group is killed; the `command/exec` request
 /// answers with the exit status.
 pub(crate) async fn terminate(
-    state: &Arc<ServerState>,
+    table: &CommandExecProcesses,
     connection: &Arc<Connection>,
     params: v2::CommandExecTerminateParams,
 ) -> Result<Reply, AppServerError> {
-    let live = state
-        .command_exec
-        .get(connection.id, &params.process_id)
-        .await?;
+    let live = table.get(connection.id, &params.process_id).await?;
     live.terminate.cancel();
     Reply::new(&v2::EmptyResponse {})
 }
 
 /// `command/exec/resize`.
 pub(crate) async fn resize(
-    state: &Arc<ServerState>,
+    table: &CommandExecProcesses,
     connection: &Arc<Connection>,
     params: v2::CommandExecResizeParams,
 ) -> Result<Reply, AppServerError> {
-    let live = state
-        .command_exec
-        .get(connection.id, &params.process_id)
-        .await?;
+    let live = table.get(connection.id, &params.process_id).await?;
     let Some(pty) = live.pty.get() else {
         return Err(AppServerError::InvalidRequest(format!(
             "process id {} is not a PTY session (start it with tty: true)",

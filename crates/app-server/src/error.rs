@@ -6,6 +6,9 @@ use interpreter_core::store::{RUNS_ELSEWHERE_CODE, StoreError};
 use interpreter_core::{CoreError, ErrorKind};
 use serde_json::json;
 
+/// Max total characters of text in one `input[]`, as the reference.
+pub(crate) const MAX_INPUT_CHARS: usize = 1_048_576;
+
 use crate::protocol::v2::ConfigWriteErrorCode;
 use crate::protocol::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, JsonRpcError, METHOD_NOT_FOUND,
@@ -24,10 +27,7 @@ pub enum AppServerError {
     UnknownMethod(String),
     #[error("Invalid params: {0}")]
     InvalidParams(String),
-    #[error(
-        "Input exceeds the maximum length of {} characters.",
-        crate::turns::MAX_INPUT_CHARS
-    )]
+    #[error("Input exceeds the maximum length of {} characters.", MAX_INPUT_CHARS)]
     InputTooLarge { actual: usize },
     /// A precondition of the request does not hold (`-32600`, like the reference).
     #[error("{0}")]
@@ -103,7 +103,7 @@ impl AppServerError {
             Self::InputTooLarge { actual } => {
                 JsonRpcError::new(INVALID_PARAMS, message).with_data(json!({
                     "input_error_code": "input_too_large",
-                    "max_chars": crate::turns::MAX_INPUT_CHARS,
+                    "max_chars": MAX_INPUT_CHARS,
                     "actual_chars": actual,
                 }))
             }

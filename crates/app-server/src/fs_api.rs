@@ -539,6 +539,7 @@ async fn forward_changes(
 
 pub(crate) async fn watch(
     state: &ServerState,
+    watches: &FsWatches,
     connection: &Arc<Connection>,
     params: v2::FsWatchParams,
 ) -> Result<Reply, AppServerError> {
@@ -552,7 +553,7 @@ pub(crate) async fn watch(
         })
     })
     .await?;
-    let watches = state.fs_watches.for_connection(connection)?;
+    let watches = watches.for_connection(connection)?;
     {
         let mut by_id = watches
             .by_id
@@ -596,12 +597,11 @@ pub(crate) async fn watch(
 /// Ends a watch; an unknown id is not an error (as Codex). No `fs/changed` for it is sent
 /// after the response.
 pub(crate) fn unwatch(
-    state: &ServerState,
+    watches: &FsWatches,
     connection: &Arc<Connection>,
     params: v2::FsUnwatchParams,
 ) -> Result<Reply, AppServerError> {
-    let watches = state
-        .fs_watches
+    let watches = watches
         .connections
         .lock()
         .ok()

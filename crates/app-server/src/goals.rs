@@ -6,16 +6,15 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use interpreter_core::goal::{GoalUpdate, NextTurn};
-use interpreter_protocol::{GoalStatus, Op, ThreadId, UserInput};
+use interpreter_core::goal::GoalUpdate;
+use interpreter_protocol::GoalStatus;
 
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::protocol::v2;
-use crate::state::{LoadedThread, Reply, ServerState, parse_thread_id};
+use crate::state::{Reply, ServerState, parse_thread_id};
 use crate::threads::followers_and;
-use crate::turns;
+use crate::{mapping, turns};
 
 pub(crate) async fn get(
     state: &Arc<ServerState>,
@@ -24,7 +23,10 @@ pub(crate) async fn get(
     let thread_id = parse_thread_id(&params.thread_id)?;
     let loaded = state.load_for_turn(thread_id).await?;
     Reply::new(&v2::ThreadGoalGetResponse {
-        goal: loaded.thread.goal().map(|goal| wire_goal(thread_id, goal)),
+        goal: loaded
+            .thread
+            .goal()
+            .map(|goal| mapping::wire_goal(thread_id, goal)),
     })
 }
 
@@ -47,7 +49,7 @@ pub(crate) async fn set(
         })
         .await?;
     let active = goal.status == GoalStatus::Active;
-    let goal = wire_goal(thread_id, goal);
+    let goal = mapping::wire_goal(thread_id, goal);
     let notify_to = followers_and(Some(loaded.clone()), connection);
     let updated = v2::ThreadGoalUpdatedNotification {
         thread_id: params.thread_id,
@@ -61,7 +63,7 @@ pub(crate) async fn set(
     });
     if active
         && loaded.active_turn().is_none()
-        && let Some(release) = start_goal_turn(state, connection, loaded).await?
+        && let Some(release) = turns::start_goal_turn(state, connection, loaded).await?
     {
         reply = reply.then(release);
     }
@@ -89,78 +91,6 @@ pub(crate) async fn clear(
             connection.notify("thread/goal/cleared", &notification);
         }
     }))
-}
-
-/// After a turn of `loaded` ends: the goal's next turn, if it wants one and no other
-/// turn took the thread meanwhile. Boxed: it starts a turn whose end calls it again.
-pub(crate) fn continue_after_turn(
-    state: Arc<ServerState>,
-    connection: Arc<Connection>,
-    loaded: Arc<LoadedThread>,
-) -> BoxFuture<'static, ()> {
-    Box::pin(async move {
-        if loaded.active_turn().is_some() || connection.is_closed() {
-            return;
-        }
-        match start_goal_turn(&state, &connection, loaded).await {
-            Ok(Some(release)) => release(),
-            Ok(None) => {}
-            Err(e) => tracing::warn!("the goal's next turn did not start: {e}"),
-        }
-    })
-}
-
-/// Start the turn the goal asks for, owned by `connection`; what releases its events.
-async fn start_goal_turn(
-    state: &Arc<ServerState>,
-    connection: &Arc<Connection>,
-    loaded: Arc<LoadedThread>,
-) -> Result<Option<Box<dyn FnOnce() + Send>>, AppServerError> {
-    match loaded.thread.next_goal_turn().await? {
-        NextTurn::Run(text) => {
-            let op = Op::UserInput {
-                items: vec![UserInput::Text { text }],
-            };
-            let (_, release) = turns::run_turn(state, connection, loaded, op, None).await?;
-            Ok(Some(Box::new(release)))
-        }
-        NextTurn::Paused(goal) => {
-            let thread_id = loaded.id();
-            loaded.broadcast(
-                "thread/goal/updated",
-                &v2::ThreadGoalUpdatedNotification {
-                    thread_id: thread_id.to_string(),
-                    turn_id: None,
-                    goal: wire_goal(thread_id, goal),
-                },
-            );
-            Ok(None)
-        }
-        NextTurn::Idle => Ok(None),
-    }
-}
-
-pub(crate) fn wire_goal(
-    thread_id: ThreadId,
-    goal: interpreter_protocol::ThreadGoal,
-) -> v2::ThreadGoal {
-    v2::ThreadGoal {
-        thread_id: thread_id.to_string(),
-        objective: goal.objective,
-        status: match goal.status {
-            GoalStatus::Active => v2::ThreadGoalStatus::Active,
-            GoalStatus::Paused => v2::ThreadGoalStatus::Paused,
-            GoalStatus::Blocked => v2::ThreadGoalStatus::Blocked,
-            GoalStatus::UsageLimited => v2::ThreadGoalStatus::UsageLimited,
-            GoalStatus::BudgetLimited => v2::ThreadGoalStatus::BudgetLimited,
-            GoalStatus::Complete => v2::ThreadGoalStatus::Complete,
-        },
-        token_budget: goal.token_budget,
-        tokens_used: goal.tokens_used,
-        time_used_seconds: goal.time_used_seconds,
-        created_at: goal.created_at,
-        updated_at: goal.updated_at,
-    }
 }
 
 fn core_status(status: v2::ThreadGoalStatus) -> GoalStatus {

@@ -23,11 +23,14 @@
 #![recursion_limit = "256"]
 
 pub mod accounts;
+mod approvals;
 mod command_exec;
 pub mod config_api;
 pub mod connection;
 mod driver;
 pub mod error;
+#[cfg(test)]
+mod file_layers;
 mod fs_api;
 mod goals;
 mod listings;

@@ -439,3 +439,24 @@ pub fn turn_from_record(record: &TurnRecord) -> Turn {
         duration_ms: None,
     }
 }
+
+/// A goal as the wire shows it.
+pub(crate) fn wire_goal(thread_id: core::ThreadId, goal: core::ThreadGoal) -> v2::ThreadGoal {
+    v2::ThreadGoal {
+        thread_id: thread_id.to_string(),
+        objective: goal.objective,
+        status: match goal.status {
+            core::GoalStatus::Active => v2::ThreadGoalStatus::Active,
+            core::GoalStatus::Paused => v2::ThreadGoalStatus::Paused,
+            core::GoalStatus::Blocked => v2::ThreadGoalStatus::Blocked,
+            core::GoalStatus::UsageLimited => v2::ThreadGoalStatus::UsageLimited,
+            core::GoalStatus::BudgetLimited => v2::ThreadGoalStatus::BudgetLimited,
+            core::GoalStatus::Complete => v2::ThreadGoalStatus::Complete,
+        },
+        token_budget: goal.token_budget,
+        tokens_used: goal.tokens_used,
+        time_used_seconds: goal.time_used_seconds,
+        created_at: goal.created_at,
+        updated_at: goal.updated_at,
+    }
+}

@@ -404,7 +404,7 @@ pub(crate) fn ask_elicitation(
         connection.forget_request(&request_id);
         if expired.is_cancelled() {
             // The engine declined it at its deadline: only the followers are told.
-            crate::driver::settle_request(
+            crate::approvals::settle_request(
                 loaded,
                 Some(request_id),
                 None,
@@ -476,7 +476,7 @@ fn resolve(
     id: String,
     response: ElicitationResponse,
 ) {
-    crate::driver::settle_request(
+    crate::approvals::settle_request(
         loaded,
         request_id,
         Some(Op::ResolveElicitation { id, response }),

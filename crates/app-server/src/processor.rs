@@ -37,6 +37,20 @@ pub struct ProcessorOptions {
 #[derive(Clone)]
 pub struct MessageProcessor {
     state: Arc<ServerState>,
+    tables: Arc<ConnectionTables>,
+}
+
+/// What some method families keep per connection, ended with it: owned here, next to
+/// the dispatch, and handed to each family's handlers, so the server state below them
+/// knows none of them.
+#[derive(Default)]
+pub(crate) struct ConnectionTables {
+    /// `fuzzyFileSearch` searches and sessions.
+    pub fuzzy: v1_api::FuzzySessions,
+    /// `fs/watch` watches, by connection.
+    pub fs_watches: fs_api::FsWatches,
+    /// `command/exec` processes, by connection and client process id.
+    pub command_exec: command_exec::CommandExecProcesses,
 }
 
 impl MessageProcessor {
@@ -47,6 +61,7 @@ impl MessageProcessor {
                 options.session_source,
                 thread_manager,
             )),
+            tables: Arc::default(),
         }
     }
 
@@ -79,16 +94,16 @@ impl MessageProcessor {
     /// watches end.
     pub fn disconnect(&self, connection: &Arc<Connection>) {
         connection.close();
-        self.state.fuzzy.stop_connection(connection.id);
-        self.state.fs_watches.stop_connection(connection.id);
+        self.tables.fuzzy.stop_connection(connection.id);
+        self.tables.fs_watches.stop_connection(connection.id);
         // Its `command/exec` processes are killed with their process groups.
-        self.state.command_exec.stop_connection(connection.id);
+        self.tables.command_exec.stop_connection(connection.id);
     }
 
     /// Stop: interrupt running turns and give them a bounded moment to record it.
     pub async fn shutdown(&self, grace: std::time::Duration) {
         self.state.shutdown.cancel();
-        self.state.command_exec.stop_all();
+        self.tables.command_exec.stop_all();
         self.state.thread_manager.shutdown_all(grace).await;
     }
 
@@ -121,7 +136,11 @@ impl MessageProcessor {
                 // `command/exec` takes its `processId` in arrival order, so the follow-ups a
                 // client sends right behind it find the process.
                 if request.method == "command/exec" && connection.is_initialized() {
-                    command_exec::note_arrival(&self.state, connection, request.params.as_ref());
+                    command_exec::note_arrival(
+                        &self.tables.command_exec,
+                        connection,
+                        request.params.as_ref(),
+                    );
                 }
                 let this = self.clone();
                 let connection = connection.clone();
@@ -271,6 +290,7 @@ impl MessageProcessor {
         }
         (entry.handler)(Call {
             state: &self.state,
+            tables: &self.tables,
             connection,
             params,
         })
@@ -319,6 +339,7 @@ impl MessageProcessor {
 /// One request as a handler gets it.
 pub(crate) struct Call<'a> {
     pub state: &'a Arc<ServerState>,
+    pub tables: &'a ConnectionTables,
     pub connection: &'a Arc<Connection>,
     pub params: Option<Value>,
 }
@@ -466,24 +487,25 @@ static METHODS: &[Method] = &[
     .await),
     method!("command/exec", |c| command_exec::exec(
         c.state,
+        &c.tables.command_exec,
         c.connection,
         parse(c.params)?
     )
     .await),
     method!("command/exec/write", |c| command_exec::write(
-        c.state,
+        &c.tables.command_exec,
         c.connection,
         parse(c.params)?
     )
     .await),
     method!("command/exec/terminate", |c| command_exec::terminate(
-        c.state,
+        &c.tables.command_exec,
         c.connection,
         parse(c.params)?
     )
     .await),
     method!("command/exec/resize", |c| command_exec::resize(
-        c.state,
+        &c.tables.command_exec,
         c.connection,
         parse(c.params)?
     )
@@ -592,18 +614,18 @@ static METHODS: &[Method] = &[
     )?)
     .await),
     method!("fuzzyFileSearch", |c| v1_api::fuzzy_file_search(
-        c.state,
+        &c.tables.fuzzy,
         parse(c.params)?
     )
     .await),
     method!(experimental "fuzzyFileSearch/sessionStart", |c| {
-        v1_api::session_start(c.state, c.connection, parse(c.params)?)
+        v1_api::session_start(&c.tables.fuzzy, c.connection, parse(c.params)?)
     }),
     method!(experimental "fuzzyFileSearch/sessionUpdate", |c| {
-        v1_api::session_update(c.state, c.connection, parse(c.params)?)
+        v1_api::session_update(&c.tables.fuzzy, c.connection, parse(c.params)?)
     }),
     method!(experimental "fuzzyFileSearch/sessionStop", |c| {
-        v1_api::session_stop(c.state, c.connection, parse(c.params)?)
+        v1_api::session_stop(&c.tables.fuzzy, c.connection, parse(c.params)?)
     }),
     method!("fs/readFile", |c| fs_api::read_file(
         c.state,
@@ -635,12 +657,13 @@ static METHODS: &[Method] = &[
     method!("fs/copy", |c| fs_api::copy(c.state, parse(c.params)?).await),
     method!("fs/watch", |c| fs_api::watch(
         c.state,
+        &c.tables.fs_watches,
         c.connection,
         parse(c.params)?
     )
     .await),
     method!("fs/unwatch", |c| fs_api::unwatch(
-        c.state,
+        &c.tables.fs_watches,
         c.connection,
         parse(c.params)?
     )),

@@ -18,12 +18,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::command_exec;
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
 use crate::protocol::v2::{self, ThreadStatus};
-use crate::v1_api;
 
 /// A thread this server has loaded, with who follows it.
 pub(crate) struct LoadedThread {
@@ -130,11 +128,6 @@ pub(crate) struct ServerState {
     /// The thread store the server's config names, opened on first use.
     store: tokio::sync::OnceCell<Arc<dyn ThreadStore>>,
     pub next_connection_id: AtomicU64,
-    pub fuzzy: v1_api::FuzzySessions,
-    /// `fs/watch` watches, by connection.
-    pub fs_watches: crate::fs_api::FsWatches,
-    /// `command/exec` processes, by connection and client process id.
-    pub command_exec: command_exec::CommandExecProcesses,
     /// Fires when the server stops: running turns are interrupted.
     pub shutdown: CancellationToken,
 }
@@ -176,9 +169,6 @@ impl ServerState {
             loaded: std::sync::Mutex::default(),
             store: tokio::sync::OnceCell::new(),
             next_connection_id: AtomicU64::new(1),
-            fuzzy: v1_api::FuzzySessions::default(),
-            fs_watches: crate::fs_api::FsWatches::default(),
-            command_exec: command_exec::CommandExecProcesses::default(),
             shutdown: CancellationToken::new(),
         }
     }

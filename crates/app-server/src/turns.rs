@@ -1,5 +1,7 @@
 //! The `turn/*` methods: start (or join the running turn), steer, interrupt.
 
+use futures::future::BoxFuture;
+use interpreter_core::goal::NextTurn;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -8,13 +10,9 @@ use interpreter_protocol::{Op, ThreadId};
 use crate::connection::Connection;
 use crate::driver;
 use crate::error::AppServerError;
-use crate::goals;
 use crate::mapping;
 use crate::protocol::v2;
 use crate::state::{ActiveTurn, LoadedThread, Reply, ServerState, parse_thread_id};
-
-/// Max total characters of text in one `input[]`, as the reference.
-pub(crate) const MAX_INPUT_CHARS: usize = 1_048_576;
 
 pub(crate) async fn start(
     state: &Arc<ServerState>,
@@ -95,7 +93,7 @@ pub(crate) async fn run_turn(
         // otherwise (the thread stopped).
         loaded.end_turn(&id);
         // A thread with an active goal goes on with its next turn.
-        goals::continue_after_turn(state.clone(), owner, loaded.clone()).await;
+        continue_after_turn(state.clone(), owner, loaded.clone()).await;
         state.retire_idle(loaded.id()).await;
     });
     Ok((turn_id, move || {
@@ -203,7 +201,7 @@ fn user_inputs(
             _ => 0,
         })
         .sum();
-    if total > MAX_INPUT_CHARS {
+    if total > crate::error::MAX_INPUT_CHARS {
         return Err(AppServerError::InputTooLarge { actual: total });
     }
     let mut items = Vec::new();
@@ -248,4 +246,53 @@ fn user_inputs(
         return Err(AppServerError::InvalidParams("input is empty".into()));
     }
     Ok(items)
+}
+
+/// After a turn of `loaded` ends: the goal's next turn, if it wants one and no other
+/// turn took the thread meanwhile. Boxed: it starts a turn whose end calls it again.
+pub(crate) fn continue_after_turn(
+    state: Arc<ServerState>,
+    connection: Arc<Connection>,
+    loaded: Arc<LoadedThread>,
+) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        if loaded.active_turn().is_some() || connection.is_closed() {
+            return;
+        }
+        match start_goal_turn(&state, &connection, loaded).await {
+            Ok(Some(release)) => release(),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("the goal's next turn did not start: {e}"),
+        }
+    })
+}
+
+/// Start the turn the goal asks for, owned by `connection`; what releases its events.
+pub(crate) async fn start_goal_turn(
+    state: &Arc<ServerState>,
+    connection: &Arc<Connection>,
+    loaded: Arc<LoadedThread>,
+) -> Result<Option<Box<dyn FnOnce() + Send>>, AppServerError> {
+    match loaded.thread.next_goal_turn().await? {
+        NextTurn::Run(text) => {
+            let op = Op::UserInput {
+                items: vec![interpreter_protocol::UserInput::Text { text }],
+            };
+            let (_, release) = run_turn(state, connection, loaded, op, None).await?;
+            Ok(Some(Box::new(release)))
+        }
+        NextTurn::Paused(goal) => {
+            let thread_id = loaded.id();
+            loaded.broadcast(
+                "thread/goal/updated",
+                &v2::ThreadGoalUpdatedNotification {
+                    thread_id: thread_id.to_string(),
+                    turn_id: None,
+                    goal: mapping::wire_goal(thread_id, goal),
+                },
+            );
+            Ok(None)
+        }
+        NextTurn::Idle => Ok(None),
+    }
 }

@@ -150,7 +150,7 @@ fn ask(
 }
 
 fn settle(loaded: &Arc<LoadedThread>, request_id: Option<RequestId>, answer: Option<Op>) {
-    crate::driver::settle_request(
+    crate::approvals::settle_request(
         loaded.clone(),
         request_id,
         answer,

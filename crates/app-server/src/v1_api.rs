@@ -226,19 +226,19 @@ impl FuzzySessions {
 }
 
 pub(crate) async fn fuzzy_file_search(
-    state: &ServerState,
+    fuzzy: &FuzzySessions,
     params: v1::FuzzyFileSearchParams,
 ) -> Result<Reply, AppServerError> {
     let cancel = CancellationToken::new();
     if let Some(token) = &params.cancellation_token
-        && let Ok(mut running) = state.fuzzy.by_token.lock()
+        && let Ok(mut running) = fuzzy.by_token.lock()
         && let Some(older) = running.insert(token.clone(), cancel.clone())
     {
         older.cancel();
     }
     let files = search_blocking(params.query, params.roots, cancel).await?;
     if let Some(token) = &params.cancellation_token
-        && let Ok(mut running) = state.fuzzy.by_token.lock()
+        && let Ok(mut running) = fuzzy.by_token.lock()
     {
         running.remove(token);
     }
@@ -246,11 +246,11 @@ pub(crate) async fn fuzzy_file_search(
 }
 
 pub(crate) fn session_start(
-    state: &ServerState,
+    fuzzy: &FuzzySessions,
     connection: &Arc<Connection>,
     params: v1::FuzzyFileSearchSessionStartParams,
 ) -> Result<Reply, AppServerError> {
-    if let Ok(mut sessions) = state.fuzzy.sessions.lock() {
+    if let Ok(mut sessions) = fuzzy.sessions.lock() {
         sessions.insert(
             (connection.id, params.session_id),
             FuzzySession {
@@ -265,14 +265,13 @@ pub(crate) fn session_start(
 /// Answers at once; the results follow as `fuzzyFileSearch/sessionUpdated` and then
 /// `fuzzyFileSearch/sessionCompleted`. A newer update cancels the running one.
 pub(crate) fn session_update(
-    state: &ServerState,
+    fuzzy: &FuzzySessions,
     connection: &Arc<Connection>,
     params: v1::FuzzyFileSearchSessionUpdateParams,
 ) -> Result<Reply, AppServerError> {
     let cancel = connection.closed.child_token();
     let roots = {
-        let mut sessions = state
-            .fuzzy
+        let mut sessions = fuzzy
             .sessions
             .lock()
             .map_err(|_| AppServerError::Internal("fuzzy sessions lock poisoned".into()))?;
@@ -318,11 +317,11 @@ pub(crate) fn session_update(
 }
 
 pub(crate) fn session_stop(
-    state: &ServerState,
+    fuzzy: &FuzzySessions,
     connection: &Arc<Connection>,
     params: v1::FuzzyFileSearchSessionStopParams,
 ) -> Result<Reply, AppServerError> {
-    if let Ok(mut sessions) = state.fuzzy.sessions.lock()
+    if let Ok(mut sessions) = fuzzy.sessions.lock()
         && let Some(session) = sessions.remove(&(connection.id, params.session_id))
         && let Some(running) = session.running
     {

@@ -4,10 +4,12 @@
 //!   API) that records every request and checks conversation invariants.
 //! * [`fixtures`]: recorded and documented server answers replayed by fast tests.
 //! * [`process`]: a child process spoken to in JSON lines, every read with a deadline.
+//! * [`module_graph`]: a crate's modules and the paths between them, for layering tests.
 
 pub mod bins;
 pub mod fixtures;
 pub mod mock_model;
+pub mod module_graph;
 pub mod postgres;
 pub mod process;
 

@@ -1,99 +1,68 @@
-//! The engine's modules form layers (docs/architecture.md, "Inside the engine"): no
-//! top-level module of `core` may reach, through `crate::` paths in its code, a module
-//! that reaches it back. A cycle is what let turn, handlers, compaction, the session and
-//! the thread manager all depend on each other; this keeps it from coming back.
+//! The engine's modules form layers (docs/architecture.md, "Inside the engine"): each
+//! module uses only modules of its own layer or below, and no module reaches, through
+//! `crate::` paths in its code, a module that reaches it back. A cycle is what let turn,
+//! handlers, compaction, the session and the thread manager all depend on each other;
+//! this keeps it from coming back, and keeps the documented order true.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The code of a source file without its test module and comments (doc links are not
-/// dependencies).
-fn code_of(text: &str) -> String {
-    let text = text.split("#[cfg(test)]").next().unwrap_or_default();
-    text.lines()
-        .map(|line| line.split("//").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n")
+use interpreter_test_support::module_graph::{Granularity, Graph, cycles, graph_of};
+
+/// The layers docs/architecture.md names, highest first; every other module is below
+/// them all ("below all"). `fuzzing` is the fuzz targets' door into the engine, above it.
+const LAYERS: &[(&str, u32)] = &[
+    ("fuzzing", 7),
+    ("thread_manager", 6),
+    ("op_loop", 5),
+    ("turn", 4),
+    ("handlers", 3),
+    ("user_requests", 3),
+    ("session", 2),
+];
+
+fn layer(module: &str) -> u32 {
+    LAYERS
+        .iter()
+        .find(|(name, _)| *name == module)
+        .map_or(1, |(_, layer)| *layer)
 }
 
-/// `crate::NAME` paths in `code`.
-fn crate_paths(code: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
-            .collect();
-        if !name.is_empty() {
-            found.insert(name);
-        }
-    }
-    found
-}
-
-fn collect(dir: &Path, top: Option<&str>, graph: &mut BTreeMap<String, BTreeSet<String>>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        if path.is_dir() {
-            collect(&path, Some(top.unwrap_or(&stem)), graph);
-            continue;
-        }
-        if path.extension().is_none_or(|e| e != "rs") {
-            continue;
-        }
-        let module = top.map_or(stem.clone(), str::to_string);
-        if module == "lib" {
-            continue;
-        }
-        let code = code_of(&std::fs::read_to_string(&path).unwrap());
-        let deps = graph.entry(module.clone()).or_default();
-        deps.extend(crate_paths(&code).into_iter().filter(|d| *d != module));
-    }
-}
-
-/// A dependency path from `from` back to `to`, if there is one.
-fn path_back(
-    graph: &BTreeMap<String, BTreeSet<String>>,
-    from: &str,
-    to: &str,
-    seen: &mut BTreeSet<String>,
-) -> Option<Vec<String>> {
-    if from == to {
-        return Some(vec![to.to_string()]);
-    }
-    if !seen.insert(from.to_string()) {
-        return None;
-    }
-    for next in graph.get(from).into_iter().flatten() {
-        if let Some(mut path) = path_back(graph, next, to, seen) {
-            path.insert(0, from.to_string());
-            return Some(path);
-        }
-    }
-    None
+fn core_graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    graph_of(&src, Granularity::TopLevel).expect("read core's sources")
 }
 
 #[test]
 fn core_modules_have_no_dependency_cycle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut graph = BTreeMap::new();
-    collect(&src, None, &mut graph);
-    // Only edges between the crate's own modules count.
-    let modules: BTreeSet<String> = graph.keys().cloned().collect();
-    for deps in graph.values_mut() {
-        deps.retain(|d| modules.contains(d));
-    }
+    let graph = core_graph();
     assert!(graph.contains_key("session") && graph.contains_key("turn"));
-    let mut cycles = Vec::new();
-    for (module, deps) in &graph {
-        for dep in deps {
-            if let Some(back) = path_back(&graph, dep, module, &mut BTreeSet::new()) {
-                cycles.push(format!("{module} -> {}", back.join(" -> ")));
-            }
-        }
+    let found = cycles(&graph);
+    assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn core_modules_use_only_their_layer_and_below() {
+    let graph = core_graph();
+    for (name, _) in LAYERS {
+        assert!(graph.contains_key(*name), "no module `{name}` any more");
     }
-    assert!(cycles.is_empty(), "module cycles:\n{}", cycles.join("\n"));
+    let upward: Vec<String> = graph
+        .iter()
+        .flat_map(|(module, deps)| {
+            deps.iter()
+                .filter(|dep| layer(dep) > layer(module))
+                .map(move |dep| {
+                    format!(
+                        "{module} (layer {}) -> {dep} (layer {})",
+                        layer(module),
+                        layer(dep)
+                    )
+                })
+        })
+        .collect();
+    assert!(
+        upward.is_empty(),
+        "modules reaching up (docs/architecture.md, \"Inside the engine\"):\n{}",
+        upward.join("\n")
+    );
 }
