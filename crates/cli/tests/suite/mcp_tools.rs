@@ -304,3 +304,82 @@ async fn the_model_server_is_probed_once_per_process() {
         "probed more than once: {probes:?}"
     );
 }
+
+/// The ids a host sees live in `codex/event` are the ids `thread/read` gives back on
+/// the same connection, in the same order, for a turn with reasoning, a command, a patch
+/// and a declined command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_event_ids_are_the_item_ids_read_back() {
+    use interpreter_test_support::MockResponse;
+    use interpreter_test_support::mock_model::chunk;
+
+    let env = McpEnv::new().await;
+    let call = |id: &str, name: &str, arguments: serde_json::Value| {
+        MockResponse::sse(vec![
+            chunk::tool_call(0, id, name, &arguments.to_string()),
+            chunk::finish("tool_calls"),
+        ])
+    };
+    env.model.push(MockResponse::sse(vec![
+        chunk::reasoning("Look, then write."),
+        chunk::tool_call(0, "call_ls", "shell", &json!({"command": "ls"}).to_string()),
+        chunk::finish("tool_calls"),
+    ]));
+    env.model.push(call(
+        "call_patch",
+        "apply_patch",
+        json!({"input": "*** Begin Patch\n*** Add File: notes.txt\n+hi\n*** End Patch\n"}),
+    ));
+    // Outside the sandbox needs an approval; this host cannot be asked: declined.
+    env.model.push(call(
+        "call_no",
+        "shell",
+        json!({"command": "touch escalated.txt", "sandbox_permissions": "require_escalated", "justification": "need it"}),
+    ));
+    env.script_text("wrote the notes");
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+    let id = client
+        .start_tool(
+            "codex",
+            json!({"prompt": "take notes", "sandbox": "workspace-write", "approval-policy": "on-request"}),
+        )
+        .await;
+    let response = client.response(id).await;
+    let thread = thread_id(&response["result"]);
+    assert!(env.work_path().join("notes.txt").is_file());
+    assert!(!env.work_path().join("escalated.txt").exists());
+    let seen = client.take_seen();
+    let live: Vec<String> = codex_events(&seen, id)
+        .iter()
+        .filter_map(|event| {
+            let msg = &event["params"]["msg"];
+            let key = match msg["type"].as_str()? {
+                "user_message" | "agent_reasoning" | "agent_message" => "item_id",
+                "exec_command_end" | "patch_apply_end" => "call_id",
+                _ => return None,
+            };
+            msg[key].as_str().map(str::to_string)
+        })
+        .collect();
+    let read = client
+        .call(
+            "thread/read",
+            json!({"threadId": thread, "includeTurns": true}),
+        )
+        .await;
+    let items = read["result"]["thread"]["turns"][0]["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{read}"));
+    let stored: Vec<String> = items
+        .iter()
+        .filter_map(|item| item["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(live, stored, "live (left) and read back (right) differ");
+    assert_eq!(stored.len(), 6, "{stored:?}");
+    let declined = items
+        .iter()
+        .find(|item| item["id"] == "call_no")
+        .unwrap_or_else(|| panic!("{read}"));
+    assert_eq!(declined["status"], "declined", "{declined}");
+}
