@@ -70,3 +70,60 @@ fn every_crate_depends_only_on_lower_layers() {
         "every crate of the workspace has a layer"
     );
 }
+
+/// The process environment is read in one place, `main` (and the sandbox helper's own
+/// entry, which hands its environment to the command it runs), and injected from there:
+/// a library that reads it behind the caller's back ignores what a front end passed it.
+#[test]
+fn the_environment_is_read_only_in_main() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let allowed = ["cli/src/main.rs", "cli/src/sandbox_cmd.rs"];
+    let needles = [
+        "env::var(",
+        "env::var_os(",
+        "env::vars(",
+        "env::vars_os(",
+        "env::home_dir(",
+    ];
+    let mut readers = Vec::new();
+    let mut stack = vec![crates.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            let relative = path
+                .strip_prefix(&crates)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if path.is_dir() {
+                // Sources only: tests, examples, fuzz targets and test helpers set up their own.
+                let name = path.file_name().unwrap().to_string_lossy();
+                if !matches!(
+                    name.as_ref(),
+                    "tests" | "examples" | "benches" | "test-support" | "fuzz-targets" | "target"
+                ) {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") || allowed.contains(&relative.as_str()) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read source");
+            if text.contains("#![cfg(test)]") {
+                continue;
+            }
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (n, line) in code.lines().enumerate() {
+                let line = line.split("//").next().unwrap_or_default();
+                if needles.iter().any(|needle| line.contains(needle)) {
+                    readers.push(format!("{relative}:{}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        readers.is_empty(),
+        "the environment is read outside main: {readers:?}"
+    );
+}

@@ -282,7 +282,7 @@ impl PreparedSandbox {
             }
             _ => Vec::new(),
         };
-        let roots = writable_roots_of(&anchored, protected);
+        let roots = writable_roots_of(&anchored, protected, env.get("HOME").map(Path::new));
         create_missing_protected_dirs(&roots, protected);
         let hidden: Vec<PathBuf> = protected
             .iter()

@@ -76,15 +76,17 @@ pub fn writable_roots(
     writable_roots_of(
         &anchors.anchor(policy, cwd, env, protected).roots,
         protected,
+        env.get("HOME").map(Path::new),
     )
 }
 
 /// [`WritableRoot`]s of directories already anchored: where each is now, and the protected
 /// paths inside it. A root that is gone, or that now lies inside a protected path, is left
-/// out.
+/// out. `home` is the command environment's `HOME`, for a `core.hooksPath` of `~/…`.
 pub fn writable_roots_of(
     anchored: &[Arc<AnchoredRoot>],
     protected: &[PathBuf],
+    home: Option<&Path>,
 ) -> Vec<WritableRoot> {
     let always_protected: Vec<PathBuf> = protected
         .iter()
@@ -97,7 +99,7 @@ pub fn writable_roots_of(
             if always_protected.iter().any(|path| root.starts_with(path)) {
                 return None;
             }
-            let mut read_only_subpaths = protected_subpaths(&root);
+            let mut read_only_subpaths = protected_subpaths(&root, home);
             for path in &always_protected {
                 if path.starts_with(&root) && !read_only_subpaths.contains(path) {
                     read_only_subpaths.push(path.clone());
@@ -167,10 +169,10 @@ pub(super) const NOT_SEARCHED: [&str; 4] = ["node_modules", "target", "vendor", 
 /// The protected entries that exist directly inside `root`, plus what they point at, and
 /// the `.git` of repositories nested a few levels below it (a hook planted there runs on
 /// the user's next commit in that directory).
-fn protected_subpaths(root: &Path) -> Vec<PathBuf> {
+fn protected_subpaths(root: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     let mut protected = Vec::new();
     for name in PROTECTED_DIR_NAMES {
-        protect_entry(root, name, &mut protected);
+        protect_entry(root, name, home, &mut protected);
     }
     let mut budget = NESTED_REPOSITORY_DIRECTORY_BUDGET;
     let mut pending: VecDeque<(PathBuf, usize)> = VecDeque::from([(root.to_path_buf(), 0)]);
@@ -194,7 +196,7 @@ fn protected_subpaths(root: &Path) -> Vec<PathBuf> {
                 continue;
             }
             let path = entry.path();
-            protect_entry(&path, ".git", &mut protected);
+            protect_entry(&path, ".git", home, &mut protected);
             if depth + 1 < NESTED_REPOSITORY_DEPTH {
                 pending.push_back((path, depth + 1));
             }
@@ -205,7 +207,7 @@ fn protected_subpaths(root: &Path) -> Vec<PathBuf> {
 
 /// Adds `dir/name` when it exists (and, for a symlink, what it leads to; for `.git`, its
 /// gitdir and hooks directory) to `protected`.
-fn protect_entry(dir: &Path, name: &str, protected: &mut Vec<PathBuf>) {
+fn protect_entry(dir: &Path, name: &str, home: Option<&Path>, protected: &mut Vec<PathBuf>) {
     let mut add = |path: PathBuf| {
         if !protected.contains(&path) {
             protected.push(path);
@@ -227,7 +229,7 @@ fn protect_entry(dir: &Path, name: &str, protected: &mut Vec<PathBuf>) {
         let gitdir = gitdir_of_git_file(dir, &entry);
         // Hooks kept outside `.git` (`core.hooksPath = .husky`) run on the user's next
         // commit just as `.git/hooks` do, so they are protected the same way.
-        if let Some(hooks) = hooks_path_of(gitdir.as_deref().unwrap_or(&entry), dir) {
+        if let Some(hooks) = hooks_path_of(gitdir.as_deref().unwrap_or(&entry), dir, home) {
             add(hooks);
         }
         if let Some(gitdir) = gitdir {
@@ -237,13 +239,13 @@ fn protect_entry(dir: &Path, name: &str, protected: &mut Vec<PathBuf>) {
 }
 
 /// The canonical `core.hooksPath` of the repository whose git directory is `gitdir` and
-/// whose worktree is `root` (a relative value is relative to the worktree), when its
-/// config sets one that exists.
-fn hooks_path_of(gitdir: &Path, root: &Path) -> Option<PathBuf> {
+/// whose worktree is `root` (a relative value is relative to the worktree, `~/` to
+/// `home`), when its config sets one that exists.
+fn hooks_path_of(gitdir: &Path, root: &Path, home: Option<&Path>) -> Option<PathBuf> {
     let config = fs::read_to_string(gitdir.join("config")).ok()?;
     let value = git_config_value(&config, "core", "hookspath")?;
     let value = match value.strip_prefix("~/") {
-        Some(rest) => PathBuf::from(std::env::var_os("HOME")?).join(rest),
+        Some(rest) => home?.join(rest),
         None => PathBuf::from(value),
     };
     fs::canonicalize(root.join(value)).ok()
@@ -717,6 +719,24 @@ mod tests {
             ),
             Some("a b".to_owned())
         );
+    }
+
+    #[test]
+    fn a_hooks_path_under_home_is_read_from_the_command_environment() {
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        fs::create_dir_all(ws.path().join(".git")).unwrap();
+        fs::create_dir_all(home.path().join("hooks")).unwrap();
+        fs::write(
+            ws.path().join(".git/config"),
+            "[core]\n\thooksPath = ~/hooks\n",
+        )
+        .unwrap();
+        let expected = home.path().join("hooks").canonicalize().unwrap();
+        let protected = protected_subpaths(ws.path(), Some(home.path()));
+        assert!(protected.contains(&expected), "{protected:?}");
+        // No HOME in the command's environment: nothing under a home is guessed.
+        assert!(!protected_subpaths(ws.path(), None).contains(&expected));
     }
 
     #[test]
