@@ -5,6 +5,7 @@ use interpreter_core::config::ConfigError;
 use interpreter_core::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AcpError {
     /// Wrong or unusable request parameters (`-32602`).
     #[error("{0}")]

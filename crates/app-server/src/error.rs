@@ -15,6 +15,7 @@ use crate::protocol::{
 };
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AppServerError {
     #[error("Not initialized")]
     NotInitialized,

@@ -36,6 +36,7 @@ pub enum ErrorKind {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CoreError {
     #[error(transparent)]
     Config(#[from] ConfigError),

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 /// What can go wrong starting MCP servers or calling their tools.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpClientError {
     /// `required = true` servers that did not start; `failures` is `name: error` pairs.
     #[error("required MCP servers failed to initialize: {}", .failures.join("; "))]

@@ -34,6 +34,7 @@ impl std::fmt::Debug for SecretKey {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CredentialError {
     #[error("cannot read {path}: {source}")]
     Read {

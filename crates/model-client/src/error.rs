@@ -9,6 +9,7 @@ use crate::limits::{Oversize, human_bytes};
 /// Why a request to a model provider failed. Each message is a one-liner naming the
 /// provider and what to do next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProviderError {
     #[error(
         "model provider `{provider}` needs an API key: set the environment variable {env_key}{}",

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use interpreter_protocol::ThreadId;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     #[error("failed to {action} {}: {source}", path.display())]
     Io {
