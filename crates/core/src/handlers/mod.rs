@@ -1,0 +1,417 @@
+//! The tools offered to the model and what happens when it calls one.
+//!
+//! Every call produces exactly one output string the model can read — bad arguments, a
+//! declined approval, or a failed command included — so a confused model can correct
+//! itself and the history stays well formed. Only an interrupt (or an approval answered
+//! with `abort`) stops the turn instead.
+//!
+//! One file per tool: [`command`] (the `shell` tool, and the one way a command of the
+//! thread runs), [`patch`] (`apply_patch`), [`mcp`] (the MCP servers' tools),
+//! [`resources`] (their resources). This file offers the tools, routes a call, and holds
+//! what every tool's approval shares.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use interpreter_mcp_client::{McpToolInfo, ToolsLeftOut};
+use interpreter_model_client::ToolSpec;
+use interpreter_protocol::{
+    ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
+    ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandSource, ExecCommandStatus,
+    ExecOutputStream, FileChange, FileChanges, GoalStatus, McpInvocation, McpToolCallBeginEvent,
+    McpToolCallEndEvent, McpToolCallProgressEvent, PatchApplyBeginEvent, PatchApplyEndEvent,
+    ReviewDecision, SandboxMode, SandboxPolicy, TurnDiffEvent, UpdatePlanArgs, WarningEvent,
+};
+use interpreter_tools::{apply_patch, safety, sandbox, shell};
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{self, CommandAssessment, McpAssessment, PatchAssessment};
+use crate::config::Config;
+use crate::goal;
+use crate::pending::NoAnswer;
+use crate::planted_repos::RepositoryWatch;
+use crate::revert::EditRecorder;
+use crate::session::Session;
+use crate::tool_output::{ToolOutcome, cap_tool_result};
+use crate::user_requests;
+use crate::workspace_files::{Target, read_sources};
+
+mod command;
+mod mcp;
+mod patch;
+mod resources;
+
+use command::*;
+pub use command::{SandboxHelperUnavailable, SandboxedCommand, sandboxed_command};
+pub(crate) use command::{USER_SHELL_DEFAULT_TIMEOUT, run_user_shell_command};
+use mcp::*;
+use patch::*;
+use resources::*;
+
+/// Recorded for a call the user refused with "abort".
+const REFUSED_AND_STOPPED: &str =
+    "aborted: the user refused this and stopped the turn; it did not run";
+
+const SHELL_TOOL: &str = "shell";
+const APPLY_PATCH_TOOL: &str = "apply_patch";
+const UPDATE_PLAN_TOOL: &str = "update_plan";
+const LIST_RESOURCES_TOOL: &str = "list_mcp_resources";
+const READ_RESOURCE_TOOL: &str = "read_mcp_resource";
+
+/// The tools of one request, and the MCP tools the caps left out of it.
+pub(crate) struct OfferedTools {
+    pub specs: Vec<ToolSpec>,
+    pub left_out: Vec<ToolsLeftOut>,
+}
+
+impl OfferedTools {
+    /// The one line that tells the model some servers' tools are missing, so it does not
+    /// take the list for everything those servers can do.
+    pub(crate) fn left_out_note(&self) -> Option<String> {
+        if self.left_out.is_empty() {
+            return None;
+        }
+        let servers: Vec<String> = self
+            .left_out
+            .iter()
+            .map(|cut| format!("`{}` {} of {}", cut.server, cut.left_out, cut.offered))
+            .collect();
+        Some(format!(
+            "Note: some MCP tools were left out of this request's tool list (tool caps): {}.",
+            servers.join(", ")
+        ))
+    }
+}
+
+/// The model ends the thread's active goal.
+async fn handle_update_goal(
+    sess: &Session,
+    sub_id: &str,
+    args: goal::UpdateGoalArgs,
+) -> ToolOutcome {
+    let updated = sess.goal.lock().ok().and_then(|mut slot| {
+        let goal = slot
+            .goal
+            .as_mut()
+            .filter(|g| g.status == GoalStatus::Active)?;
+        goal.status = args.status.into();
+        goal.updated_at = chrono::Utc::now().timestamp();
+        Some(goal.clone())
+    });
+    let Some(goal) = updated else {
+        return ToolOutcome::Output("update_goal: the thread has no active goal".to_string());
+    };
+    let status = goal.status;
+    sess.record_goal(sub_id, Some(goal)).await;
+    let reason = args.reason.map(|r| format!(" ({r})")).unwrap_or_default();
+    ToolOutcome::Output(format!(
+        "Goal marked {}{reason}; no further goal turns will run.",
+        match status {
+            GoalStatus::Complete => "complete",
+            _ => "blocked",
+        }
+    ))
+}
+
+/// The built-in tools, the resource tools when a server offers resources, then the
+/// thread's MCP tools (`mcp__<server>__<tool>`), as far as the MCP client's caps on tool
+/// count and schema size let them in.
+pub(crate) fn tool_specs(sess: &Session) -> OfferedTools {
+    let mut specs = builtin_tool_specs();
+    if sess.is_read_only_turn() {
+        specs.retain(|spec| spec.name != APPLY_PATCH_TOOL);
+    }
+    if sess.goal.lock().is_ok_and(|slot| slot.is_active()) {
+        specs.push(goal::tool_spec());
+    }
+    if user_requests::offers_user_input(sess) {
+        specs.push(user_requests::user_input_spec());
+    }
+    if user_requests::offers_permissions(sess) {
+        specs.push(user_requests::permissions_spec());
+    }
+    let mut left_out = Vec::new();
+    if let Some(mcp) = &sess.mcp {
+        let resource_servers = mcp.resource_servers();
+        if !resource_servers.is_empty() {
+            specs.extend(resource_tool_specs(&resource_servers));
+        }
+        let table = mcp.tool_table();
+        left_out = table.left_out;
+        specs.extend(table.tools.into_iter().map(|tool| ToolSpec {
+            name: tool.qualified_name,
+            description: tool.description,
+            parameters: tool.input_schema,
+        }));
+    }
+    OfferedTools { specs, left_out }
+}
+
+/// `list_mcp_resources` and `read_mcp_resource`: resources are data a server exposes
+/// by URI (files, records, documents); two generic tools reach every server's, instead of
+/// one per server, which keeps the tool list short.
+fn resource_tool_specs(servers: &[String]) -> Vec<ToolSpec> {
+    let names = servers.join(", ");
+    vec![
+        ToolSpec {
+            name: LIST_RESOURCES_TOOL.to_string(),
+            description: format!(
+                "List the resources (data addressable by URI) of MCP servers: {names}. \
+                 Without `server`, lists every one's first page."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "Only this server's resources."},
+                    "cursor": {"type": "string", "description": "`nextCursor` of a previous page of `server`."}
+                },
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: READ_RESOURCE_TOOL.to_string(),
+            description: format!("Read one resource of an MCP server ({names}) by its URI."),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "The server, as `list_mcp_resources` names it."},
+                    "uri": {"type": "string", "description": "The resource's URI."}
+                },
+                "required": ["server", "uri"],
+                "additionalProperties": false
+            }),
+        },
+    ]
+}
+
+fn builtin_tool_specs() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: SHELL_TOOL.to_string(),
+            description: "Run a shell command with `bash -lc` and return its exit code and output. \
+                Use `workdir` instead of `cd`. Output is truncated (head and tail kept) when long."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The shell script to run."},
+                    "workdir": {"type": "string", "description": "Directory to run in; defaults to the session's working directory."},
+                    "timeout_ms": {"type": "number", "description": "Kill the command after this many milliseconds."},
+                    "sandbox_permissions": {
+                        "type": "string",
+                        "enum": ["use_default", "require_escalated"],
+                        "description": "`require_escalated` asks the user to run this command outside the sandbox."
+                    },
+                    "justification": {"type": "string", "description": "With `require_escalated`: one sentence on why, shown to the user."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: APPLY_PATCH_TOOL.to_string(),
+            description: "Create, update, move or delete files with a patch in the `*** Begin Patch` format \
+                described in the instructions. Pass the whole patch text as `input`."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "input": {"type": "string", "description": "The patch, from `*** Begin Patch` to `*** End Patch`."}
+                },
+                "required": ["input"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
+            name: UPDATE_PLAN_TOOL.to_string(),
+            description: "Record or update the step plan for the task. At most one step may be `in_progress`."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "explanation": {"type": "string"},
+                    "plan": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "step": {"type": "string"},
+                                "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
+                            },
+                            "required": ["step", "status"],
+                            "additionalProperties": false
+                        }
+                    }
+                },
+                "required": ["plan"],
+                "additionalProperties": false
+            }),
+        },
+    ]
+}
+
+pub(crate) async fn handle_call(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    name: &str,
+    arguments: &str,
+    call_id: &str,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
+    match name {
+        SHELL_TOOL | "shell_command" | "exec_command" | "bash" => {
+            match parse_args::<ShellArgs>(name, arguments) {
+                Ok(args) => handle_shell(sess, sub_id, call_id, args, cancel).await,
+                Err(text) => ToolOutcome::Output(text),
+            }
+        }
+        APPLY_PATCH_TOOL => match parse_args::<ApplyPatchArgs>(name, arguments) {
+            Ok(args) => handle_patch(sess, sub_id, call_id, &args.input, cancel).await,
+            Err(text) => ToolOutcome::Output(text),
+        },
+        UPDATE_PLAN_TOOL => match parse_args::<UpdatePlanArgs>(name, arguments) {
+            Ok(args) => {
+                let in_progress = args
+                    .plan
+                    .iter()
+                    .filter(|p| p.status == interpreter_protocol::StepStatus::InProgress)
+                    .count();
+                if in_progress > 1 {
+                    return ToolOutcome::Output(format!(
+                        "update_plan rejected: {in_progress} steps are `in_progress`; at most one may be"
+                    ));
+                }
+                sess.emit(sub_id, EventMsg::PlanUpdate(args)).await;
+                ToolOutcome::Output("Plan updated".to_string())
+            }
+            Err(text) => ToolOutcome::Output(text),
+        },
+        goal::UPDATE_GOAL_TOOL => match parse_args::<goal::UpdateGoalArgs>(name, arguments) {
+            Ok(args) => handle_update_goal(sess, sub_id, args).await,
+            Err(text) => ToolOutcome::Output(text),
+        },
+        user_requests::REQUEST_USER_INPUT_TOOL => {
+            match parse_args::<user_requests::UserInputArgs>(name, arguments) {
+                Ok(args) => {
+                    user_requests::handle_user_input(sess, sub_id, call_id, args, cancel).await
+                }
+                Err(text) => ToolOutcome::Output(text),
+            }
+        }
+        user_requests::REQUEST_PERMISSIONS_TOOL => {
+            match parse_args::<user_requests::PermissionsArgs>(name, arguments) {
+                Ok(args) => {
+                    user_requests::handle_permissions(sess, sub_id, call_id, args, cancel).await
+                }
+                Err(text) => ToolOutcome::Output(text),
+            }
+        }
+        LIST_RESOURCES_TOOL | READ_RESOURCE_TOOL if sess.mcp.is_some() => {
+            handle_resources(sess, sub_id, call_id, name, arguments, cancel).await
+        }
+        other => match sess.mcp.as_ref().and_then(|mcp| {
+            mcp.tools()
+                .into_iter()
+                .find(|tool| tool.qualified_name == other)
+        }) {
+            Some(tool) => handle_mcp(sess, sub_id, call_id, tool, arguments, cancel).await,
+            None => ToolOutcome::Output(format!(
+                "unknown tool `{other}`; the available tools are `{SHELL_TOOL}`, `{APPLY_PATCH_TOOL}`, `{UPDATE_PLAN_TOOL}` and the `mcp__*` tools listed in this request"
+            )),
+        },
+    }
+}
+
+/// Parse tool arguments, or explain to the model what was wrong.
+fn parse_args<T: for<'de> Deserialize<'de>>(tool: &str, arguments: &str) -> Result<T, String> {
+    let arguments = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    serde_json::from_str(arguments).map_err(|err| {
+        format!("invalid arguments for `{tool}`: {err}. Send a JSON object that matches the tool's parameters schema and try again.")
+    })
+}
+
+/// Act on an approval answer: go on (remembering a session-wide approval under
+/// `session_key`), or stop with what the model is told (`declined`) or with an abort.
+async fn settle(
+    sess: &Session,
+    decision: ReviewDecision,
+    session_key: String,
+    declined: &str,
+) -> Result<(), ToolOutcome> {
+    match decision {
+        ReviewDecision::Approved => Ok(()),
+        ReviewDecision::ApprovedForSession => {
+            sess.approve_for_session(session_key).await;
+            Ok(())
+        }
+        ReviewDecision::Abort => Err(ToolOutcome::Stop(REFUSED_AND_STOPPED.to_string())),
+        ReviewDecision::Denied | ReviewDecision::TimedOut => {
+            Err(ToolOutcome::Output(declined.to_string()))
+        }
+    }
+}
+
+/// Emit an approval request and wait for its answer, the approval deadline, or the turn's
+/// cancellation — whichever comes first. Never waits forever.
+async fn wait_for_approval(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    request: EventMsg,
+    cancel: &CancellationToken,
+) -> ReviewDecision {
+    let answer = sess.approvals.register(call_id).await;
+    sess.emit(sub_id, request).await;
+    let timeout = sess.config.approval_timeout;
+    match sess.approvals.wait(call_id, answer, timeout, cancel).await {
+        Ok(decision) => decision,
+        Err(NoAnswer::Dropped) => ReviewDecision::Denied,
+        Err(NoAnswer::TimedOut) => {
+            sess.request_expired(sub_id, call_id, timeout).await;
+            sess.emit(
+                sub_id,
+                EventMsg::Warning(WarningEvent {
+                    message: format!(
+                        "approval request {call_id} got no answer within {}s; treated as declined",
+                        timeout.as_secs()
+                    ),
+                }),
+            )
+            .await;
+            ReviewDecision::TimedOut
+        }
+        Err(NoAnswer::Cancelled) => ReviewDecision::Abort,
+    }
+}
+
+/// What the model is told about a call the interrupt cut short: it did run, for how long,
+/// and its result is gone.
+fn stopped_while_running(what: &str, started: Instant) -> ToolOutcome {
+    ToolOutcome::Stop(format!(
+        "interrupted: the turn was stopped while this {what} ran (after {} ms); its result, if any, was discarded",
+        started.elapsed().as_millis()
+    ))
+}
+
+/// Why nothing of this thread may leave its sandbox (an approved escalation, a retry
+/// outside it, a patch where its commands cannot write), when an operator's ceiling says
+/// so ([`crate::config::SandboxCeiling`]).
+fn leaving_the_sandbox_refused(config: &crate::config::Config) -> Option<String> {
+    let ceiling = config.sandbox_ceiling.as_ref()?;
+    (!ceiling.allows_unsandboxed()).then(|| {
+        format!(
+            "nothing may run or write outside the sandbox under the ceiling `{}` that {} \
+             sets, whatever is approved",
+            ceiling.describe(),
+            ceiling.source()
+        )
+    })
+}
