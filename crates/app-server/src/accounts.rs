@@ -8,6 +8,7 @@ use interpreter_core::config::credentials;
 
 use crate::connection::Connection;
 use crate::error::AppServerError;
+use crate::protocol::notification_names;
 use crate::protocol::v2;
 use crate::state::{Reply, ServerState};
 
@@ -60,7 +61,7 @@ pub(crate) async fn login_start(
     Ok(
         Reply::new(&v2::LoginAccountResponse::ApiKey)?.then(move || {
             notify_to.notify(
-                "account/login/completed",
+                notification_names::ACCOUNT_LOGIN_COMPLETED,
                 &v2::AccountLoginCompletedNotification {
                     login_id: None,
                     success: true,
@@ -68,7 +69,7 @@ pub(crate) async fn login_start(
                 },
             );
             notify_to.notify(
-                "account/updated",
+                notification_names::ACCOUNT_UPDATED,
                 &v2::AccountUpdatedNotification {
                     auth_mode: Some("apikey".into()),
                     plan_type: None,
@@ -99,7 +100,7 @@ pub(crate) async fn logout(
     let notify_to = connection.clone();
     Ok(Reply::new(&v2::EmptyResponse {})?.then(move || {
         notify_to.notify(
-            "account/updated",
+            notification_names::ACCOUNT_UPDATED,
             &v2::AccountUpdatedNotification {
                 auth_mode: None,
                 plan_type: None,

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connection::{ClientAnswer, Connection};
 use crate::mapping;
+use crate::protocol::notification_names;
 use crate::protocol::v1;
 use crate::protocol::v2;
 use crate::protocol::{METHOD_NOT_FOUND, RequestId, now_ms};
@@ -238,7 +239,7 @@ pub(crate) fn settle_request(
     tokio::spawn(async move {
         if let Some(request_id) = request_id {
             loaded.broadcast(
-                "serverRequest/resolved",
+                notification_names::SERVER_REQUEST_RESOLVED,
                 &v2::ServerRequestResolvedNotification {
                     thread_id: loaded.id().to_string(),
                     request_id,

@@ -49,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
+use crate::protocol::notification_names;
 use crate::protocol::v2::{self, CommandExecOutputStream};
 use crate::state::{Reply, ServerState};
 
@@ -765,7 +766,7 @@ impl Output {
         };
         if self.stream {
             connection.notify(
-                "command/exec/outputDelta",
+                notification_names::COMMAND_EXEC_OUTPUT_DELTA,
                 &v2::CommandExecOutputDeltaNotification {
                     process_id: self.process_id.clone(),
                     stream,

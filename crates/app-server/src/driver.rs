@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{self, TurnRef};
 use crate::mapping;
+use crate::protocol::notification_names;
 use crate::protocol::now_ms;
 use crate::protocol::v2::{self, ItemsView, ThreadStatus, Turn, TurnStatus};
 use crate::state::{LoadedThread, ServerState};
@@ -124,7 +125,7 @@ pub(crate) async fn drive(
                 items.turn_id = started.turn_id.clone();
                 items.started_at = now_ms();
                 loaded.broadcast(
-                    "thread/status/changed",
+                    notification_names::THREAD_STATUS_CHANGED,
                     &v2::ThreadStatusChangedNotification {
                         thread_id: thread_id.clone(),
                         status: ThreadStatus::Active {
@@ -133,7 +134,7 @@ pub(crate) async fn drive(
                     },
                 );
                 loaded.broadcast(
-                    "turn/started",
+                    notification_names::TURN_STARTED,
                     &v2::TurnStartedNotification {
                         thread_id: thread_id.clone(),
                         turn: turn_object(&items.turn_id, TurnStatus::InProgress, None, None),
@@ -175,7 +176,7 @@ pub(crate) async fn drive(
             | EventMsg::McpToolCallProgress(_)
             | EventMsg::McpToolCallEnd(_) => {}
             EventMsg::PlanUpdate(plan) => loaded.broadcast(
-                "turn/plan/updated",
+                notification_names::TURN_PLAN_UPDATED,
                 &v2::TurnPlanUpdatedNotification {
                     thread_id: thread_id.clone(),
                     turn_id: items.turn_id.clone(),
@@ -198,7 +199,7 @@ pub(crate) async fn drive(
             // Changes this turn made to the goal; those recorded for a client's
             // `thread/goal/set` were announced by that method and are skipped here.
             EventMsg::GoalUpdated(updated) if event_turn == items.turn_id => loaded.broadcast(
-                "thread/goal/updated",
+                notification_names::THREAD_GOAL_UPDATED,
                 &v2::ThreadGoalUpdatedNotification {
                     thread_id: thread_id.clone(),
                     turn_id: Some(items.turn_id.clone()),
@@ -207,7 +208,7 @@ pub(crate) async fn drive(
             ),
             EventMsg::GoalUpdated(_) | EventMsg::GoalCleared(_) => {}
             EventMsg::TurnDiff(diff) => loaded.broadcast(
-                "turn/diff/updated",
+                notification_names::TURN_DIFF_UPDATED,
                 &v2::TurnDiffUpdatedNotification {
                     thread_id: thread_id.clone(),
                     turn_id: items.turn_id.clone(),
@@ -226,7 +227,7 @@ pub(crate) async fn drive(
                             reasoning_output_tokens: clamp(u.reasoning_output_tokens),
                         };
                     loaded.broadcast(
-                        "thread/tokenUsage/updated",
+                        notification_names::THREAD_TOKEN_USAGE_UPDATED,
                         &v2::ThreadTokenUsageUpdatedNotification {
                             thread_id: thread_id.clone(),
                             turn_id: items.turn_id.clone(),
@@ -240,7 +241,7 @@ pub(crate) async fn drive(
                 }
             }
             EventMsg::ContextCompacted(_) => loaded.broadcast(
-                "thread/compacted",
+                notification_names::THREAD_COMPACTED,
                 &v2::ContextCompactedNotification {
                     thread_id: thread_id.clone(),
                     turn_id: items.turn_id.clone(),
@@ -262,7 +263,7 @@ pub(crate) async fn drive(
                 emit_error(loaded, &items, error, true);
             }
             EventMsg::Warning(warning) => loaded.broadcast(
-                "warning",
+                notification_names::WARNING,
                 &v2::WarningNotification {
                     thread_id: Some(thread_id.clone()),
                     message: warning.message,
@@ -301,7 +302,7 @@ pub(crate) async fn drive(
             }
             EventMsg::SessionConfigured(_) => {}
             EventMsg::McpStartupUpdate(update) => loaded.broadcast(
-                "mcpServer/startupStatus/updated",
+                notification_names::MCP_SERVER_STARTUP_STATUS_UPDATED,
                 &crate::mcp_api::startup_notification(&thread_id, &update),
             ),
             EventMsg::UserInputRequest(request) => crate::user_requests::ask_user_input(
@@ -360,7 +361,7 @@ fn turn_object(
 
 fn emit_error(loaded: &LoadedThread, items: &TurnWire, error: v2::TurnError, will_retry: bool) {
     loaded.broadcast(
-        "error",
+        notification_names::ERROR,
         &v2::ErrorNotification {
             error,
             will_retry,
@@ -384,14 +385,14 @@ fn finish(
     // turn, a compaction) must not find this turn still running.
     loaded.end_turn(&items.turn_id);
     loaded.broadcast(
-        "turn/completed",
+        notification_names::TURN_COMPLETED,
         &v2::TurnCompletedNotification {
             thread_id: items.thread_id.clone(),
             turn: turn_object(&items.turn_id, status, error, Some(items.started_at)),
         },
     );
     loaded.broadcast(
-        "thread/status/changed",
+        notification_names::THREAD_STATUS_CHANGED,
         &v2::ThreadStatusChangedNotification {
             thread_id: items.thread_id.clone(),
             status: ThreadStatus::Idle,

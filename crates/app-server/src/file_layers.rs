@@ -28,6 +28,7 @@ fn the_server_state_uses_only_what_lies_below_the_handlers() {
         "mapping",
         "protocol",
         "protocol/common",
+        "protocol/notification_names",
         "protocol/v1",
         "protocol/v2",
     ]

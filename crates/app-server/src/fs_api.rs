@@ -38,6 +38,7 @@ use tokio::sync::mpsc;
 
 use crate::connection::Connection;
 use crate::error::AppServerError;
+use crate::protocol::notification_names;
 use crate::protocol::v2;
 use crate::state::{Reply, ServerState};
 
@@ -527,7 +528,7 @@ async fn forward_changes(
             }
             changed_paths.sort();
             connection.notify(
-                "fs/changed",
+                notification_names::FS_CHANGED,
                 &v2::FsChangedNotification {
                     watch_id,
                     changed_paths,

@@ -11,6 +11,7 @@ use interpreter_protocol::GoalStatus;
 
 use crate::connection::Connection;
 use crate::error::AppServerError;
+use crate::protocol::notification_names;
 use crate::protocol::v2;
 use crate::state::{Reply, ServerState, parse_thread_id};
 use crate::threads::followers_and;
@@ -58,7 +59,7 @@ pub(crate) async fn set(
     };
     let mut reply = Reply::new(&v2::ThreadGoalSetResponse { goal })?.then(move || {
         for connection in notify_to {
-            connection.notify("thread/goal/updated", &updated);
+            connection.notify(notification_names::THREAD_GOAL_UPDATED, &updated);
         }
     });
     if active
@@ -88,7 +89,7 @@ pub(crate) async fn clear(
     };
     Ok(reply.then(move || {
         for connection in notify_to {
-            connection.notify("thread/goal/cleared", &notification);
+            connection.notify(notification_names::THREAD_GOAL_CLEARED, &notification);
         }
     }))
 }

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connection::{ClientAnswer, Connection};
 use crate::error::AppServerError;
+use crate::protocol::notification_names;
 use crate::protocol::v2;
 use crate::state::{LoadedThread, Reply, ServerState, parse_thread_id};
 
@@ -231,7 +232,7 @@ pub(crate) async fn oauth_login(
                 let _ = tx.send(Err(outcome.err().unwrap_or_default()));
             }
             None => notify_to.notify(
-                "mcpServer/oauthLogin/completed",
+                notification_names::MCP_SERVER_OAUTH_LOGIN_COMPLETED,
                 &v2::McpServerOauthLoginCompletedNotification {
                     error: outcome.as_ref().err().cloned(),
                     login_id: Some(completion_login_id),

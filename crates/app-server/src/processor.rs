@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::connection::{Connection, MessageSink};
 use crate::error::AppServerError;
+use crate::protocol::notification_names;
 use crate::protocol::v2;
 use crate::protocol::{JsonRpcError, JsonRpcMessage};
 use crate::state::{Reply, ServerState, parse, parse_or_default};
@@ -215,7 +216,7 @@ impl MessageProcessor {
             };
             for (summary, details) in warnings {
                 connection.notify(
-                    "configWarning",
+                    notification_names::CONFIG_WARNING,
                     &v2::ConfigWarningNotification {
                         summary,
                         details,

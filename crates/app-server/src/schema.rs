@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::protocol::notification_names;
 use crate::protocol::{v1, v2};
 
 /// Every file of the schema: relative path → JSON text.
@@ -291,46 +292,7 @@ fn methods() -> Value {
             "mcpServer/tool/call": ["v2/McpServerToolCallParams", "v2/McpServerToolCallResponse"],
             "mcpServer/resource/read": ["v2/McpResourceReadParams", "v2/McpResourceReadResponse"]
         },
-        "serverNotifications": {
-            "thread/started": "v2/ThreadStartedNotification",
-            "thread/archived": "v2/ThreadIdNotification",
-            "thread/unarchived": "v2/ThreadIdNotification",
-            "thread/deleted": "v2/ThreadIdNotification",
-            "thread/closed": "v2/ThreadIdNotification",
-            "thread/reverted": "v2/ThreadIdNotification",
-            "thread/name/updated": "v2/ThreadNameUpdatedNotification",
-            "thread/compacted": "v2/ContextCompactedNotification",
-            "item/fileChange/outputDelta": "v2/ItemDeltaNotification",
-            "thread/goal/updated": "v2/ThreadGoalUpdatedNotification",
-            "thread/goal/cleared": "v2/ThreadIdNotification",
-            "thread/status/changed": "v2/ThreadStatusChangedNotification",
-            "thread/tokenUsage/updated": "v2/ThreadTokenUsageUpdatedNotification",
-            "turn/started": "v2/TurnStartedNotification",
-            "turn/completed": "v2/TurnCompletedNotification",
-            "turn/plan/updated": "v2/TurnPlanUpdatedNotification",
-            "turn/diff/updated": "v2/TurnDiffUpdatedNotification",
-            "configWarning": "v2/ConfigWarningNotification",
-            "item/started": "v2/ItemStartedNotification",
-            "item/completed": "v2/ItemCompletedNotification",
-            "item/agentMessage/delta": "v2/ItemDeltaNotification",
-            "item/reasoning/textDelta": "v2/ReasoningTextDeltaNotification",
-            "item/reasoning/summaryPartAdded": "v2/ReasoningSummaryPartAddedNotification",
-            "item/reasoning/summaryTextDelta": "v2/ReasoningSummaryTextDeltaNotification",
-            "item/plan/delta": "v2/PlanDeltaNotification",
-            "item/commandExecution/outputDelta": "v2/ItemDeltaNotification",
-            "item/mcpToolCall/progress": "v2/McpToolCallProgressNotification",
-            "command/exec/outputDelta": "v2/CommandExecOutputDeltaNotification",
-            "serverRequest/resolved": "v2/ServerRequestResolvedNotification",
-            "error": "v2/ErrorNotification",
-            "warning": "v2/WarningNotification",
-            "account/updated": "v2/AccountUpdatedNotification",
-            "account/login/completed": "v2/AccountLoginCompletedNotification",
-            "fuzzyFileSearch/sessionUpdated": "v1/FuzzyFileSearchSessionUpdatedNotification",
-            "fuzzyFileSearch/sessionCompleted": "v1/FuzzyFileSearchSessionCompletedNotification",
-            "fs/changed": "v2/FsChangedNotification",
-            "mcpServer/startupStatus/updated": "v2/McpServerStatusUpdatedNotification",
-            "mcpServer/oauthLogin/completed": "v2/McpServerOauthLoginCompletedNotification"
-        },
+        "serverNotifications": server_notifications(),
         "serverRequests": {
             "item/commandExecution/requestApproval": ["v2/CommandExecutionRequestApprovalParams", "v2/CommandExecutionRequestApprovalResponse"],
             "item/fileChange/requestApproval": ["v2/FileChangeRequestApprovalParams", "v2/FileChangeRequestApprovalResponse"],
@@ -341,6 +303,16 @@ fn methods() -> Value {
             "item/permissions/requestApproval": ["v2/PermissionsRequestApprovalParams", "v2/PermissionsRequestApprovalResponse"]
         }
     })
+}
+
+/// Every notification and its params' type, from the one table of names.
+fn server_notifications() -> Value {
+    Value::Object(
+        notification_names::SERVER_NOTIFICATIONS
+            .iter()
+            .map(|(method, params)| ((*method).to_string(), json!(params)))
+            .collect(),
+    )
 }
 
 /// Write the schema under `out_dir` (created if needed).
@@ -374,6 +346,42 @@ mod tests {
             .map(str::to_string)
             .collect();
         assert_eq!(listed, served);
+    }
+
+    /// Every notification is sent by its name in the table, never spelled out where it
+    /// is sent (a name typed twice drifts).
+    #[test]
+    fn notifications_are_sent_only_by_their_names_in_the_table() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut spelled = Vec::new();
+        let mut stack = vec![src];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                if path.ends_with("notification_names.rs") || path.ends_with("schema.rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                for (method, _) in notification_names::SERVER_NOTIFICATIONS {
+                    // `error` and `warning` are words of JSON-RPC and config too.
+                    if matches!(*method, "error" | "warning") {
+                        continue;
+                    }
+                    if code.contains(&format!("\"{method}\"")) {
+                        spelled.push(format!("{}: {method}", path.display()));
+                    }
+                }
+            }
+        }
+        assert!(
+            spelled.is_empty(),
+            "notification names spelled out: {spelled:?}"
+        );
     }
 
     #[test]

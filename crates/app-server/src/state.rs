@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
+use crate::protocol::notification_names;
 use crate::protocol::v2::{self, ThreadStatus};
 
 /// A thread this server has loaded, with who follows it.
@@ -345,7 +346,7 @@ impl ServerState {
         // Its followers learn it is no longer loaded here (`thread/resume` loads it again).
         for loaded in unloaded {
             loaded.broadcast(
-                "thread/closed",
+                notification_names::THREAD_CLOSED,
                 &v2::ThreadIdNotification {
                     thread_id: loaded.id().to_string(),
                 },

@@ -12,6 +12,7 @@ use interpreter_protocol::{Op, ResponseItem};
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
+use crate::protocol::notification_names;
 use crate::protocol::v2::{self, ThreadStatus};
 use crate::state::{Reply, ServerState, parse_thread_id};
 
@@ -156,7 +157,7 @@ pub(crate) async fn revert(
     let notify_to = crate::threads::followers_and(Some(loaded), connection);
     Ok(Reply::new(&response)?.then(move || {
         for connection in notify_to {
-            connection.notify("thread/reverted", &notification);
+            connection.notify(notification_names::THREAD_REVERTED, &notification);
         }
     }))
 }

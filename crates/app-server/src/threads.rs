@@ -8,6 +8,7 @@ use interpreter_core::store::{ListDirection, ListQuery, ListSortKey};
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
+use crate::protocol::notification_names;
 use crate::protocol::v2::{self, ThreadStatus};
 use interpreter_protocol::Op;
 
@@ -39,7 +40,10 @@ pub(crate) async fn start(
     let thread = response.thread.clone();
     let notify_to = connection.clone();
     Ok(Reply::new(&response)?.then(move || {
-        notify_to.notify("thread/started", &v2::ThreadStartedNotification { thread });
+        notify_to.notify(
+            notification_names::THREAD_STARTED,
+            &v2::ThreadStartedNotification { thread },
+        );
     }))
 }
 
@@ -104,7 +108,10 @@ pub(crate) async fn fork(
     thread.turns = Vec::new();
     let notify_to = connection.clone();
     Ok(Reply::new(&response)?.then(move || {
-        notify_to.notify("thread/started", &v2::ThreadStartedNotification { thread });
+        notify_to.notify(
+            notification_names::THREAD_STARTED,
+            &v2::ThreadStartedNotification { thread },
+        );
     }))
 }
 
@@ -232,9 +239,9 @@ pub(crate) async fn archive(
     };
     let notify_to = connection.clone();
     let method = if archived {
-        "thread/archived"
+        notification_names::THREAD_ARCHIVED
     } else {
-        "thread/unarchived"
+        notification_names::THREAD_UNARCHIVED
     };
     let reply = if archived {
         Reply::new(&v2::EmptyResponse {})?
@@ -314,7 +321,7 @@ pub(crate) async fn name_set(
     let notify_to = followers_and(state.loaded(thread_id), connection);
     Ok(Reply::new(&v2::EmptyResponse {})?.then(move || {
         for connection in notify_to {
-            connection.notify("thread/name/updated", &notification);
+            connection.notify(notification_names::THREAD_NAME_UPDATED, &notification);
         }
     }))
 }
@@ -373,7 +380,7 @@ pub(crate) async fn delete(
     };
     Ok(Reply::new(&v2::EmptyResponse {})?.then(move || {
         for connection in notify_to {
-            connection.notify("thread/deleted", &notification);
+            connection.notify(notification_names::THREAD_DELETED, &notification);
         }
     }))
 }

@@ -11,6 +11,7 @@ use crate::connection::Connection;
 use crate::driver;
 use crate::error::AppServerError;
 use crate::mapping;
+use crate::protocol::notification_names;
 use crate::protocol::v2;
 use crate::state::{ActiveTurn, LoadedThread, Reply, ServerState, parse_thread_id};
 
@@ -284,7 +285,7 @@ pub(crate) async fn start_goal_turn(
         NextTurn::Paused(goal) => {
             let thread_id = loaded.id();
             loaded.broadcast(
-                "thread/goal/updated",
+                notification_names::THREAD_GOAL_UPDATED,
                 &v2::ThreadGoalUpdatedNotification {
                     thread_id: thread_id.to_string(),
                     turn_id: None,

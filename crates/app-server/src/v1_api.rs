@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::connection::Connection;
 use crate::error::AppServerError;
 use crate::mapping;
+use crate::protocol::notification_names;
 use crate::protocol::v1;
 use crate::protocol::v2::EmptyResponse;
 use crate::state::{Reply, ServerState, parse_thread_id};
@@ -299,7 +300,7 @@ pub(crate) fn session_update(
                 return;
             }
             connection.notify(
-                "fuzzyFileSearch/sessionUpdated",
+                notification_names::FUZZY_FILE_SEARCH_SESSION_UPDATED,
                 &v1::FuzzyFileSearchSessionUpdatedNotification {
                     session_id: params.session_id.clone(),
                     query: params.query,
@@ -307,7 +308,7 @@ pub(crate) fn session_update(
                 },
             );
             connection.notify(
-                "fuzzyFileSearch/sessionCompleted",
+                notification_names::FUZZY_FILE_SEARCH_SESSION_COMPLETED,
                 &v1::FuzzyFileSearchSessionCompletedNotification {
                     session_id: params.session_id,
                 },

@@ -5,6 +5,7 @@ use interpreter_core::items::{DeltaKind, ItemDelta, ItemEvent, TurnItem};
 use serde_json::Value;
 
 use crate::mapping;
+use crate::protocol::notification_names;
 use crate::protocol::v2;
 
 /// The turn an item event belongs to, as the wire names it.
@@ -27,7 +28,7 @@ pub(crate) fn item_notification(
     let params = match event {
         ItemEvent::Started(item) => {
             return (
-                "item/started",
+                notification_names::ITEM_STARTED,
                 to_value(&v2::ItemStartedNotification {
                     item: wire_item(context, &item),
                     thread_id,
@@ -40,7 +41,7 @@ pub(crate) fn item_notification(
         // has no other way to end an item).
         ItemEvent::Completed(item) | ItemEvent::Unfinished(item) => {
             return (
-                "item/completed",
+                notification_names::ITEM_COMPLETED,
                 to_value(&v2::ItemCompletedNotification {
                     item: wire_item(context, &item),
                     thread_id,
@@ -68,10 +69,10 @@ pub(crate) fn item_notification(
         )
     };
     match kind {
-        DeltaKind::AgentText => plain("item/agentMessage/delta"),
-        DeltaKind::CommandOutput => plain("item/commandExecution/outputDelta"),
+        DeltaKind::AgentText => plain(notification_names::ITEM_AGENT_MESSAGE_DELTA),
+        DeltaKind::CommandOutput => plain(notification_names::ITEM_COMMAND_EXECUTION_OUTPUT_DELTA),
         DeltaKind::ReasoningText => (
-            "item/reasoning/textDelta",
+            notification_names::ITEM_REASONING_TEXT_DELTA,
             to_value(&v2::ReasoningTextDeltaNotification {
                 thread_id,
                 turn_id,
@@ -81,7 +82,7 @@ pub(crate) fn item_notification(
             }),
         ),
         DeltaKind::ReasoningSummaryPart { index } => (
-            "item/reasoning/summaryPartAdded",
+            notification_names::ITEM_REASONING_SUMMARY_PART_ADDED,
             to_value(&v2::ReasoningSummaryPartAddedNotification {
                 thread_id,
                 turn_id,
@@ -90,7 +91,7 @@ pub(crate) fn item_notification(
             }),
         ),
         DeltaKind::ReasoningSummaryText { index } => (
-            "item/reasoning/summaryTextDelta",
+            notification_names::ITEM_REASONING_SUMMARY_TEXT_DELTA,
             to_value(&v2::ReasoningSummaryTextDeltaNotification {
                 thread_id,
                 turn_id,
@@ -100,7 +101,7 @@ pub(crate) fn item_notification(
             }),
         ),
         DeltaKind::PlanText => (
-            "item/plan/delta",
+            notification_names::ITEM_PLAN_DELTA,
             to_value(&v2::PlanDeltaNotification {
                 thread_id,
                 turn_id,
@@ -109,7 +110,7 @@ pub(crate) fn item_notification(
             }),
         ),
         DeltaKind::FileChangeOutput => (
-            "item/fileChange/outputDelta",
+            notification_names::ITEM_FILE_CHANGE_OUTPUT_DELTA,
             to_value(&v2::FileChangeOutputDeltaNotification {
                 thread_id,
                 turn_id,
@@ -118,7 +119,7 @@ pub(crate) fn item_notification(
             }),
         ),
         DeltaKind::McpProgress => (
-            "item/mcpToolCall/progress",
+            notification_names::ITEM_MCP_TOOL_CALL_PROGRESS,
             to_value(&v2::McpToolCallProgressNotification {
                 thread_id,
                 turn_id,

@@ -10,6 +10,7 @@
 //! and v1 payloads (`ReviewDecision`, `ParsedCommand`, `gitInfo`).
 
 pub mod common;
+pub(crate) mod notification_names;
 pub mod v1;
 pub mod v2;
 
