@@ -130,6 +130,25 @@ impl MockModelServer {
         format!("http://{}/v1", self.addr)
     }
 
+    /// `provider_keys` for Chat Completions where a failed request fails at once: the
+    /// tests script every answer, so a retry would take the next test's.
+    pub const CHAT_NO_RETRIES: &'static str =
+        "wire_api = \"chat\"\nrequest_max_retries = 0\nstream_max_retries = 0";
+
+    /// The `config.toml` that points the agent at this server: model `mock-model` of
+    /// provider `mock`, on Chat Completions with the key in `MOCK_API_KEY`; `top_level`
+    /// goes before the tables, `provider_keys` (retries, another `wire_api`, …) into
+    /// `[model_providers.mock]`, and `tables` after it. The one place tests spell the
+    /// mock provider out.
+    pub fn config_toml(&self, top_level: &str, provider_keys: &str, tables: &str) -> String {
+        format!(
+            "model = \"mock-model\"\nmodel_provider = \"mock\"\n{top_level}\n\n\
+             [model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\n\
+             env_key = \"MOCK_API_KEY\"\n{provider_keys}\n{tables}",
+            self.base_url()
+        )
+    }
+
     /// Queues the answer to one future request.
     pub fn push(&self, response: MockResponse) {
         lock(&self.state).queue.push_back(response);

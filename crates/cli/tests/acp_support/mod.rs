@@ -30,12 +30,10 @@ impl AcpEnv {
             work: TempDir::new().expect("work"),
             model,
         };
-        let base_url = env.model.base_url();
         std::fs::write(
             env.home.path().join("config.toml"),
-            format!(
-                "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{base_url}\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"chat\"\nrequest_max_retries = 0\nstream_max_retries = 0\n"
-            ),
+            env.model
+                .config_toml("", MockModelServer::CHAT_NO_RETRIES, ""),
         )
         .expect("write config");
         env

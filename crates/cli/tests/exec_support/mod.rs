@@ -77,9 +77,10 @@ impl TestEnv {
     /// The standard mock provider config plus `extra_provider_keys` inside
     /// `[model_providers.mock]`.
     pub(crate) fn write_config(&self, extra_provider_keys: &str) {
-        let base_url = self.server.base_url();
-        self.write_raw_config(&format!(
-            "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{base_url}\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"chat\"\nrequest_max_retries = 2\n{extra_provider_keys}\n"
+        self.write_raw_config(&self.server.config_toml(
+            "",
+            &format!("wire_api = \"chat\"\nrequest_max_retries = 2\n{extra_provider_keys}"),
+            "",
         ));
     }
 

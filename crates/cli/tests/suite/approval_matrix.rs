@@ -88,14 +88,7 @@ async fn run_case(
         chunk::text("finished"),
         chunk::finish("stop"),
     ]));
-    std::fs::write(
-        fx.home.join("config.toml"),
-        format!(
-            "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_API_KEY\"\n",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(fx.home.join("config.toml"), mock.config_toml("", "", "")).unwrap();
     let config = load_config(ConfigInputs {
         home: fx.home.clone(),
         cwd: fx.work.clone(),

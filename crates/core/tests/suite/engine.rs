@@ -34,10 +34,7 @@ fn config_with(
 ) -> interpreter_core::config::Config {
     std::fs::write(
         home.join("config.toml"),
-        format!(
-            "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_API_KEY\"\nstream_max_retries = 1\n",
-            mock.base_url()
-        ),
+        mock.config_toml("", "stream_max_retries = 1", ""),
     )
     .unwrap();
     load_config(ConfigInputs {
