@@ -95,6 +95,14 @@ struct Chat {
     ctrl_c_ended_turn: bool,
     /// A stop signal arrived while an approval question was up.
     leave_requested: bool,
+    /// The engine's request the user is being asked now (its call id): the question is
+    /// withdrawn when the engine's deadline for it passes (the engine's clock is the only
+    /// one; it decides then, timed out).
+    asking: Option<String>,
+    /// The engine expired the request that was being asked: nothing is answered to it.
+    asked_request_expired: bool,
+    /// Events that arrived while a question was up, shown once it is answered.
+    deferred: std::collections::VecDeque<interpreter_protocol::Event>,
 }
 
 pub(crate) async fn run_chat(
@@ -173,6 +181,9 @@ async fn chat(
         signals,
         ctrl_c_ended_turn: false,
         leave_requested: false,
+        asking: None,
+        asked_request_expired: false,
+        deferred: std::collections::VecDeque::new(),
     };
 
     let outcome = chat.converse(options.prompt).await;
@@ -282,8 +293,9 @@ impl Chat {
         let mut spinner = tokio::time::interval(SPINNER_INTERVAL);
         spinner.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
-            let grace = async {
-                match interrupted_at {
+            let interrupted = interrupted_at;
+            let grace = async move {
+                match interrupted {
                     Some(at) => {
                         tokio::time::sleep_until(
                             at + interpreter_core::Thread::INTERRUPT_CONFIRM_DEADLINE,
@@ -293,7 +305,11 @@ impl Chat {
                     None => std::future::pending().await,
                 }
             };
-            let event = tokio::select! {
+            // What arrived while a question was up comes first, in order.
+            let deferred = self.deferred.pop_front();
+            let event = match deferred {
+                Some(event) => Ok(event),
+                None => tokio::select! {
                 event = thread.next_event() => event,
                 signal = self.signals.next() => {
                     if signal == ChatSignal::Stop {
@@ -322,6 +338,7 @@ impl Chat {
                     self.output.spin();
                     continue;
                 }
+                },
             };
             let event = match event {
                 Ok(event) => event,
@@ -344,7 +361,11 @@ impl Chat {
                     }
                     let question =
                         format!("Run `{command}`? [y]es / [n]o / [a]lways for this session");
+                    self.asking = Some(request.call_id.clone());
                     let decision = self.ask(&details, &question).await?;
+                    if self.engine_decided() {
+                        continue;
+                    }
                     thread
                         .submit(Op::ExecApproval {
                             id: request.call_id,
@@ -370,7 +391,11 @@ impl Chat {
                         ));
                     }
                     let question = "Apply these changes? [y]es / [n]o / [a]lways for this session";
+                    self.asking = Some(request.call_id.clone());
                     let decision = self.ask(&details, question).await?;
+                    if self.engine_decided() {
+                        continue;
+                    }
                     thread
                         .submit(Op::PatchApproval {
                             id: request.call_id,
@@ -384,7 +409,11 @@ impl Chat {
                     }
                 }
                 EventMsg::UserInputRequest(request) => {
+                    self.asking = Some(request.call_id.clone());
                     let response = self.ask_questions(&request.questions).await;
+                    if self.engine_decided() {
+                        continue;
+                    }
                     thread
                         .submit(Op::ResolveUserInput {
                             id: request.call_id,
@@ -399,7 +428,11 @@ impl Chat {
                 }
                 EventMsg::PermissionsRequest(request) => {
                     let id = request.call_id.clone();
+                    self.asking = Some(id.clone());
                     let decision = self.ask_permissions(request).await?;
+                    if self.engine_decided() {
+                        continue;
+                    }
                     thread
                         .submit(Op::ResolvePermissions { id, decision })
                         .await?;
@@ -423,6 +456,13 @@ impl Chat {
 
     /// Ask an approval question until the answer is y, n or a. Ctrl-C, Ctrl-D, a
     /// terminal that went away or a stop signal deny: nothing runs without a yes.
+    /// The question just asked is over; whether the engine decided it itself (its
+    /// deadline passed), so nothing is to be answered.
+    fn engine_decided(&mut self) -> bool {
+        self.asking = None;
+        std::mem::take(&mut self.asked_request_expired)
+    }
+
     async fn ask(&mut self, details: &[String], question: &str) -> anyhow::Result<ReviewDecision> {
         for line in details {
             self.output.line(line);
@@ -431,6 +471,9 @@ impl Chat {
         self.output.line(&question);
         loop {
             let Some(answer) = self.read_answer(ANSWER_PROMPT).await else {
+                if self.asked_request_expired {
+                    return Ok(ReviewDecision::TimedOut);
+                }
                 self.output.warning("no answer: denied");
                 return Ok(ReviewDecision::Denied);
             };
@@ -445,17 +488,50 @@ impl Chat {
 
     /// One line typed as an answer; `None` when none was: Ctrl-C, Ctrl-D, a terminal that
     /// went away, or a stop signal (which also asks to leave after the turn).
+    ///
+    /// While a request of the engine is asked (`asking`), its events are watched: when
+    /// the engine's deadline for the request passes, the user is told the engine decided
+    /// (timed out) and what is typed at the question is dropped; other events wait in
+    /// `deferred` until then.
     async fn read_answer(&mut self, prompt: &str) -> Option<String> {
+        let thread = self.thread.clone();
         let read = self.editor.read(prompt, Purpose::Answer);
-        let answer = tokio::select! {
-            answer = read => answer,
-            signal = self.signals.next() => {
-                if signal == ChatSignal::Stop {
-                    self.leave_requested = true;
+        tokio::pin!(read);
+        let answer = loop {
+            tokio::select! {
+                answer = &mut read => break answer,
+                signal = self.signals.next() => {
+                    if signal == ChatSignal::Stop {
+                        self.leave_requested = true;
+                    }
+                    // The question's prompt line is still open.
+                    self.output.line("");
+                    return None;
                 }
-                // The question's prompt line is still open.
-                self.output.line("");
-                return None;
+                event = thread.next_event(), if self.asking.is_some() => {
+                    let Ok(event) = event else {
+                        self.output.line("");
+                        return None;
+                    };
+                    match &event.msg {
+                        EventMsg::RequestExpired(expired)
+                            if self.asking.as_deref() == Some(expired.id.as_str()) =>
+                        {
+                            // The line editor cannot take its prompt back: what is typed
+                            // there now is read and dropped, and the turn's events wait.
+                            self.output.line("");
+                            self.output.warning(&format!(
+                                "no answer within {}s (approval_timeout_sec): timed out, declined; press Enter to go on",
+                                expired.timeout_sec
+                            ));
+                            self.asked_request_expired = true;
+                            self.asking = None;
+                            let _dropped = (&mut read).await;
+                            return None;
+                        }
+                        _ => self.deferred.push_back(event),
+                    }
+                }
             }
         };
         match answer {
@@ -487,7 +563,9 @@ impl Chat {
                 ));
             }
             let Some(line) = self.read_answer(TEXT_ANSWER_PROMPT).await else {
-                self.output.warning("no answer given to the model");
+                if !self.asked_request_expired {
+                    self.output.warning("no answer given to the model");
+                }
                 return UserInputResponse::Declined;
             };
             let line = line.trim();

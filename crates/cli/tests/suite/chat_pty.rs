@@ -705,3 +705,43 @@ async fn escape_sequences_in_a_streamed_answer_are_shown_not_interpreted() {
         assert_eq!(term.wait_exit(), Some(0));
     });
 }
+
+/// The engine's clock is the only one: at the engine's deadline a question nobody
+/// answered is said to be timed out (declined), as on every other front end; a late
+/// "yes" runs nothing, and the turn goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_approval_times_out_on_the_engines_clock() {
+    let env = TestEnv::new().await;
+    env.write_raw_config(&env.server.config_toml(
+        "approval_timeout_sec = 1",
+        "wire_api = \"chat\"\nrequest_max_retries = 2",
+        "",
+    ));
+    env.server.push(shell_call("call_late", "touch late.txt"));
+    env.server.push(answer("Gave up on the file."));
+    tokio::task::block_in_place(|| {
+        let mut term = Terminal::spawn(
+            &env,
+            &["chat", "-a", "untrusted", "-s", "danger-full-access"],
+        );
+        term.expect(PROMPT);
+        term.line("please create the file");
+        term.expect("Run `bash -lc 'touch late.txt'`?");
+        term.expect(ANSWER_PROMPT);
+        // Nobody answers; the engine decides, and says so.
+        term.expect("no answer within 1s (approval_timeout_sec): timed out, declined");
+        // What is typed at the stale question goes nowhere.
+        term.line("y");
+        term.expect("Gave up on the file.");
+        term.expect(PROMPT);
+        term.line("/exit");
+        assert_eq!(term.wait_exit(), Some(0));
+    });
+    assert!(!env.work_path().join("late.txt").exists());
+    let told = env.server.requests()[1].to_string();
+    assert!(
+        told.contains("declined") || told.contains("timed out"),
+        "{told}"
+    );
+    env.server.assert_invariants();
+}
