@@ -460,3 +460,103 @@ pub(crate) fn wire_goal(thread_id: core::ThreadId, goal: core::ThreadGoal) -> v2
         updated_at: goal.updated_at,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use interpreter_core::items::FileChangeItem;
+    use interpreter_protocol::McpInvocation;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::*;
+
+    fn wire(item: &TurnItem) -> serde_json::Value {
+        serde_json::to_value(thread_item(item, None)).unwrap_or_default()
+    }
+
+    #[test]
+    fn reasoning_from_before_parts_were_kept_apart_reads_as_its_raw_content() {
+        let legacy = TurnItem::Reasoning {
+            id: "1-0".into(),
+            text: "thought".into(),
+            summary: Vec::new(),
+            content: Vec::new(),
+        };
+        assert_eq!(
+            wire(&legacy),
+            json!({"type": "reasoning", "id": "1-0", "summary": [], "content": ["thought"]})
+        );
+        let split = TurnItem::Reasoning {
+            id: "1-reasoning-2".into(),
+            text: "raw".into(),
+            summary: vec!["sum".into()],
+            content: vec!["raw".into()],
+        };
+        assert_eq!(wire(&split)["summary"], json!(["sum"]));
+        assert_eq!(wire(&split)["content"], json!(["raw"]));
+    }
+
+    #[test]
+    fn every_item_status_has_its_wire_status() {
+        let change = |status| {
+            wire(&TurnItem::FileChange(FileChangeItem {
+                id: "call_p".into(),
+                changes: FileChanges::new(),
+                status,
+                output: String::new(),
+            }))["status"]
+                .clone()
+        };
+        assert_eq!(change(ItemStatus::InProgress), "inProgress");
+        assert_eq!(change(ItemStatus::Completed), "completed");
+        assert_eq!(change(ItemStatus::Failed), "failed");
+        assert_eq!(change(ItemStatus::Declined), "declined");
+        let call = |status, result| {
+            wire(&TurnItem::McpToolCall(McpCallItem {
+                id: "call_m".into(),
+                invocation: McpInvocation {
+                    server: "s".into(),
+                    tool: "t".into(),
+                    arguments: None,
+                },
+                status,
+                result,
+                duration_ms: None,
+            }))
+        };
+        let running = call(ItemStatus::InProgress, None);
+        assert_eq!(running["status"], "inProgress");
+        assert!(running["result"].is_null() && running["error"].is_null());
+        let failed = call(ItemStatus::Failed, Some(Err("gone".into())));
+        assert_eq!(failed["status"], "failed");
+        assert_eq!(failed["error"]["message"], "gone");
+        let done = call(
+            ItemStatus::Completed,
+            Some(Ok(json!({"content": [{"type": "text", "text": "r"}]}))),
+        );
+        assert_eq!(done["result"]["content"][0]["text"], "r");
+    }
+
+    #[test]
+    fn a_recorded_turn_shows_its_items_and_keeps_errors_out_of_them() {
+        let record = TurnRecord {
+            id: "3".into(),
+            outcome: TurnOutcome::Failed,
+            error: Some("boom".into()),
+            entries: vec![
+                TurnEntry::Item(TurnItem::UserMessage {
+                    id: "3-user-1".into(),
+                    text: "hi".into(),
+                }),
+                TurnEntry::Error {
+                    message: "boom".into(),
+                },
+            ],
+        };
+        let turn = serde_json::to_value(turn_from_record(&record)).unwrap_or_default();
+        assert_eq!(turn["status"], "failed");
+        assert_eq!(turn["error"]["message"], "boom");
+        assert_eq!(turn["items"].as_array().map(Vec::len), Some(1));
+        assert_eq!(turn["items"][0]["id"], "3-user-1");
+    }
+}
