@@ -100,9 +100,9 @@ pub(crate) struct Session {
     pub user_input: PendingAnswers<UserInputResponse>,
     /// `request_permissions` calls waiting for the client's grant, by call id.
     pub permission_requests: PendingAnswers<PermissionsDecision>,
-    /// Permissions granted for the rest of the running turn, and for the session; both
-    /// widen the sandbox only through [`Session::turn_sandbox_policy`].
-    turn_grant: std::sync::Mutex<PermissionGrant>,
+    /// Permissions granted for the session (the running turn's are in its
+    /// [`TurnState`]); both widen the sandbox only through
+    /// [`Session::turn_sandbox_policy`].
     session_grant: std::sync::Mutex<PermissionGrant>,
     /// Commands (shell-joined) and patch path sets approved for the rest of the session.
     approved_for_session: Mutex<HashSet<String>>,
@@ -116,20 +116,15 @@ pub(crate) struct Session {
     pub turn_base_len: Mutex<usize>,
     /// Servers whose tools the caps cut, already reported to the user.
     pub tools_cut_reported: Mutex<HashSet<String>>,
-    /// The files the running turn's patches changed, with that turn's id.
-    turn_diff: Mutex<Option<(String, TurnDiff)>>,
+    /// What lives as long as the running turn: a new one when a turn begins, dropped
+    /// when it ends.
+    turn: std::sync::Mutex<Arc<TurnState>>,
     /// The thread's goal, shared with its handle (see [`crate::goal`]).
     pub goal: SharedGoal,
     /// The collaboration mode the next turn starts in (`Op::SetCollaborationMode`). A
     /// loaded thread starts in Default mode: a mode is the client's choice for its
     /// session with the thread, not part of the thread.
     pub(crate) collaboration_mode: std::sync::Mutex<CollaborationMode>,
-    /// The running turn is a Plan-mode turn: nothing it runs may write.
-    plan_turn: std::sync::atomic::AtomicBool,
-    /// The running turn is a review: nothing it runs may write.
-    review_turn: std::sync::atomic::AtomicBool,
-    /// Plans the running turn's answers proposed so far (for their ids).
-    turn_plans: std::sync::atomic::AtomicU32,
     /// Callers of `Thread::revert` waiting for the result, by submission id.
     pub(crate) revert_replies: RevertReplies,
     /// The writable roots this session decided on, kept open: every command's sandbox
@@ -165,18 +160,51 @@ impl ContextState {
     }
 }
 
+/// The state of one turn, dropped with it: its mode, what was granted for it, the plans
+/// its answers proposed, the files its patches changed. Nothing of a turn outlives it
+/// into the next.
+#[derive(Default)]
+pub(crate) struct TurnState {
+    /// A Plan-mode turn: nothing it runs may write.
+    plan: bool,
+    /// A review: nothing it runs may write.
+    review: bool,
+    /// Plans the turn's answers proposed so far (for their ids).
+    plans: std::sync::atomic::AtomicU32,
+    /// Permissions granted for the rest of the turn.
+    grant: std::sync::Mutex<PermissionGrant>,
+    /// The files the turn's patches changed, with the turn's id.
+    diff: Mutex<Option<(String, TurnDiff)>>,
+}
+
 impl Session {
+    /// The running turn's state (a fresh, empty one between turns).
+    fn turn(&self) -> Arc<TurnState> {
+        match self.turn.lock() {
+            Ok(turn) => turn.clone(),
+            // A poisoned lock is not a reason to lift a read-only turn's restrictions.
+            Err(_) => Arc::new(TurnState {
+                plan: true,
+                ..TurnState::default()
+            }),
+        }
+    }
+
+    fn replace_turn(&self, state: TurnState) {
+        if let Ok(mut turn) = self.turn.lock() {
+            *turn = Arc::new(state);
+        }
+    }
+
     /// The mode a turn starting now runs in; marks the turn as a Plan-mode or review one
     /// (or neither) for the tools it calls. A review turn runs in Default mode: its
     /// instructions are the review's.
     pub(crate) fn begin_turn_mode(&self, review: bool) -> CollaborationMode {
-        self.review_turn
-            .store(review, std::sync::atomic::Ordering::Release);
         if review {
-            self.plan_turn
-                .store(false, std::sync::atomic::Ordering::Release);
-            self.turn_plans
-                .store(0, std::sync::atomic::Ordering::Release);
+            self.replace_turn(TurnState {
+                review: true,
+                ..TurnState::default()
+            });
             return CollaborationMode::default();
         }
         // A poisoned lock is not a reason to lift Plan mode's restrictions: treat it as
@@ -188,22 +216,17 @@ impl Session {
             },
             |slot| slot.clone(),
         );
-        self.plan_turn.store(
-            mode.kind == CollaborationModeKind::Plan,
-            std::sync::atomic::Ordering::Release,
-        );
-        self.turn_plans
-            .store(0, std::sync::atomic::Ordering::Release);
-        if let Ok(mut grant) = self.turn_grant.lock() {
-            *grant = PermissionGrant::default();
-        }
+        self.replace_turn(TurnState {
+            plan: mode.kind == CollaborationModeKind::Plan,
+            ..TurnState::default()
+        });
         mode
     }
 
     /// The id of the running turn's next proposed plan: `<turn>-plan` (Codex's), then
     /// `<turn>-plan-2` and on for later answers of the same turn.
     pub(crate) fn next_plan_id(&self, sub_id: &str) -> String {
-        match self.turn_plans.load(std::sync::atomic::Ordering::Acquire) {
+        match self.turn().plans.load(std::sync::atomic::Ordering::Acquire) {
             0 => format!("{sub_id}-plan"),
             n => format!("{sub_id}-plan-{}", n + 1),
         }
@@ -211,30 +234,25 @@ impl Session {
 
     /// An answer of the running turn proposed its plan.
     pub(crate) fn count_plan(&self) {
-        self.turn_plans
+        self.turn()
+            .plans
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// The running turn ended: its tools' restrictions, and what was granted for it,
     /// end with it.
     pub(crate) fn end_turn_mode(&self) {
-        self.plan_turn
-            .store(false, std::sync::atomic::Ordering::Release);
-        self.review_turn
-            .store(false, std::sync::atomic::Ordering::Release);
-        if let Ok(mut grant) = self.turn_grant.lock() {
-            *grant = PermissionGrant::default();
-        }
+        self.replace_turn(TurnState::default());
     }
 
     /// Whether the running turn is in Plan mode.
     pub(crate) fn is_plan_turn(&self) -> bool {
-        self.plan_turn.load(std::sync::atomic::Ordering::Acquire)
+        self.turn().plan
     }
 
     /// Whether the running turn is a review (`Op::Review`).
     pub(crate) fn is_review_turn(&self) -> bool {
-        self.review_turn.load(std::sync::atomic::Ordering::Acquire)
+        self.turn().review
     }
 
     /// Whether nothing the running turn runs may write: Plan mode and reviews.
@@ -384,7 +402,7 @@ impl Session {
         *self.history.lock().await = store::history_from_rollout(kept);
         *self.total_usage.lock().await = last_total_usage(kept);
         *self.last_input_tokens.lock().await = None;
-        *self.turn_diff.lock().await = None;
+        *self.turn().diff.lock().await = None;
         let goal = last_goal(kept);
         if let Ok(mut slot) = self.goal.lock()
             && slot.goal != goal
@@ -565,7 +583,8 @@ impl Session {
     /// Take in a patch turn `sub_id` applied; the turn's whole diff so far. A new turn
     /// id starts a new diff (one turn runs at a time).
     pub(crate) async fn record_turn_diff(&self, sub_id: &str, plan: &PatchPlan) -> String {
-        let mut current = self.turn_diff.lock().await;
+        let turn = self.turn();
+        let mut current = turn.diff.lock().await;
         let diff = match current.as_mut() {
             Some((turn, diff)) if turn == sub_id => diff,
             _ => &mut current.insert((sub_id.to_string(), TurnDiff::default())).1,
@@ -621,8 +640,9 @@ impl Session {
 
     /// Apply a grant the client gave for `scope`.
     pub(crate) fn grant(&self, permissions: &PermissionGrant, scope: GrantScope) {
+        let turn = self.turn();
         let slot = match scope {
-            GrantScope::Turn => &self.turn_grant,
+            GrantScope::Turn => &turn.grant,
             GrantScope::Session => &self.session_grant,
         };
         if let Ok(mut grant) = slot.lock() {
@@ -649,7 +669,7 @@ impl Session {
             .lock()
             .map(|grant| grant.clone())
             .unwrap_or_default();
-        if let Ok(turn) = self.turn_grant.lock() {
+        if let Ok(turn) = self.turn().grant.lock() {
             granted.extend(&turn);
         }
         granted
@@ -836,7 +856,6 @@ pub(crate) async fn start(
         approvals: PendingAnswers::new("approval"),
         user_input: PendingAnswers::new("user input"),
         permission_requests: PendingAnswers::new("permissions"),
-        turn_grant: std::sync::Mutex::new(PermissionGrant::default()),
         session_grant: std::sync::Mutex::new(PermissionGrant::default()),
         approved_for_session: Mutex::new(HashSet::new()),
         total_usage: Mutex::new(total_usage),
@@ -848,12 +867,9 @@ pub(crate) async fn start(
         }),
         turn_base_len: Mutex::new(0),
         tools_cut_reported: Mutex::new(HashSet::new()),
-        turn_diff: Mutex::new(None),
+        turn: std::sync::Mutex::new(Arc::new(TurnState::default())),
         goal: Arc::default(),
         collaboration_mode: std::sync::Mutex::new(CollaborationMode::default()),
-        plan_turn: std::sync::atomic::AtomicBool::new(false),
-        review_turn: std::sync::atomic::AtomicBool::new(false),
-        turn_plans: std::sync::atomic::AtomicU32::new(0),
         revert_replies: RevertReplies::default(),
         root_anchors,
     });
