@@ -14,9 +14,10 @@
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
+use interpreter_core::items::{DeltaKind, ItemEvent, ItemProjector, ItemStatus, TurnItem};
 use interpreter_protocol::{
-    EventMsg, ExecCommandStatus, FileChange, FileChanges, McpStartupStatus, SessionConfiguredEvent,
-    StepStatus, TokenUsage,
+    EventMsg, FileChange, FileChanges, McpStartupStatus, SessionConfiguredEvent, StepStatus,
+    TokenUsage,
 };
 
 use crate::cli::ColorArg;
@@ -72,6 +73,8 @@ pub(crate) struct HumanOutput {
     /// event follows it.
     pending_agent_message: Option<String>,
     last_total_usage: Option<TokenUsage>,
+    /// Which items are open: the engine's projector, the one every front end uses.
+    projector: ItemProjector,
 }
 
 impl HumanOutput {
@@ -106,6 +109,7 @@ impl HumanOutput {
             turn_running: false,
             pending_agent_message: None,
             last_total_usage: None,
+            projector: ItemProjector::new(),
         }
     }
 
@@ -235,41 +239,187 @@ impl HumanOutput {
         }
     }
 
+    /// Show one engine event: its items through the engine's projector (the one every
+    /// front end uses), then what it says of the turn.
     pub(crate) fn event(&mut self, msg: &EventMsg) {
-        match msg {
-            EventMsg::AgentMessageDelta(delta) if self.interactive => {
-                self.agent_delta(&delta.delta);
-                return;
-            }
-            EventMsg::AgentMessage(message) if self.interactive => {
-                if self.streaming {
-                    // Already on screen, delta by delta: just end its line.
-                    self.clear_line();
-                } else {
-                    let label = self.style.magenta("interpreter");
-                    self.line(&label);
-                    self.line(&clean(&message.message));
+        for event in self.projector.push(msg) {
+            self.item(event);
+        }
+        self.turn_event(msg);
+    }
+
+    fn item(&mut self, event: ItemEvent) {
+        match event {
+            ItemEvent::Delta(delta) => {
+                if self.interactive && delta.kind == DeltaKind::AgentText {
+                    self.agent_delta(&delta.text);
                 }
-                return;
             }
-            EventMsg::AgentMessageDelta(_)
-            | EventMsg::AgentReasoningDelta(_)
-            | EventMsg::AgentReasoningSummaryPartAdded(_)
-            | EventMsg::AgentReasoningSummaryDelta(_)
-            | EventMsg::ExecCommandOutputDelta(_)
-            | EventMsg::SessionConfigured(_)
-            | EventMsg::UserMessage(_)
-            // Each patch's own diff is shown as it is applied.
-            | EventMsg::TurnDiff(_)
-            // Goals are set through app-server, which shows them.
-            | EventMsg::GoalUpdated(_)
-            | EventMsg::GoalCleared(_)
-            | EventMsg::ShutdownComplete => return,
+            // An answer cut short streamed as far as it came; the turn's end ends its line.
+            ItemEvent::Unfinished(_) => {}
+            ItemEvent::Started(item) => self.item_started(&item),
+            ItemEvent::Completed(item) => self.item_completed(&item),
+        }
+    }
+
+    /// A tool call is shown as soon as it is known (asked about, or begun).
+    fn item_started(&mut self, item: &TurnItem) {
+        match item {
+            TurnItem::Command(command) => {
+                self.flush_pending_agent_message();
+                let label = self.style.magenta("exec");
+                self.line(&label);
+                let line = format!(
+                    "{} in {}",
+                    self.style.bold(&clean(&interpreter_tools::display_command(
+                        &command.command
+                    ))),
+                    clean(&command.cwd.display().to_string())
+                );
+                self.line(&line);
+            }
+            TurnItem::FileChange(change) => {
+                self.flush_pending_agent_message();
+                let label = self.style.magenta("apply patch");
+                self.line(&label);
+                for (path, change) in &change.changes {
+                    let marker = match change.kind() {
+                        "add" => "A",
+                        "delete" => "D",
+                        _ => "M",
+                    };
+                    self.line(&format!(
+                        "  {marker} {}",
+                        clean(&path.display().to_string())
+                    ));
+                }
+            }
+            TurnItem::McpToolCall(call) => {
+                self.flush_pending_agent_message();
+                let line = format!(
+                    "{} {}/{} started",
+                    self.style.magenta("mcp:"),
+                    clean(&call.invocation.server),
+                    clean(&call.invocation.tool)
+                );
+                self.line(&line);
+            }
+            // Shown once complete.
+            TurnItem::UserMessage { .. }
+            | TurnItem::AgentMessage { .. }
+            | TurnItem::Reasoning { .. }
+            | TurnItem::Plan { .. }
+            | TurnItem::EnteredReview { .. }
+            | TurnItem::ExitedReview { .. }
+            | TurnItem::Compaction { .. } => {}
+        }
+    }
+
+    fn item_completed(&mut self, item: &TurnItem) {
+        if let TurnItem::AgentMessage { text, .. } = item {
+            if !self.interactive {
+                // The final answer unless something follows it.
+                self.flush_pending_agent_message();
+                self.pending_agent_message = Some(text.clone());
+            } else if self.streaming {
+                // Already on screen, delta by delta: just end its line.
+                self.clear_line();
+            } else {
+                let label = self.style.magenta("interpreter");
+                self.line(&label);
+                self.line(&clean(text));
+            }
+            return;
+        }
+        if let TurnItem::UserMessage { .. } = item {
+            // The user typed it (or exec was given it).
+            return;
+        }
+        self.flush_pending_agent_message();
+        match item {
+            TurnItem::Reasoning { text, .. } if !text.trim().is_empty() => {
+                let label = self.style.dim("thinking");
+                self.line(&label);
+                let text = self.style.dim(&clean(text));
+                self.line(&text);
+            }
+            TurnItem::Command(command) => {
+                let duration_ms = command.duration_ms.unwrap_or(0);
+                let summary = match (command.status, command.exit_code) {
+                    (ItemStatus::Declined, _) => self.style.yellow(" declined"),
+                    (_, Some(0)) => self.style.green(&format!(" succeeded in {duration_ms}ms:")),
+                    (_, Some(code)) => self
+                        .style
+                        .red(&format!(" exited {code} in {duration_ms}ms:")),
+                    (_, None) => self.style.red(&format!(" killed after {duration_ms}ms:")),
+                };
+                self.line(&summary);
+                let shown = truncate_lines(&clean(&command.output), MAX_OUTPUT_LINES);
+                if !shown.is_empty() {
+                    let shown = self.style.dim(&shown);
+                    self.line(&shown);
+                }
+            }
+            TurnItem::FileChange(change) => {
+                if change.status == ItemStatus::Completed {
+                    let line = self.style.green("patch: completed");
+                    self.line(&line);
+                } else {
+                    let line = self.style.red("patch: failed");
+                    self.line(&line);
+                    if !change.output.trim().is_empty() {
+                        self.line(&clean(change.output.trim_end()));
+                    }
+                }
+            }
+            TurnItem::McpToolCall(call) => {
+                let status = match &call.result {
+                    Some(Ok(_)) => self.style.green("(completed)"),
+                    Some(Err(message)) => self.style.red(&format!("(failed: {})", clean(message))),
+                    None => self.style.red("(failed)"),
+                };
+                let line = format!(
+                    "{} {}/{} {status}",
+                    self.style.magenta("mcp:"),
+                    clean(&call.invocation.server),
+                    clean(&call.invocation.tool)
+                );
+                self.line(&line);
+            }
+            TurnItem::EnteredReview { review, .. } => {
+                let line = format!("{} {}", self.style.magenta("review"), clean(review));
+                self.line(&line);
+            }
+            // Outside the interactive mode the review is the final message, on stdout.
+            TurnItem::ExitedReview { review, .. } if self.interactive => {
+                let label = self.style.magenta("review");
+                self.line(&label);
+                self.line(&clean(review));
+            }
+            TurnItem::Compaction {
+                items_before,
+                items_after,
+                ..
+            } => self.warning(&format!(
+                "context compacted: {items_before} history items summarised into {items_after}"
+            )),
+            // An empty reasoning says nothing; exec never runs a turn in Plan mode.
+            TurnItem::Reasoning { .. }
+            | TurnItem::ExitedReview { .. }
+            | TurnItem::Plan { .. }
+            | TurnItem::UserMessage { .. }
+            | TurnItem::AgentMessage { .. } => {}
+        }
+    }
+
+    /// What an event says of the turn, the thread or the user (its items are shown
+    /// above).
+    fn turn_event(&mut self, msg: &EventMsg) {
+        match msg {
             EventMsg::TokenCount(count) => {
                 if let Some(info) = &count.info {
                     self.last_total_usage = Some(info.total_token_usage);
                 }
-                return;
             }
             EventMsg::TaskComplete(done) => {
                 self.turn_running = false;
@@ -282,103 +432,13 @@ impl HumanOutput {
                 } else {
                     self.token_total();
                 }
-                return;
             }
-            _ => {}
-        }
-        self.flush_pending_agent_message();
-        match msg {
-            EventMsg::TaskStarted(_) => self.turn_running = true,
-            EventMsg::AgentMessage(message) => {
-                self.pending_agent_message = Some(message.message.clone());
-            }
-            EventMsg::AgentReasoning(reasoning) if !reasoning.text.trim().is_empty() => {
-                let label = self.style.dim("thinking");
-                self.line(&label);
-                let text = self.style.dim(&clean(&reasoning.text));
-                self.line(&text);
-            }
-            EventMsg::ExecCommandBegin(begin) => {
-                let label = self.style.magenta("exec");
-                self.line(&label);
-                let line = format!(
-                    "{} in {}",
-                    self.style
-                        .bold(&clean(&interpreter_tools::display_command(&begin.command))),
-                    clean(&begin.cwd.display().to_string())
-                );
-                self.line(&line);
-            }
-            EventMsg::ExecCommandEnd(end) => {
-                let summary = match (end.status, end.exit_code) {
-                    (ExecCommandStatus::Declined, _) => self.style.yellow(" declined"),
-                    (_, Some(0)) => self
-                        .style
-                        .green(&format!(" succeeded in {}ms:", end.duration_ms)),
-                    (_, Some(code)) => self
-                        .style
-                        .red(&format!(" exited {code} in {}ms:", end.duration_ms)),
-                    (_, None) => self
-                        .style
-                        .red(&format!(" killed after {}ms:", end.duration_ms)),
-                };
-                self.line(&summary);
-                let shown = truncate_lines(&clean(&end.aggregated_output), MAX_OUTPUT_LINES);
-                if !shown.is_empty() {
-                    let shown = self.style.dim(&shown);
-                    self.line(&shown);
-                }
-            }
-            EventMsg::PatchApplyBegin(begin) => {
-                let label = self.style.magenta("apply patch");
-                self.line(&label);
-                for (path, change) in &begin.changes {
-                    let marker = match change.kind() {
-                        "add" => "A",
-                        "delete" => "D",
-                        _ => "M",
-                    };
-                    self.line(&format!(
-                        "  {marker} {}",
-                        clean(&path.display().to_string())
-                    ));
-                }
-            }
-            EventMsg::PatchApplyEnd(end) => {
-                if end.success {
-                    let line = self.style.green("patch: completed");
-                    self.line(&line);
-                } else {
-                    let line = self.style.red("patch: failed");
-                    self.line(&line);
-                    if !end.stderr.trim().is_empty() {
-                        self.line(&clean(end.stderr.trim_end()));
-                    }
-                }
-            }
-            EventMsg::McpToolCallBegin(begin) => {
-                let line = format!(
-                    "{} {}/{} started",
-                    self.style.magenta("mcp:"),
-                    clean(&begin.invocation.server),
-                    clean(&begin.invocation.tool)
-                );
-                self.line(&line);
-            }
-            EventMsg::McpToolCallEnd(end) => {
-                let status = match &end.result {
-                    Ok(_) => self.style.green("(completed)"),
-                    Err(message) => self.style.red(&format!("(failed: {})", clean(message))),
-                };
-                let line = format!(
-                    "{} {}/{} {status}",
-                    self.style.magenta("mcp:"),
-                    clean(&end.invocation.server),
-                    clean(&end.invocation.tool)
-                );
-                self.line(&line);
+            EventMsg::TaskStarted(_) => {
+                self.flush_pending_agent_message();
+                self.turn_running = true;
             }
             EventMsg::McpStartupUpdate(update) => {
+                self.flush_pending_agent_message();
                 let status = match &update.status {
                     McpStartupStatus::Starting => "starting".to_string(),
                     McpStartupStatus::Ready { tools } => {
@@ -396,6 +456,7 @@ impl HumanOutput {
                 self.line(&line);
             }
             EventMsg::PlanUpdate(plan) => {
+                self.flush_pending_agent_message();
                 let label = self.style.magenta("update plan");
                 self.line(&label);
                 if let Some(explanation) = &plan.explanation {
@@ -415,30 +476,17 @@ impl HumanOutput {
                     self.line(&line);
                 }
             }
-            EventMsg::EnteredReviewMode(entered) => {
-                let line = format!(
-                    "{} {}",
-                    self.style.magenta("review"),
-                    clean(&entered.review)
-                );
-                self.line(&line);
+            EventMsg::Warning(warning) => {
+                self.flush_pending_agent_message();
+                self.warning(&warning.message);
             }
-            // Outside the interactive mode the review is the final message, on stdout.
-            EventMsg::ExitedReviewMode(exited) if self.interactive => {
-                let label = self.style.magenta("review");
-                self.line(&label);
-                self.line(&clean(&exited.review));
-            }
-            EventMsg::Warning(warning) => self.warning(&warning.message),
-            EventMsg::ContextCompacted(compacted) => self.warning(&format!(
-                "context compacted: {} history items summarised into {}",
-                compacted.items_before, compacted.items_after
-            )),
             EventMsg::Error(error) => {
+                self.flush_pending_agent_message();
                 let line = self.style.red(&format!("ERROR: {}", clean(&error.message)));
                 self.line(&line);
             }
             EventMsg::StreamError(error) => {
+                self.flush_pending_agent_message();
                 let line = self.style.yellow(&format!(
                     "retry {}/{}: {}",
                     error.attempt,
@@ -448,39 +496,46 @@ impl HumanOutput {
                 self.line(&line);
             }
             EventMsg::TurnAborted(_) => {
+                self.flush_pending_agent_message();
                 self.turn_running = false;
                 let line = self.style.red("turn interrupted");
                 self.line(&line);
             }
-            // An empty reasoning says nothing; outside the interactive mode the review is
-            // the final message, on stdout; exec never runs a turn in Plan mode; the
-            // questions and approvals are asked (and answered) by the caller; an MCP
-            // server's progress is for the MCP front end's progress lines.
-            EventMsg::AgentReasoning(_)
-            | EventMsg::ExitedReviewMode(_)
-            | EventMsg::ProposedPlanDelta(_)
-            | EventMsg::ProposedPlan(_)
-            | EventMsg::ExecApprovalRequest(_)
+            // Asked (and answered) by the caller, after what the model said before it.
+            EventMsg::ExecApprovalRequest(_)
             | EventMsg::ApplyPatchApprovalRequest(_)
             | EventMsg::ElicitationRequest(_)
             | EventMsg::UserInputRequest(_)
-            | EventMsg::PermissionsRequest(_)
-            | EventMsg::RequestExpired(_)
-            | EventMsg::McpToolCallProgress(_) => {}
-            // Handled above.
-            EventMsg::AgentMessageDelta(_)
+            | EventMsg::PermissionsRequest(_) => self.flush_pending_agent_message(),
+            // Items (shown above), and what the human renderer has no place for: each
+            // patch's own diff is shown as it is applied; goals are set through
+            // app-server, which shows them.
+            EventMsg::SessionConfigured(_)
+            | EventMsg::UserMessage(_)
+            | EventMsg::AgentMessageDelta(_)
+            | EventMsg::AgentMessage(_)
             | EventMsg::AgentReasoningDelta(_)
             | EventMsg::AgentReasoningSummaryPartAdded(_)
             | EventMsg::AgentReasoningSummaryDelta(_)
+            | EventMsg::AgentReasoning(_)
+            | EventMsg::ExecCommandBegin(_)
             | EventMsg::ExecCommandOutputDelta(_)
-            | EventMsg::SessionConfigured(_)
-            | EventMsg::UserMessage(_)
+            | EventMsg::ExecCommandEnd(_)
+            | EventMsg::PatchApplyBegin(_)
+            | EventMsg::PatchApplyEnd(_)
             | EventMsg::TurnDiff(_)
             | EventMsg::GoalUpdated(_)
             | EventMsg::GoalCleared(_)
-            | EventMsg::ShutdownComplete
-            | EventMsg::TokenCount(_)
-            | EventMsg::TaskComplete(_) => {}
+            | EventMsg::ProposedPlanDelta(_)
+            | EventMsg::ProposedPlan(_)
+            | EventMsg::EnteredReviewMode(_)
+            | EventMsg::ExitedReviewMode(_)
+            | EventMsg::McpToolCallBegin(_)
+            | EventMsg::McpToolCallProgress(_)
+            | EventMsg::McpToolCallEnd(_)
+            | EventMsg::RequestExpired(_)
+            | EventMsg::ContextCompacted(_)
+            | EventMsg::ShutdownComplete => {}
         }
     }
 

@@ -155,7 +155,7 @@ pub(crate) async fn run_exec(
     let mut output = if args.json {
         Output::Json(Box::new(JsonlTranslator::new()))
     } else {
-        Output::Human(HumanOutput::new(args.color))
+        Output::Human(Box::new(HumanOutput::new(args.color)))
     };
 
     // Index repairs, skipped rollout lines and the like arrive as the thread's warning
@@ -472,9 +472,9 @@ fn write_last_message(
 
 /// The two renderers behind one interface.
 enum Output {
-    // Boxed: the translator holds the item projector, several times a renderer's size.
+    // Boxed: each holds the item projector, and the enum is kept small.
     Json(Box<JsonlTranslator>),
-    Human(HumanOutput),
+    Human(Box<HumanOutput>),
 }
 
 impl Output {
