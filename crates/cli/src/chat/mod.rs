@@ -354,8 +354,8 @@ impl Chat {
                 EventMsg::ExecApprovalRequest(request) => {
                     let command =
                         clean(&interpreter_tools::display_command(&request.command)).into_owned();
-                    let mut details =
-                        vec![format!("in {}", clean(&request.cwd.display().to_string()))];
+                    // The command and where it runs are on its card, shown just above.
+                    let mut details = Vec::new();
                     if let Some(reason) = &request.reason {
                         details.push(format!("reason: {}", clean(reason)));
                     }
