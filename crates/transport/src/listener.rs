@@ -568,9 +568,10 @@ impl http_body::Body for TrackedBody {
 }
 
 /// The probes every HTTP listener answers without a token, for load balancers and
-/// orchestrators: `GET /readyz` (200 while the listener accepts) and `GET /healthz` (200,
-/// or 403 when the request has an `Origin` header: a web page has no business here). They
-/// say nothing but the status. Paths `taken` by the listener's own service are left to it.
+/// orchestrators: `GET /readyz` (200 while the listener accepts), and `GET /livez` and
+/// `GET /healthz` (200 while the process serves, or 403 when the request has an `Origin`
+/// header: a web page has no business here). They say nothing but the status. Paths
+/// `taken` by the listener's own service are left to it.
 pub fn probe_routes<S: Clone + Send + Sync + 'static>(taken: &str) -> Router<S> {
     use axum::http::{HeaderMap, StatusCode, header};
     use axum::routing::get;
@@ -585,8 +586,10 @@ pub fn probe_routes<S: Clone + Send + Sync + 'static>(taken: &str) -> Router<S> 
     if taken != "/readyz" {
         router = router.route("/readyz", get(|| async { StatusCode::OK }));
     }
-    if taken != "/healthz" {
-        router = router.route("/healthz", get(health));
+    for path in ["/livez", "/healthz"] {
+        if taken != path {
+            router = router.route(path, get(health));
+        }
     }
     router
 }

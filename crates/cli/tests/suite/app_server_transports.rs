@@ -108,6 +108,12 @@ async fn websocket_on_loopback_serves_the_protocol() {
         .await
         .expect("readyz");
     assert_eq!(ready.status().as_u16(), 200);
+    let live = http
+        .get(format!("http://{addr}/livez"))
+        .send()
+        .await
+        .expect("livez");
+    assert_eq!(live.status().as_u16(), 200);
     let browser = http
         .get(format!("http://{addr}/healthz"))
         .header("origin", "http://evil.example")

@@ -434,9 +434,9 @@ async fn an_internal_url_on_a_local_store_is_a_warning() {
     client.wait_for_stderr("listening on ").await;
 }
 
-/// A load balancer's health checks carry no token: `GET /readyz` and `GET /healthz`
-/// answer 200 without one (and `/healthz` 403 to a web page's `Origin`), saying nothing
-/// else, while the MCP endpoint still wants the token.
+/// A load balancer's health checks carry no token: `GET /readyz`, `GET /livez` and
+/// `GET /healthz` answer 200 without one (and `/livez`, `/healthz` 403 to a web page's
+/// `Origin`), saying nothing else, while the MCP endpoint still wants the token.
 #[tokio::test]
 async fn health_probes_answer_without_the_token() {
     let env = McpEnv::new().await;
@@ -444,18 +444,20 @@ async fn health_probes_answer_without_the_token() {
     assert!(server.token.is_some());
     let base = server.url.trim_end_matches("/mcp").to_string();
     let client = http();
-    for path in ["/readyz", "/healthz"] {
+    for path in ["/readyz", "/livez", "/healthz"] {
         let response = client.get(format!("{base}{path}")).send().await.unwrap();
         assert_eq!(response.status(), 200, "{path}");
         assert!(response.text().await.unwrap().is_empty(), "{path}");
     }
-    let page = client
-        .get(format!("{base}/healthz"))
-        .header("Origin", "https://evil.example")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(page.status(), 403);
+    for path in ["/livez", "/healthz"] {
+        let page = client
+            .get(format!("{base}{path}"))
+            .header("Origin", "https://evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 403, "{path}");
+    }
     let unauthenticated = client
         .post(&server.url)
         .header("Content-Type", "application/json")
