@@ -525,13 +525,9 @@ fn completed_details(item: &TurnItem) -> Option<ItemDetails> {
                 ItemStatus::Failed | ItemStatus::Declined => PatchApplyStatus::Failed,
             },
         },
-        TurnItem::McpToolCall(call) => {
-            let ended = Err(ENDED_WITHOUT_RESULT.to_string());
-            mcp_details(
-                &call.invocation,
-                Some(call.result.as_ref().unwrap_or(&ended)),
-            )
-        }
+        // Every completed call carries its end's result (the projector ends a call only
+        // through an end event, the engine's or its own closing one).
+        TurnItem::McpToolCall(call) => mcp_details(&call.invocation, call.result.as_ref()),
         // The user's own words, an empty reasoning, Plan mode's plan (exec never runs a
         // turn in Plan mode), the start of a review, a compaction: no SDK item.
         TurnItem::Reasoning { .. }
@@ -541,9 +537,6 @@ fn completed_details(item: &TurnItem) -> Option<ItemDetails> {
         | TurnItem::Compaction { .. } => return None,
     })
 }
-
-/// An MCP call whose stream of events stopped before its end.
-const ENDED_WITHOUT_RESULT: &str = "the call did not report a result";
 
 fn file_changes(changes: &FileChanges) -> Vec<FileUpdateChange> {
     changes

@@ -1,14 +1,9 @@
 //! The engine's side of the item model: ids stamped on events as they are emitted, and
 //! the events that close a turn's open items before its end.
 
-use interpreter_protocol::{
-    EventMsg, ExecCommandEndEvent, ExecCommandStatus, McpToolCallEndEvent, PatchApplyEndEvent,
-};
+use interpreter_protocol::EventMsg;
 
-use super::{ItemProjector, TurnItem};
-
-/// What a call that was still open when its turn ended reports as its result.
-pub(crate) const ENDED_WITH_THE_TURN: &str = "the turn ended before the call finished";
+use super::{ItemProjector, closing_event};
 
 /// One thread's item bookkeeping, owned by its session: every event goes through
 /// [`ItemLedger::stamp`] on its way out.
@@ -100,7 +95,7 @@ impl ItemLedger {
         self.projector
             .open_items()
             .into_iter()
-            .filter_map(|item| closing_event(sub_id, item))
+            .filter_map(|item| closing_event(sub_id, &item))
             .collect()
     }
 
@@ -138,48 +133,4 @@ impl ItemLedger {
             };
         }
     }
-}
-
-fn closing_event(sub_id: &str, item: TurnItem) -> Option<EventMsg> {
-    Some(match item {
-        TurnItem::Command(command) => EventMsg::ExecCommandEnd(ExecCommandEndEvent {
-            call_id: command.id,
-            turn_id: sub_id.to_string(),
-            command: command.command,
-            cwd: command.cwd,
-            exit_code: None,
-            aggregated_output: String::new(),
-            duration_ms: 0,
-            status: ExecCommandStatus::Declined,
-            source: command.source,
-            parsed_cmd: command.parsed,
-        }),
-        TurnItem::FileChange(change) => EventMsg::PatchApplyEnd(PatchApplyEndEvent {
-            call_id: change.id,
-            turn_id: sub_id.to_string(),
-            stdout: String::new(),
-            stderr: String::new(),
-            success: false,
-            changes: change.changes,
-        }),
-        TurnItem::McpToolCall(call) => EventMsg::McpToolCallEnd(McpToolCallEndEvent {
-            call_id: call.id,
-            invocation: call.invocation,
-            duration_ms: 0,
-            result: Err(ENDED_WITH_THE_TURN.to_string()),
-        }),
-        // Text from an answer that did not complete (its stream failed, or the turn was
-        // interrupted) is not an answer: no event may present it as one (exec and the
-        // MCP tools take the last agent message as the result), and the model's history
-        // does not hold it either. Front ends complete such an item live with what
-        // streamed ([`ItemProjector::finish`]); the thread read back leaves it out.
-        TurnItem::AgentMessage { .. } | TurnItem::Reasoning { .. } | TurnItem::Plan { .. } => {
-            return None;
-        }
-        // Complete the moment they start; never open.
-        TurnItem::UserMessage { .. }
-        | TurnItem::EnteredReview { .. }
-        | TurnItem::ExitedReview { .. }
-        | TurnItem::Compaction { .. } => return None,
-    })
 }

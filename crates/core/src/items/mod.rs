@@ -22,10 +22,11 @@ mod projector;
 
 use std::path::PathBuf;
 
-use interpreter_protocol::{ExecCommandSource, FileChanges, McpInvocation, ParsedCommand};
+use interpreter_protocol::{
+    EventMsg, ExecCommandEndEvent, ExecCommandSource, ExecCommandStatus, FileChanges,
+    McpInvocation, McpToolCallEndEvent, ParsedCommand, PatchApplyEndEvent,
+};
 
-#[cfg(test)]
-pub(crate) use ledger::ENDED_WITH_THE_TURN;
 pub(crate) use ledger::ItemLedger;
 pub use projector::ItemProjector;
 
@@ -184,4 +185,57 @@ pub enum ItemEvent {
     /// a front end that takes the last answer as the result must not take this one. It
     /// is not kept with the thread.
     Unfinished(TurnItem),
+}
+
+/// What a call that was still open when its turn ended reports as its result.
+pub(crate) const ENDED_WITH_THE_TURN: &str = "the turn ended before the call finished";
+
+/// The event that ends `item` of turn `sub_id` when the turn ends with it still open: the
+/// one rule for how a turn's end closes an item. A command never answered or never
+/// finished was not run (declined); a patch or an MCP call failed. The engine emits and
+/// records these ([`ItemLedger`]); a projector whose events stopped short of them ends
+/// its open calls the same way ([`ItemProjector::finish`]). `None` for text, which ends
+/// unfinished instead.
+pub(crate) fn closing_event(sub_id: &str, item: &TurnItem) -> Option<EventMsg> {
+    Some(match item {
+        TurnItem::Command(command) => EventMsg::ExecCommandEnd(ExecCommandEndEvent {
+            call_id: command.id.clone(),
+            turn_id: sub_id.to_string(),
+            command: command.command.clone(),
+            cwd: command.cwd.clone(),
+            exit_code: None,
+            aggregated_output: String::new(),
+            duration_ms: 0,
+            status: ExecCommandStatus::Declined,
+            source: command.source,
+            parsed_cmd: command.parsed.clone(),
+        }),
+        TurnItem::FileChange(change) => EventMsg::PatchApplyEnd(PatchApplyEndEvent {
+            call_id: change.id.clone(),
+            turn_id: sub_id.to_string(),
+            stdout: String::new(),
+            stderr: String::new(),
+            success: false,
+            changes: change.changes.clone(),
+        }),
+        TurnItem::McpToolCall(call) => EventMsg::McpToolCallEnd(McpToolCallEndEvent {
+            call_id: call.id.clone(),
+            invocation: call.invocation.clone(),
+            duration_ms: 0,
+            result: Err(ENDED_WITH_THE_TURN.to_string()),
+        }),
+        // Text from an answer that did not complete (its stream failed, or the turn was
+        // interrupted) is not an answer: no event may present it as one (exec and the
+        // MCP tools take the last agent message as the result), and the model's history
+        // does not hold it either. Front ends complete such an item live with what
+        // streamed ([`ItemProjector::finish`]); the thread read back leaves it out.
+        TurnItem::AgentMessage { .. } | TurnItem::Reasoning { .. } | TurnItem::Plan { .. } => {
+            return None;
+        }
+        // Complete the moment they start; never open.
+        TurnItem::UserMessage { .. }
+        | TurnItem::EnteredReview { .. }
+        | TurnItem::ExitedReview { .. }
+        | TurnItem::Compaction { .. } => return None,
+    })
 }

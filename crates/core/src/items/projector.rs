@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use interpreter_protocol::{EventMsg, ExecCommandStatus};
 
 use super::{
-    CommandItem, DeltaKind, FileChangeItem, ItemDelta, ItemEvent, ItemStatus, McpCallItem, TurnItem,
+    CommandItem, DeltaKind, FileChangeItem, ItemDelta, ItemEvent, ItemStatus, McpCallItem,
+    TurnItem, closing_event,
 };
 
 /// The reasoning item streaming now.
@@ -374,38 +375,16 @@ impl ItemProjector {
     }
 
     /// Ends everything open. Messages, reasoning and plans are unfinished, with what
-    /// streamed; a command that never reported an end was not run (declined); a patch or
-    /// MCP call that never did failed. The engine closes its calls with real events
-    /// before a turn ends, so for calls this acts only on a stream that stopped short
-    /// (the thread died).
+    /// streamed; a call ends as the engine's closing event would end it
+    /// ([`closing_event`]). The engine closes its calls with real events before a turn
+    /// ends, so for calls this acts only on a stream that stopped short (the thread died).
     fn sweep(&mut self, out: &mut Vec<ItemEvent>) {
+        let turn_id = self.turn_id.clone();
         for item in self.open_items() {
-            let item = match item {
-                TurnItem::Command(mut command) => {
-                    command.status = ItemStatus::Declined;
-                    TurnItem::Command(command)
-                }
-                TurnItem::FileChange(mut change) => {
-                    change.status = ItemStatus::Failed;
-                    TurnItem::FileChange(change)
-                }
-                TurnItem::McpToolCall(mut call) => {
-                    call.status = ItemStatus::Failed;
-                    TurnItem::McpToolCall(call)
-                }
-                text @ (TurnItem::UserMessage { .. }
-                | TurnItem::AgentMessage { .. }
-                | TurnItem::Reasoning { .. }
-                | TurnItem::Plan { .. }
-                | TurnItem::EnteredReview { .. }
-                | TurnItem::ExitedReview { .. }
-                | TurnItem::Compaction { .. }) => {
-                    out.push(ItemEvent::Unfinished(text));
-                    continue;
-                }
-            };
-            self.completed.insert(item.id().to_string());
-            out.push(ItemEvent::Completed(item));
+            match closing_event(&turn_id, &item) {
+                Some(end) => out.extend(self.push(&end)),
+                None => out.push(ItemEvent::Unfinished(item)),
+            }
         }
         self.message = None;
         self.reasoning = None;
