@@ -352,29 +352,23 @@ mod tests {
     /// is sent (a name typed twice drifts).
     #[test]
     fn notifications_are_sent_only_by_their_names_in_the_table() {
+        use interpreter_test_support::module_graph::rust_files;
+
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut spelled = Vec::new();
-        let mut stack = vec![src];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
+        for path in rust_files(&src, &[]).unwrap() {
+            if path.ends_with("notification_names.rs") || path.ends_with("schema.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (method, _) in notification_names::SERVER_NOTIFICATIONS {
+                // `error` and `warning` are words of JSON-RPC and config too.
+                if matches!(*method, "error" | "warning") {
                     continue;
                 }
-                if path.ends_with("notification_names.rs") || path.ends_with("schema.rs") {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&path).unwrap();
-                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-                for (method, _) in notification_names::SERVER_NOTIFICATIONS {
-                    // `error` and `warning` are words of JSON-RPC and config too.
-                    if matches!(*method, "error" | "warning") {
-                        continue;
-                    }
-                    if code.contains(&format!("\"{method}\"")) {
-                        spelled.push(format!("{}: {method}", path.display()));
-                    }
+                if code.contains(&format!("\"{method}\"")) {
+                    spelled.push(format!("{}: {method}", path.display()));
                 }
             }
         }

@@ -8,6 +8,8 @@
 
 use std::path::Path;
 
+use interpreter_test_support::module_graph::rust_files;
+
 /// Each workspace crate's layer, lowest first; a crate may depend only on lower layers.
 const LAYERS: &[(&str, u32)] = &[
     ("private-fs", 0),
@@ -85,40 +87,34 @@ fn the_environment_is_read_only_in_main() {
         "env::vars_os(",
         "env::home_dir(",
     ];
+    // Sources only: tests, examples, fuzz targets and test helpers set up their own.
+    let skipped = [
+        "tests",
+        "examples",
+        "benches",
+        "test-support",
+        "fuzz-targets",
+        "target",
+    ];
     let mut readers = Vec::new();
-    let mut stack = vec![crates.clone()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read dir") {
-            let path = entry.expect("entry").path();
-            let relative = path
-                .strip_prefix(&crates)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            if path.is_dir() {
-                // Sources only: tests, examples, fuzz targets and test helpers set up their own.
-                let name = path.file_name().unwrap().to_string_lossy();
-                if !matches!(
-                    name.as_ref(),
-                    "tests" | "examples" | "benches" | "test-support" | "fuzz-targets" | "target"
-                ) {
-                    stack.push(path);
-                }
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") || allowed.contains(&relative.as_str()) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("read source");
-            if text.contains("#![cfg(test)]") {
-                continue;
-            }
-            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            for (n, line) in code.lines().enumerate() {
-                let line = line.split("//").next().unwrap_or_default();
-                if needles.iter().any(|needle| line.contains(needle)) {
-                    readers.push(format!("{relative}:{}", n + 1));
-                }
+    for path in rust_files(&crates, &skipped).expect("read the sources") {
+        let relative = path
+            .strip_prefix(&crates)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if allowed.contains(&relative.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read source");
+        if text.contains("#![cfg(test)]") {
+            continue;
+        }
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            let line = line.split("//").next().unwrap_or_default();
+            if needles.iter().any(|needle| line.contains(needle)) {
+                readers.push(format!("{relative}:{}", n + 1));
             }
         }
     }

@@ -6,7 +6,7 @@
 //! modules (a doc link or a test's helper is not a dependency).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Module name → the crate's modules it names.
 pub type Graph = BTreeMap<String, BTreeSet<String>>;
@@ -24,7 +24,7 @@ pub enum Granularity {
 /// The graph of the crate whose sources are under `src` (`lib.rs`/`main.rs` left out).
 pub fn graph_of(src: &Path, granularity: Granularity) -> std::io::Result<Graph> {
     let mut graph = Graph::new();
-    collect(src, src, granularity, &mut graph)?;
+    collect(src, granularity, &mut graph)?;
     let modules: BTreeSet<String> = graph.keys().cloned().collect();
     for (module, deps) in graph.iter_mut() {
         let resolved: BTreeSet<String> = deps
@@ -59,23 +59,30 @@ fn resolve(path: &str, modules: &BTreeSet<String>) -> Option<String> {
         .find(|candidate| modules.contains(candidate))
 }
 
-fn collect(
-    src: &Path,
-    dir: &Path,
-    granularity: Granularity,
-    graph: &mut Graph,
-) -> std::io::Result<()> {
+/// Every `.rs` file below `dir`, in path order, leaving out the directories named in
+/// `skip_dirs`: the one walk over a tree of sources that the source-reading tests share.
+pub fn rust_files(dir: &Path, skip_dirs: &[&str]) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|entry| entry.path());
     for entry in entries {
         let path = entry.path();
         if path.is_dir() {
-            collect(src, &path, granularity, graph)?;
-            continue;
+            let skipped = path
+                .file_name()
+                .is_some_and(|name| skip_dirs.iter().any(|skip| name == *skip));
+            if !skipped {
+                files.extend(rust_files(&path, skip_dirs)?);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
         }
-        if path.extension().is_none_or(|e| e != "rs") {
-            continue;
-        }
+    }
+    Ok(files)
+}
+
+fn collect(src: &Path, granularity: Granularity, graph: &mut Graph) -> std::io::Result<()> {
+    for path in rust_files(src, &[])? {
         let Ok(relative) = path.strip_prefix(src) else {
             continue;
         };
