@@ -23,7 +23,7 @@ use crate::agent::Agent;
 use crate::calls;
 use crate::error::AcpError;
 use crate::sdk::Editor;
-use crate::update::{Permission, StopReason, ToolCall, Update};
+use crate::update::{Permission, StopReason, ToolCall, ToolStatus, Update};
 use crate::wire::LiveItems;
 
 pub(crate) async fn prompt(
@@ -182,12 +182,21 @@ impl TurnView {
         self.editor.update(&self.session_id, update);
     }
 
-    fn send_items(&mut self, events: Vec<ItemEvent>) {
+    /// Sends what `events` announce; the card of a call announced as waiting for
+    /// permission, which the question shows again.
+    fn send_items(&mut self, events: Vec<ItemEvent>) -> Option<ToolCall> {
+        let mut pending = None;
         for event in events {
             for update in self.items.updates(event) {
+                if let Update::ToolCall(card) = &update
+                    && card.status == ToolStatus::Pending
+                {
+                    pending = Some(card.clone());
+                }
                 self.send(update);
             }
         }
+        pending
     }
 
     /// Ask the editor, then answer the engine; anything but an explicit allow denies.
@@ -246,11 +255,7 @@ impl TurnView {
         }
         let msg_name = msg.type_name();
         let item_events = self.projector.push(&msg);
-        let asked = item_events.iter().find_map(|event| match event {
-            ItemEvent::Started(item) => self.items.pending_card(item),
-            _ => None,
-        });
-        self.send_items(item_events);
+        let asked = self.send_items(item_events);
         match msg {
             EventMsg::ExecApprovalRequest(request) => {
                 if let Some(card) = asked {

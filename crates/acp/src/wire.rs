@@ -44,7 +44,7 @@ impl LiveItems {
     }
 
     /// The card of a call waiting for permission, as the question shows it.
-    pub(crate) fn pending_card(&self, item: &TurnItem) -> Option<ToolCall> {
+    fn pending_card(&self, item: &TurnItem) -> Option<ToolCall> {
         let reason = self.awaiting.get(item.id())?;
         let mut call = started_card(item)?;
         call.status = ToolStatus::Pending;
