@@ -428,8 +428,15 @@ pub(crate) async fn serve_stdio(
                 let agent = s9.agent.clone();
                 let editor = Editor { connection: cx };
                 serve(responder, async move {
+                    // The editor's trace (`_meta.traceparent`, ACP's meta-propagation RFD).
+                    let trace = request.meta.as_ref().and_then(|meta| {
+                        interpreter_telemetry::W3cTraceContext::from_json(
+                            &serde_json::Value::Object(meta.clone()),
+                        )
+                    });
                     let input = user_input(request.prompt)?;
-                    let stop = turn::prompt(&agent, &request.session_id.0, input, editor).await?;
+                    let stop =
+                        turn::prompt(&agent, &request.session_id.0, input, trace, editor).await?;
                     Ok(PromptResponse::new(stop_reason(stop)))
                 })
             },

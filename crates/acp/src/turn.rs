@@ -30,6 +30,7 @@ pub(crate) async fn prompt(
     agent: &Agent,
     session_id: &str,
     input: Vec<UserInput>,
+    trace: Option<interpreter_telemetry::W3cTraceContext>,
     editor: Editor,
 ) -> Result<StopReason, AcpError> {
     if input.is_empty() {
@@ -37,7 +38,7 @@ pub(crate) async fn prompt(
     }
     let session = agent.session(session_id)?;
     let (number, cancel) = session.begin_prompt()?;
-    let result = run(agent, &session, session_id, input, editor, &cancel).await;
+    let result = run(agent, &session, session_id, input, trace, editor, &cancel).await;
     session.end_prompt(number);
     result
 }
@@ -47,6 +48,7 @@ async fn run(
     session: &crate::agent::Session,
     session_id: &str,
     input: Vec<UserInput>,
+    trace: Option<interpreter_telemetry::W3cTraceContext>,
     editor: Editor,
     cancel: &CancellationToken,
 ) -> Result<StopReason, AcpError> {
@@ -65,7 +67,7 @@ async fn run(
     } else {
         Op::UserInput { items: input }
     };
-    let turn_id = thread.submit(op).await?;
+    let turn_id = thread.submit_traced(op, trace).await?;
     let mut view = TurnView {
         session_id: session_id.to_string(),
         editor,

@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 use interpreter_core::ThreadManager;
 use interpreter_core::config::ConfigInputs;
 use interpreter_protocol::SessionSource;
+use interpreter_telemetry::W3cTraceContext;
 use serde_json::Value;
 
 use crate::connection::{Connection, MessageSink};
@@ -149,7 +150,7 @@ impl MessageProcessor {
                     let _admitted = admitted;
                     let id = request.id.clone();
                     match this
-                        .dispatch(&connection, &request.method, request.params)
+                        .dispatch(&connection, &request.method, request.params, request.trace)
                         .await
                     {
                         Ok(reply) => {
@@ -248,7 +249,7 @@ impl MessageProcessor {
         method: &str,
         params: Option<Value>,
     ) -> Result<Value, JsonRpcError> {
-        match self.dispatch(connection, method, params).await {
+        match self.dispatch(connection, method, params, None).await {
             Ok(reply) => {
                 let after = reply.after;
                 // Let the host write its response first.
@@ -274,6 +275,7 @@ impl MessageProcessor {
         connection: &Arc<Connection>,
         method: &str,
         params: Option<Value>,
+        trace: Option<W3cTraceContext>,
     ) -> Result<Reply, AppServerError> {
         if method == "initialize" {
             return self.initialize(connection, parse(params)?);
@@ -294,6 +296,7 @@ impl MessageProcessor {
             tables: &self.tables,
             connection,
             params,
+            trace: trace.and_then(W3cTraceContext::checked),
         })
         .await
     }
@@ -343,6 +346,8 @@ pub(crate) struct Call<'a> {
     pub tables: &'a ConnectionTables,
     pub connection: &'a Arc<Connection>,
     pub params: Option<Value>,
+    /// The request's `trace`, for the methods that start a turn.
+    pub trace: Option<W3cTraceContext>,
 }
 
 type Handler = for<'a> fn(Call<'a>) -> BoxFuture<'a, Result<Reply, AppServerError>>;
@@ -426,7 +431,7 @@ static METHODS: &[Method] = &[
         thread_edits::revert(c.state, c.connection, parse(c.params)?).await
     }),
     method!("thread/compact/start", |c| {
-        threads::compact_start(c.state, c.connection, parse(c.params)?).await
+        threads::compact_start(c.state, c.connection, parse(c.params)?, c.trace).await
     }),
     method!("thread/unsubscribe", |c| {
         threads::unsubscribe(c.state, c.connection, parse(c.params)?)
@@ -470,13 +475,15 @@ static METHODS: &[Method] = &[
     method!("turn/start", |c| turns::start(
         c.state,
         c.connection,
-        parse(c.params)?
+        parse(c.params)?,
+        c.trace
     )
     .await),
     method!("review/start", |c| turns::review_start(
         c.state,
         c.connection,
-        parse(c.params)?
+        parse(c.params)?,
+        c.trace
     )
     .await),
     method!("turn/steer", |c| turns::steer(c.state, parse(c.params)?)

@@ -101,7 +101,8 @@ pub(crate) async fn shell_command(
         command: params.command,
         timeout_ms,
     };
-    let (_turn_id, release) = crate::turns::run_turn(state, connection, loaded, op, None).await?;
+    let (_turn_id, release) =
+        crate::turns::run_turn(state, connection, loaded, op, None, None).await?;
     Ok(Reply::new(&v2::EmptyResponse {})?.then(release))
 }
 

@@ -332,11 +332,12 @@ pub(crate) async fn compact_start(
     state: &Arc<ServerState>,
     connection: &Arc<Connection>,
     params: v2::ThreadIdParams,
+    trace: Option<interpreter_telemetry::W3cTraceContext>,
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
     let loaded = state.load_idle(thread_id, connection, "compact").await?;
     let (_turn_id, release) =
-        crate::turns::run_turn(state, connection, loaded, Op::Compact, None).await?;
+        crate::turns::run_turn(state, connection, loaded, Op::Compact, None, trace).await?;
     Ok(Reply::new(&v2::EmptyResponse {})?.then(release))
 }
 

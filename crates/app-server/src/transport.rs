@@ -137,6 +137,10 @@ fn router(state: WsState) -> Router {
     Router::new()
         .route("/", get(upgrade))
         .merge(listener::probe_routes("/"))
+        .merge(listener::metrics_route(
+            state.token.clone(),
+            state.hosts.clone(),
+        ))
         .with_state(state)
 }
 

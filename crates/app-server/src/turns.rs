@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use interpreter_protocol::{Op, ThreadId};
+use interpreter_telemetry::W3cTraceContext;
 
 use crate::connection::Connection;
 use crate::driver;
@@ -19,6 +20,7 @@ pub(crate) async fn start(
     state: &Arc<ServerState>,
     connection: &Arc<Connection>,
     params: v2::TurnStartParams,
+    trace: Option<W3cTraceContext>,
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
     let items = user_inputs(&params.input)?;
@@ -52,6 +54,7 @@ pub(crate) async fn start(
         loaded,
         Op::UserInput { items },
         params.client_user_message_id,
+        trace,
     )
     .await?;
     Ok(Reply::new(&v2::TurnStartResponse {
@@ -69,6 +72,7 @@ pub(crate) async fn run_turn(
     loaded: Arc<LoadedThread>,
     op: Op,
     client_user_message_id: Option<String>,
+    trace: Option<W3cTraceContext>,
 ) -> Result<(String, impl FnOnce() + Send + 'static), AppServerError> {
     let slot = tokio::select! {
         slot = loaded.thread.turn_slot() => slot,
@@ -76,7 +80,7 @@ pub(crate) async fn run_turn(
             return Err(AppServerError::InvalidRequest("connection closed".into()));
         }
     };
-    let turn_id = loaded.thread.submit(op).await?;
+    let turn_id = loaded.thread.submit_traced(op, trace).await?;
     if let Ok(mut active) = loaded.active.lock() {
         *active = Some(ActiveTurn {
             turn_id: turn_id.clone(),
@@ -109,6 +113,7 @@ pub(crate) async fn review_start(
     state: &Arc<ServerState>,
     connection: &Arc<Connection>,
     params: v2::ReviewStartParams,
+    trace: Option<W3cTraceContext>,
 ) -> Result<Reply, AppServerError> {
     let thread_id = parse_thread_id(&params.thread_id)?;
     let target = mapping::review_target_in(params.target);
@@ -120,8 +125,15 @@ pub(crate) async fn review_start(
         ));
     }
     let request = loaded.thread.prepare_review(target).await?;
-    let (turn_id, release) =
-        run_turn(state, connection, loaded, Op::Review { request }, None).await?;
+    let (turn_id, release) = run_turn(
+        state,
+        connection,
+        loaded,
+        Op::Review { request },
+        None,
+        trace,
+    )
+    .await?;
     Ok(Reply::new(&v2::ReviewStartResponse {
         turn: pending_turn(&turn_id),
         review_thread_id: params.thread_id,
@@ -279,7 +291,7 @@ pub(crate) async fn start_goal_turn(
             let op = Op::UserInput {
                 items: vec![interpreter_protocol::UserInput::Text { text }],
             };
-            let (_, release) = run_turn(state, connection, loaded, op, None).await?;
+            let (_, release) = run_turn(state, connection, loaded, op, None, None).await?;
             Ok(Some(Box::new(release)))
         }
         NextTurn::Paused(goal) => {

@@ -350,6 +350,10 @@ pub(crate) struct AppServerArgs {
     /// name gets 403 (DNS rebinding). Repeatable.
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_hosts: Vec<String>,
+    /// Also serve `GET /metrics` (Prometheus text) on this loopback address without a
+    /// token, e.g. 127.0.0.1:9464, for a scraper on this machine (docs/observability.md).
+    #[arg(long = "metrics-listen", value_name = "IP:PORT")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 
     #[arg(long = "oss", help = OSS_HELP)]
     pub oss: bool,
@@ -477,6 +481,10 @@ pub(crate) struct McpServerArgs {
     /// other name gets 403 (DNS rebinding). Repeatable.
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_hosts: Vec<String>,
+    /// Also serve `GET /metrics` (Prometheus text) on this loopback address without a
+    /// token, e.g. 127.0.0.1:9464, for a scraper on this machine (docs/observability.md).
+    #[arg(long = "metrics-listen", value_name = "IP:PORT")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 
     /// HTTP only, fleet mode: the URL other replicas sharing the thread store use to
     /// forward requests for threads this one runs (e.g. `http://10.0.0.5:8765/mcp`).

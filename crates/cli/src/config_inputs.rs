@@ -19,8 +19,28 @@ pub(crate) fn build(
     cwd: PathBuf,
     overrides: ConfigOverrides,
 ) -> anyhow::Result<ConfigInputs> {
+    let inputs = inputs(args, env, cwd, overrides)?;
+    secure_home(&inputs.home);
+    Ok(inputs)
+}
+
+/// [`build`] without touching the home, for reading settings before logging is up (the
+/// command's own [`build`] then secures it and logs what it changed).
+pub(crate) fn unsecured(
+    args: &ConfigArgs,
+    env: HashMap<String, String>,
+    cwd: PathBuf,
+) -> anyhow::Result<ConfigInputs> {
+    inputs(args, env, cwd, ConfigOverrides::default())
+}
+
+fn inputs(
+    args: &ConfigArgs,
+    env: HashMap<String, String>,
+    cwd: PathBuf,
+    overrides: ConfigOverrides,
+) -> anyhow::Result<ConfigInputs> {
     let home = resolve_home(&env)?;
-    secure_home(&home);
     let cli_overrides = args
         .overrides
         .iter()

@@ -271,6 +271,7 @@ pub(crate) async fn diagnose(
         },
     );
     checks.push(check_nesting(env));
+    checks.push(check_telemetry(config_args, env).await);
     DoctorReport::new(checks)
 }
 
@@ -966,6 +967,132 @@ fn state_check(
 
 fn plural(count: usize) -> &'static str {
     if count == 1 { "" } else { "s" }
+}
+
+/// Deadline of one probe of a telemetry endpoint.
+const TELEMETRY_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Where telemetry goes (`[otel]` and the `OTEL_*` variables) and whether each endpoint
+/// answers: an empty export (which a collector accepts) to each HTTP endpoint, a
+/// connection to a gRPC one.
+async fn check_telemetry(config_args: &ConfigArgs, env: &HashMap<String, String>) -> Check {
+    use interpreter_telemetry::settings::{self, Protocol, Signal};
+    const NAME: &str = "telemetry";
+    let otel = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| config_inputs::unsecured(config_args, env.clone(), cwd).ok())
+        .and_then(|inputs| interpreter_core::config::load_otel(&inputs).ok())
+        .unwrap_or_default();
+    let resolved = match settings::resolve(&otel, env) {
+        Ok(resolved) => resolved,
+        Err(err) => {
+            return Check::warn(
+                NAME,
+                format!("telemetry is off: {err}"),
+                "fix the variable or the [otel] key it names (docs/observability.md)",
+            );
+        }
+    };
+    if resolved.is_off() {
+        return Check::ok(
+            NAME,
+            "not exported (set OTEL_EXPORTER_OTLP_ENDPOINT or [otel] to export; servers still serve /metrics)",
+        );
+    }
+    let mut lines = Vec::new();
+    let mut silent = Vec::new();
+    for signal in Signal::ALL {
+        let Some(target) = resolved.target(signal) else {
+            lines.push(format!("{signal}: off"));
+            continue;
+        };
+        let answer = match target.protocol {
+            Protocol::Grpc => probe_grpc(&target.endpoint).await,
+            Protocol::HttpProtobuf | Protocol::HttpJson => probe_http(target).await,
+        };
+        match answer {
+            Ok(()) => lines.push(format!(
+                "{signal} → {} ({})",
+                target.endpoint, target.protocol
+            )),
+            Err(why) => {
+                lines.push(format!(
+                    "{signal} → {} ({}): {why}",
+                    target.endpoint, target.protocol
+                ));
+                silent.push(signal.to_string());
+            }
+        }
+    }
+    let mut detail = lines.join("; ");
+    if resolved.capture_content {
+        detail.push_str("; prompts and outputs ARE exported (content capture is on)");
+    }
+    if silent.is_empty() {
+        Check::ok(NAME, detail)
+    } else {
+        Check::warn(
+            NAME,
+            detail,
+            format!(
+                "start the collector or fix the endpoint for {}; turns run anyway and what they export is dropped",
+                silent.join(", ")
+            ),
+        )
+    }
+}
+
+async fn probe_http(target: &interpreter_telemetry::settings::OtlpTarget) -> Result<(), String> {
+    use interpreter_telemetry::settings::Protocol;
+    let (kind, body): (&str, &[u8]) = match target.protocol {
+        Protocol::HttpJson => ("application/json", b"{}"),
+        _ => ("application/x-protobuf", b""),
+    };
+    let client = reqwest::Client::builder()
+        .timeout(TELEMETRY_DEADLINE)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|err| err.to_string())?;
+    let mut request = client
+        .post(&target.endpoint)
+        .header("content-type", kind)
+        .body(body.to_vec());
+    for (name, value) in &target.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    match request.send().await {
+        Ok(response) if response.status().is_success() => Ok(()),
+        Ok(response) => Err(format!("answered HTTP {}", response.status().as_u16())),
+        Err(err) => Err(format!("did not answer ({})", one_line(&err.to_string()))),
+    }
+}
+
+async fn probe_grpc(endpoint: &str) -> Result<(), String> {
+    let authority = endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, rest)| rest)
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let address = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+    {
+        authority
+    } else if endpoint.starts_with("https://") {
+        format!("{authority}:443")
+    } else {
+        format!("{authority}:80")
+    };
+    match tokio::time::timeout(TELEMETRY_DEADLINE, tokio::net::TcpStream::connect(&address)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(err)) => Err(format!("did not answer ({err})")),
+        Err(_) => Err(format!(
+            "did not answer within {}s",
+            TELEMETRY_DEADLINE.as_secs()
+        )),
+    }
 }
 
 fn check_nesting(env: &HashMap<String, String>) -> Check {

@@ -14,6 +14,7 @@ use interpreter_test_support::module_graph::rust_files;
 const LAYERS: &[(&str, u32)] = &[
     ("private-fs", 0),
     ("protocol", 0),
+    ("telemetry", 0),
     ("test-support", 0),
     ("transport", 1),
     ("model-client", 1),

@@ -16,6 +16,7 @@ mod mcp_cmd;
 mod render;
 mod sandbox_cmd;
 mod signals;
+mod telemetry;
 mod terminal;
 mod threads_cmd;
 
@@ -78,7 +79,6 @@ fn main() -> ExitCode {
         _ => {}
     }
 
-    init_logging();
     let env: HashMap<String, String> = std::env::vars().collect();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -91,7 +91,20 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Before logging, whose events may be exported too, and before any front end starts a
+    // turn (the engine's instruments bind to the provider installed here).
+    let telemetry = match telemetry_settings(&cli, &env) {
+        Some((front_end, settings)) => {
+            let _inside = runtime.enter();
+            let serve_metrics = matches!(front_end, "mcp-server" | "app-server");
+            telemetry::install(&settings, front_end, serve_metrics)
+        }
+        None => telemetry::Telemetry::default(),
+    };
+    init_logging(telemetry.log_layer());
     let outcome = runtime.block_on(run(cli, env));
+    // What is queued goes out while the runtime that sends it still runs.
+    telemetry.shutdown();
     // Tasks still blocked on stdin or a child must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match outcome {
@@ -125,6 +138,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             let listen = mcp_server_listen(&args, &inputs)?;
             let stop = tokio_util::sync::CancellationToken::new();
             signals::cancel_on_stop_signal(stop.clone());
+            serve_metrics_port(args.metrics_listen, &stop).await?;
             // Boxed: the server's future is large, and main's stack need not carry it.
             Box::pin(interpreter_mcp_server::run(
                 interpreter_mcp_server::McpServerOptions {
@@ -161,6 +175,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             }
             let stop = tokio_util::sync::CancellationToken::new();
             signals::cancel_on_stop_signal(stop.clone());
+            serve_metrics_port(args.metrics_listen, &stop).await?;
             Box::pin(interpreter_app_server::run(
                 interpreter_app_server::AppServerOptions {
                     config_inputs: inputs,
@@ -215,6 +230,28 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `--metrics-listen`: binds now (a port in use is a start-up error) and serves `/metrics`
+/// until the server stops.
+async fn serve_metrics_port(
+    addr: Option<std::net::SocketAddr>,
+    stop: &tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
+    let Some(addr) = addr else {
+        return Ok(());
+    };
+    let listener = interpreter_transport::listener::MetricsListener::bind(addr)
+        .await
+        .map_err(|err| anyhow::anyhow!("--metrics-listen {addr}: {err}"))?;
+    eprintln!("metrics on http://{}/metrics", listener.local_addr());
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        if let Err(err) = listener.serve(stop).await {
+            tracing::warn!("the metrics listener stopped: {err}");
+        }
+    });
+    Ok(())
 }
 
 /// Where `interpreter mcp-server` listens, from its flags.
@@ -274,17 +311,78 @@ fn make_non_dumpable() {
     }
 }
 
-/// Logs are for debugging and only exist when `RUST_LOG` asks for them: what a user needs
-/// to know reaches them as events and one-line messages, never as tracing lines. They go
-/// to stderr only: stdout is the protocol in `--json` and `mcp-server` modes.
-fn init_logging() {
-    let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() else {
-        return;
+/// What telemetry export the command's configuration asks for (`[otel]` and the `OTEL_*`
+/// variables), for the commands that run turns. A configuration that does not load is
+/// left to the command, which reports it; bad telemetry settings are a warning, never a
+/// reason not to run.
+fn telemetry_settings(
+    cli: &Cli,
+    env: &HashMap<String, String>,
+) -> Option<(
+    &'static str,
+    interpreter_telemetry::settings::TelemetrySettings,
+)> {
+    let front_end = telemetry::front_end(cli.command.as_ref())?;
+    let config_args = match &cli.command {
+        Some(Command::Chat(args)) => cli.config.merged(&args.config),
+        Some(Command::Exec(args)) => cli.config.merged(&args.config),
+        Some(Command::McpServer(args)) => cli.config.merged(&args.config),
+        Some(Command::AppServer(args)) => cli.config.merged(&args.config),
+        Some(Command::Acp(args)) => cli.config.merged(&args.config),
+        _ => cli.config.clone(),
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    let cwd = std::env::current_dir().ok()?;
+    let inputs = config_inputs::unsecured(&config_args, env.clone(), cwd).ok()?;
+    let otel = interpreter_core::config::load_otel(&inputs).ok()?;
+    match interpreter_telemetry::settings::resolve(&otel, env) {
+        Ok(settings) => Some((front_end, settings)),
+        Err(err) => {
+            eprintln!("warning: telemetry is off: {err}");
+            // The servers still count for their own /metrics.
+            Some((
+                front_end,
+                interpreter_telemetry::settings::resolve(
+                    &interpreter_telemetry::settings::OtelToml::default(),
+                    &HashMap::new(),
+                )
+                .ok()?,
+            ))
+        }
+    }
+}
+
+/// Debugging logs exist only when `RUST_LOG` asks for them: what a user needs to know
+/// reaches them as events and one-line messages, never as tracing lines. They go to
+/// stderr only: stdout is the protocol in `--json` and `mcp-server` modes. Exported
+/// OTel logs (`[otel] exporter`, `OTEL_LOGS_EXPORTER`) are a separate stream, at info
+/// and above, without the exporters' own transport chatter (which would feed itself).
+fn init_logging<L>(otel_logs: Option<L>)
+where
+    L: tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync + 'static,
+{
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let otel = otel_logs.map(|layer| {
+        layer.with_filter(tracing_subscriber::EnvFilter::new(
+            "info,h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,reqwest=off,\
+             opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off",
+        ))
+    });
+    let fmt = tracing_subscriber::EnvFilter::try_from_default_env()
+        .ok()
+        .map(|filter| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_filter(filter)
+        });
+    if otel.is_none() && fmt.is_none() {
+        return;
+    }
+    let _ = tracing_subscriber::registry()
+        .with(otel)
+        .with(fmt)
         .try_init();
 }
 

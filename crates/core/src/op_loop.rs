@@ -11,6 +11,10 @@ use std::sync::Arc;
 
 use base64::prelude::*;
 use interpreter_protocol::{EventMsg, Op, ResponseItem, UserInput};
+use interpreter_telemetry::W3cTraceContext;
+use interpreter_telemetry::context::parent_context;
+use interpreter_telemetry::spans;
+use opentelemetry::trace::FutureExt as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -63,7 +67,10 @@ async fn idle_for(
 }
 
 pub(crate) async fn run_loop(session: Arc<Session>, rx_sub: mpsc::Receiver<Submission>) {
+    let instruments = interpreter_telemetry::metrics::instruments();
+    instruments.thread_loaded();
     serve_submissions(&session, rx_sub).await;
+    instruments.thread_unloaded();
     // The thread is over; give its MCP servers back to the pool, which stops them once
     // no thread has used them for its idle timeout.
     if let Ok(session) = Arc::try_unwrap(session)
@@ -112,12 +119,18 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             let mut input = session.open_input().await;
                             input.append(&mut items);
                             let cancel = session.fence.child_token();
-                            let handle = tokio::spawn(turn::run_turn(
-                                session.clone(),
-                                sub.id.clone(),
-                                TurnKind::Input(input),
-                                cancel.clone(),
-                            ));
+                            let handle = spawn_turn(
+                                session,
+                                &sub.id,
+                                "turn",
+                                sub.trace.as_ref(),
+                                turn::run_turn(
+                                    session.clone(),
+                                    sub.id.clone(),
+                                    TurnKind::Input(input),
+                                    cancel.clone(),
+                                ),
+                            );
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
                         }
                     }
@@ -129,11 +142,17 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             // as a turn of its own.
                             session.reopen_input().await;
                             let cancel = session.fence.child_token();
-                            let handle = tokio::spawn(turn::run_compact_turn(
-                                session.clone(),
-                                sub.id.clone(),
-                                cancel.clone(),
-                            ));
+                            let handle = spawn_turn(
+                                session,
+                                &sub.id,
+                                "compact",
+                                sub.trace.as_ref(),
+                                turn::run_compact_turn(
+                                    session.clone(),
+                                    sub.id.clone(),
+                                    cancel.clone(),
+                                ),
+                            );
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
                         }
                     }
@@ -145,12 +164,18 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                             // turn of its own.
                             session.reopen_input().await;
                             let cancel = session.fence.child_token();
-                            let handle = tokio::spawn(turn::run_turn(
-                                session.clone(),
-                                sub.id.clone(),
-                                TurnKind::Review(request),
-                                cancel.clone(),
-                            ));
+                            let handle = spawn_turn(
+                                session,
+                                &sub.id,
+                                "review",
+                                sub.trace.as_ref(),
+                                turn::run_turn(
+                                    session.clone(),
+                                    sub.id.clone(),
+                                    TurnKind::Review(request),
+                                    cancel.clone(),
+                                ),
+                            );
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
                         }
                     }
@@ -171,13 +196,19 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                                 .map(std::time::Duration::from_millis)
                                 .unwrap_or(crate::handlers::USER_SHELL_DEFAULT_TIMEOUT);
                             let cancel = session.fence.child_token();
-                            let handle = tokio::spawn(turn::run_user_shell_turn(
-                                session.clone(),
-                                sub.id.clone(),
-                                command,
-                                timeout,
-                                cancel.clone(),
-                            ));
+                            let handle = spawn_turn(
+                                session,
+                                &sub.id,
+                                "shell",
+                                sub.trace.as_ref(),
+                                turn::run_user_shell_turn(
+                                    session.clone(),
+                                    sub.id.clone(),
+                                    command,
+                                    timeout,
+                                    cancel.clone(),
+                                ),
+                            );
                             running = Some(RunningTurn { sub_id: sub.id, cancel, handle });
                         }
                     }
@@ -254,12 +285,18 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
                 if !leftover.is_empty() {
                     let cancel = session.fence.child_token();
                     let sub_id = format!("{}-followup", session.thread_id);
-                    let handle = tokio::spawn(turn::run_turn(
-                        session.clone(),
-                        sub_id.clone(),
-                        TurnKind::Input(leftover),
-                        cancel.clone(),
-                    ));
+                    let handle = spawn_turn(
+                        session,
+                        &sub_id,
+                        "turn",
+                        None,
+                        turn::run_turn(
+                            session.clone(),
+                            sub_id.clone(),
+                            TurnKind::Input(leftover),
+                            cancel.clone(),
+                        ),
+                    );
                     running = Some(RunningTurn { sub_id, cancel, handle });
                 } else {
                     session.release_when_idle().await;
@@ -267,6 +304,58 @@ async fn serve_submissions(session: &Arc<Session>, mut rx_sub: mpsc::Receiver<Su
             }
         }
     }
+}
+
+/// Runs a turn as its own task under its `invoke_agent` span, a child of the caller's
+/// trace when the op carried one; the span ends with the turn's outcome and the tokens
+/// the turn used, and the turns metric counts it.
+fn spawn_turn(
+    session: &Arc<Session>,
+    sub_id: &str,
+    kind: &'static str,
+    trace: Option<&W3cTraceContext>,
+    turn: impl Future<Output = turn::TurnReport> + Send + 'static,
+) -> JoinHandle<()> {
+    let config = &session.config;
+    let thread_id = session.thread_id.to_string();
+    let cx = spans::start_turn(
+        &parent_context(trace),
+        &spans::TurnStart {
+            thread_id: &thread_id,
+            turn_id: sub_id,
+            kind,
+            provider: &config.model_provider_id,
+            model: &config.model,
+            sandbox: config.sandbox_policy.mode().as_str(),
+            approval_policy: config.approval_policy.as_str(),
+        },
+    );
+    let session = session.clone();
+    let run = async move {
+        let before = *session.total_usage.lock().await;
+        let started = std::time::Instant::now();
+        let report = turn.await;
+        let after = *session.total_usage.lock().await;
+        let usage = spans::Usage {
+            input_tokens: after.input_tokens.saturating_sub(before.input_tokens),
+            cached_input_tokens: after
+                .cached_input_tokens
+                .saturating_sub(before.cached_input_tokens),
+            output_tokens: after.output_tokens.saturating_sub(before.output_tokens),
+            reasoning_output_tokens: after
+                .reasoning_output_tokens
+                .saturating_sub(before.reasoning_output_tokens),
+        };
+        let cx = opentelemetry::Context::current();
+        spans::end_turn(&cx, report.outcome, &usage, report.error.as_deref());
+        interpreter_telemetry::metrics::instruments().record_turn(
+            &session.config.model_provider_id,
+            &session.config.model,
+            report.outcome,
+            started.elapsed(),
+        );
+    };
+    tokio::spawn(run.with_context(cx))
 }
 
 fn user_input_to_items(items: Vec<UserInput>) -> Vec<ResponseItem> {

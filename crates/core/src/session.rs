@@ -437,9 +437,35 @@ impl Session {
     }
 
     pub(crate) async fn persist(&self, items: &[RolloutItem]) {
-        if let Some(recorder) = &self.recorder
-            && let Err(err) = recorder.append(items).await
-        {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        // A `store.write` span per durable append inside a turn: where a turn's time goes
+        // when the store (a fleet's PostgreSQL) is slow. Writes outside a turn (a thread
+        // starting) would each be a trace of their own, and are not traced.
+        let appended = if opentelemetry::trace::TraceContextExt::has_active_span(
+            &opentelemetry::Context::current(),
+        ) {
+            use opentelemetry::trace::FutureExt as _;
+            let span = interpreter_telemetry::spans::start_internal(
+                "store.write",
+                false,
+                vec![opentelemetry::KeyValue::new(
+                    "interpreter.store.items",
+                    i64::try_from(items.len()).unwrap_or(i64::MAX),
+                )],
+            );
+            let appended = recorder.append(items).with_context(span.clone()).await;
+            interpreter_telemetry::spans::end_internal(
+                &span,
+                Vec::new(),
+                appended.as_ref().err().map(|_| "store_write_failed"),
+            );
+            appended
+        } else {
+            recorder.append(items).await
+        };
+        if let Err(err) = appended {
             if matches!(err, StoreError::Fenced { .. }) {
                 self.fence.cancel();
             }

@@ -117,9 +117,23 @@ impl Thread {
 
     /// Queue an op; returns the submission id that the resulting events carry.
     pub async fn submit(&self, op: Op) -> Result<String, CoreError> {
+        self.submit_traced(op, None).await
+    }
+
+    /// [`Self::submit`] on behalf of a caller that sent its trace context: the turn the
+    /// op starts (if it starts one) is a child of the caller's span.
+    pub async fn submit_traced(
+        &self,
+        op: Op,
+        trace: Option<interpreter_telemetry::W3cTraceContext>,
+    ) -> Result<String, CoreError> {
         let id = self.next_id();
         self.tx_sub
-            .send(Submission { id: id.clone(), op })
+            .send(Submission {
+                id: id.clone(),
+                op,
+                trace,
+            })
             .await
             .map_err(|_| CoreError::ThreadClosed(self.id))?;
         Ok(id)
@@ -168,7 +182,11 @@ impl Thread {
         };
         if self
             .tx_sub
-            .send(Submission { id: id.clone(), op })
+            .send(Submission {
+                id: id.clone(),
+                op,
+                trace: None,
+            })
             .await
             .is_err()
         {

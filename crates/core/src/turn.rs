@@ -17,6 +17,9 @@ use interpreter_protocol::{
     ReviewRequest, Role, StreamErrorEvent, TaskCompleteEvent, TaskStartedEvent, TokenCountEvent,
     TokenUsage, TokenUsageInfo, TurnAbortReason, TurnAbortedEvent, UserMessageEvent, WarningEvent,
 };
+use interpreter_telemetry::metrics;
+use interpreter_telemetry::spans::{self, TurnOutcome};
+use opentelemetry::trace::FutureExt as _;
 use tokio_util::sync::CancellationToken;
 
 mod compact;
@@ -51,7 +54,7 @@ pub(crate) async fn run_turn(
     sub_id: String,
     kind: TurnKind,
     cancel: CancellationToken,
-) {
+) -> TurnReport {
     let server_warning = learn_from_server(&sess).await;
     let review = matches!(kind, TurnKind::Review(_));
     let mode = sess.begin_turn_mode(review);
@@ -129,32 +132,20 @@ pub(crate) async fn run_turn(
         matches!(outcome, Err(TurnStop::Interrupted)),
     )
     .await;
-    match outcome {
+    let end = match outcome {
         Ok(TurnEnd {
             last_agent_message,
             output_limit,
-        }) => {
-            sess.emit(
-                &sub_id,
-                EventMsg::TaskComplete(TaskCompleteEvent {
-                    turn_id: sub_id.clone(),
-                    last_agent_message,
-                    error: None,
-                    output_limit,
-                }),
-            )
-            .await;
-        }
-        Err(TurnStop::Interrupted) => {
-            sess.emit(
-                &sub_id,
-                EventMsg::TurnAborted(TurnAbortedEvent {
-                    turn_id: sub_id.clone(),
-                    reason: TurnAbortReason::Interrupted,
-                }),
-            )
-            .await;
-        }
+        }) => EventMsg::TaskComplete(TaskCompleteEvent {
+            turn_id: sub_id.clone(),
+            last_agent_message,
+            error: None,
+            output_limit,
+        }),
+        Err(TurnStop::Interrupted) => EventMsg::TurnAborted(TurnAbortedEvent {
+            turn_id: sub_id.clone(),
+            reason: TurnAbortReason::Interrupted,
+        }),
         Err(TurnStop::Failed(error)) => {
             if error.kind == Some(ErrorKind::ContextWindowExceeded) {
                 sess.roll_back_turn(format!(
@@ -164,16 +155,43 @@ pub(crate) async fn run_turn(
             }
             let message = error.message.clone();
             sess.emit(&sub_id, EventMsg::Error(error)).await;
-            sess.emit(
-                &sub_id,
-                EventMsg::TaskComplete(TaskCompleteEvent {
-                    turn_id: sub_id.clone(),
-                    last_agent_message: None,
-                    error: Some(message),
-                    output_limit: false,
-                }),
-            )
-            .await;
+            EventMsg::TaskComplete(TaskCompleteEvent {
+                turn_id: sub_id.clone(),
+                last_agent_message: None,
+                error: Some(message),
+                output_limit: false,
+            })
+        }
+    };
+    let report = TurnReport::of(&end);
+    sess.emit(&sub_id, end).await;
+    report
+}
+
+/// How a turn ended, for its span and the turns metric: read off the event that ends
+/// it, so the telemetry cannot disagree with what front ends were told.
+pub(crate) struct TurnReport {
+    pub outcome: TurnOutcome,
+    pub error: Option<String>,
+}
+
+impl TurnReport {
+    fn of(end: &EventMsg) -> Self {
+        match end {
+            EventMsg::TaskComplete(TaskCompleteEvent {
+                error: Some(error), ..
+            }) => Self {
+                outcome: TurnOutcome::Failed,
+                error: Some(error.clone()),
+            },
+            EventMsg::TurnAborted(_) => Self {
+                outcome: TurnOutcome::Interrupted,
+                error: None,
+            },
+            _ => Self {
+                outcome: TurnOutcome::Completed,
+                error: None,
+            },
         }
     }
 }
@@ -183,7 +201,7 @@ pub(crate) async fn run_compact_turn(
     sess: Arc<Session>,
     sub_id: String,
     cancel: CancellationToken,
-) {
+) -> TurnReport {
     emit_task_started(&sess, &sub_id).await;
     *sess.turn_base_len.lock().await = sess.history.lock().await.len();
     let end = match compact::compact(&sess, &sub_id, &[], &cancel).await {
@@ -208,7 +226,9 @@ pub(crate) async fn run_compact_turn(
             })
         }
     };
+    let report = TurnReport::of(&end);
     sess.emit(&sub_id, end).await;
+    report
 }
 
 /// A shell command the user asked for (`Op::RunUserShellCommand`), as a turn of its own
@@ -220,7 +240,7 @@ pub(crate) async fn run_user_shell_turn(
     command: String,
     timeout: Duration,
     cancel: CancellationToken,
-) {
+) -> TurnReport {
     emit_task_started(&sess, &sub_id).await;
     *sess.turn_base_len.lock().await = sess.history.lock().await.len();
     let call_id = format!("user_shell_{sub_id}");
@@ -242,7 +262,9 @@ pub(crate) async fn run_user_shell_turn(
             output_limit: false,
         })
     };
+    let report = TurnReport::of(&end);
     sess.emit(&sub_id, end).await;
+    report
 }
 
 async fn emit_task_started(sess: &Session, sub_id: &str) {
@@ -566,6 +588,7 @@ async fn start_stream(
 
 async fn announce_retry(sess: &Session, sub_id: &str, notice: RetryNotice) {
     let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    spans::record_retry(notice.retry, notice.delay, error_type(&notice.error));
     sess.emit(
         sub_id,
         EventMsg::StreamError(StreamErrorEvent {
@@ -581,12 +604,110 @@ async fn announce_retry(sess: &Session, sub_id: &str, notice: RetryNotice) {
     .await;
 }
 
+/// One model request under its `chat` span: the request carries the span's context
+/// (`traceparent`), and the span ends with the tokens, finish reasons and time to the
+/// first chunk, or the error's class; the GenAI client metrics record it too.
 async fn sample_once(
     sess: &Session,
     sub_id: &str,
     prompt: &Prompt,
     cancel: &CancellationToken,
     visible: bool,
+) -> Result<Sample, SampleFailure> {
+    let provider = sess.client.provider_id();
+    let model = &sess.config.model;
+    let cx = spans::start_chat(provider, model);
+    let started = std::time::Instant::now();
+    let mut facts = ChatFacts::default();
+    let result = stream_sample(sess, sub_id, prompt, cancel, visible, &mut facts, started)
+        .with_context(cx.clone())
+        .await;
+    let usage = facts.usage.as_ref().map(span_usage).unwrap_or_default();
+    let error = match &result {
+        Ok(_) => None,
+        Err(SampleFailure::BeforeStream(err) | SampleFailure::InStream(err)) => {
+            Some((error_type(err), err.to_string()))
+        }
+    };
+    let finish_reasons = match &result {
+        Ok(sample) if sample.cut_off.is_some() => vec!["length"],
+        Ok(sample)
+            if sample
+                .items
+                .iter()
+                .any(|item| matches!(item, ResponseItem::FunctionCall { .. })) =>
+        {
+            vec!["tool_calls"]
+        }
+        Ok(_) => vec!["stop"],
+        Err(_) => Vec::new(),
+    };
+    if let Ok(sample) = &result {
+        spans::record_chat_content(
+            &cx,
+            || serde_json::to_string(&prompt.input).unwrap_or_default(),
+            &serde_json::to_string(&sample.items).unwrap_or_default(),
+        );
+    }
+    spans::end_chat(
+        &cx,
+        &spans::ChatEnd {
+            usage,
+            finish_reasons,
+            response_id: facts.response_id.as_deref(),
+            time_to_first_chunk: facts.first_chunk,
+            error_type: error.as_ref().map(|(kind, _)| *kind),
+            error_message: error.as_ref().map(|(_, message)| message.as_str()),
+        },
+    );
+    metrics::instruments().record_chat(
+        provider,
+        model,
+        &usage,
+        started.elapsed(),
+        error.as_ref().map(|(kind, _)| *kind),
+    );
+    result
+}
+
+/// What a model request's span reports, learnt while its stream is read.
+#[derive(Default)]
+struct ChatFacts {
+    usage: Option<interpreter_protocol::TokenUsage>,
+    response_id: Option<String>,
+    first_chunk: Option<Duration>,
+}
+
+fn span_usage(usage: &interpreter_protocol::TokenUsage) -> spans::Usage {
+    spans::Usage {
+        input_tokens: usage.input_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        output_tokens: usage.output_tokens,
+        reasoning_output_tokens: usage.reasoning_output_tokens,
+    }
+}
+
+/// A failed model request's `error.type`: the engine's one classification of it.
+fn error_type(err: &ProviderError) -> &'static str {
+    match err.kind() {
+        interpreter_protocol::ErrorKind::ContextWindowExceeded => "context_window_exceeded",
+        interpreter_protocol::ErrorKind::Unauthorized => "unauthorized",
+        interpreter_protocol::ErrorKind::BadRequest => "bad_request",
+        interpreter_protocol::ErrorKind::ServerOverloaded => "server_overloaded",
+        interpreter_protocol::ErrorKind::Connection => "connection",
+        interpreter_protocol::ErrorKind::StreamIdle => "stream_idle",
+        interpreter_protocol::ErrorKind::Internal => "internal",
+    }
+}
+
+async fn stream_sample(
+    sess: &Session,
+    sub_id: &str,
+    prompt: &Prompt,
+    cancel: &CancellationToken,
+    visible: bool,
+    facts: &mut ChatFacts,
+    started: std::time::Instant,
 ) -> Result<Sample, SampleFailure> {
     let request_bytes = sess.client.request_size(prompt);
     let mut stream = start_stream(sess, sub_id, prompt, cancel)
@@ -606,6 +727,9 @@ async fn sample_once(
     let messages_visible = visible && !sess.is_review_turn();
     while let Some(event) = stream.next().await {
         let event = event?;
+        if facts.first_chunk.is_none() {
+            facts.first_chunk = Some(started.elapsed());
+        }
         match event {
             ResponseEvent::Created => {}
             ResponseEvent::OutputTextDelta(delta) => match &mut plan {
@@ -675,8 +799,10 @@ async fn sample_once(
                 token_usage,
                 usage_estimated,
                 cut_off,
-                ..
+                response_id,
             } => {
+                facts.usage = Some(token_usage);
+                facts.response_id = response_id;
                 // Finished messages and reasoning are announced only once the response
                 // is known to be complete: an attempt that is cut off or retried must
                 // not leave a persisted `agent_message` behind (deltas are transient).

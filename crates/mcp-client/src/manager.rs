@@ -494,21 +494,49 @@ impl McpConnectionManager {
                 None => tokio::time::sleep(timeout).await,
             }
         };
+        // The request as a CLIENT span in the MCP semantic conventions; the request's
+        // `_meta.traceparent` names it.
+        let span = interpreter_telemetry::spans::start_internal(
+            format!("tools/call {}", info.tool),
+            true,
+            vec![
+                opentelemetry::KeyValue::new("mcp.method.name", "tools/call"),
+                opentelemetry::KeyValue::new(
+                    interpreter_telemetry::genai::GEN_AI_TOOL_NAME,
+                    info.tool.clone(),
+                ),
+                opentelemetry::KeyValue::new("interpreter.mcp.server", info.server.clone()),
+            ],
+        );
+        let call = {
+            use opentelemetry::trace::FutureExt as _;
+            live.conn
+                .call_tool(&info.tool, arguments)
+                .with_context(span.clone())
+        };
         // Dropping the call future (on cancel or timeout) is what sends
         // `notifications/cancelled`: the SDK's request guard does it.
-        tokio::select! {
+        let outcome = tokio::select! {
             biased;
             () = cancel.cancelled() => Err(McpClientError::Cancelled {
                 server: info.server.clone(),
                 tool: info.tool.clone(),
             }),
-            outcome = live.conn.call_tool(&info.tool, arguments) => outcome.map_err(call_error),
+            outcome = call => outcome.map_err(call_error),
             () = deadline => Err(McpClientError::Timeout {
                 server: info.server.clone(),
                 tool: info.tool.clone(),
                 timeout,
             }),
-        }
+        };
+        let error = match &outcome {
+            Ok(_) => None,
+            Err(McpClientError::Cancelled { .. }) => Some("cancelled"),
+            Err(McpClientError::Timeout { .. }) => Some("timeout"),
+            Err(_) => Some("call_failed"),
+        };
+        interpreter_telemetry::spans::end_internal(&span, Vec::new(), error);
+        outcome
     }
 
     /// This thread's ready servers that offer resources (sorted).

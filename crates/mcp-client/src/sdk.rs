@@ -430,6 +430,18 @@ impl SdkConnection {
             let arguments: JsonObject = arguments;
             params = params.with_arguments(arguments);
         }
+        // The call is part of the turn's trace (SEP-414: `_meta.traceparent`, on every
+        // transport); the current span is the call's own.
+        if let Some(trace) = interpreter_telemetry::W3cTraceContext::current() {
+            let mut meta = rmcp::model::MetaObject::new();
+            if let Some(parent) = trace.traceparent {
+                meta.set_traceparent(parent);
+            }
+            if let Some(state) = trace.tracestate {
+                meta.set_tracestate(state);
+            }
+            params.meta = Some(meta.into());
+        }
         // The service-level call drives 2026-07-28 `input_required` rounds through our
         // handler (elicitations), which the peer-level one would reject.
         let result = match self.service.call_tool(params).await {

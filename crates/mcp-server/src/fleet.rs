@@ -48,7 +48,10 @@ const OWNER_CHECK: Duration = Duration::from_secs(5);
 /// credentials: the owner is whatever the store names, and the forward is
 /// authenticated by the replica key instead.
 fn kept_header(name: &str) -> bool {
-    name == "mcp-protocol-version"
+    // The caller's trace goes along, so the replica that runs the turn parents it there.
+    name == "traceparent"
+        || name == "tracestate"
+        || name == "mcp-protocol-version"
         || name == "mcp-method"
         || name == "mcp-name"
         || name.starts_with("mcp-param-")

@@ -13,6 +13,7 @@ use std::time::Duration;
 use interpreter_core::ErrorKind;
 use interpreter_core::config::McpServerSettings;
 use interpreter_protocol::{EventMsg, ReviewDecision, SessionSource, ThreadId};
+use interpreter_telemetry::W3cTraceContext;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ErrorData,
     GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
@@ -68,6 +69,24 @@ fn wants_task(ctx: &RequestContext<RoleServer>) -> bool {
             .meta
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks())
+}
+
+/// The caller's trace context: `params._meta.traceparent` (SEP-414, either era), else the
+/// `traceparent` header of an HTTP request.
+fn caller_trace(ctx: &RequestContext<RoleServer>) -> Option<W3cTraceContext> {
+    let from_meta = serde_json::to_value(&ctx.meta)
+        .ok()
+        .and_then(|meta| W3cTraceContext::from_json(&meta));
+    from_meta.or_else(|| {
+        let parts = ctx.extensions.get::<http::request::Parts>()?;
+        let header = |name: &str| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+        };
+        W3cTraceContext::from_headers(header("traceparent"), header("tracestate"))
+    })
 }
 
 /// What one connection remembers about itself.
@@ -333,7 +352,7 @@ impl AgentServer {
         };
         let run = match self
             .registry
-            .start_turn(thread, prompt, tool_call_id, &ctx.ct)
+            .start_turn(thread, prompt, tool_call_id, caller_trace(ctx), &ctx.ct)
             .await
         {
             None => return Err(ErrorData::internal_error("the request was cancelled", None)),

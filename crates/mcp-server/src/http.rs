@@ -277,11 +277,14 @@ pub(crate) async fn serve(
         .layer(axum::middleware::from_fn(
             http_filters::unreadable_answers_settle,
         ));
+    let token = match auth {
+        HttpAuth::Token(token) => Some(token),
+        HttpAuth::None => None,
+    };
+    let metrics = (listen.path != "/metrics")
+        .then(|| listener::metrics_route(token.clone().map(Arc::new), policy.clone()));
     let gate = Gate {
-        token: match auth {
-            HttpAuth::Token(token) => Some(token),
-            HttpAuth::None => None,
-        },
+        token,
         replicas: replica_keys.map(|keys| ReplicaVerifier::new(keys, advertised.as_deref())),
     };
     router = router.layer(axum::middleware::from_fn_with_state(
@@ -292,7 +295,10 @@ pub(crate) async fn serve(
     router = router.layer(axum::middleware::from_fn_with_state(policy, hosts_allowed));
     // Added after both, so a balancer's and an orchestrator's health checks (sent to the
     // replica's own address, whatever `Host` it carries) need neither.
-    let router = router.merge(listener::probe_routes(&listen.path));
+    let mut router = router.merge(listener::probe_routes(&listen.path));
+    if let Some(metrics) = metrics {
+        router = router.merge(metrics);
+    }
     ready(&url, advertised.as_deref());
     // The shared accept loop: header-read timeout, connection cap, fd limit raised.
     listener::serve(listener::Acceptor::Tcp(tcp), router, shutdown)

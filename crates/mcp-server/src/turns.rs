@@ -362,6 +362,7 @@ impl Registry {
         thread: Arc<Thread>,
         prompt: String,
         tool_call_id: String,
+        trace: Option<interpreter_telemetry::W3cTraceContext>,
         cancel: &CancellationToken,
     ) -> Option<Result<Arc<TurnRun>, CallToolResult>> {
         let thread_id = thread.id();
@@ -370,9 +371,12 @@ impl Registry {
             () = cancel.cancelled() => return None,
         };
         let submission_id = match thread
-            .submit(Op::UserInput {
-                items: vec![UserInput::Text { text: prompt }],
-            })
+            .submit_traced(
+                Op::UserInput {
+                    items: vec![UserInput::Text { text: prompt }],
+                },
+                trace,
+            )
             .await
         {
             Ok(id) => id,

@@ -448,6 +448,15 @@ impl ModelClient {
         cancel: &CancellationToken,
     ) -> Result<Result<reqwest::Response, AttemptFailure>, ProviderError> {
         let mut builder = self.http.post(&self.url).headers(self.headers.clone());
+        // The request is part of the caller's trace: the current span is its `chat` span.
+        if let Some(trace) = interpreter_telemetry::W3cTraceContext::current() {
+            if let Some(parent) = trace.traceparent {
+                builder = builder.header("traceparent", parent);
+            }
+            if let Some(state) = trace.tracestate {
+                builder = builder.header("tracestate", state);
+            }
+        }
         if let Some(query) = &self.provider.query_params {
             builder = builder.query(query);
         }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Serialize;
@@ -39,6 +39,9 @@ pub struct MockRecord {
     /// The path each request hit (`/v1/chat/completions`, `/v1/responses`), parallel to
     /// `requests`.
     pub endpoints: Vec<String>,
+    /// The `traceparent` header of each request (`None` without one), parallel to
+    /// `requests`.
+    pub traceparents: Vec<Option<String>>,
     pub violations: Vec<String>,
     /// The server-information probes seen (`GET /props`, `GET /v1/models`,
     /// `POST /api/show`), by path, in order.
@@ -101,13 +104,15 @@ impl MockModelServer {
         let app = Router::new()
             .route(
                 Endpoint::ChatCompletions.path(),
-                post(|state: State<Shared>, body: Bytes| {
-                    answer(state, Endpoint::ChatCompletions, body)
+                post(|state: State<Shared>, headers: HeaderMap, body: Bytes| {
+                    answer(state, Endpoint::ChatCompletions, headers, body)
                 }),
             )
             .route(
                 Endpoint::Responses.path(),
-                post(|state: State<Shared>, body: Bytes| answer(state, Endpoint::Responses, body)),
+                post(|state: State<Shared>, headers: HeaderMap, body: Bytes| {
+                    answer(state, Endpoint::Responses, headers, body)
+                }),
             )
             .route("/v1/models", axum::routing::get(list_models))
             .route("/props", axum::routing::get(props))
@@ -275,7 +280,12 @@ async fn no_ollama(State(state): State<Shared>, uri: axum::http::Uri) -> Respons
     (StatusCode::NOT_FOUND, "404 page not found").into_response()
 }
 
-async fn answer(State(state): State<Shared>, endpoint: Endpoint, body: Bytes) -> Response {
+async fn answer(
+    State(state): State<Shared>,
+    endpoint: Endpoint,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let scripted = {
         let mut guard = lock(&state);
         let state = &mut *guard;
@@ -300,6 +310,12 @@ async fn answer(State(state): State<Shared>, endpoint: Endpoint, body: Bytes) ->
         }
         state.record.requests.push(request);
         state.record.endpoints.push(endpoint.path().to_string());
+        state.record.traceparents.push(
+            headers
+                .get("traceparent")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string),
+        );
         match state.queue.pop_front() {
             Some(response) => {
                 if let MockResponse::Sse(script) = &response {

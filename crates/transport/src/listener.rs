@@ -594,6 +594,90 @@ pub fn probe_routes<S: Clone + Send + Sync + 'static>(taken: &str) -> Router<S> 
     router
 }
 
+/// `GET /metrics`: the process's metrics in Prometheus' text format, for a scraper. Behind
+/// the listener's own rules: its `Host`/`Origin` policy and, when it has one, its bearer
+/// token (a scraper sends it with `authorization` in its scrape config). 404 when the
+/// process keeps no metrics.
+pub fn metrics_route<S: Clone + Send + Sync + 'static>(
+    token: Option<Arc<String>>,
+    hosts: Arc<crate::access::HostPolicy>,
+) -> Router<S> {
+    use axum::http::{HeaderMap, StatusCode, header};
+    use axum::response::IntoResponse as _;
+    let serve = move |headers: HeaderMap| {
+        let token = token.clone();
+        let hosts = hosts.clone();
+        async move {
+            if let Err(refusal) = hosts.check(&headers) {
+                return (StatusCode::FORBIDDEN, refusal.to_string()).into_response();
+            }
+            if let Some(token) = &token
+                && !crate::access::bearer_matches(&headers, token)
+            {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Bearer")],
+                    "missing or wrong bearer token",
+                )
+                    .into_response();
+            }
+            metrics_text()
+        }
+    };
+    Router::new().route("/metrics", axum::routing::get(serve))
+}
+
+fn metrics_text() -> axum::response::Response {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse as _;
+    match interpreter_telemetry::scrape::render() {
+        Some(Ok(text)) => (
+            [(
+                header::CONTENT_TYPE,
+                interpreter_telemetry::scrape::CONTENT_TYPE,
+            )],
+            text,
+        )
+            .into_response(),
+        Some(Err(err)) => (StatusCode::INTERNAL_SERVER_ERROR, err).into_response(),
+        None => (StatusCode::NOT_FOUND, "this process keeps no metrics").into_response(),
+    }
+}
+
+/// `--metrics-listen ADDR`: `/metrics` (and the probes) alone on a loopback port of their
+/// own, without a token, for a scraper on the same machine while the main listener keeps
+/// its token. Anything but a loopback address is refused: metrics name models and counts
+/// that a network should not read without a token.
+pub struct MetricsListener {
+    tcp: TcpListener,
+    bound: std::net::SocketAddr,
+}
+
+impl MetricsListener {
+    pub async fn bind(addr: std::net::SocketAddr) -> Result<Self, std::io::Error> {
+        if !addr.ip().is_loopback() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("--metrics-listen must be a loopback address, not {addr}"),
+            ));
+        }
+        let tcp = TcpListener::bind(addr).await?;
+        let bound = tcp.local_addr()?;
+        Ok(Self { tcp, bound })
+    }
+
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.bound
+    }
+
+    /// Serves until `stop` fires.
+    pub async fn serve(self, stop: CancellationToken) -> Result<(), std::io::Error> {
+        let hosts = Arc::new(crate::access::HostPolicy::new(self.bound, &[], &[]));
+        let router = metrics_route(None, hosts).merge(probe_routes("/metrics"));
+        serve(Acceptor::Tcp(self.tcp), router, stop).await
+    }
+}
+
 /// Serve `router` on `acceptor` until `stop` fires, with the header-read timeout and the
 /// connection cap. Raises the fd limit first.
 pub async fn serve(

@@ -60,6 +60,10 @@ pub struct JsonRpcRequest {
     pub method: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<Value>,
+    /// The caller's W3C trace context (a sibling of `params`, as Codex's JSON-RPC carries
+    /// it): the turn a request starts is a child of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<interpreter_telemetry::W3cTraceContext>,
 }
 
 /// A notification; server notifications also carry `emittedAtMs`.

@@ -209,7 +209,9 @@ pub(crate) async fn run_exec(
         }
     };
     let NewThread { thread, .. } = new_thread;
-    thread.submit(op).await?;
+    // A parent process hands its trace over in TRACEPARENT/TRACESTATE.
+    let trace = interpreter_telemetry::W3cTraceContext::from_env(&thread.config().env);
+    thread.submit_traced(op, trace).await?;
 
     let outcome = pump_events(&thread, &mut output).await;
     shutdown(&thread).await;

@@ -131,6 +131,34 @@ async fn websocket_on_loopback_serves_the_protocol() {
         .expect("token")
         .trim()
         .to_string();
+    // `/metrics`: Prometheus text, behind the same token and Host policy.
+    let metrics_url = format!("http://{addr}/metrics");
+    let without = http.get(&metrics_url).send().await.expect("metrics");
+    assert_eq!(without.status().as_u16(), 401);
+    let rebound = http
+        .get(&metrics_url)
+        .bearer_auth(&token)
+        .header("host", "rebound.example:80")
+        .send()
+        .await
+        .expect("metrics");
+    assert_eq!(rebound.status().as_u16(), 403);
+    let metrics = http
+        .get(&metrics_url)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("metrics");
+    assert_eq!(metrics.status().as_u16(), 200);
+    assert!(
+        metrics
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/plain; version=0.0.4"))
+    );
+    let text = metrics.text().await.expect("metrics text");
+    assert!(text.contains("target_info"), "{text}");
     let url = format!("ws://{addr}/");
     upgrade_is_unauthorized(&url, None).await;
     upgrade_is_unauthorized(&url, Some("not-the-token-at-all")).await;

@@ -127,10 +127,26 @@ async fn healthy_setup_passes_and_reports_json() {
     assert_eq!(
         names,
         [
-            "home", "config", "api-key", "endpoint", "server", "sandbox", "state", "nesting"
+            "home",
+            "config",
+            "api-key",
+            "endpoint",
+            "server",
+            "sandbox",
+            "state",
+            "nesting",
+            "telemetry"
         ]
     );
-    for name in ["home", "config", "api-key", "endpoint", "state", "nesting"] {
+    for name in [
+        "home",
+        "config",
+        "api-key",
+        "endpoint",
+        "state",
+        "nesting",
+        "telemetry",
+    ] {
         assert_eq!(status(&report, name), "ok", "{name}: {report:#}");
         assert!(
             check(&report, name).get("fix").is_none(),
@@ -581,4 +597,79 @@ async fn login_stores_a_private_key_the_environment_overrides_and_logout_removes
         .await
         .report();
     assert_eq!(status(&report, "api-key"), "fail", "{report:#}");
+}
+
+/// Where telemetry goes, and a collector that does not answer is a warning with a fix
+/// (turns are not stopped by it); one that answers is ok.
+#[tokio::test]
+async fn telemetry_says_where_it_goes_and_whether_the_collector_answers() {
+    let server = MockModelServer::start().await.expect("mock server");
+    let home = agent_home();
+    write_config(
+        home.path(),
+        &provider_config("mock-model", &server.base_url(), ""),
+    );
+    let report = run_doctor(home.path(), &["doctor", "--json"], &[("MOCK_API_KEY", "k")])
+        .await
+        .report();
+    assert!(
+        detail(&report, "telemetry").starts_with("not exported"),
+        "{report:#}"
+    );
+
+    // Nothing listens on a port just freed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let endpoint = format!("http://{closed}");
+    let output = run_doctor(
+        home.path(),
+        &["doctor", "--json"],
+        &[
+            ("MOCK_API_KEY", "k"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_METRICS_EXPORTER", "none"),
+            ("OTEL_LOGS_EXPORTER", "none"),
+        ],
+    )
+    .await;
+    let report = output.report();
+    assert_eq!(status(&report, "telemetry"), "warn", "{report:#}");
+    let said = detail(&report, "telemetry");
+    assert!(
+        said.contains(&format!(
+            "traces → {endpoint}/v1/traces (http/protobuf): did not answer"
+        )),
+        "{said}"
+    );
+    assert!(said.contains("metrics: off"), "{said}");
+    assert_eq!(report["ok"], true, "a silent collector is not a failure");
+
+    // The model mock answers any POST path with 404 or a scripted answer; an OTLP
+    // collector is a server that answers the export with 2xx.
+    let collector = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(|| async { axum::http::StatusCode::OK }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind collector");
+    let collector_url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, collector).await });
+    let report = run_doctor(
+        home.path(),
+        &["doctor", "--json"],
+        &[
+            ("MOCK_API_KEY", "k"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                &format!("{collector_url}/v1/traces"),
+            ),
+            ("OTEL_TRACES_EXPORTER", "otlp"),
+        ],
+    )
+    .await
+    .report();
+    assert_eq!(status(&report, "telemetry"), "ok", "{report:#}");
 }

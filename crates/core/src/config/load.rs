@@ -128,6 +128,17 @@ pub fn load_store_location(inputs: &ConfigInputs) -> Result<StoreLocation, Confi
     })
 }
 
+/// The `[otel]` table the configuration layers make (file, profile, `-c`), without the
+/// rest of the configuration: the binary sets up telemetry export before any front end
+/// loads a model's configuration.
+pub fn load_otel(
+    inputs: &ConfigInputs,
+) -> Result<interpreter_telemetry::settings::OtelToml, ConfigError> {
+    let config_path = inputs.home.join("config.toml");
+    let (toml, _layers, _warnings) = read_layered(inputs, &config_path)?;
+    Ok(toml.otel.unwrap_or_default())
+}
+
 pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
     // Before any file is read: a caller's program is refused whatever else loads.
     if let Some(limits) = inputs.caller_limits.as_ref().filter(|l| !l.allow_programs) {

@@ -24,7 +24,7 @@ pub use forward_allow::{ForwardAllow, ForwardAllowEntry};
 pub use load::{
     ConfigInputs, ConfigOverrides, DEFAULT_APPROVAL_TIMEOUT_SEC, DEFAULT_MODEL_PROVIDER,
     DEFAULT_PROJECT_DOC_MAX_BYTES, DEFAULT_SHELL_TIMEOUT_MS, DEFAULT_TOOL_OUTPUT_MAX_BYTES,
-    load_config, load_store_location, resolve_home, validate_provider_id,
+    load_config, load_otel, load_store_location, resolve_home, validate_provider_id,
 };
 pub use local_server::{LocalServerChoice, LocalServerError, ModelReason, select_local_server};
 pub use toml_file::{ACCEPTED_IGNORED_KEYS, parse_cli_override};

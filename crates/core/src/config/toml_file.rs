@@ -58,6 +58,8 @@ pub(crate) struct ConfigToml {
     /// Where threads are kept: `local` (the default: rollouts under the home) or a
     /// `postgres://user@host/db` URL shared by a fleet (password from `PGPASSWORD`).
     pub thread_store: Option<String>,
+    /// `[otel]`: telemetry export, read once at process start (see [`super::load_otel`]).
+    pub otel: Option<interpreter_telemetry::settings::OtelToml>,
 }
 
 /// `[sandbox_workspace_write]`: settings that apply only in `workspace-write` mode.
@@ -93,7 +95,6 @@ pub const ACCEPTED_IGNORED_KEYS: &[&str] = &[
     "notify",
     "tui",
     "notice",
-    "otel",
     "file_opener",
     "instructions",
     "model_auto_compact_token_limit",
@@ -280,6 +281,7 @@ fn config_toml_shape() -> Shape {
             "app_server" => struct_shape::<AppServerSettings>(),
             "shell_environment_policy" => struct_shape::<ShellEnvironmentPolicy>(),
             "sandbox_workspace_write" => struct_shape::<SandboxWorkspaceWriteToml>(),
+            "otel" => struct_shape::<interpreter_telemetry::settings::OtelToml>(),
             _ => Shape::Opaque,
         };
         fields.push((name, shape));

@@ -155,6 +155,13 @@ pub(super) async fn handle_shell(
             } else {
                 ExecCommandStatus::Failed
             };
+            let sandbox_denied = sandboxed
+                && out.exit_code != Some(0)
+                && sandbox::looks_like_sandbox_denial(out.exit_code, &out.aggregated_output);
+            interpreter_telemetry::spans::record_command_end(out.exit_code, sandbox_denied);
+            if sandbox_denied {
+                interpreter_telemetry::metrics::instruments().record_sandbox_denial();
+            }
             emit_end(
                 sess,
                 sub_id,

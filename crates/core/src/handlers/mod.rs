@@ -24,7 +24,9 @@ use interpreter_protocol::{
     McpToolCallEndEvent, McpToolCallProgressEvent, PatchApplyBeginEvent, PatchApplyEndEvent,
     ReviewDecision, SandboxMode, SandboxPolicy, TurnDiffEvent, UpdatePlanArgs, WarningEvent,
 };
+use interpreter_telemetry::{metrics, spans};
 use interpreter_tools::{apply_patch, safety, sandbox, shell};
+use opentelemetry::trace::FutureExt as _;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -254,7 +256,63 @@ fn builtin_tool_specs() -> Vec<ToolSpec> {
     ]
 }
 
+/// One tool call under its `execute_tool` span (what the tool does below it, an
+/// approval wait or an MCP request, are its children), counted by the tool calls metric.
 pub(crate) async fn handle_call(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    name: &str,
+    arguments: &str,
+    call_id: &str,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
+    let cx = spans::start_tool(name, call_id);
+    let outcome = dispatch_call(sess, sub_id, name, arguments, call_id, cancel)
+        .with_context(cx.clone())
+        .await;
+    let (label, text) = match &outcome {
+        ToolOutcome::Output(text) => ("completed", text),
+        ToolOutcome::Stop(text) => ("stopped", text),
+    };
+    spans::end_tool(
+        &cx,
+        &spans::ToolEnd {
+            outcome: label,
+            arguments: Some(arguments),
+            result: Some(text),
+        },
+    );
+    metrics::instruments().record_tool_call(metric_tool_name(sess, name), label);
+    outcome
+}
+
+/// A tool's name as a metric label: the built-in tools by name, every MCP tool as `mcp`
+/// (a server decides how many it lists), anything the model made up as `other`.
+fn metric_tool_name<'a>(sess: &Session, name: &'a str) -> &'a str {
+    match name {
+        SHELL_TOOL
+        | "shell_command"
+        | "exec_command"
+        | "bash"
+        | APPLY_PATCH_TOOL
+        | UPDATE_PLAN_TOOL
+        | goal::UPDATE_GOAL_TOOL
+        | user_requests::REQUEST_USER_INPUT_TOOL
+        | user_requests::REQUEST_PERMISSIONS_TOOL => name,
+        LIST_RESOURCES_TOOL | READ_RESOURCE_TOOL if sess.mcp.is_some() => name,
+        other
+            if sess
+                .mcp
+                .as_ref()
+                .is_some_and(|mcp| mcp.tools().iter().any(|tool| tool.qualified_name == other)) =>
+        {
+            "mcp"
+        }
+        _ => "other",
+    }
+}
+
+async fn dispatch_call(
     sess: &Arc<Session>,
     sub_id: &str,
     name: &str,
@@ -362,6 +420,48 @@ async fn settle(
 /// Emit an approval request and wait for its answer, the approval deadline, or the turn's
 /// cancellation — whichever comes first. Never waits forever.
 async fn wait_for_approval(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    request: EventMsg,
+    cancel: &CancellationToken,
+) -> ReviewDecision {
+    let kind = match &request {
+        EventMsg::ApplyPatchApprovalRequest(_) => "patch",
+        _ => "command",
+    };
+    let cx = spans::start_internal(
+        "approval",
+        false,
+        vec![
+            opentelemetry::KeyValue::new("interpreter.approval.kind", kind),
+            opentelemetry::KeyValue::new(
+                interpreter_telemetry::genai::GEN_AI_TOOL_CALL_ID,
+                call_id.to_string(),
+            ),
+        ],
+    );
+    let started = Instant::now();
+    let decision = ask_and_wait(sess, sub_id, call_id, request, cancel).await;
+    let outcome = match decision {
+        ReviewDecision::Approved | ReviewDecision::ApprovedForSession => "approved",
+        ReviewDecision::Denied => "denied",
+        ReviewDecision::TimedOut => "timed_out",
+        ReviewDecision::Abort => "abort",
+    };
+    spans::end_internal(
+        &cx,
+        vec![opentelemetry::KeyValue::new(
+            "interpreter.approval.outcome",
+            outcome,
+        )],
+        None,
+    );
+    metrics::instruments().record_approval(kind, outcome, started.elapsed());
+    decision
+}
+
+async fn ask_and_wait(
     sess: &Arc<Session>,
     sub_id: &str,
     call_id: &str,

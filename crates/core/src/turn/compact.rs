@@ -36,7 +36,44 @@ const MAX_TRIM_ROUNDS: usize = 4;
 /// compacted first.
 pub(crate) const PROACTIVE_COMPACTION_RATIO: f64 = 0.9;
 
+/// Summarises the conversation under a `compaction` span (its model request is a `chat`
+/// child), counted by trigger: `manual` when it is the turn (`Op::Compact`), else `auto`.
 pub(crate) async fn compact(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    turn_input: &[ResponseItem],
+    cancel: &CancellationToken,
+) -> Result<(), TurnStop> {
+    use opentelemetry::trace::FutureExt as _;
+    let trigger = if turn_input.is_empty() {
+        "manual"
+    } else {
+        "auto"
+    };
+    let cx = interpreter_telemetry::spans::start_internal(
+        "compaction",
+        false,
+        vec![opentelemetry::KeyValue::new(
+            "interpreter.compaction.trigger",
+            trigger,
+        )],
+    );
+    let result = summarise(sess, sub_id, turn_input, cancel)
+        .with_context(cx.clone())
+        .await;
+    let error = match &result {
+        Ok(()) => None,
+        Err(TurnStop::Interrupted) => Some("interrupted"),
+        Err(TurnStop::Failed(_)) => Some("failed"),
+    };
+    interpreter_telemetry::spans::end_internal(&cx, Vec::new(), error);
+    if result.is_ok() {
+        interpreter_telemetry::metrics::instruments().record_compaction(trigger);
+    }
+    result
+}
+
+async fn summarise(
     sess: &Arc<Session>,
     sub_id: &str,
     turn_input: &[ResponseItem],
