@@ -1,6 +1,7 @@
 """A minimal MCP server on stdio (newline-delimited JSON-RPC) with one tool, `echo`, that
 appends every request it gets to the file named by its first argument, so a test can look
-at the `_meta` the agent sent with its calls."""
+at the `_meta` the agent sent with its calls. With a second argument `dup` it lists the
+tool twice, which the agent warns about (a log record to find in the turn's trace)."""
 
 import json
 import sys
@@ -17,9 +18,9 @@ for line in sys.stdin:
                   "capabilities": {"tools": {}},
                   "serverInfo": {"name": "recorder", "version": "1"}}
     elif method == "tools/list":
-        result = {"tools": [{"name": "echo", "description": "Echoes its text.",
-                             "inputSchema": {"type": "object",
-                                             "properties": {"text": {"type": "string"}}}}]}
+        tool = {"name": "echo", "description": "Echoes its text.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+        result = {"tools": [tool, tool] if sys.argv[2:] == ["dup"] else [tool]}
     elif method == "tools/call":
         text = message["params"].get("arguments", {}).get("text", "")
         result = {"content": [{"type": "text", "text": text}], "isError": False}

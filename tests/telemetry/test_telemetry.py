@@ -247,6 +247,7 @@ def check_turn(receiver, caller, record, front_end, tool, content_expected=False
         ca = chat["attributes"]
         assert ca["gen_ai.operation.name"] == "chat"
         assert ca["gen_ai.request.model"] == "mock-model"
+        assert ca["gen_ai.response.model"] == "mock-model", ca
         assert ca["gen_ai.usage.input_tokens"] == 120, ca
         assert ca["gen_ai.usage.output_tokens"] == 7, ca
         assert ca["gen_ai.usage.cache_read.input_tokens"] == 100, ca
@@ -343,7 +344,7 @@ def scenario_exec_mcp_call_carries_the_trace(receiver):
     calls = Path(tempfile.mkdtemp(prefix="telemetry-mcp-")) / "requests.jsonl"
     server = Path(__file__).resolve().parent / "mcp_recorder.py"
     table = (f'\n[mcp_servers.rec]\ncommand = "{sys.executable}"\n'
-             f'args = ["{server}", "{calls}"]\n')
+             f'args = ["{server}", "{calls}", "dup"]\n')
     home = Home([tool_step("mcp__rec__echo", {"text": TOOL_OUTPUT}), text_step(ANSWER)], receiver,
                 {"TRACEPARENT": caller.traceparent}, otel_table=table)
     try:
@@ -363,6 +364,15 @@ def scenario_exec_mcp_call_carries_the_trace(receiver):
         parent = sent["params"]["_meta"]["traceparent"]
         assert parent.split("-")[1] == caller.trace_id and parent.split("-")[2] == call["span_id"], \
             (parent, call)
+        # The agent's warning about the server (it lists `echo` twice), logged while the
+        # turn ran: an OTel log record in the turn's trace.
+        turn = next(s for s in spans if s["name"] == "invoke_agent interpreter")
+        twice = [r for r in receiver.logs() if "twice" in json.dumps(r["body"])]
+        assert twice, receiver.logs()
+        for record in twice:
+            assert record["trace_id"] == caller.trace_id, record
+            assert record["span_id"] in {turn["span_id"], tool["span_id"]}, record
+            assert record["severity"].upper().startswith("WARN"), record
     finally:
         home.close()
         shutil.rmtree(calls.parent, ignore_errors=True)

@@ -355,7 +355,9 @@ fn telemetry_settings(
 /// reaches them as events and one-line messages, never as tracing lines. They go to
 /// stderr only: stdout is the protocol in `--json` and `mcp-server` modes. Exported
 /// OTel logs (`[otel] exporter`, `OTEL_LOGS_EXPORTER`) are a separate stream, at info
-/// and above, without the exporters' own transport chatter (which would feed itself).
+/// and above, without the exporters' own transport chatter (which would feed itself) and
+/// without what MCP servers print on their stderr (their own output, which may carry a
+/// tool's input or output: content is exported only when asked for).
 fn init_logging<L>(otel_logs: Option<L>)
 where
     L: tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync + 'static,
@@ -366,7 +368,8 @@ where
     let otel = otel_logs.map(|layer| {
         layer.with_filter(tracing_subscriber::EnvFilter::new(
             "info,h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,reqwest=off,\
-             opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off",
+             opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off,\
+             interpreter_mcp_client::sdk=warn",
         ))
     });
     let fmt = tracing_subscriber::EnvFilter::try_from_default_env()

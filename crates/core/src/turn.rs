@@ -655,6 +655,7 @@ async fn sample_once(
             usage,
             finish_reasons,
             response_id: facts.response_id.as_deref(),
+            response_model: facts.response_model.as_deref(),
             time_to_first_chunk: facts.first_chunk,
             error_type: error.as_ref().map(|(kind, _)| *kind),
             error_message: error.as_ref().map(|(_, message)| message.as_str()),
@@ -675,6 +676,7 @@ async fn sample_once(
 struct ChatFacts {
     usage: Option<interpreter_protocol::TokenUsage>,
     response_id: Option<String>,
+    response_model: Option<String>,
     first_chunk: Option<Duration>,
 }
 
@@ -800,9 +802,11 @@ async fn stream_sample(
                 usage_estimated,
                 cut_off,
                 response_id,
+                response_model,
             } => {
                 facts.usage = Some(token_usage);
                 facts.response_id = response_id;
+                facts.response_model = response_model;
                 // Finished messages and reasoning are announced only once the response
                 // is known to be complete: an attempt that is cut off or retried must
                 // not leave a persisted `agent_message` behind (deltas are transient).

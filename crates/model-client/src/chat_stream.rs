@@ -30,6 +30,9 @@ pub enum ResponseEvent {
     OutputItemDone(ResponseItem),
     Completed {
         response_id: Option<String>,
+        /// The model the server says answered (`model` of a chunk, `response.model`);
+        /// `None` when it did not say.
+        response_model: Option<String>,
         token_usage: TokenUsage,
         /// True when the server sent no `usage` and the counts are byte-length estimates.
         usage_estimated: bool,
@@ -53,6 +56,8 @@ pub enum CutOff {
 pub(crate) struct ChatChunk {
     #[serde(default)]
     id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     choices: Vec<ChatChoice>,
     #[serde(default)]
@@ -139,6 +144,7 @@ struct PartialCall {
 pub(crate) struct ChatStreamParser {
     budget: AnswerBudget,
     response_id: Option<String>,
+    response_model: Option<String>,
     text: String,
     reasoning: String,
     reasoning_field: Option<String>,
@@ -203,6 +209,9 @@ impl ChatStreamParser {
         }
         if chunk.id.is_some() {
             self.response_id = chunk.id;
+        }
+        if let Some(model) = chunk.model.filter(|model| !model.is_empty()) {
+            self.response_model = Some(clip(&model));
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(TokenUsage {
@@ -357,6 +366,7 @@ impl ChatStreamParser {
         };
         events.push(ResponseEvent::Completed {
             response_id: self.response_id,
+            response_model: self.response_model,
             token_usage,
             usage_estimated,
             cut_off: self.length_stop.then_some(CutOff::Length),
@@ -458,6 +468,7 @@ mod tests {
                 }),
                 ResponseEvent::Completed {
                     response_id: Some("r1".into()),
+                    response_model: None,
                     token_usage: TokenUsage {
                         input_tokens: 10,
                         cached_input_tokens: 4,
@@ -506,6 +517,7 @@ mod tests {
             events.last(),
             Some(&ResponseEvent::Completed {
                 response_id: None,
+                response_model: None,
                 token_usage: TokenUsage {
                     input_tokens: 10,
                     output_tokens: 2,

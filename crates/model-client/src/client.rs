@@ -1228,6 +1228,7 @@ impl AnswerCheck {
             ResponseEvent::OutputItemDone(ResponseItem::assistant_text(kept)),
             ResponseEvent::Completed {
                 response_id: None,
+                response_model: None,
                 token_usage: interpreter_protocol::TokenUsage {
                     input_tokens,
                     output_tokens,

@@ -48,6 +48,8 @@ struct ResponseBody {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     usage: Option<Usage>,
     #[serde(default)]
     error: Option<ErrorBody>,
@@ -159,6 +161,7 @@ pub(crate) struct ResponsesStreamParser {
     /// Size of the request's history, for the usage estimate when the server sends none.
     request_bytes: usize,
     response_id: Option<String>,
+    response_model: Option<String>,
     /// Text deltas since the last finished message.
     pending_text: String,
     /// Raw reasoning deltas since the last finished reasoning item.
@@ -181,6 +184,7 @@ impl ResponsesStreamParser {
             budget: AnswerBudget::new(limits),
             request_bytes,
             response_id: None,
+            response_model: None,
             pending_text: String::new(),
             pending_reasoning: String::new(),
             pending_summary: Vec::new(),
@@ -351,6 +355,12 @@ impl ResponsesStreamParser {
     fn note_response_id(&mut self, response: Option<&ResponseBody>) {
         if let Some(id) = response.and_then(|r| r.id.clone()) {
             self.response_id = Some(id);
+        }
+        if let Some(model) = response
+            .and_then(|r| r.model.as_deref())
+            .filter(|model| !model.is_empty())
+        {
+            self.response_model = Some(clip(model));
         }
     }
 
@@ -524,6 +534,7 @@ impl ResponsesStreamParser {
         };
         ResponseEvent::Completed {
             response_id: self.response_id.clone(),
+            response_model: self.response_model.clone(),
             token_usage,
             usage_estimated,
             cut_off,
@@ -674,6 +685,7 @@ mod tests {
                 }),
                 ResponseEvent::Completed {
                     response_id: Some("resp_1".into()),
+                    response_model: None,
                     token_usage: TokenUsage {
                         input_tokens: 10,
                         cached_input_tokens: 4,
@@ -713,6 +725,7 @@ mod tests {
             events[4],
             ResponseEvent::Completed {
                 response_id: None,
+                response_model: None,
                 token_usage: TokenUsage {
                     input_tokens: 10,
                     output_tokens: 3,

@@ -4,8 +4,13 @@
 //!
 //! Instruments are made on first use from the global meter provider, so the binary must
 //! install its provider before the first turn (it does, before any front end starts).
+//!
+//! The model label is the one value a server's client can choose (an app-server client
+//! names a thread's model): the first [`MAX_MODEL_LABELS`] models a process sees are
+//! labelled by name, any later one as `other`, so no client can grow the label set.
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use opentelemetry::metrics::{Counter, Histogram, UpDownCounter};
@@ -40,6 +45,25 @@ const DURATION_BUCKETS: [f64; 14] = [
 const WAIT_BUCKETS: [f64; 10] = [0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0];
 
 static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();
+
+/// How many distinct model names one process labels metrics with.
+pub const MAX_MODEL_LABELS: usize = 32;
+
+static MODELS_SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// `model` as a metric label: itself while the process has seen fewer than
+/// [`MAX_MODEL_LABELS`] models, else `other`.
+pub fn model_label(model: &str) -> String {
+    let Ok(mut seen) = MODELS_SEEN.lock() else {
+        return "other".to_string();
+    };
+    let seen = seen.get_or_insert_with(HashSet::new);
+    if seen.contains(model) || (seen.len() < MAX_MODEL_LABELS && seen.insert(model.to_string())) {
+        model.to_string()
+    } else {
+        "other".to_string()
+    }
+}
 
 /// The process's instruments (no-ops until the binary installs a meter provider).
 pub fn instruments() -> &'static Instruments {
@@ -119,7 +143,7 @@ impl Instruments {
         let base = [
             KeyValue::new(genai::GEN_AI_OPERATION_NAME, "chat"),
             KeyValue::new(genai::GEN_AI_PROVIDER_NAME, provider.to_string()),
-            KeyValue::new(genai::GEN_AI_REQUEST_MODEL, model.to_string()),
+            KeyValue::new(genai::GEN_AI_REQUEST_MODEL, model_label(model)),
         ];
         if error_type.is_none() {
             for (kind, count) in [
@@ -154,7 +178,7 @@ impl Instruments {
         let mut labels = vec![
             KeyValue::new(genai::GEN_AI_OPERATION_NAME, "invoke_agent"),
             KeyValue::new(genai::GEN_AI_PROVIDER_NAME, provider.to_string()),
-            KeyValue::new(genai::GEN_AI_REQUEST_MODEL, model.to_string()),
+            KeyValue::new(genai::GEN_AI_REQUEST_MODEL, model_label(model)),
         ];
         if outcome == TurnOutcome::Failed {
             labels.push(KeyValue::new("error.type", "turn_failed"));
@@ -201,5 +225,19 @@ impl Instruments {
     pub fn record_compaction(&self, trigger: &'static str) {
         self.compactions
             .add(1, &[KeyValue::new("trigger", trigger)]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_cannot_grow_the_model_labels() {
+        let labels: HashSet<String> = (0..1000)
+            .map(|n| model_label(&format!("model-{n}")))
+            .collect();
+        assert!(labels.len() <= MAX_MODEL_LABELS + 1, "{}", labels.len());
+        assert!(labels.contains("other"));
     }
 }

@@ -177,6 +177,8 @@ pub struct ChatEnd<'a> {
     /// `stop`, `length`, `tool_calls`, ... (empty when the request failed).
     pub finish_reasons: Vec<&'static str>,
     pub response_id: Option<&'a str>,
+    /// The model the server says answered.
+    pub response_model: Option<&'a str>,
     pub time_to_first_chunk: Option<Duration>,
     /// The error's class (`error.type`), when the request failed.
     pub error_type: Option<&'a str>,
@@ -201,6 +203,12 @@ pub fn end_chat(cx: &Context, end: &ChatEnd<'_>) {
     }
     if let Some(id) = end.response_id {
         span.set_attribute(KeyValue::new(semconv::GEN_AI_RESPONSE_ID, id.to_string()));
+    }
+    if let Some(model) = end.response_model {
+        span.set_attribute(KeyValue::new(
+            semconv::GEN_AI_RESPONSE_MODEL,
+            model.to_string(),
+        ));
     }
     if let Some(first) = end.time_to_first_chunk {
         span.set_attribute(KeyValue::new(

@@ -148,6 +148,7 @@ async fn text_reasoning_and_parallel_calls_round_trip_verbatim() -> anyhow::Resu
         events.last(),
         Some(&ResponseEvent::Completed {
             response_id: Some("chatcmpl-mock".into()),
+            response_model: Some("mock-model".into()),
             token_usage: TokenUsage {
                 input_tokens: 120,
                 output_tokens: 30,

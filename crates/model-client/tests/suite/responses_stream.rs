@@ -184,6 +184,7 @@ async fn text_reasoning_and_two_calls_round_trip_verbatim() -> anyhow::Result<()
         events.last(),
         Some(&ResponseEvent::Completed {
             response_id: Some("resp_first".into()),
+            response_model: Some("mock-model".into()),
             token_usage: TokenUsage {
                 input_tokens: 120,
                 cached_input_tokens: 64,
