@@ -14,6 +14,13 @@
 //!   <|tool_call_argument_begin|>{…}<|tool_call_end|><|tool_calls_section_end|>`
 //! * Mistral: `[TOOL_CALLS][{"name": …, "arguments": {…}}]` and
 //!   `[TOOL_CALLS]name[ARGS]{…}`
+//! * DeepSeek V3: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name`
+//!   then the arguments in a ```` ```json ```` fence, `<｜tool▁call▁end｜>`; V3.1 drops the
+//!   type and the fence: `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>`
+//! * MiniMax M2: `<minimax:tool_call><invoke name="name"><parameter name="k">v</parameter>
+//!   </invoke></minimax:tool_call>`
+//! * gpt-oss (harmony) leaked as text: `<|channel|>commentary to=functions.name
+//!   <|constrain|>json<|message|>{…}<|call|>`
 //! * a bare JSON object (optionally in a code fence) `{"name": …, "arguments": …}` whose
 //!   name is one of the offered tools.
 //!
@@ -47,6 +54,10 @@ pub const MARKUP_OPENERS: &[&str] = &[
     "<|tool_calls_section_begin|>",
     "<|tool_call_begin|>",
     "[TOOL_CALLS]",
+    DEEPSEEK_CALLS_BEGIN,
+    DEEPSEEK_CALL_BEGIN,
+    MINIMAX_OPEN,
+    HARMONY_CALL,
 ];
 
 /// Name given to markup that looks like a tool call but names no tool.
@@ -323,6 +334,9 @@ pub fn recover_tool_calls(text: &str, tools: &[String]) -> Option<Recovered> {
     recover_hermes_or_glm(text)
         .or_else(|| recover_kimi(text))
         .or_else(|| recover_mistral(text))
+        .or_else(|| recover_deepseek(text))
+        .or_else(|| recover_minimax(text))
+        .or_else(|| recover_harmony(text))
         .or_else(|| recover_bare_json(text, tools))
 }
 
@@ -596,6 +610,224 @@ fn recover_mistral(text: &str) -> Option<Recovered> {
         }
     }
     Some(Recovered { text: prose, calls })
+}
+
+// DeepSeek's markers use U+FF5C (fullwidth vertical line) and U+2581 (lower one eighth
+// block), as its tokenizer spells them.
+const DEEPSEEK_CALLS_BEGIN: &str = "<\u{ff5c}tool\u{2581}calls\u{2581}begin\u{ff5c}>";
+const DEEPSEEK_CALLS_END: &str = "<\u{ff5c}tool\u{2581}calls\u{2581}end\u{ff5c}>";
+const DEEPSEEK_CALL_BEGIN: &str = "<\u{ff5c}tool\u{2581}call\u{2581}begin\u{ff5c}>";
+const DEEPSEEK_CALL_END: &str = "<\u{ff5c}tool\u{2581}call\u{2581}end\u{ff5c}>";
+const DEEPSEEK_SEP: &str = "<\u{ff5c}tool\u{2581}sep\u{ff5c}>";
+
+/// DeepSeek V3 (`function<sep>NAME` then fenced JSON) and V3.1 (`NAME<sep>{…}`), in a
+/// section that starts at whichever marker comes first and ends at the section's end
+/// marker (or the end of the answer: the model stopped on its end-of-turn token).
+fn recover_deepseek(text: &str) -> Option<Recovered> {
+    let start = find_unfenced(text, &[DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALL_BEGIN])?;
+    let (section_end, after_section) = match text[start..].find(DEEPSEEK_CALLS_END) {
+        Some(at) => (start + at, start + at + DEEPSEEK_CALLS_END.len()),
+        None => (text.len(), text.len()),
+    };
+    let mut prose = text[..start].to_string();
+    prose.push_str(&text[after_section..]);
+    let section = &text[start..section_end];
+    let mut calls = Vec::new();
+    for piece in section.split(DEEPSEEK_CALL_BEGIN).skip(1) {
+        let piece = piece.split(DEEPSEEK_CALL_END).next().unwrap_or(piece);
+        let unparsed = || TextToolCall {
+            name: UNPARSED_TOOL_CALL.to_string(),
+            arguments: piece.trim().to_string(),
+        };
+        let Some((head, rest)) = piece.split_once(DEEPSEEK_SEP) else {
+            calls.push(unparsed());
+            continue;
+        };
+        let (name, arguments) = if head.trim() == "function" {
+            // V3: the name on the rest of the line, the arguments after it (fenced).
+            let rest = rest.trim_start();
+            match rest.split_once('\n') {
+                Some((name, arguments)) => (name.trim(), arguments),
+                None => (rest.trim(), ""),
+            }
+        } else {
+            (head.trim(), rest)
+        };
+        calls.push(if name.is_empty() || name.contains(char::is_whitespace) {
+            unparsed()
+        } else {
+            TextToolCall {
+                name: name.to_string(),
+                arguments: repaired_arguments(arguments),
+            }
+        });
+    }
+    Some(Recovered {
+        text: prose.trim().to_string(),
+        calls,
+    })
+}
+
+const MINIMAX_OPEN: &str = "<minimax:tool_call>";
+const MINIMAX_CLOSE: &str = "</minimax:tool_call>";
+
+/// MiniMax M2: `<invoke name="…">` elements with `<parameter name="…">` values (JSON when
+/// they parse, strings otherwise) inside `<minimax:tool_call>` blocks.
+fn recover_minimax(text: &str) -> Option<Recovered> {
+    find_unfenced(text, &[MINIMAX_OPEN])?;
+    let mut prose = String::new();
+    let mut calls = Vec::new();
+    let mut rest = text;
+    while let Some(start) = find_unfenced(rest, &[MINIMAX_OPEN]) {
+        prose.push_str(&rest[..start]);
+        let after = &rest[start + MINIMAX_OPEN.len()..];
+        let (body, next) = match after.find(MINIMAX_CLOSE) {
+            Some(end) => (&after[..end], &after[end + MINIMAX_CLOSE.len()..]),
+            None => (after, ""),
+        };
+        let invokes: Vec<&str> = body.split("<invoke").skip(1).collect();
+        if invokes.is_empty() {
+            calls.push(TextToolCall {
+                name: UNPARSED_TOOL_CALL.to_string(),
+                arguments: body.trim().to_string(),
+            });
+        }
+        for invoke in invokes {
+            let invoke = invoke.split("</invoke>").next().unwrap_or(invoke);
+            calls.push(minimax_invoke(invoke));
+        }
+        rest = next;
+    }
+    prose.push_str(rest);
+    Some(Recovered {
+        text: prose.trim().to_string(),
+        calls,
+    })
+}
+
+/// The value of `name="…"` (or `name='…'`, or bare up to `>`) at the start of `tag`, and
+/// what follows the tag's `>`.
+fn name_attribute(tag: &str) -> Option<(&str, &str)> {
+    let after = tag.trim_start().strip_prefix("name")?.trim_start();
+    let after = after.strip_prefix('=')?.trim_start();
+    let (name, rest) = match after.chars().next()? {
+        quote @ ('"' | '\'') => {
+            let inner = &after[1..];
+            let end = inner.find(quote)?;
+            (&inner[..end], &inner[end + 1..])
+        }
+        _ => {
+            let end = after.find('>')?;
+            (&after[..end], &after[end..])
+        }
+    };
+    let rest = &rest[rest.find('>')? + 1..];
+    Some((name.trim(), rest))
+}
+
+fn minimax_invoke(invoke: &str) -> TextToolCall {
+    let unparsed = || TextToolCall {
+        name: UNPARSED_TOOL_CALL.to_string(),
+        arguments: invoke.trim().to_string(),
+    };
+    let Some((name, mut rest)) = name_attribute(invoke) else {
+        return unparsed();
+    };
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return unparsed();
+    }
+    let mut arguments = Map::new();
+    while let Some(start) = rest.find("<parameter") {
+        let Some((key, value_text)) = name_attribute(&rest[start + "<parameter".len()..]) else {
+            break;
+        };
+        let value_end = value_text
+            .find("</parameter>")
+            .or_else(|| value_text.find("<parameter"))
+            .unwrap_or(value_text.len());
+        let raw = value_text[..value_end].trim_matches('\n');
+        let value =
+            serde_json::from_str(raw.trim()).unwrap_or_else(|_| Value::String(raw.to_string()));
+        arguments.insert(key.to_string(), value);
+        rest = &value_text[value_end..];
+    }
+    TextToolCall {
+        name: name.to_string(),
+        arguments: Value::Object(arguments).to_string(),
+    }
+}
+
+const HARMONY_CALL: &str = "<|channel|>commentary to=";
+const HARMONY_MESSAGE: &str = "<|message|>";
+const HARMONY_ENDS: &[&str] = &["<|call|>", "<|end|>", "<|return|>", "<|start|>"];
+
+/// gpt-oss's harmony format leaked as text: a `commentary` message addressed
+/// `to=functions.NAME` whose `<|message|>` is the JSON arguments, ended by `<|call|>`.
+fn recover_harmony(text: &str) -> Option<Recovered> {
+    let first = find_unfenced(text, &[HARMONY_CALL])?;
+    // The message header that opens the call (`<|start|>assistant`) is not prose.
+    let prose_end = text[..first]
+        .rfind("<|start|>")
+        .filter(|at| text[*at..first].trim_end().ends_with("assistant"))
+        .unwrap_or(first);
+    let mut prose = text[..prose_end].to_string();
+    let mut calls = Vec::new();
+    let mut rest = &text[first..];
+    while let Some(start) = find_unfenced(rest, &[HARMONY_CALL]) {
+        let after = &rest[start + HARMONY_CALL.len()..];
+        let name_end = after
+            .find(|c: char| c.is_whitespace() || c == '<')
+            .unwrap_or(after.len());
+        let recipient = &after[..name_end];
+        let name = recipient
+            .strip_prefix("functions.")
+            .unwrap_or(recipient)
+            .trim();
+        let body = &after[name_end..];
+        let (arguments, next) = match body.find(HARMONY_MESSAGE) {
+            Some(at) => {
+                let message = &body[at + HARMONY_MESSAGE.len()..];
+                let end = HARMONY_ENDS
+                    .iter()
+                    .filter_map(|marker| message.find(marker).map(|i| (i, marker.len())))
+                    .min();
+                match end {
+                    Some((i, _)) if message[i..].starts_with("<|start|>") => {
+                        (&message[..i], &message[i..])
+                    }
+                    Some((i, len)) => (&message[..i], &message[i + len..]),
+                    None => (message, ""),
+                }
+            }
+            None => ("", body),
+        };
+        calls.push(if name.is_empty() {
+            TextToolCall {
+                name: UNPARSED_TOOL_CALL.to_string(),
+                arguments: body.trim().to_string(),
+            }
+        } else {
+            TextToolCall {
+                name: name.to_string(),
+                arguments: repaired_arguments(arguments),
+            }
+        });
+        // What follows a call is prose again, up to the next call.
+        let next_call = find_unfenced(next, &[HARMONY_CALL]).unwrap_or(next.len());
+        prose.push_str(harmony_prose(&next[..next_call]));
+        rest = &next[next_call..];
+    }
+    Some(Recovered {
+        text: prose.trim().to_string(),
+        calls,
+    })
+}
+
+/// Text between harmony calls without the message framing around it.
+fn harmony_prose(text: &str) -> &str {
+    let text = text.trim();
+    let text = text.strip_prefix("<|start|>assistant").unwrap_or(text);
+    text.strip_suffix("<|start|>assistant").unwrap_or(text)
 }
 
 /// The whole answer is one JSON object (or an array of them), maybe fenced, naming an
@@ -1004,8 +1236,121 @@ mod tests {
             "Hermes models emit `<tool_call>{\"name\": \"shell\", \"arguments\": {}}",
             "Like ``[TOOL_CALLS]shell[ARGS]{}`` in Mistral.",
             "```<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>```",
+            "DeepSeek writes:\n```\n<\u{ff5c}tool\u{2581}calls\u{2581}begin\u{ff5c}><\u{ff5c}tool\u{2581}call\u{2581}begin\u{ff5c}>shell<\u{ff5c}tool\u{2581}sep\u{ff5c}>{\"command\": [\"ls\"]}<\u{ff5c}tool\u{2581}call\u{2581}end\u{ff5c}>\n```",
+            "MiniMax writes:\n```xml\n<minimax:tool_call><invoke name=\"shell\"><parameter name=\"command\">[\"ls\"]</parameter></invoke></minimax:tool_call>\n```",
+            "gpt-oss writes `<|channel|>commentary to=functions.shell <|constrain|>json<|message|>{}<|call|>` to call.",
         ] {
             assert_eq!(recover_tool_calls(quoted, &tools()), None, "{quoted}");
+        }
+    }
+
+    const DS_CALLS: &str = "<\u{ff5c}tool\u{2581}calls\u{2581}begin\u{ff5c}>";
+    const DS_CALLS_END: &str = "<\u{ff5c}tool\u{2581}calls\u{2581}end\u{ff5c}>";
+    const DS_CALL: &str = "<\u{ff5c}tool\u{2581}call\u{2581}begin\u{ff5c}>";
+    const DS_CALL_END: &str = "<\u{ff5c}tool\u{2581}call\u{2581}end\u{ff5c}>";
+    const DS_SEP: &str = "<\u{ff5c}tool\u{2581}sep\u{ff5c}>";
+
+    #[test]
+    fn deepseek_v3_with_the_function_type_and_a_json_fence() {
+        let text = format!(
+            "Let me look.\n{DS_CALLS}{DS_CALL}function{DS_SEP}shell\n```json\n{{\"command\": [\"ls\", \"-la\"],}}\n```{DS_CALL_END}{DS_CALL}function{DS_SEP}apply_patch\n```json\n{{\"input\": \"x\"}}\n```{DS_CALL_END}{DS_CALLS_END}"
+        );
+        let recovered = recover_tool_calls(&text, &tools()).unwrap();
+        assert_eq!(recovered.text, "Let me look.");
+        assert_eq!(
+            recovered.calls,
+            vec![
+                TextToolCall {
+                    name: "shell".into(),
+                    arguments: r#"{"command":["ls","-la"]}"#.into()
+                },
+                TextToolCall {
+                    name: "apply_patch".into(),
+                    arguments: r#"{"input":"x"}"#.into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn deepseek_v3_1_without_type_or_fence_and_without_the_end_markers() {
+        let text = format!("{DS_CALL}shell{DS_SEP}{{\"command\": [\"pwd\"]}}");
+        let recovered = recover_tool_calls(&text, &tools()).unwrap();
+        assert_eq!(recovered.text, "");
+        assert_eq!(recovered.calls, one("shell", r#"{"command":["pwd"]}"#));
+        // No separator: the markup names no tool.
+        let broken = format!("{DS_CALLS}{DS_CALL}shell {{}}{DS_CALL_END}{DS_CALLS_END} done");
+        let recovered = recover_tool_calls(&broken, &tools()).unwrap();
+        assert_eq!(recovered.calls[0].name, UNPARSED_TOOL_CALL);
+        assert_eq!(recovered.text, "done");
+    }
+
+    #[test]
+    fn minimax_m2_invocations() {
+        let text = "I will run two things.\n<minimax:tool_call>\n<invoke name=\"shell\">\n<parameter name=\"command\">[\"ls\"]</parameter>\n<parameter name=\"timeout_ms\">5000</parameter>\n</invoke>\n<invoke name=\"apply_patch\">\n<parameter name=\"input\">*** Begin Patch\n*** End Patch</parameter>\n</invoke>\n</minimax:tool_call>";
+        let recovered = recover_tool_calls(text, &tools()).unwrap();
+        assert_eq!(recovered.text, "I will run two things.");
+        assert_eq!(
+            recovered.calls,
+            vec![
+                TextToolCall {
+                    name: "shell".into(),
+                    arguments: r#"{"command":["ls"],"timeout_ms":5000}"#.into()
+                },
+                TextToolCall {
+                    name: "apply_patch".into(),
+                    arguments: r#"{"input":"*** Begin Patch\n*** End Patch"}"#.into()
+                },
+            ]
+        );
+        let nameless = "<minimax:tool_call><invoke><parameter name=\"a\">1</parameter></invoke>";
+        assert_eq!(
+            recover_tool_calls(nameless, &tools()).unwrap().calls[0].name,
+            UNPARSED_TOOL_CALL
+        );
+    }
+
+    #[test]
+    fn harmony_commentary_to_a_function() {
+        let text = "<|start|>assistant<|channel|>commentary to=functions.shell <|constrain|>json<|message|>{\"command\": [\"ls\"]}<|call|>";
+        let recovered = recover_tool_calls(text, &tools()).unwrap();
+        assert_eq!(recovered.text, "");
+        assert_eq!(recovered.calls, one("shell", r#"{"command":["ls"]}"#));
+        let with_prose = "Checking the tree first.<|channel|>commentary to=functions.shell<|message|>{'command': ['ls']}<|call|><|start|>assistant<|channel|>commentary to=functions.apply_patch <|constrain|>json<|message|>{\"input\": \"p\"}";
+        let recovered = recover_tool_calls(with_prose, &tools()).unwrap();
+        assert_eq!(recovered.text, "Checking the tree first.");
+        assert_eq!(
+            recovered.calls,
+            vec![
+                TextToolCall {
+                    name: "shell".into(),
+                    arguments: r#"{"command":["ls"]}"#.into()
+                },
+                TextToolCall {
+                    name: "apply_patch".into(),
+                    arguments: r#"{"input":"p"}"#.into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn adversarial_truncated_markup_of_the_new_dialects_never_panics() {
+        let samples = [
+            format!("{DS_CALLS}{DS_CALL}function{DS_SEP}shell\n```json\n{{\"command\": [\"ls\"]}}\n```{DS_CALL_END}{DS_CALLS_END}"),
+            "<minimax:tool_call><invoke name=\"shell\"><parameter name=\"command\">[\"ls\"]</parameter></invoke></minimax:tool_call>".to_string(),
+            "<|start|>assistant<|channel|>commentary to=functions.shell <|constrain|>json<|message|>{\"command\": [\"ls\"]}<|call|>".to_string(),
+        ];
+        for sample in samples {
+            for end in (0..=sample.len()).filter(|end| sample.is_char_boundary(*end)) {
+                let _ = recover_tool_calls(&sample[..end], &tools());
+                for start in (0..end)
+                    .filter(|start| sample.is_char_boundary(*start))
+                    .step_by(7)
+                {
+                    let _ = recover_tool_calls(&sample[start..end], &tools());
+                }
+            }
         }
     }
 
