@@ -16,9 +16,13 @@ pub enum AcpError {
     /// No session (or saved thread) with this id (`-32002`).
     #[error("session `{0}` not found")]
     SessionNotFound(String),
-    /// The model call that ended the turn failed; the provider's one-line message.
-    #[error("{0}")]
-    TurnFailed(String),
+    /// The model call that ended the turn failed: the provider's one-line message, and
+    /// what the turn did before it stopped (sent as the error's `data.recap`).
+    #[error("{message}")]
+    TurnFailed {
+        message: String,
+        recap: Box<interpreter_core::items::TurnRecap>,
+    },
     #[error("error loading config: {0}")]
     Config(#[from] ConfigError),
     #[error(transparent)]

@@ -537,7 +537,16 @@ fn wire_error(error: AcpError) -> Error {
         AcpError::SessionNotFound(id) => session_not_found(&id, message),
         AcpError::Core(error) => error_of_kind(error.kind(), message),
         AcpError::Store(error) => error_of_kind(error.kind(), message),
-        AcpError::TurnFailed(_) | AcpError::Internal(_) | AcpError::Connection(_) => {
+        // What the turn did before it failed, for an agent driving the editor protocol
+        // (the same recap the MCP tools and the app-server give).
+        AcpError::TurnFailed { recap, .. } => {
+            let error = Error::new(ErrorCode::INTERNAL_ERROR, message);
+            match serde_json::to_value(&*recap) {
+                Ok(recap) => error.data(serde_json::json!({"recap": recap})),
+                Err(_) => error,
+            }
+        }
+        AcpError::Internal(_) | AcpError::Connection(_) => {
             Error::new(ErrorCode::INTERNAL_ERROR, message)
         }
     }

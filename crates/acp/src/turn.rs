@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use interpreter_core::Thread;
+use interpreter_core::items::TurnRecap;
 use interpreter_core::items::{ItemEvent, ItemProjector};
 use interpreter_core::open_requests::OpenRequests;
 use interpreter_protocol::{
@@ -77,6 +78,7 @@ async fn run(
         projector: ItemProjector::new(),
         items: LiveItems::default(),
         last_error: None,
+        recap: TurnRecap::default(),
     };
     // Ends this turn's permission questions whenever the turn ends.
     let _end_questions = view.turn_over.clone().drop_guard();
@@ -177,6 +179,8 @@ struct TurnView {
     /// What the editor was sent of them.
     items: LiveItems,
     last_error: Option<String>,
+    /// What the turn did, for the error of a turn that fails.
+    recap: TurnRecap,
 }
 
 impl TurnView {
@@ -256,6 +260,7 @@ impl TurnView {
             _ => {}
         }
         let msg_name = msg.type_name();
+        self.recap.observe(&msg);
         let item_events = self.projector.push(&msg);
         let asked = self.send_items(item_events);
         match msg {
@@ -329,9 +334,10 @@ impl TurnView {
             }
             EventMsg::TaskComplete(done) if done.turn_id == turn_id => {
                 return Some(match done.error {
-                    Some(message) => Err(AcpError::TurnFailed(one_line(
-                        &self.last_error.take().unwrap_or(message),
-                    ))),
+                    Some(message) => Err(AcpError::TurnFailed {
+                        message: one_line(&self.last_error.take().unwrap_or(message)),
+                        recap: Box::new(std::mem::take(&mut self.recap).finished()),
+                    }),
                     None if done.output_limit => Ok(StopReason::MaxTokens),
                     None => Ok(StopReason::EndTurn),
                 });

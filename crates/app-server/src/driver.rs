@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use interpreter_core::items::TurnRecap;
 use interpreter_core::items::{ItemEvent, ItemProjector, TurnItem};
 use interpreter_protocol::{Event, EventMsg, Op};
 use tokio::sync::OwnedMutexGuard;
@@ -81,6 +82,7 @@ pub(crate) async fn drive(
     let turn_over = CancellationToken::new();
     let _end_waits = turn_over.clone().drop_guard();
     let mut last_error: Option<v2::TurnError> = None;
+    let mut recap = TurnRecap::default();
     let mut interrupted_at: Option<tokio::time::Instant> = None;
     loop {
         let drain_deadline =
@@ -118,8 +120,10 @@ pub(crate) async fn drive(
         // turn's items all complete before `turn/completed`.
         let item_events = items.projector.push(&msg);
         items.send_items(loaded, item_events);
+        recap.observe(&msg);
         match msg {
             EventMsg::TaskStarted(started) => {
+                recap = TurnRecap::default();
                 // A follow-up turn (input that arrived as the previous turn ended) is
                 // announced under its own id.
                 items.turn_id = started.turn_id.clone();
@@ -270,10 +274,15 @@ pub(crate) async fn drive(
                 },
             ),
             EventMsg::TaskComplete(done) => {
+                // A failed turn's error says what the turn did before it stopped (the
+                // same recap the MCP tools give), in `additionalDetails`.
+                let done_recap = std::mem::take(&mut recap).finished();
                 let error = done.error.map(|message| {
-                    last_error
+                    let mut error = last_error
                         .take()
-                        .unwrap_or_else(|| mapping::turn_error(message, None))
+                        .unwrap_or_else(|| mapping::turn_error(message, None));
+                    error.additional_details = Some(done_recap.render());
+                    error
                 });
                 let status = if error.is_some() {
                     TurnStatus::Failed

@@ -430,10 +430,12 @@ pub fn turn_from_record(record: &TurnRecord) -> Turn {
         items,
         items_view: ItemsView::Full,
         status,
-        error: record
-            .error
-            .clone()
-            .map(|message| turn_error(message, None)),
+        // As the live driver reports a failed turn: with what it did before it stopped.
+        error: record.error.clone().map(|message| {
+            let mut error = turn_error(message, record.error_kind);
+            error.additional_details = Some(record.recap.render());
+            error
+        }),
         started_at: None,
         completed_at: None,
         duration_ms: None,
@@ -552,6 +554,8 @@ mod tests {
                     message: "boom".into(),
                 },
             ],
+            error_kind: None,
+            recap: Default::default(),
         };
         let turn = serde_json::to_value(turn_from_record(&record)).unwrap_or_default();
         assert_eq!(turn["status"], "failed");

@@ -11,6 +11,7 @@
 //! tool with structured output to serialize it into a text block too; the answer itself is
 //! not repeated there, so a long answer is not sent twice.
 
+use interpreter_core::items::TurnRecap;
 use interpreter_protocol::ThreadId;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
@@ -40,6 +41,9 @@ struct Structured<'a> {
     content: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<TurnStatus>,
+    /// What a turn that stopped short did before it stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recap: Option<&'a TurnRecap>,
 }
 
 /// The second text block: what a text-only host's model needs to continue the thread.
@@ -51,11 +55,17 @@ struct ThreadTrailer {
     status: Option<TurnStatus>,
 }
 
-fn build(thread_id: Option<ThreadId>, text: &str, status: Option<TurnStatus>) -> CallToolResult {
+fn build(
+    thread_id: Option<ThreadId>,
+    text: &str,
+    status: Option<TurnStatus>,
+    recap: Option<&TurnRecap>,
+) -> CallToolResult {
     let structured = Structured {
         thread_id: thread_id.map(|t| t.to_string()).unwrap_or_default(),
         content: text,
         status,
+        recap,
     };
     let mut blocks = vec![ContentBlock::text(text)];
     if let Some(thread_id) = thread_id {
@@ -96,17 +106,35 @@ pub(crate) fn turn_outcome(
 
 /// A turn's outcome, or a thread's state, with its status.
 pub(crate) fn with_status(thread_id: ThreadId, text: &str, status: TurnStatus) -> CallToolResult {
-    build(Some(thread_id), text, Some(status))
+    build(Some(thread_id), text, Some(status), None)
+}
+
+/// A turn that stopped short (failed, interrupted, cut off): its text, then what it did
+/// before it stopped, also as `structuredContent.recap`. One rule for a live result and
+/// one read back from the rollout.
+pub(crate) fn stopped_short(
+    thread_id: ThreadId,
+    text: &str,
+    status: TurnStatus,
+    recap: &TurnRecap,
+) -> CallToolResult {
+    let rendered = recap.render();
+    let text = if text.is_empty() {
+        rendered
+    } else {
+        format!("{text}\n\n{rendered}")
+    };
+    build(Some(thread_id), &text, Some(status), Some(recap))
 }
 
 /// An agent-level failure on a known thread (bad state, resume failure).
 pub(crate) fn thread_error(thread_id: ThreadId, text: &str) -> CallToolResult {
-    build(Some(thread_id), text, Some(TurnStatus::Failed))
+    build(Some(thread_id), text, Some(TurnStatus::Failed), None)
 }
 
 /// A failure before any thread exists (bad arguments, bad config).
 pub(crate) fn error(text: &str) -> CallToolResult {
-    build(None, text, None)
+    build(None, text, None, None)
 }
 
 #[cfg(test)]

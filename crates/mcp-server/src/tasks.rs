@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use interpreter_core::items::TurnRecap;
 use interpreter_core::store::RolloutItem;
 use interpreter_protocol::{EventMsg, ThreadId};
 use rmcp::model::{
@@ -161,10 +162,15 @@ async fn from_rollout(
     .items;
     let mut started = false;
     let mut last_error: Option<String> = None;
+    // The same recap a live result has, from the same events read back.
+    let mut recap = TurnRecap::default();
     for item in &items {
         let RolloutItem::EventMsg(msg) = item else {
             continue;
         };
+        if started {
+            recap.observe(msg);
+        }
         match msg {
             EventMsg::TaskStarted(e) if e.turn_id == turn_id => started = true,
             EventMsg::Error(e) if started => last_error = Some(e.message.clone()),
@@ -173,9 +179,10 @@ async fn from_rollout(
                 let (text, status) =
                     result::turn_outcome(e.last_agent_message.as_deref(), failure.as_deref());
                 let task = base_task(task_id, Utc::now());
+                let short = failure.is_some() || e.output_limit;
                 return Ok(completed(
                     task,
-                    &result::with_status(thread_id, &text, status),
+                    &short_result(thread_id, text, status, short.then_some(recap)),
                 ));
             }
             EventMsg::TurnAborted(e) if e.turn_id == turn_id => {
@@ -185,7 +192,7 @@ async fn from_rollout(
                 );
                 return Ok(completed(
                     task,
-                    &result::with_status(thread_id, &text, TurnStatus::Interrupted),
+                    &short_result(thread_id, text, TurnStatus::Interrupted, Some(recap)),
                 ));
             }
             _ => {}
@@ -204,8 +211,22 @@ async fn from_rollout(
     );
     Ok(completed(
         task,
-        &result::with_status(thread_id, &text, TurnStatus::Interrupted),
+        &short_result(thread_id, text, TurnStatus::Interrupted, Some(recap)),
     ))
+}
+
+/// A result read back from the rollout; a turn that stopped short says what it did, as
+/// a live result would.
+fn short_result(
+    thread_id: ThreadId,
+    text: String,
+    status: TurnStatus,
+    recap: Option<TurnRecap>,
+) -> rmcp::model::CallToolResult {
+    match recap.map(TurnRecap::finished) {
+        Some(recap) => result::stopped_short(thread_id, &text, status, &recap),
+        None => result::with_status(thread_id, &text, status),
+    }
 }
 
 /// `tasks/update`: answers to the approvals the task asked for.

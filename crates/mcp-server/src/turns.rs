@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use interpreter_core::config::{ConfigInputs, McpServerSettings};
+use interpreter_core::items::TurnRecap;
 use interpreter_core::open_requests::OpenRequests;
 use interpreter_core::{CoreError, Thread, ThreadManager};
 use interpreter_protocol::approval_answer::decode_approval_answer;
@@ -190,6 +191,16 @@ impl TurnRun {
     }
 
     fn finish(&self, text: String, status: TurnStatus) {
+        self.finish_with(text, status, None);
+    }
+
+    /// A turn that stopped short (failed, interrupted, cut off): the result also says what
+    /// it did before it stopped, in the text and as `structuredContent.recap`.
+    fn finish_short(&self, text: String, status: TurnStatus, recap: TurnRecap) {
+        self.finish_with(text, status, Some(recap.finished()));
+    }
+
+    fn finish_with(&self, text: String, status: TurnStatus, recap: Option<TurnRecap>) {
         let mut text = text;
         let notes = self.notes_text();
         if !notes.is_empty() {
@@ -198,7 +209,10 @@ impl TurnRun {
             }
             text.push_str(&notes);
         }
-        let result = result::with_status(self.thread_id, &text, status);
+        let result = match &recap {
+            Some(recap) => result::stopped_short(self.thread_id, &text, status, recap),
+            None => result::with_status(self.thread_id, &text, status),
+        };
         self.state
             .send_replace(RunState::Finished { result, status });
     }
@@ -564,6 +578,8 @@ async fn drive(
     let mut our_turn_id: Option<String> = None;
     let mut last_error: Option<String> = None;
     let mut interrupted_at: Option<tokio::time::Instant> = None;
+    // What the turn did, for a result that must say it when the turn stops short.
+    let mut recap = TurnRecap::default();
     loop {
         let drain_deadline = interrupted_at.map(|at| at + Thread::INTERRUPT_CONFIRM_DEADLINE);
         let event = tokio::select! {
@@ -572,14 +588,22 @@ async fn drive(
                 interrupted_at = Some(tokio::time::Instant::now());
                 if let Err(e) = thread.submit(Op::Interrupt).await {
                     tracing::warn!("interrupting thread {thread_id} failed: {e}");
-                    run.finish("The turn was interrupted.".to_string(), TurnStatus::Interrupted);
+                    run.finish_short(
+                        "The turn was interrupted.".to_string(),
+                        TurnStatus::Interrupted,
+                        recap,
+                    );
                     return;
                 }
                 continue;
             }
             () = sleep_until_opt(drain_deadline) => {
                 tracing::warn!("thread {thread_id} did not confirm the interrupt in time");
-                run.finish("The turn was interrupted.".to_string(), TurnStatus::Interrupted);
+                run.finish_short(
+                    "The turn was interrupted.".to_string(),
+                    TurnStatus::Interrupted,
+                    recap,
+                );
                 return;
             }
             event = thread.next_event() => event,
@@ -587,7 +611,7 @@ async fn drive(
         let event = match event {
             Ok(event) => Arc::new(event),
             Err(e) => {
-                run.finish(format!("Runtime error: {e}"), TurnStatus::Failed);
+                run.finish_short(format!("Runtime error: {e}"), TurnStatus::Failed, recap);
                 return;
             }
         };
@@ -595,6 +619,9 @@ async fn drive(
             || our_turn_id
                 .as_deref()
                 .is_some_and(|t| turn_id_of(&event.msg) == Some(t));
+        if ours {
+            recap.observe(&event.msg);
+        }
         // Nobody following is fine: the turn goes on.
         let _ = run.events.send(event.clone());
         if let Some(step) = step_of(&event.msg) {
@@ -671,7 +698,13 @@ async fn drive(
                 let failure = done.error.clone().or_else(|| last_error.take());
                 let (text, status) =
                     result::turn_outcome(done.last_agent_message.as_deref(), failure.as_deref());
-                run.finish(text, status);
+                // A failed turn, or an answer cut off at the output limit, says what the
+                // turn did; a finished answer speaks for itself.
+                if failure.is_some() || done.output_limit {
+                    run.finish_short(text, status, recap);
+                } else {
+                    run.finish(text, status);
+                }
                 return;
             }
             EventMsg::TurnAborted(aborted) if ours => {
@@ -679,18 +712,20 @@ async fn drive(
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default();
-                run.finish(
+                run.finish_short(
                     format!(
                         "The turn was aborted ({reason}). Send `codex-reply` with threadId {thread_id} to continue."
                     ),
                     TurnStatus::Interrupted,
+                    recap,
                 );
                 return;
             }
             EventMsg::ShutdownComplete => {
-                run.finish(
+                run.finish_short(
                     "The thread shut down before the turn finished.".to_string(),
                     TurnStatus::Failed,
+                    recap,
                 );
                 return;
             }

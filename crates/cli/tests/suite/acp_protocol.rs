@@ -124,6 +124,12 @@ async fn a_failed_model_call_is_an_error_with_the_providers_message() {
     let message = error["message"].as_str().unwrap_or_default();
     assert!(message.contains("does not exist"), "{response}");
     assert!(!message.contains('\n'), "{response}");
+    // What the turn did before it failed (nothing ran), for an agent driving ACP.
+    assert_eq!(
+        error["data"]["recap"],
+        serde_json::json!({"commands": [], "filesChanged": [], "toolCalls": []}),
+        "{response}"
+    );
 }
 
 #[tokio::test]

@@ -616,6 +616,22 @@ async fn a_failed_model_request_is_one_error_with_the_providers_message() {
         completed["params"]["turn"]["error"]["message"],
         expected.as_str()
     );
+    // What the turn did before it failed (nothing): the recap the MCP tools give too,
+    // and the same when the turn is read back.
+    assert_eq!(
+        completed["params"]["turn"]["error"]["additionalDetails"],
+        "Before it stopped, the turn ran no command and changed no file."
+    );
+    let read = client
+        .ok(
+            "thread/read",
+            json!({"threadId": thread_id, "includeTurns": true}),
+        )
+        .await;
+    assert_eq!(
+        read["thread"]["turns"][0]["error"], completed["params"]["turn"]["error"],
+        "{read}"
+    );
     assert_eq!(env.model.requests().len(), 1);
 }
 

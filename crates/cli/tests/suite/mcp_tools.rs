@@ -101,12 +101,13 @@ async fn model_failure_and_bad_arguments_are_tool_errors() {
     assert_valid_result(&failed);
     assert_eq!(failed["isError"], true, "{failed}");
     assert!(!thread_id(&failed).is_empty());
-    // The provider's one-line message, once, as exec prints it.
+    // The provider's one-line message, once, as exec prints it; then that nothing ran.
     assert_eq!(
         failed["content"][0]["text"],
         format!(
             "model provider `mock` answered 400 Bad Request to POST {}/chat/completions: no \
-             such model; run `interpreter doctor` to check the model and provider settings",
+             such model; run `interpreter doctor` to check the model and provider settings\n\n\
+             Before it stopped, the turn ran no command and changed no file.",
             env.model.base_url()
         )
         .as_str(),
@@ -137,6 +138,82 @@ async fn model_failure_and_bad_arguments_are_tool_errors() {
             .unwrap_or_default()
             .contains(unknown)
     );
+}
+
+/// The calling agent must decide whether to continue, retry or undo: a turn whose model
+/// server fails after a command ran and a file changed says both, in the text and in
+/// `structuredContent.recap`, live and through `codex-wait` alike.
+#[tokio::test]
+async fn a_part_failed_turn_names_the_command_it_ran_and_the_file_it_changed() {
+    use interpreter_test_support::MockResponse;
+    use interpreter_test_support::mock_model::chunk;
+    let env = McpEnv::new().await;
+    let shell = json!({"command": "echo part-one"}).to_string();
+    env.model.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_cmd", "shell", &shell),
+        chunk::finish("tool_calls"),
+    ]));
+    let patch = json!({
+        "input": "*** Begin Patch\n*** Add File: notes.txt\n+half done\n*** End Patch\n"
+    })
+    .to_string();
+    env.model.push(MockResponse::sse(vec![
+        chunk::tool_call(0, "call_patch", "apply_patch", &patch),
+        chunk::finish("tool_calls"),
+    ]));
+    env.model.push(MockResponse::status(
+        400,
+        "{\"error\":{\"message\":\"the server fell over\"}}",
+    ));
+    let mut client = env.spawn();
+    client.initialize(json!({})).await;
+    let failed = client
+        .tool(
+            "codex",
+            json!({"prompt": "do two things", "sandbox": "danger-full-access", "approval-policy": "never"}),
+        )
+        .await;
+    assert_valid_result(&failed);
+    assert_eq!(failed["isError"], true, "{failed}");
+    assert_eq!(failed["structuredContent"]["status"], "failed");
+    let text = failed["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("the server fell over"), "{text}");
+    // The command as it ran (the shell the tool wraps it in included).
+    assert!(
+        text.lines().any(|line| line.starts_with("- ran `")
+            && line.contains("echo part-one")
+            && line.ends_with("(exit 0)")),
+        "{text}"
+    );
+    let notes = env.work_path().join("notes.txt");
+    assert!(
+        text.contains(&format!("- changed {}", notes.display())),
+        "{text}"
+    );
+    let recap = &failed["structuredContent"]["recap"];
+    assert!(
+        recap["commands"][0]["command"]
+            .as_str()
+            .is_some_and(|command| command.contains("echo part-one")),
+        "{recap}"
+    );
+    assert_eq!(recap["commands"][0]["exitCode"], 0);
+    assert_eq!(recap["commands"][0]["status"], "completed");
+    assert_eq!(
+        recap["filesChanged"][0],
+        notes.display().to_string().as_str()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap_or_default(),
+        "half done\n"
+    );
+
+    // codex-wait on the finished turn gives the same result.
+    let thread = thread_id(&failed);
+    let waited = client
+        .tool("codex-wait", json!({"threadId": thread, "timeoutSec": 5}))
+        .await;
+    assert_eq!(waited["structuredContent"]["recap"], *recap, "{waited}");
 }
 
 #[tokio::test]

@@ -19,6 +19,7 @@
 
 mod ledger;
 mod projector;
+mod recap;
 
 use std::path::PathBuf;
 
@@ -29,6 +30,7 @@ use interpreter_protocol::{
 
 pub(crate) use ledger::ItemLedger;
 pub use projector::ItemProjector;
+pub use recap::{CommandRecap, TurnRecap};
 
 /// Where an item stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

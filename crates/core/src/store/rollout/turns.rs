@@ -6,7 +6,7 @@
 use interpreter_protocol::EventMsg;
 
 use super::item::RolloutItem;
-use crate::items::{ItemEvent, ItemProjector, TurnItem};
+use crate::items::{ItemEvent, ItemProjector, TurnItem, TurnRecap};
 
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,11 @@ pub struct TurnRecord {
     pub outcome: TurnOutcome,
     /// Why the turn failed, when it did.
     pub error: Option<String>,
+    /// The engine's class of that failure (as the live error event carried it).
+    pub error_kind: Option<interpreter_protocol::ErrorKind>,
     pub entries: Vec<TurnEntry>,
+    /// What the turn did, from the same events a live front end's recap folds.
+    pub recap: TurnRecap,
 }
 
 /// The turns recorded in `items`, oldest first: the stored events folded through the
@@ -48,10 +52,15 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
     let mut open: Option<TurnRecord> = None;
     let mut implicit = 0usize;
     let mut projector = ItemProjector::new();
+    let mut recap = TurnRecap::default();
     for item in items {
         let RolloutItem::EventMsg(msg) = item else {
             continue;
         };
+        if matches!(msg, EventMsg::TaskStarted(_)) {
+            recap = TurnRecap::default();
+        }
+        recap.observe(msg);
         // Items a turn that never ended left open are completed into it, before the
         // next turn starts.
         for event in projector.push(msg) {
@@ -80,22 +89,26 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                     id: started.turn_id.clone(),
                     outcome: TurnOutcome::InProgress,
                     error: None,
+                    error_kind: None,
                     entries: Vec::new(),
+                    recap: TurnRecap::default(),
                 });
             }
             EventMsg::Error(e) => {
-                current(&mut open, &mut implicit)
-                    .entries
-                    .push(TurnEntry::Error {
-                        message: e.message.clone(),
-                    })
+                let turn = current(&mut open, &mut implicit);
+                turn.error_kind = e.kind.or(turn.error_kind);
+                turn.entries.push(TurnEntry::Error {
+                    message: e.message.clone(),
+                })
             }
             EventMsg::TaskComplete(done) => {
                 let mut turn = open.take().unwrap_or_else(|| TurnRecord {
                     id: done.turn_id.clone(),
                     outcome: TurnOutcome::InProgress,
                     error: None,
+                    error_kind: None,
                     entries: Vec::new(),
+                    recap: TurnRecap::default(),
                 });
                 turn.outcome = if done.error.is_some() {
                     TurnOutcome::Failed
@@ -103,6 +116,7 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                     TurnOutcome::Completed
                 };
                 turn.error = done.error.clone();
+                turn.recap = std::mem::take(&mut recap).finished();
                 turns.push(turn);
             }
             EventMsg::TurnAborted(aborted) => {
@@ -110,9 +124,12 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                     id: aborted.turn_id.clone(),
                     outcome: TurnOutcome::InProgress,
                     error: None,
+                    error_kind: None,
                     entries: Vec::new(),
+                    recap: TurnRecap::default(),
                 });
                 turn.outcome = TurnOutcome::Interrupted;
+                turn.recap = std::mem::take(&mut recap).finished();
                 turns.push(turn);
             }
             // Items come from the projector above; the rest is not part of a turn's
@@ -166,7 +183,9 @@ fn current<'a>(open: &'a mut Option<TurnRecord>, implicit: &mut usize) -> &'a mu
             id: format!("unrecorded-{implicit}"),
             outcome: TurnOutcome::InProgress,
             error: None,
+            error_kind: None,
             entries: Vec::new(),
+            recap: TurnRecap::default(),
         }
     })
 }
