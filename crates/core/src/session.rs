@@ -702,6 +702,26 @@ impl Session {
     }
 }
 
+/// The provider, model and effort a thread last ran with: the rollout's metadata, then
+/// its latest turn's settings.
+fn recorded_model(items: &[RolloutItem]) -> crate::config::RecordedModel {
+    let mut recorded = crate::config::RecordedModel::default();
+    for item in items {
+        match item {
+            RolloutItem::SessionMeta(meta) => {
+                recorded.provider = meta.model_provider.clone();
+                recorded.model = meta.model.clone();
+            }
+            RolloutItem::TurnContext(turn) => {
+                recorded.model = Some(turn.model.clone());
+                recorded.effort = Some(turn.effort);
+            }
+            _ => {}
+        }
+    }
+    recorded
+}
+
 pub(crate) async fn start(
     init: SessionInit,
     store: Arc<dyn ThreadStore>,
@@ -783,6 +803,10 @@ pub(crate) async fn start(
                 let first_submission_id = next_turn_number(&items);
                 restored_goal = last_goal(&items);
                 let recorder = opened.writer;
+                // The thread goes on with the model it ran with, unless the caller
+                // picked another for this run.
+                let mut config = config;
+                startup_warnings.extend(config.continue_with(&recorded_model(&items)));
                 (
                     config,
                     thread_id,

@@ -670,6 +670,14 @@ impl ThreadManager {
         self.remove_thread(thread_id).await;
         self.forget_recent(thread_id);
         shut_down(&thread, grace).await;
+        // The settings given here are the caller's for the thread's next turns, model
+        // included: nothing is taken back from the record.
+        let mut config = config;
+        config.model_chosen = crate::config::ModelChoice {
+            model: true,
+            provider: true,
+            effort: true,
+        };
         self.spawn(SessionInit::Resume {
             config,
             thread_id,

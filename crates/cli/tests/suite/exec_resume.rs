@@ -454,3 +454,40 @@ async fn a_turn_left_unfinished_by_a_dead_process_is_recorded_as_interrupted() {
     assert_eq!(json_warnings(&again.events(), "was interrupted"), 0);
     assert_eq!(aborted(&std::fs::read_to_string(&path).unwrap()), 1);
 }
+
+/// A resumed thread goes on with the model it ran with, not the config file's; a model
+/// the caller picks for the resumed run wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_thread_keeps_its_model_unless_the_caller_picks_one() {
+    let env = TestEnv::new().await;
+    env.server.push(answer("one"));
+    env.server.push(answer("two"));
+    env.server.push(answer("three"));
+
+    let first = env.run(&args(&["-m", "first-model", "hello"])).await;
+    first.assert_success();
+    let thread_id = first.thread_id();
+
+    // The config file names `mock-model`; the thread ran on `first-model`.
+    let resumed = env.run(&args(&["resume", &thread_id, "again"])).await;
+    resumed.assert_success();
+    let picked = env
+        .run(&args(&[
+            "-m",
+            "third-model",
+            "resume",
+            &thread_id,
+            "once more",
+        ]))
+        .await;
+    picked.assert_success();
+
+    let models: Vec<String> = env
+        .server
+        .requests()
+        .iter()
+        .map(|request| request["model"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(models, ["first-model", "first-model", "third-model"]);
+    env.server.assert_invariants();
+}

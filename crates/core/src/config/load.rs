@@ -214,6 +214,23 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         return Err(ConfigError::CwdNotDirectory { path: cwd });
     }
 
+    // What the caller picked for this run (a flag, `-c`, a call's `config`), as opposed
+    // to what the files say: a resumed thread keeps its own model unless the caller
+    // picked one.
+    let set_by_caller = |key: &str| {
+        layers.iter().any(|layer| {
+            matches!(
+                layer.origin,
+                ConfigSource::CliOverride | ConfigSource::Caller
+            ) && layer.key_prefix.is_empty()
+                && layer.table.contains_key(key)
+        })
+    };
+    let model_chosen = super::ModelChoice {
+        model: model.is_some() || set_by_caller("model"),
+        provider: model_provider.is_some() || set_by_caller("model_provider"),
+        effort: model_reasoning_effort.is_some() || set_by_caller("model_reasoning_effort"),
+    };
     let model = match model.or(toml.model).filter(|m| !m.trim().is_empty()) {
         Some(model) => model,
         None if model_not_needed => String::new(),
@@ -359,6 +376,7 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         .map_err(|message| invalid("thread_store", &message))?;
 
     Ok(Config {
+        model_chosen,
         thread_store,
         home: inputs.home,
         cwd,

@@ -16,6 +16,9 @@ pub use interpreter_mcp_client::McpServerConfig;
 /// merges config file → profile → `-c` overrides → per-call overrides.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Which of model, provider and effort the caller picked for this run (rather than
+    /// the config files): a resumed thread keeps the rest as it ran.
+    pub model_chosen: ModelChoice,
     /// `$INTERPRETER_HOME` or `~/.interpreter`: config, sessions, state DB.
     pub home: PathBuf,
     /// Working directory of the thread (absolute).
@@ -89,7 +92,70 @@ pub struct Config {
     pub warnings: Vec<String>,
 }
 
+/// Which model settings the caller of this run picked itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelChoice {
+    pub model: bool,
+    pub provider: bool,
+    pub effort: bool,
+}
+
+/// The model settings a thread last ran with, from its record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordedModel {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// `Some` once a turn ran (its effort, maybe none); `None` when no turn is recorded.
+    pub effort: Option<Option<ReasoningEffort>>,
+}
+
 impl Config {
+    /// Continues a resumed thread with the provider, model and reasoning effort it ran
+    /// with, except those the caller picked for this run. A recorded provider this
+    /// configuration no longer knows is kept as configured, with a notice.
+    pub fn continue_with(&mut self, recorded: &RecordedModel) -> Option<String> {
+        let mut notice = None;
+        let chosen = self.model_chosen;
+        if !chosen.provider
+            && !chosen.model
+            && let Some(provider_id) = &recorded.provider
+            && *provider_id != self.model_provider_id
+        {
+            match self.known_providers.get(provider_id).cloned() {
+                Some(provider) => {
+                    // Limits that came from the old provider's table follow the provider.
+                    if self.model_context_window == self.model_provider.model_context_window {
+                        self.model_context_window = provider.model_context_window;
+                    }
+                    if self.model_max_output_tokens == self.model_provider.model_max_output_tokens {
+                        self.model_max_output_tokens = provider.model_max_output_tokens;
+                    }
+                    self.model_provider_id = provider_id.clone();
+                    self.model_provider = provider;
+                }
+                None => {
+                    notice = Some(format!(
+                        "this thread ran on provider `{provider_id}`, which the configuration no longer defines; it continues on `{}`",
+                        self.model_provider_id
+                    ));
+                }
+            }
+        }
+        if !chosen.model
+            && !chosen.provider
+            && notice.is_none()
+            && let Some(model) = recorded.model.as_ref().filter(|m| !m.trim().is_empty())
+        {
+            self.model = model.clone();
+        }
+        if !chosen.effort
+            && let Some(effort) = recorded.effort
+        {
+            self.model_reasoning_effort = effort;
+        }
+        notice
+    }
+
     /// The exact environment of a command the agent runs: the environment policy applied
     /// to the process environment, never with a provider's API key in it.
     pub fn command_env(&self) -> HashMap<String, String> {
