@@ -450,3 +450,71 @@ async fn real_server_with_a_tool_template_takes_tools_without_a_warning() {
         "tools are rendered, no warning: {events:#?}"
     );
 }
+
+/// The same server over `wire_api = "responses"` (llama-server's `POST /v1/responses`):
+/// a turn streams an answer with usage, a prompt over the window ends in one clear error
+/// or a compaction, and the thread goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_server_over_the_responses_wire_answers_and_survives_an_overflow() {
+    let Some(paths) = paths("real_server_over_the_responses_wire") else {
+        return;
+    };
+    let server = LlamaServer::start(&paths, 2048, &[]).await;
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = config(
+        home.path(),
+        work.path(),
+        &server,
+        "model_max_output_tokens = 32\n",
+        "wire_api = \"responses\"\n",
+    );
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(cfg, SessionSource::Exec)
+        .await
+        .unwrap();
+    submit(&new.thread, "Say hello in one short sentence.").await;
+    let events = until_turn_end(&new.thread).await;
+    assert!(completed_without_error(&events), "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|m| matches!(m, EventMsg::AgentMessageDelta(_))),
+        "streamed: {events:#?}"
+    );
+    let usage = events
+        .iter()
+        .find_map(|m| match m {
+            EventMsg::TokenCount(count) => count.info.clone(),
+            _ => None,
+        })
+        .expect("token count");
+    assert!(usage.last_token_usage.input_tokens > 0, "{usage:?}");
+
+    submit(&new.thread, &"word ".repeat(3000)).await;
+    let events = until_turn_end(&new.thread).await;
+    match events.last() {
+        Some(EventMsg::TaskComplete(done)) if done.error.is_some() => {
+            let errors: Vec<_> = events
+                .iter()
+                .filter_map(|m| match m {
+                    EventMsg::Error(e) => Some(e.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(errors.len(), 1, "{events:#?}");
+            assert_eq!(errors[0].kind, Some(ErrorKind::ContextWindowExceeded));
+        }
+        Some(EventMsg::TaskComplete(_)) => assert!(
+            events
+                .iter()
+                .any(|m| matches!(m, EventMsg::ContextCompacted(_))),
+            "{events:#?}"
+        ),
+        other => panic!("unexpected end {other:?}"),
+    }
+    submit(&new.thread, "Say hi.").await;
+    let events = until_turn_end(&new.thread).await;
+    assert!(completed_without_error(&events), "next turn: {events:#?}");
+}
