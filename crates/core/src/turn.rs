@@ -163,8 +163,13 @@ pub(crate) async fn run_turn(
             })
         }
     };
+    finish_turn(&sess, &sub_id, end).await
+}
+
+/// Emits the event that ends a turn, and reports the end it announced.
+async fn finish_turn(sess: &Session, sub_id: &str, end: EventMsg) -> TurnReport {
     let report = TurnReport::of(&end);
-    sess.emit(&sub_id, end).await;
+    sess.emit(sub_id, end).await;
     report
 }
 
@@ -226,9 +231,7 @@ pub(crate) async fn run_compact_turn(
             })
         }
     };
-    let report = TurnReport::of(&end);
-    sess.emit(&sub_id, end).await;
-    report
+    finish_turn(&sess, &sub_id, end).await
 }
 
 /// A shell command the user asked for (`Op::RunUserShellCommand`), as a turn of its own
@@ -262,9 +265,7 @@ pub(crate) async fn run_user_shell_turn(
             output_limit: false,
         })
     };
-    let report = TurnReport::of(&end);
-    sess.emit(&sub_id, end).await;
-    report
+    finish_turn(&sess, &sub_id, end).await
 }
 
 async fn emit_task_started(sess: &Session, sub_id: &str) {

@@ -518,16 +518,7 @@ fn recover_kimi(text: &str) -> Option<Recovered> {
     // stray end marker in the prose before the calls must not make the section end
     // before it begins.
     let section_start = find_unfenced(text, &[KIMI_SECTION_BEGIN, KIMI_CALL_BEGIN]).unwrap_or(0);
-    let (section_end, after_section) = match text[section_start..].find(KIMI_SECTION_END) {
-        Some(at) => (
-            section_start + at,
-            section_start + at + KIMI_SECTION_END.len(),
-        ),
-        None => (text.len(), text.len()),
-    };
-    let mut prose = text[..section_start].to_string();
-    prose.push_str(&text[after_section..]);
-    let section = &text[section_start..section_end];
+    let (section, prose) = calls_section(text, section_start, KIMI_SECTION_END);
     let mut calls = Vec::new();
     for piece in section.split(KIMI_CALL_BEGIN).skip(1) {
         let piece = piece.split(KIMI_CALL_END).next().unwrap_or(piece);
@@ -555,6 +546,20 @@ fn recover_kimi(text: &str) -> Option<Recovered> {
         text: prose.trim().to_string(),
         calls,
     })
+}
+
+/// A section of calls that starts at `start` and ends at the first `end_marker` after it
+/// (or at the end of the answer: the model stopped on its end-of-turn token), and the
+/// prose around it. Only an end marker after the start closes it: a stray one in the prose
+/// before the calls must not make the section end before it begins.
+fn calls_section<'a>(text: &'a str, start: usize, end_marker: &str) -> (&'a str, String) {
+    let (end, after) = match text[start..].find(end_marker) {
+        Some(at) => (start + at, start + at + end_marker.len()),
+        None => (text.len(), text.len()),
+    };
+    let mut prose = text[..start].to_string();
+    prose.push_str(&text[after..]);
+    (&text[start..end], prose)
 }
 
 const MISTRAL_CALLS: &str = "[TOOL_CALLS]";
@@ -625,13 +630,7 @@ const DEEPSEEK_SEP: &str = "<\u{ff5c}tool\u{2581}sep\u{ff5c}>";
 /// marker (or the end of the answer: the model stopped on its end-of-turn token).
 fn recover_deepseek(text: &str) -> Option<Recovered> {
     let start = find_unfenced(text, &[DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALL_BEGIN])?;
-    let (section_end, after_section) = match text[start..].find(DEEPSEEK_CALLS_END) {
-        Some(at) => (start + at, start + at + DEEPSEEK_CALLS_END.len()),
-        None => (text.len(), text.len()),
-    };
-    let mut prose = text[..start].to_string();
-    prose.push_str(&text[after_section..]);
-    let section = &text[start..section_end];
+    let (section, prose) = calls_section(text, start, DEEPSEEK_CALLS_END);
     let mut calls = Vec::new();
     for piece in section.split(DEEPSEEK_CALL_BEGIN).skip(1) {
         let piece = piece.split(DEEPSEEK_CALL_END).next().unwrap_or(piece);

@@ -267,48 +267,70 @@ pub(crate) async fn handle_call(
     cancel: &CancellationToken,
 ) -> ToolOutcome {
     let cx = spans::start_tool(name, call_id);
-    let outcome = dispatch_call(sess, sub_id, name, arguments, call_id, cancel)
+    let route = Route::of(sess, name);
+    let label = route.metric_label(name);
+    let outcome = dispatch_call(sess, sub_id, name, arguments, call_id, route, cancel)
         .with_context(cx.clone())
         .await;
-    let (label, text) = match &outcome {
+    let (outcome_label, text) = match &outcome {
         ToolOutcome::Output(text) => ("completed", text),
         ToolOutcome::Stop(text) => ("stopped", text),
     };
     spans::end_tool(
         &cx,
         &spans::ToolEnd {
-            outcome: label,
+            outcome: outcome_label,
             arguments: Some(arguments),
             result: Some(text),
         },
     );
-    metrics::instruments().record_tool_call(metric_tool_name(sess, name), label);
+    metrics::instruments().record_tool_call(&label, outcome_label);
     outcome
 }
 
-/// A tool's name as a metric label: the built-in tools by name, every MCP tool as `mcp`
-/// (a server decides how many it lists), anything the model made up as `other`.
-fn metric_tool_name<'a>(sess: &Session, name: &'a str) -> &'a str {
-    match name {
-        SHELL_TOOL
-        | "shell_command"
-        | "exec_command"
-        | "bash"
-        | APPLY_PATCH_TOOL
-        | UPDATE_PLAN_TOOL
-        | goal::UPDATE_GOAL_TOOL
-        | user_requests::REQUEST_USER_INPUT_TOOL
-        | user_requests::REQUEST_PERMISSIONS_TOOL => name,
-        LIST_RESOURCES_TOOL | READ_RESOURCE_TOOL if sess.mcp.is_some() => name,
-        other
-            if sess
-                .mcp
-                .as_ref()
-                .is_some_and(|mcp| mcp.tools().iter().any(|tool| tool.qualified_name == other)) =>
-        {
-            "mcp"
+/// Which handler a call's name routes to: the one decision both the call and its metric
+/// label are made from.
+enum Route {
+    Shell,
+    ApplyPatch,
+    UpdatePlan,
+    UpdateGoal,
+    UserInput,
+    Permissions,
+    Resources,
+    Mcp(McpToolInfo),
+    Unknown,
+}
+
+impl Route {
+    fn of(sess: &Session, name: &str) -> Self {
+        match name {
+            SHELL_TOOL | "shell_command" | "exec_command" | "bash" => Self::Shell,
+            APPLY_PATCH_TOOL => Self::ApplyPatch,
+            UPDATE_PLAN_TOOL => Self::UpdatePlan,
+            goal::UPDATE_GOAL_TOOL => Self::UpdateGoal,
+            user_requests::REQUEST_USER_INPUT_TOOL => Self::UserInput,
+            user_requests::REQUEST_PERMISSIONS_TOOL => Self::Permissions,
+            LIST_RESOURCES_TOOL | READ_RESOURCE_TOOL if sess.mcp.is_some() => Self::Resources,
+            other => match sess.mcp.as_ref().and_then(|mcp| {
+                mcp.tools()
+                    .into_iter()
+                    .find(|tool| tool.qualified_name == other)
+            }) {
+                Some(tool) => Self::Mcp(tool),
+                None => Self::Unknown,
+            },
         }
-        _ => "other",
+    }
+
+    /// The tool as a metric label: the built-in tools by name, every MCP tool as `mcp`
+    /// (a server decides how many it lists), anything the model made up as `other`.
+    fn metric_label(&self, name: &str) -> String {
+        match self {
+            Self::Mcp(_) => "mcp".to_string(),
+            Self::Unknown => "other".to_string(),
+            _ => name.to_string(),
+        }
     }
 }
 
@@ -318,20 +340,19 @@ async fn dispatch_call(
     name: &str,
     arguments: &str,
     call_id: &str,
+    route: Route,
     cancel: &CancellationToken,
 ) -> ToolOutcome {
-    match name {
-        SHELL_TOOL | "shell_command" | "exec_command" | "bash" => {
-            match parse_args::<ShellArgs>(name, arguments) {
-                Ok(args) => handle_shell(sess, sub_id, call_id, args, cancel).await,
-                Err(text) => ToolOutcome::Output(text),
-            }
-        }
-        APPLY_PATCH_TOOL => match parse_args::<ApplyPatchArgs>(name, arguments) {
+    match route {
+        Route::Shell => match parse_args::<ShellArgs>(name, arguments) {
+            Ok(args) => handle_shell(sess, sub_id, call_id, args, cancel).await,
+            Err(text) => ToolOutcome::Output(text),
+        },
+        Route::ApplyPatch => match parse_args::<ApplyPatchArgs>(name, arguments) {
             Ok(args) => handle_patch(sess, sub_id, call_id, &args.input, cancel).await,
             Err(text) => ToolOutcome::Output(text),
         },
-        UPDATE_PLAN_TOOL => match parse_args::<UpdatePlanArgs>(name, arguments) {
+        Route::UpdatePlan => match parse_args::<UpdatePlanArgs>(name, arguments) {
             Ok(args) => {
                 let in_progress = args
                     .plan
@@ -348,39 +369,25 @@ async fn dispatch_call(
             }
             Err(text) => ToolOutcome::Output(text),
         },
-        goal::UPDATE_GOAL_TOOL => match parse_args::<goal::UpdateGoalArgs>(name, arguments) {
+        Route::UpdateGoal => match parse_args::<goal::UpdateGoalArgs>(name, arguments) {
             Ok(args) => handle_update_goal(sess, sub_id, args).await,
             Err(text) => ToolOutcome::Output(text),
         },
-        user_requests::REQUEST_USER_INPUT_TOOL => {
-            match parse_args::<user_requests::UserInputArgs>(name, arguments) {
-                Ok(args) => {
-                    user_requests::handle_user_input(sess, sub_id, call_id, args, cancel).await
-                }
-                Err(text) => ToolOutcome::Output(text),
-            }
-        }
-        user_requests::REQUEST_PERMISSIONS_TOOL => {
-            match parse_args::<user_requests::PermissionsArgs>(name, arguments) {
-                Ok(args) => {
-                    user_requests::handle_permissions(sess, sub_id, call_id, args, cancel).await
-                }
-                Err(text) => ToolOutcome::Output(text),
-            }
-        }
-        LIST_RESOURCES_TOOL | READ_RESOURCE_TOOL if sess.mcp.is_some() => {
-            handle_resources(sess, sub_id, call_id, name, arguments, cancel).await
-        }
-        other => match sess.mcp.as_ref().and_then(|mcp| {
-            mcp.tools()
-                .into_iter()
-                .find(|tool| tool.qualified_name == other)
-        }) {
-            Some(tool) => handle_mcp(sess, sub_id, call_id, tool, arguments, cancel).await,
-            None => ToolOutcome::Output(format!(
-                "unknown tool `{other}`; the available tools are `{SHELL_TOOL}`, `{APPLY_PATCH_TOOL}`, `{UPDATE_PLAN_TOOL}` and the `mcp__*` tools listed in this request"
-            )),
+        Route::UserInput => match parse_args::<user_requests::UserInputArgs>(name, arguments) {
+            Ok(args) => user_requests::handle_user_input(sess, sub_id, call_id, args, cancel).await,
+            Err(text) => ToolOutcome::Output(text),
         },
+        Route::Permissions => match parse_args::<user_requests::PermissionsArgs>(name, arguments) {
+            Ok(args) => {
+                user_requests::handle_permissions(sess, sub_id, call_id, args, cancel).await
+            }
+            Err(text) => ToolOutcome::Output(text),
+        },
+        Route::Resources => handle_resources(sess, sub_id, call_id, name, arguments, cancel).await,
+        Route::Mcp(tool) => handle_mcp(sess, sub_id, call_id, tool, arguments, cancel).await,
+        Route::Unknown => ToolOutcome::Output(format!(
+            "unknown tool `{name}`; the available tools are `{SHELL_TOOL}`, `{APPLY_PATCH_TOOL}`, `{UPDATE_PLAN_TOOL}` and the `mcp__*` tools listed in this request"
+        )),
     }
 }
 
