@@ -978,11 +978,7 @@ const TELEMETRY_DEADLINE: Duration = Duration::from_secs(5);
 async fn check_telemetry(config_args: &ConfigArgs, env: &HashMap<String, String>) -> Check {
     use interpreter_telemetry::settings::{self, Protocol, Signal};
     const NAME: &str = "telemetry";
-    let otel = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| config_inputs::unsecured(config_args, env.clone(), cwd).ok())
-        .and_then(|inputs| interpreter_core::config::load_otel(&inputs).ok())
-        .unwrap_or_default();
+    let otel = crate::telemetry::otel_table(config_args, env).unwrap_or_default();
     let resolved = match settings::resolve(&otel, env) {
         Ok(resolved) => resolved,
         Err(err) => {

@@ -331,9 +331,7 @@ fn telemetry_settings(
         Some(Command::Acp(args)) => cli.config.merged(&args.config),
         _ => cli.config.clone(),
     };
-    let cwd = std::env::current_dir().ok()?;
-    let inputs = config_inputs::unsecured(&config_args, env.clone(), cwd).ok()?;
-    let otel = interpreter_core::config::load_otel(&inputs).ok()?;
+    let otel = telemetry::otel_table(&config_args, env)?;
     match interpreter_telemetry::settings::resolve(&otel, env) {
         Ok(settings) => Some((front_end, settings)),
         Err(err) => {

@@ -60,6 +60,17 @@ pub(crate) fn front_end(command: Option<&crate::cli::Command>) -> Option<&'stati
     }
 }
 
+/// The `[otel]` table the command's configuration layers make; `None` when the
+/// configuration does not load (the command itself reports why).
+pub(crate) fn otel_table(
+    config_args: &crate::cli::ConfigArgs,
+    env: &HashMap<String, String>,
+) -> Option<interpreter_telemetry::settings::OtelToml> {
+    let cwd = std::env::current_dir().ok()?;
+    let inputs = crate::config_inputs::unsecured(config_args, env.clone(), cwd).ok()?;
+    interpreter_core::config::load_otel(&inputs).ok()
+}
+
 /// Installs export as `settings` say, plus the Prometheus registry when `serve_metrics`.
 /// Must run inside the tokio runtime (the exporters' connections live on it). A part that
 /// cannot be built is left out with a warning on stderr: telemetry never stops the agent.

@@ -109,15 +109,19 @@ pub(crate) fn with_status(thread_id: ThreadId, text: &str, status: TurnStatus) -
     build(Some(thread_id), text, Some(status), None)
 }
 
-/// A turn that stopped short (failed, interrupted, cut off): its text, then what it did
-/// before it stopped, also as `structuredContent.recap`. One rule for a live result and
-/// one read back from the rollout.
-pub(crate) fn stopped_short(
+/// A finished turn's result. One that stopped short (failed, interrupted, cut off) comes
+/// with its `recap`: the text then says what it did before it stopped, which is also
+/// `structuredContent.recap`. One rule for a live result and one read back from the
+/// rollout.
+pub(crate) fn finished_turn(
     thread_id: ThreadId,
     text: &str,
     status: TurnStatus,
-    recap: &TurnRecap,
+    recap: Option<&TurnRecap>,
 ) -> CallToolResult {
+    let Some(recap) = recap else {
+        return with_status(thread_id, text, status);
+    };
     let rendered = recap.render();
     let text = if text.is_empty() {
         rendered

@@ -182,7 +182,12 @@ async fn from_rollout(
                 let short = failure.is_some() || e.output_limit;
                 return Ok(completed(
                     task,
-                    &short_result(thread_id, text, status, short.then_some(recap)),
+                    &result::finished_turn(
+                        thread_id,
+                        &text,
+                        status,
+                        short.then(|| recap.finished()).as_ref(),
+                    ),
                 ));
             }
             EventMsg::TurnAborted(e) if e.turn_id == turn_id => {
@@ -192,7 +197,12 @@ async fn from_rollout(
                 );
                 return Ok(completed(
                     task,
-                    &short_result(thread_id, text, TurnStatus::Interrupted, Some(recap)),
+                    &result::finished_turn(
+                        thread_id,
+                        &text,
+                        TurnStatus::Interrupted,
+                        Some(&recap.finished()),
+                    ),
                 ));
             }
             _ => {}
@@ -211,22 +221,13 @@ async fn from_rollout(
     );
     Ok(completed(
         task,
-        &short_result(thread_id, text, TurnStatus::Interrupted, Some(recap)),
+        &result::finished_turn(
+            thread_id,
+            &text,
+            TurnStatus::Interrupted,
+            Some(&recap.finished()),
+        ),
     ))
-}
-
-/// A result read back from the rollout; a turn that stopped short says what it did, as
-/// a live result would.
-fn short_result(
-    thread_id: ThreadId,
-    text: String,
-    status: TurnStatus,
-    recap: Option<TurnRecap>,
-) -> rmcp::model::CallToolResult {
-    match recap.map(TurnRecap::finished) {
-        Some(recap) => result::stopped_short(thread_id, &text, status, &recap),
-        None => result::with_status(thread_id, &text, status),
-    }
 }
 
 /// `tasks/update`: answers to the approvals the task asked for.

@@ -209,10 +209,7 @@ impl TurnRun {
             }
             text.push_str(&notes);
         }
-        let result = match &recap {
-            Some(recap) => result::stopped_short(self.thread_id, &text, status, recap),
-            None => result::with_status(self.thread_id, &text, status),
-        };
+        let result = result::finished_turn(self.thread_id, &text, status, recap.as_ref());
         self.state
             .send_replace(RunState::Finished { result, status });
     }

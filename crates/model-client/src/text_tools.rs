@@ -347,18 +347,7 @@ const TOOL_CALL_CLOSE: &str = "</tool_call>";
 /// `name<arg_key>…` form. A missing close tag at the end is tolerated (the model stopped
 /// on its end-of-turn token).
 fn recover_hermes_or_glm(text: &str) -> Option<Recovered> {
-    find_unfenced(text, &[TOOL_CALL_OPEN])?;
-    let mut prose = String::new();
-    let mut calls = Vec::new();
-    let mut rest = text;
-    // After each block the text is prose again, with fences of its own.
-    while let Some(start) = find_unfenced(rest, &[TOOL_CALL_OPEN]) {
-        prose.push_str(&rest[..start]);
-        let after = &rest[start + TOOL_CALL_OPEN.len()..];
-        let (body, next) = match after.find(TOOL_CALL_CLOSE) {
-            Some(end) => (&after[..end], &after[end + TOOL_CALL_CLOSE.len()..]),
-            None => (after, ""),
-        };
+    recover_blocks(text, &[TOOL_CALL_OPEN], TOOL_CALL_CLOSE, |body, calls| {
         calls.push(if body.contains("<function=") {
             qwen3_xml_call(body)
         } else if body.contains("<arg_key>") || !body.trim_start().starts_with(['{', '`']) {
@@ -366,6 +355,32 @@ fn recover_hermes_or_glm(text: &str) -> Option<Recovered> {
         } else {
             json_call(body)
         });
+    })
+}
+
+/// Calls written in `open`…`close` blocks, each body turned into calls by `calls_of`; the
+/// text around the blocks is the prose. After each block the text is prose again, with
+/// fences of its own; a missing close tag at the end is tolerated (the model stopped on
+/// its end-of-turn token).
+fn recover_blocks(
+    text: &str,
+    needles: &'static [&'static str; 1],
+    close: &str,
+    mut calls_of: impl FnMut(&str, &mut Vec<TextToolCall>),
+) -> Option<Recovered> {
+    let [open] = *needles;
+    find_unfenced(text, needles)?;
+    let mut prose = String::new();
+    let mut calls = Vec::new();
+    let mut rest = text;
+    while let Some(start) = find_unfenced(rest, needles) {
+        prose.push_str(&rest[..start]);
+        let after = &rest[start + open.len()..];
+        let (body, next) = match after.find(close) {
+            Some(end) => (&after[..end], &after[end + close.len()..]),
+            None => (after, ""),
+        };
+        calls_of(body, &mut calls);
         rest = next;
     }
     prose.push_str(rest);
@@ -673,17 +688,7 @@ const MINIMAX_CLOSE: &str = "</minimax:tool_call>";
 /// MiniMax M2: `<invoke name="…">` elements with `<parameter name="…">` values (JSON when
 /// they parse, strings otherwise) inside `<minimax:tool_call>` blocks.
 fn recover_minimax(text: &str) -> Option<Recovered> {
-    find_unfenced(text, &[MINIMAX_OPEN])?;
-    let mut prose = String::new();
-    let mut calls = Vec::new();
-    let mut rest = text;
-    while let Some(start) = find_unfenced(rest, &[MINIMAX_OPEN]) {
-        prose.push_str(&rest[..start]);
-        let after = &rest[start + MINIMAX_OPEN.len()..];
-        let (body, next) = match after.find(MINIMAX_CLOSE) {
-            Some(end) => (&after[..end], &after[end + MINIMAX_CLOSE.len()..]),
-            None => (after, ""),
-        };
+    recover_blocks(text, &[MINIMAX_OPEN], MINIMAX_CLOSE, |body, calls| {
         let invokes: Vec<&str> = body.split("<invoke").skip(1).collect();
         if invokes.is_empty() {
             calls.push(TextToolCall {
@@ -695,12 +700,6 @@ fn recover_minimax(text: &str) -> Option<Recovered> {
             let invoke = invoke.split("</invoke>").next().unwrap_or(invoke);
             calls.push(minimax_invoke(invoke));
         }
-        rest = next;
-    }
-    prose.push_str(rest);
-    Some(Recovered {
-        text: prose.trim().to_string(),
-        calls,
     })
 }
 

@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::genai as semconv;
-use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::trace::{SpanBuilder, SpanKind, Status, TraceContextExt as _};
 use opentelemetry::{Context, InstrumentationScope, KeyValue, global};
 
 use crate::SCOPE;
@@ -114,8 +114,7 @@ fn usage_attributes(usage: &Usage) -> [KeyValue; 4] {
 /// Starts a turn's `invoke_agent` span under `parent` (see
 /// [`crate::context::parent_context`]).
 pub fn start_turn(parent: &Context, turn: &TurnStart<'_>) -> Context {
-    let span = tracer()
-        .span_builder(format!("invoke_agent {AGENT_NAME}"))
+    let span = SpanBuilder::from_name(format!("invoke_agent {AGENT_NAME}"))
         .with_kind(SpanKind::Internal)
         .with_attributes([
             KeyValue::new(semconv::GEN_AI_OPERATION_NAME, "invoke_agent"),
@@ -157,17 +156,15 @@ pub fn end_turn(cx: &Context, outcome: TurnOutcome, usage: &Usage, error: Option
 
 /// Starts a `chat` span (one model request, with its retries) under the current context.
 pub fn start_chat(provider: &str, model: &str) -> Context {
-    let parent = Context::current();
-    let span = tracer()
-        .span_builder(format!("chat {model}"))
-        .with_kind(SpanKind::Client)
-        .with_attributes([
+    start_internal(
+        format!("chat {model}"),
+        true,
+        vec![
             KeyValue::new(semconv::GEN_AI_OPERATION_NAME, "chat"),
             KeyValue::new(semconv::GEN_AI_PROVIDER_NAME, provider.to_string()),
             KeyValue::new(semconv::GEN_AI_REQUEST_MODEL, model.to_string()),
-        ])
-        .start_with_context(&tracer(), &parent);
-    parent.with_span(span)
+        ],
+    )
 }
 
 /// How a model request ended.
@@ -252,18 +249,16 @@ pub fn record_chat_content(cx: &Context, input: impl FnOnce() -> String, output:
 
 /// Starts an `execute_tool` span under the current context.
 pub fn start_tool(name: &str, call_id: &str) -> Context {
-    let parent = Context::current();
-    let span = tracer()
-        .span_builder(format!("execute_tool {name}"))
-        .with_kind(SpanKind::Internal)
-        .with_attributes([
+    start_internal(
+        format!("execute_tool {name}"),
+        false,
+        vec![
             KeyValue::new(semconv::GEN_AI_OPERATION_NAME, "execute_tool"),
             KeyValue::new(semconv::GEN_AI_TOOL_NAME, name.to_string()),
             KeyValue::new(semconv::GEN_AI_TOOL_CALL_ID, call_id.to_string()),
             KeyValue::new(semconv::GEN_AI_TOOL_TYPE, "function"),
-        ])
-        .start_with_context(&tracer(), &parent);
-    parent.with_span(span)
+        ],
+    )
 }
 
 /// How a tool call ended.
@@ -320,8 +315,7 @@ pub fn start_internal(
     attributes: Vec<KeyValue>,
 ) -> Context {
     let parent = Context::current();
-    let span = tracer()
-        .span_builder(name)
+    let span = SpanBuilder::from_name(name)
         .with_kind(if client {
             SpanKind::Client
         } else {
