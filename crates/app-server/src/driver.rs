@@ -226,7 +226,7 @@ pub(crate) async fn drive(
                             total_tokens: clamp(u.total_tokens),
                             input_tokens: clamp(u.input_tokens),
                             cached_input_tokens: clamp(u.cached_input_tokens),
-                            cache_write_input_tokens: 0,
+                            cache_write_input_tokens: clamp(u.cache_write_input_tokens),
                             output_tokens: clamp(u.output_tokens),
                             reasoning_output_tokens: clamp(u.reasoning_output_tokens),
                         };

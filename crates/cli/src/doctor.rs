@@ -484,7 +484,7 @@ fn check_config(loaded: &Result<Config, ConfigFailure>) -> Check {
                 config.model,
                 config.model_provider_id,
                 base_url,
-                wire_api_name(config.model_provider.wire_api),
+                config.model_provider.wire_api.as_str(),
                 config.approval_policy.as_str(),
                 config.sandbox_policy.mode().as_str(),
             );
@@ -499,13 +499,6 @@ fn check_config(loaded: &Result<Config, ConfigFailure>) -> Check {
             }
         }
         Err(failure) => Check::fail(NAME, failure.message.clone(), failure.fix.clone()),
-    }
-}
-
-fn wire_api_name(wire_api: WireApi) -> &'static str {
-    match wire_api {
-        WireApi::Chat => "chat",
-        WireApi::Responses => "responses",
     }
 }
 
@@ -662,6 +655,17 @@ fn endpoint_failure(err: &ModelListError, config: &Config) -> Check {
             format!("{url} answered HTTP {status} (credentials refused): {excerpt}"),
             credential_hint(provider_id, &config.model_provider),
         ),
+        ModelListError::Status { .. } | ModelListError::Unreadable { .. }
+            if config.model_provider.wire_api == WireApi::Messages =>
+        {
+            Check::warn(
+                NAME,
+                err.to_string(),
+                "some Anthropic-compatible endpoints do not list models; if requests fail \
+                 too, check that base_url is the root `/messages` is under (for hosted \
+                 vendors it ends in /anthropic/v1, for llama.cpp, Ollama and vLLM in /v1)",
+            )
+        }
         ModelListError::Status { .. } => Check::warn(
             NAME,
             err.to_string(),

@@ -341,6 +341,9 @@ fn spawn_turn(
             cached_input_tokens: after
                 .cached_input_tokens
                 .saturating_sub(before.cached_input_tokens),
+            cache_write_input_tokens: after
+                .cache_write_input_tokens
+                .saturating_sub(before.cache_write_input_tokens),
             output_tokens: after.output_tokens.saturating_sub(before.output_tokens),
             reasoning_output_tokens: after
                 .reasoning_output_tokens

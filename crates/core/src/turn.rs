@@ -685,6 +685,7 @@ fn span_usage(usage: &interpreter_protocol::TokenUsage) -> spans::Usage {
     spans::Usage {
         input_tokens: usage.input_tokens,
         cached_input_tokens: usage.cached_input_tokens,
+        cache_write_input_tokens: usage.cache_write_input_tokens,
         output_tokens: usage.output_tokens,
         reasoning_output_tokens: usage.reasoning_output_tokens,
     }

@@ -22,6 +22,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("text_tools", text_tools),
     ("chat_stream", chat_stream),
     ("responses_stream", responses_stream),
+    ("messages_stream", messages_stream),
     ("stream_bounds", stream_bounds),
     ("apply_patch", apply_patch),
     ("approval_answer", approval_answer),
@@ -53,6 +54,11 @@ pub fn chat_stream(data: &[u8]) {
 /// A Responses API SSE body. See [`stream_input`] for the first byte.
 pub fn responses_stream(data: &[u8]) {
     decode_stream(WireApi::Responses, data);
+}
+
+/// An Anthropic Messages SSE body. See [`stream_input`] for the first byte.
+pub fn messages_stream(data: &[u8]) {
+    decode_stream(WireApi::Messages, data);
 }
 
 fn decode_stream(wire_api: WireApi, data: &[u8]) {

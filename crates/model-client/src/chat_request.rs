@@ -26,6 +26,8 @@ use crate::prompt::{Prompt, ToolSpec};
 /// Field name reasoning text is sent back in when the item does not say which one it
 /// arrived in.
 pub const DEFAULT_REASONING_FIELD: &str = "reasoning_content";
+/// The delta fields reasoning text arrives in on the chat wire.
+const CHAT_REASONING_FIELDS: &[&str] = &[DEFAULT_REASONING_FIELD, "reasoning"];
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ChatRequest {
@@ -290,8 +292,11 @@ fn assistant_message(turn: &[ResponseItem]) -> ChatMessage {
                 match &mut reasoning {
                     Some((_, existing)) => existing.push_str(&part),
                     None => {
+                        // Only a chat field goes back as one: reasoning that came on
+                        // another wire (a Messages `thinking` block) uses the default.
                         let field = wire_field
                             .clone()
+                            .filter(|field| CHAT_REASONING_FIELDS.contains(&field.as_str()))
                             .unwrap_or_else(|| DEFAULT_REASONING_FIELD.to_string());
                         reasoning = Some((field, part));
                     }

@@ -220,6 +220,7 @@ impl ChatStreamParser {
                     .prompt_tokens_details
                     .and_then(|d| d.cached_tokens)
                     .unwrap_or(0),
+                cache_write_input_tokens: 0,
                 output_tokens: usage.completion_tokens,
                 reasoning_output_tokens: usage
                     .completion_tokens_details
@@ -472,6 +473,7 @@ mod tests {
                     token_usage: TokenUsage {
                         input_tokens: 10,
                         cached_input_tokens: 4,
+                        cache_write_input_tokens: 0,
                         output_tokens: 5,
                         reasoning_output_tokens: 2,
                         total_tokens: 15

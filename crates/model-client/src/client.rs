@@ -25,8 +25,10 @@ use crate::error::{
     retryable_status,
 };
 use crate::limits::StreamLimits;
+use crate::messages_request::{ANTHROPIC_VERSION, build_messages_request};
+use crate::messages_stream::MessagesStreamParser;
 use crate::prompt::Prompt;
-use crate::provider::{MaxTokensField, ModelProviderInfo, WireApi};
+use crate::provider::{AuthHeader, MaxTokensField, ModelProviderInfo, WireApi};
 use crate::responses_request::build_responses_request;
 use crate::responses_stream::ResponsesStreamParser;
 use crate::sse::{FrameError, SseEvent, SseFramer};
@@ -143,7 +145,14 @@ pub fn provider_headers(
         Ok(())
     };
     if let Some(key) = api_key(provider, env) {
-        insert(AUTHORIZATION.as_str(), &format!("Bearer {key}"))?;
+        match provider.auth_header() {
+            AuthHeader::Bearer => insert(AUTHORIZATION.as_str(), &format!("Bearer {key}"))?,
+            AuthHeader::XApiKey => insert("x-api-key", &key)?,
+        }
+    }
+    if provider.wire_api == WireApi::Messages {
+        // Every Messages request names the API version; `http_headers` may pin another.
+        insert("anthropic-version", ANTHROPIC_VERSION)?;
     }
     for (name, value) in provider.http_headers.iter().flatten() {
         insert(name, value)?;
@@ -182,11 +191,11 @@ impl ModelClient {
             })?;
         crate::provider::validate_base_url(base_url)
             .map_err(|problem| config_error(format!("base_url {problem}")))?;
-        let endpoint = match provider.wire_api {
-            WireApi::Chat => "chat/completions",
-            WireApi::Responses => "responses",
-        };
-        let url = format!("{}/{endpoint}", base_url.trim_end_matches('/'));
+        let url = format!(
+            "{}/{}",
+            base_url.trim_end_matches('/'),
+            provider.wire_api.endpoint()
+        );
         if let Some(env_key) = &provider.env_key
             && api_key(&provider, env).is_none()
         {
@@ -236,6 +245,10 @@ impl ModelClient {
 
     pub fn provider_id(&self) -> &str {
         &self.provider_id
+    }
+
+    pub(crate) fn reasoning_effort(&self) -> Option<ReasoningEffort> {
+        self.reasoning_effort
     }
 
     pub(crate) fn http(&self) -> &reqwest::Client {
@@ -393,6 +406,13 @@ impl ModelClient {
                 (
                     serde_json::to_vec(&request).map_err(encode_error)?,
                     serde_json::to_vec(&request.input),
+                )
+            }
+            WireApi::Messages => {
+                let request = build_messages_request(&self.model, prompt, self.reasoning_effort);
+                (
+                    serde_json::to_vec(&request).map_err(encode_error)?,
+                    serde_json::to_vec(&request.messages),
                 )
             }
         };
@@ -566,6 +586,12 @@ impl ModelClient {
                 "the server may not serve the Responses API: try wire_api = \"chat\" in \
                  [model_providers.{id}], or run `interpreter doctor`"
             ),
+            404 | 405 | 501 if self.provider.wire_api == WireApi::Messages => format!(
+                "the server may not serve the Anthropic Messages API at {}: check base_url \
+                 (the root that `/messages` is under, e.g. `…/anthropic/v1`) or try \
+                 wire_api = \"chat\" in [model_providers.{id}]; `interpreter doctor` checks it",
+                self.url
+            ),
             404 | 405 | 501 => format!(
                 "the server has no {} endpoint: check base_url in [model_providers.{id}] \
                  and run `interpreter doctor`",
@@ -725,6 +751,7 @@ type EventSender = mpsc::UnboundedSender<Result<ResponseEvent, ProviderError>>;
 enum WireParser {
     Chat(ChatStreamParser),
     Responses(ResponsesStreamParser),
+    Messages(MessagesStreamParser),
 }
 
 impl WireParser {
@@ -732,6 +759,11 @@ impl WireParser {
         match wire_api {
             WireApi::Chat => Self::Chat(ChatStreamParser::new(limits)),
             WireApi::Responses => Self::Responses(ResponsesStreamParser::new(
+                provider.to_string(),
+                request_bytes,
+                limits,
+            )),
+            WireApi::Messages => Self::Messages(MessagesStreamParser::new(
                 provider.to_string(),
                 request_bytes,
                 limits,
@@ -744,6 +776,7 @@ impl WireParser {
         match self {
             Self::Chat(parser) => parser.limits(),
             Self::Responses(parser) => parser.limits(),
+            Self::Messages(parser) => parser.limits(),
         }
     }
 
@@ -766,6 +799,7 @@ impl WireParser {
                     })
             }
             Self::Responses(parser) => parser.push_event(&event.event, event.data.trim()),
+            Self::Messages(parser) => parser.push_event(&event.event, event.data.trim()),
         }
     }
 
@@ -775,6 +809,7 @@ impl WireParser {
             // Usage arrives in a chunk after `finish_reason`, so chat reads on to the end.
             Self::Chat(_) => false,
             Self::Responses(parser) => parser.is_complete(),
+            Self::Messages(parser) => parser.is_complete(),
         }
     }
 
@@ -783,6 +818,7 @@ impl WireParser {
         match self {
             Self::Chat(parser) => parser.saw_finish_reason(),
             Self::Responses(parser) => parser.is_complete(),
+            Self::Messages(parser) => parser.may_end(),
         }
     }
 
@@ -791,6 +827,7 @@ impl WireParser {
         match self {
             Self::Chat(parser) => Ok(parser.finish(request_bytes)),
             Self::Responses(parser) => parser.finish().map(|()| Vec::new()),
+            Self::Messages(parser) => parser.finish(),
         }
     }
 }

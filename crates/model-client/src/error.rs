@@ -552,6 +552,84 @@ pub(crate) fn context_overflow(status: u16, body: &str) -> Option<Overflow> {
     })
 }
 
+/// The error a failure reported inside a stream stands for (Responses `error` and
+/// `response.failed`, Messages `error`): `code` (or the error's `type`) and `message` as
+/// the server gave them. The one classification of in-stream failures for both wires.
+pub(crate) fn stream_failure(
+    provider: &str,
+    code: Option<serde_json::Value>,
+    kind: Option<String>,
+    message: Option<String>,
+) -> ProviderError {
+    // The server's words end up in the turn's one-line error: long enough for any real
+    // failure (and the sizes an overflow names), never a whole event.
+    const SERVER_WORDS: usize = 1000;
+    let code = match &code {
+        Some(serde_json::Value::String(code)) => clip_bytes(code, SERVER_WORDS),
+        Some(other) => clip_bytes(&other.to_string(), SERVER_WORDS),
+        None => clip_bytes(kind.as_deref().unwrap_or_default(), SERVER_WORDS),
+    };
+    let message = message
+        .map(|message| clip_bytes(&message, SERVER_WORDS))
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or_else(|| {
+            if code.is_empty() {
+                "the server reported a failure without details".to_string()
+            } else {
+                code.clone()
+            }
+        });
+    let provider = provider.to_string();
+    let lower_code = code.to_lowercase();
+    let as_body = serde_json::json!({"error": {"message": message, "code": code}}).to_string();
+    if let Some(overflow) = context_overflow(400, &as_body) {
+        return overflow.into_error(&provider);
+    }
+    match lower_code.as_str() {
+        "rate_limit_exceeded" | "rate_limit_error" | "too_many_requests" => {
+            ProviderError::Retryable {
+                provider,
+                status: 429,
+                message,
+            }
+        }
+        "server_is_overloaded" | "slow_down" | "overloaded" | "overloaded_error" => {
+            ProviderError::Retryable {
+                provider,
+                status: 503,
+                message,
+            }
+        }
+        code if code.starts_with("invalid") || code == "bad_request" => ProviderError::BadRequest {
+            provider,
+            status: 400,
+            message,
+        },
+        // Server errors and anything unknown: the response is lost, and sampling again
+        // may well succeed.
+        _ => ProviderError::Stream {
+            provider,
+            message: if code.is_empty() {
+                message
+            } else {
+                format!("{message} ({code})")
+            },
+        },
+    }
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), marked when cut.
+pub(crate) fn clip_bytes(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// The number right after the first of `markers` found in `text`.
 fn number_after(text: &str, markers: &[&str]) -> Option<u64> {
     markers.iter().find_map(|marker| {
@@ -578,6 +656,7 @@ fn window_from_message(lower: &str) -> Option<u64> {
             "max length:",
             "range of input length should be [1,",
             "maximum prompt length is",
+            " tokens >",
         ],
     )
 }
@@ -591,6 +670,7 @@ fn prompt_tokens_from_message(lower: &str) -> Option<u64> {
             "resulted in",
             "requested:",
             "request contains",
+            "prompt is too long:",
         ],
     )
 }

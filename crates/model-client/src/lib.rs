@@ -2,7 +2,8 @@
 //!
 //! This crate owns everything between the engine and an HTTP model endpoint: the
 //! `[model_providers.ID]` table ([`ModelProviderInfo`]), request building from the
-//! model-visible history for both wire formats (Chat Completions and Responses), SSE
+//! model-visible history for the three wire formats (Chat Completions, Responses and
+//! Anthropic Messages), SSE
 //! framing and parsing within size bounds, retries with backoff, the stream idle timeout
 //! and overall deadline, and the typed [`ProviderError`] the engine turns into a
 //! user-facing message. The engine never sees a provider's JSON.
@@ -17,6 +18,8 @@ pub mod fuzzing;
 mod history;
 mod limits;
 mod local_servers;
+mod messages_request;
+mod messages_stream;
 mod model_list;
 mod prompt;
 mod provider;
@@ -35,6 +38,7 @@ pub use error::{ConnectionFailure, ProviderError};
 pub use history::ABORTED_TOOL_OUTPUT;
 pub use limits::{Oversize, StreamLimits};
 pub use local_servers::{LOCAL_PROBE_DEADLINE, LocalServerProbe, probe_local_servers};
+pub use messages_request::{ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS as DEFAULT_MESSAGES_MAX_TOKENS};
 pub use model_list::{ModelListError, ModelListing, list_models};
 pub use prompt::{Prompt, ToolSpec};
 pub use provider::*;

@@ -17,6 +17,40 @@ pub enum WireApi {
     /// `POST {base_url}/responses` with SSE streaming (OpenAI, vLLM, Ollama and other
     /// servers that implement the Responses API).
     Responses,
+    /// `POST {base_url}/messages` with SSE streaming: the Anthropic Messages API, which
+    /// GLM, Kimi, DeepSeek and MiniMax offer for coding agents, and llama.cpp, Ollama and
+    /// vLLM serve too.
+    Messages,
+}
+
+impl WireApi {
+    /// The name `wire_api` is set with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Responses => "responses",
+            Self::Messages => "messages",
+        }
+    }
+
+    /// The endpoint below `base_url` that model requests go to.
+    pub fn endpoint(self) -> &'static str {
+        match self {
+            Self::Chat => "chat/completions",
+            Self::Responses => "responses",
+            Self::Messages => "messages",
+        }
+    }
+}
+
+/// The header the API key is sent in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthHeader {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// `x-api-key: <key>`, Anthropic's own header.
+    XApiKey,
 }
 
 /// One `[model_providers.ID]` table. Key names match the reference config so existing
@@ -38,6 +72,10 @@ pub struct ModelProviderInfo {
     pub experimental_bearer_token: Option<String>,
     #[serde(default)]
     pub wire_api: WireApi,
+    /// Which header carries the API key: `bearer` (`Authorization: Bearer`, the default)
+    /// or `x-api-key` (the default on `wire_api = "messages"`).
+    #[serde(default)]
+    pub auth_header: Option<AuthHeader>,
     #[serde(default)]
     pub query_params: Option<BTreeMap<String, String>>,
     #[serde(default)]
@@ -146,6 +184,14 @@ impl ModelProviderInfo {
         })
     }
 
+    /// The header the API key goes in.
+    pub fn auth_header(&self) -> AuthHeader {
+        self.auth_header.unwrap_or(match self.wire_api {
+            WireApi::Messages => AuthHeader::XApiKey,
+            WireApi::Chat | WireApi::Responses => AuthHeader::Bearer,
+        })
+    }
+
     pub fn stream_idle_timeout(&self) -> Duration {
         self.stream_idle_timeout_ms
             .map(Duration::from_millis)
@@ -203,7 +249,15 @@ pub fn built_in_providers() -> HashMap<String, ModelProviderInfo> {
         wire_api: WireApi::Chat,
         ..Default::default()
     };
-    HashMap::from([
+    // The Anthropic-compatible endpoints the vendors document for coding agents (see
+    // docs/providers.md for each page): `base_url` is the root `/messages` is under.
+    let messages =
+        |name: &str, base_url: &str, env_key: &str, auth_header: AuthHeader| ModelProviderInfo {
+            wire_api: WireApi::Messages,
+            auth_header: Some(auth_header),
+            ..mk(name, base_url, Some(env_key))
+        };
+    let mut providers = HashMap::from([
         (
             "openai".to_string(),
             mk(
@@ -268,7 +322,57 @@ pub fn built_in_providers() -> HashMap<String, ModelProviderInfo> {
                 Some("OPENROUTER_API_KEY"),
             ),
         ),
-    ])
+    ]);
+    for (id, provider) in [
+        (
+            "zai-messages",
+            messages(
+                "Z.AI (GLM), Anthropic API",
+                "https://api.z.ai/api/anthropic/v1",
+                "ZAI_API_KEY",
+                AuthHeader::Bearer,
+            ),
+        ),
+        (
+            "moonshot-messages",
+            messages(
+                "Moonshot (Kimi), Anthropic API",
+                "https://api.moonshot.ai/anthropic/v1",
+                "MOONSHOT_API_KEY",
+                AuthHeader::Bearer,
+            ),
+        ),
+        (
+            "deepseek-messages",
+            messages(
+                "DeepSeek, Anthropic API",
+                "https://api.deepseek.com/anthropic/v1",
+                "DEEPSEEK_API_KEY",
+                AuthHeader::XApiKey,
+            ),
+        ),
+        (
+            "minimax-messages",
+            messages(
+                "MiniMax, Anthropic API",
+                "https://api.minimax.io/anthropic/v1",
+                "MINIMAX_API_KEY",
+                AuthHeader::Bearer,
+            ),
+        ),
+        (
+            "dashscope-messages",
+            messages(
+                "DashScope (Qwen), Anthropic API",
+                "https://dashscope-intl.aliyuncs.com/apps/anthropic/v1",
+                "DASHSCOPE_API_KEY",
+                AuthHeader::XApiKey,
+            ),
+        ),
+    ] {
+        providers.insert(id.to_string(), provider);
+    }
+    providers
 }
 
 /// Whether `base_url` can be requested at all: an absolute `http://` or `https://` URL
@@ -359,6 +463,36 @@ mod tests {
             let err = validate_base_url(url).err().unwrap_or_default();
             assert!(err.contains(words), "{url}: {err}");
         }
+    }
+
+    #[test]
+    fn the_vendors_anthropic_endpoints_are_built_in_on_the_messages_wire() {
+        let providers = built_in_providers();
+        for id in [
+            "zai-messages",
+            "moonshot-messages",
+            "deepseek-messages",
+            "minimax-messages",
+            "dashscope-messages",
+        ] {
+            let info = &providers[id];
+            assert_eq!(info.wire_api, WireApi::Messages, "{id}");
+            let base_url = info.base_url.as_deref().unwrap_or_default();
+            assert_eq!(validate_base_url(base_url), Ok(()), "{id}");
+            assert!(base_url.ends_with("/anthropic/v1"), "{id}: {base_url}");
+            assert!(info.env_key.is_some(), "{id}");
+        }
+        // The key header: x-api-key by default on this wire, Bearer elsewhere.
+        let plain = ModelProviderInfo {
+            wire_api: WireApi::Messages,
+            ..Default::default()
+        };
+        assert_eq!(plain.auth_header(), AuthHeader::XApiKey);
+        assert_eq!(
+            ModelProviderInfo::default().auth_header(),
+            AuthHeader::Bearer
+        );
+        assert_eq!(providers["zai-messages"].auth_header(), AuthHeader::Bearer);
     }
 
     #[test]

@@ -201,11 +201,14 @@ fn input_item(item: &ResponseItem) -> InputItem {
             summary,
             content,
             encrypted_content,
-            wire_field: _,
+            wire_field,
         } => InputItem::Reasoning {
             summary: summary.clone(),
             content: content.clone().filter(|parts| !parts.is_empty()),
-            encrypted_content: encrypted_content.clone(),
+            // A Messages signature is not this API's encrypted reasoning.
+            encrypted_content: encrypted_content
+                .clone()
+                .filter(|_| !crate::messages_request::is_messages_reasoning(wire_field)),
         },
         ResponseItem::Message { role, content } => message(*role, content),
         ResponseItem::FunctionCall {

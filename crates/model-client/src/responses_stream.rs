@@ -16,7 +16,7 @@ use interpreter_protocol::{
 use serde::Deserialize;
 
 use crate::chat_stream::{CutOff, ResponseEvent, estimate_tokens};
-use crate::error::{ProviderError, context_overflow};
+use crate::error::{ProviderError, clip_bytes, stream_failure};
 use crate::limits::{AnswerBudget, ITEM_OVERHEAD_BYTES, Oversize, StreamLimits};
 
 /// One SSE event's JSON payload. Only the fields any handled event type uses.
@@ -504,6 +504,7 @@ impl ResponsesStreamParser {
                         .input_tokens_details
                         .and_then(|d| d.cached_tokens)
                         .unwrap_or(0),
+                    cache_write_input_tokens: 0,
                     output_tokens: usage.output_tokens,
                     reasoning_output_tokens: usage
                         .output_tokens_details
@@ -543,62 +544,7 @@ impl ResponsesStreamParser {
 
     /// Maps a server-reported failure to the error the engine acts on.
     fn failure(&self, error: ErrorBody) -> ProviderError {
-        // The server's words end up in the turn's one-line error: long enough for any
-        // real failure (and the sizes an overflow names), never a whole event.
-        const SERVER_WORDS: usize = 1000;
-        let code = match &error.code {
-            Some(serde_json::Value::String(code)) => clip_to(code, SERVER_WORDS),
-            Some(other) => clip_to(&other.to_string(), SERVER_WORDS),
-            None => clip_to(error.kind.as_deref().unwrap_or_default(), SERVER_WORDS),
-        };
-        let message = error
-            .message
-            .map(|message| clip_to(&message, SERVER_WORDS))
-            .filter(|m| !m.trim().is_empty())
-            .unwrap_or_else(|| {
-                if code.is_empty() {
-                    "the server reported a failure without details".to_string()
-                } else {
-                    code.clone()
-                }
-            });
-        let provider = self.provider.clone();
-        let lower_code = code.to_lowercase();
-        let as_body = serde_json::json!({"error": {"message": message, "code": code}}).to_string();
-        if let Some(overflow) = context_overflow(400, &as_body) {
-            return overflow.into_error(&provider);
-        }
-        match lower_code.as_str() {
-            "rate_limit_exceeded" | "rate_limit_error" | "too_many_requests" => {
-                ProviderError::Retryable {
-                    provider,
-                    status: 429,
-                    message,
-                }
-            }
-            "server_is_overloaded" | "slow_down" | "overloaded" => ProviderError::Retryable {
-                provider,
-                status: 503,
-                message,
-            },
-            code if code.starts_with("invalid") || code == "bad_request" => {
-                ProviderError::BadRequest {
-                    provider,
-                    status: 400,
-                    message,
-                }
-            }
-            // Server errors and anything unknown: the response is lost, and sampling
-            // again may well succeed.
-            _ => ProviderError::Stream {
-                provider,
-                message: if code.is_empty() {
-                    message
-                } else {
-                    format!("{message} ({code})")
-                },
-            },
-        }
+        stream_failure(&self.provider, error.code, error.kind, error.message)
     }
 
     fn stream_error(&self, message: String) -> ProviderError {
@@ -610,19 +556,7 @@ impl ResponsesStreamParser {
 }
 
 fn clip(text: &str) -> String {
-    clip_to(text, 200)
-}
-
-/// `text` cut to at most `max` bytes (on a character boundary), marked when cut.
-fn clip_to(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    clip_bytes(text, 200)
 }
 
 #[cfg(test)]
@@ -689,6 +623,7 @@ mod tests {
                     token_usage: TokenUsage {
                         input_tokens: 10,
                         cached_input_tokens: 4,
+                        cache_write_input_tokens: 0,
                         output_tokens: 5,
                         reasoning_output_tokens: 2,
                         total_tokens: 15

@@ -11,6 +11,8 @@
 //!   tools: the server then drops them silently).
 //! * vLLM `GET /v1/models`: `max_model_len` of the served model; OpenRouter and others:
 //!   `context_length`.
+//! * Anthropic Messages `POST /messages/count_tokens` (llama.cpp, vLLM, hosted APIs):
+//!   the exact input tokens of a request, on `wire_api = "messages"`.
 //! * Ollama `POST /api/show`: `num_ctx` in `parameters` when the model sets it (otherwise
 //!   Ollama runs with its default and truncates silently; see docs/providers.md).
 
@@ -22,6 +24,7 @@ use serde::Deserialize;
 
 use crate::chat_request::build_chat_request;
 use crate::client::{ModelClient, read_body_capped};
+use crate::messages_request::build_messages_request;
 use crate::prompt::Prompt;
 use crate::provider::WireApi;
 
@@ -40,6 +43,12 @@ pub struct ServerFacts {
     /// The server can count a prompt's tokens exactly (llama.cpp `/apply-template` and
     /// `/tokenize`): see [`ModelClient::count_prompt_tokens`].
     pub counts_tokens: bool,
+}
+
+/// The answer of `/messages/count_tokens`.
+#[derive(Debug, Deserialize)]
+struct CountedTokens {
+    input_tokens: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,9 +139,16 @@ impl ModelClient {
     /// The facts, and whether the server answered any probe at all (an error status is an
     /// answer; a refused connection or a timeout is not).
     async fn ask_server(&self) -> (ServerFacts, bool) {
-        // Hosted: nothing to ask, and nothing that could change; learned as it is.
+        // A Messages endpoint may count tokens (`/messages/count_tokens`); asking costs one
+        // request per thread and a server without it just says no.
+        let counts_messages = self.provider().wire_api == WireApi::Messages;
+        // Hosted: nothing else to ask, and nothing that could change; learned as it is.
         if !self.provider().is_local() {
-            return (ServerFacts::default(), true);
+            let facts = ServerFacts {
+                counts_tokens: counts_messages,
+                ..ServerFacts::default()
+            };
+            return (facts, true);
         }
         let Some(base) = self.provider().base_url.clone() else {
             return (ServerFacts::default(), true);
@@ -155,6 +171,7 @@ impl ModelClient {
             facts.supports_tools = props.chat_template_caps.and_then(|c| c.supports_tools);
             facts.counts_tokens = self.provider().wire_api == WireApi::Chat;
         }
+        facts.counts_tokens |= counts_messages;
         if facts.context_window.is_none()
             && let Some(list) = self
                 .get_json::<ModelList>(&format!("{base}/models"), &mut answered)
@@ -192,6 +209,9 @@ impl ModelClient {
     pub async fn count_prompt_tokens(&self, prompt: &Prompt) -> Option<u64> {
         let base = self.provider().base_url.clone()?;
         let base = base.trim().trim_end_matches('/').to_string();
+        if self.provider().wire_api == WireApi::Messages {
+            return self.count_messages_tokens(&base, prompt).await;
+        }
         let root = base.strip_suffix("/v1").unwrap_or(&base).to_string();
         let request = build_chat_request(self.model(), prompt, None);
         let templated: AppliedTemplate = self
@@ -211,6 +231,25 @@ impl ModelClient {
             )
             .await?;
         u64::try_from(tokens.tokens.len()).ok()
+    }
+
+    /// `POST {base_url}/messages/count_tokens` (Anthropic, llama.cpp, vLLM): the request's
+    /// `model`, `system`, `messages`, `tools` and `thinking`, nothing else, since the
+    /// endpoint refuses the sampling fields.
+    async fn count_messages_tokens(&self, base: &str, prompt: &Prompt) -> Option<u64> {
+        let request = build_messages_request(self.model(), prompt, self.reasoning_effort());
+        let mut body = serde_json::to_value(&request).ok()?;
+        let fields = body.as_object_mut()?;
+        fields.retain(|key, _| {
+            matches!(
+                key.as_str(),
+                "model" | "system" | "messages" | "tools" | "tool_choice" | "thinking"
+            )
+        });
+        let counted: CountedTokens = self
+            .post_body(&format!("{base}/messages/count_tokens"), &body)
+            .await?;
+        Some(counted.input_tokens)
     }
 
     async fn post_body<T: for<'de> Deserialize<'de>>(

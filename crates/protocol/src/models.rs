@@ -133,8 +133,14 @@ impl ReasoningContent {
 /// Token accounting for one model response or a running total.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
+    /// All input tokens, cached or not.
     pub input_tokens: u64,
+    /// Input tokens read from the server's prompt cache.
     pub cached_input_tokens: u64,
+    /// Input tokens written to the server's prompt cache (Anthropic Messages
+    /// `cache_creation_input_tokens`; 0 on wires that do not report it).
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
     pub output_tokens: u64,
     pub reasoning_output_tokens: u64,
     pub total_tokens: u64,
@@ -148,6 +154,9 @@ impl TokenUsage {
         self.cached_input_tokens = self
             .cached_input_tokens
             .saturating_add(other.cached_input_tokens);
+        self.cache_write_input_tokens = self
+            .cache_write_input_tokens
+            .saturating_add(other.cache_write_input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
         self.reasoning_output_tokens = self
             .reasoning_output_tokens
@@ -165,6 +174,7 @@ mod tests {
         let huge = TokenUsage {
             input_tokens: u64::MAX,
             cached_input_tokens: u64::MAX,
+            cache_write_input_tokens: u64::MAX,
             output_tokens: u64::MAX,
             reasoning_output_tokens: u64::MAX,
             total_tokens: u64::MAX,

@@ -85,6 +85,7 @@ impl TurnOutcome {
 pub struct Usage {
     pub input_tokens: u64,
     pub cached_input_tokens: u64,
+    pub cache_write_input_tokens: u64,
     pub output_tokens: u64,
     pub reasoning_output_tokens: u64,
 }
@@ -93,7 +94,7 @@ fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn usage_attributes(usage: &Usage) -> [KeyValue; 4] {
+fn usage_attributes(usage: &Usage) -> [KeyValue; 5] {
     [
         KeyValue::new(semconv::GEN_AI_USAGE_INPUT_TOKENS, int(usage.input_tokens)),
         KeyValue::new(
@@ -103,6 +104,10 @@ fn usage_attributes(usage: &Usage) -> [KeyValue; 4] {
         KeyValue::new(
             semconv::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
             int(usage.cached_input_tokens),
+        ),
+        KeyValue::new(
+            semconv::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+            int(usage.cache_write_input_tokens),
         ),
         KeyValue::new(
             semconv::GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,

@@ -1,13 +1,15 @@
 //! A scripted OpenAI-compatible model server for tests.
 //!
-//! Each request to `POST /v1/chat/completions` or `POST /v1/responses` is answered with
-//! the next queued [`MockResponse`] (one FIFO for both). Every request body is captured
+//! Each request to `POST /v1/chat/completions`, `POST /v1/responses` or
+//! `POST /v1/messages` is answered with the next queued [`MockResponse`] (one FIFO for
+//! all three). Every request body is captured
 //! with the endpoint it hit and checked against the conversation invariants of its wire
 //! format in [`invariants`]; breaches are recorded as violations (never panics inside the
 //! server) so a test can assert on them at the end.
 
 pub mod chunk;
 mod invariants;
+pub mod messages_event;
 pub mod responses_event;
 mod script;
 
@@ -43,9 +45,37 @@ pub struct MockRecord {
     /// `requests`.
     pub traceparents: Vec<Option<String>>,
     pub violations: Vec<String>,
+    /// The headers of each `POST /v1/messages`, in order.
+    pub messages_headers: Vec<MessagesHeaders>,
     /// The server-information probes seen (`GET /props`, `GET /v1/models`,
     /// `POST /api/show`), by path, in order.
     pub probes: Vec<String>,
+}
+
+/// What a Messages request said in its headers (credentials only as where they were).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MessagesHeaders {
+    pub anthropic_version: Option<String>,
+    /// The `x-api-key` value.
+    pub x_api_key: Option<String>,
+    /// The `Authorization` value.
+    pub authorization: Option<String>,
+}
+
+impl MessagesHeaders {
+    fn of(headers: &HeaderMap) -> Self {
+        let value = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string)
+        };
+        Self {
+            anthropic_version: value("anthropic-version"),
+            x_api_key: value("x-api-key"),
+            authorization: value("authorization"),
+        }
+    }
 }
 
 /// The wire formats the mock serves.
@@ -53,6 +83,7 @@ pub struct MockRecord {
 enum Endpoint {
     ChatCompletions,
     Responses,
+    Messages,
 }
 
 impl Endpoint {
@@ -60,6 +91,7 @@ impl Endpoint {
         match self {
             Self::ChatCompletions => "/v1/chat/completions",
             Self::Responses => "/v1/responses",
+            Self::Messages => "/v1/messages",
         }
     }
 }
@@ -114,6 +146,13 @@ impl MockModelServer {
                     answer(state, Endpoint::Responses, headers, body)
                 }),
             )
+            .route(
+                Endpoint::Messages.path(),
+                post(|state: State<Shared>, headers: HeaderMap, body: Bytes| {
+                    answer(state, Endpoint::Messages, headers, body)
+                }),
+            )
+            .route("/v1/messages/count_tokens", post(count_tokens))
             .route("/v1/models", axum::routing::get(list_models))
             .route("/props", axum::routing::get(props))
             .route("/api/show", post(no_ollama))
@@ -258,6 +297,19 @@ async fn props(State(state): State<Shared>) -> Response {
     }
 }
 
+/// `POST /v1/messages/count_tokens`: the configured token count (as llama.cpp's server
+/// answers it); 404 when unset. Recorded as a probe, never scripted.
+async fn count_tokens(State(state): State<Shared>) -> Response {
+    lock(&state)
+        .record
+        .probes
+        .push("/v1/messages/count_tokens".to_string());
+    match lock(&state).token_count {
+        Some(count) => axum::Json(serde_json::json!({"input_tokens": count})).into_response(),
+        None => (StatusCode::NOT_FOUND, "File Not Found").into_response(),
+    }
+}
+
 /// `POST /apply-template`: the templated prompt (here just a placeholder). Not recorded.
 async fn apply_template(State(state): State<Shared>) -> Response {
     match lock(&state).token_count {
@@ -301,7 +353,14 @@ async fn answer(
         let violations = match endpoint {
             Endpoint::ChatCompletions => invariants::check_request(&request, &state.streamed),
             Endpoint::Responses => invariants::check_responses_request(&request, &state.streamed),
+            Endpoint::Messages => invariants::check_messages_request(&request, &state.streamed),
         };
+        if endpoint == Endpoint::Messages {
+            state
+                .record
+                .messages_headers
+                .push(MessagesHeaders::of(&headers));
+        }
         for violation in violations {
             state
                 .record

@@ -42,7 +42,7 @@ pub(crate) enum ThreadEvent {
 pub(crate) struct Usage {
     pub input_tokens: u64,
     pub cached_input_tokens: u64,
-    /// Always 0: Chat Completions providers do not report cache writes.
+    /// Tokens written to the server's prompt cache (reported on the Messages wire).
     pub cache_write_input_tokens: u64,
     pub output_tokens: u64,
     pub reasoning_output_tokens: u64,
@@ -53,7 +53,7 @@ impl From<&TokenUsage> for Usage {
         Self {
             input_tokens: total.input_tokens,
             cached_input_tokens: total.cached_input_tokens,
-            cache_write_input_tokens: 0,
+            cache_write_input_tokens: total.cache_write_input_tokens,
             output_tokens: total.output_tokens,
             reasoning_output_tokens: total.reasoning_output_tokens,
         }
@@ -804,6 +804,7 @@ mod tests {
         let usage = TokenUsage {
             input_tokens: 100,
             cached_input_tokens: 40,
+            cache_write_input_tokens: 3,
             output_tokens: 7,
             reasoning_output_tokens: 2,
             total_tokens: 107,
@@ -830,7 +831,7 @@ mod tests {
                 json!({"type": "item.completed", "item": {"id": "item_0", "type": "todo_list",
                        "items": [{"text": "write code", "completed": true}]}}),
                 json!({"type": "turn.completed", "usage": {"input_tokens": 100,
-                       "cached_input_tokens": 40, "cache_write_input_tokens": 0,
+                       "cached_input_tokens": 40, "cache_write_input_tokens": 3,
                        "output_tokens": 7, "reasoning_output_tokens": 2}}),
             ]
         );

@@ -280,6 +280,41 @@ async fn model_missing_from_the_list_is_a_warning() {
 }
 
 #[tokio::test]
+async fn a_messages_endpoint_is_checked_like_the_others() {
+    let server = MockModelServer::start().await.expect("mock server");
+    let home = agent_home();
+    let config = provider_config("mock-model", &server.base_url(), "")
+        .replace("wire_api = \"chat\"", "wire_api = \"messages\"");
+    write_config(home.path(), &config);
+
+    let output = run_doctor(home.path(), &["doctor", "--json"], &[("MOCK_API_KEY", "k")]).await;
+
+    let report = output.report();
+    assert_eq!(output.code, Some(0), "{report:#}");
+    assert!(
+        detail(&report, "config").contains("wire_api=messages"),
+        "{report:#}"
+    );
+    assert_eq!(status(&report, "endpoint"), "ok", "{report:#}");
+    assert!(
+        detail(&report, "endpoint").contains("model `mock-model` is served"),
+        "{report:#}"
+    );
+
+    // A root without the Messages API: the hint says what base_url must be.
+    let config = provider_config("mock-model", &format!("{}/nothing", server.base_url()), "")
+        .replace("wire_api = \"chat\"", "wire_api = \"messages\"");
+    write_config(home.path(), &config);
+    let output = run_doctor(home.path(), &["doctor", "--json"], &[("MOCK_API_KEY", "k")]).await;
+    let report = output.report();
+    assert_eq!(status(&report, "endpoint"), "warn", "{report:#}");
+    let fix = check(&report, "endpoint")["fix"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(fix.contains("/messages"), "{fix}");
+}
+
+#[tokio::test]
 async fn unknown_key_under_strict_config_fails() {
     let server = MockModelServer::start().await.expect("mock server");
     let home = agent_home();

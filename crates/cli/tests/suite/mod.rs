@@ -23,6 +23,7 @@ mod escapes;
 mod exec_endpoint_errors;
 mod exec_errors;
 mod exec_mcp;
+mod exec_messages_wire;
 mod exec_resume;
 mod exec_review;
 mod exec_signals;

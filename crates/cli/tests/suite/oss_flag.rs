@@ -92,6 +92,43 @@ async fn the_one_answering_server_and_its_model_are_used() {
     env.server.assert_invariants();
 }
 
+/// A local server that serves the Anthropic Messages API (llama.cpp, Ollama, vLLM) is
+/// used over it when its provider says `wire_api = "messages"`, from the command line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answering_server_is_used_over_the_messages_wire_when_asked() {
+    let env = TestEnv::new().await;
+    env.server.set_models(&["qwen3"]);
+    env.server.push(MockResponse::messages(
+        interpreter_test_support::mock_model::messages_event::MessageEvents::new("m")
+            .text("local messages hello")
+            .end("end_turn", 5, 3),
+    ));
+    env.write_raw_config(&local_providers(
+        &closed_port_url(),
+        &closed_port_url(),
+        &env.server.base_url(),
+        &closed_port_url(),
+    ));
+    let out = env
+        .run(&args(&[
+            "-c",
+            "model_providers.llamacpp.wire_api=\"messages\"",
+            "hello",
+        ]))
+        .await;
+    out.assert_success();
+    assert_eq!(env.server.endpoints(), vec!["/v1/messages".to_string()]);
+    assert_eq!(env.server.requests()[0]["model"], "qwen3");
+    assert!(
+        out.events()
+            .iter()
+            .any(|event| event["item"]["text"] == "local messages hello"),
+        "{}",
+        out.stdout
+    );
+    env.server.assert_invariants();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ollama_is_preferred_when_several_answer() {
     let env = TestEnv::new().await;

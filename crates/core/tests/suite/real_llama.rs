@@ -1,6 +1,6 @@
 //! The engine against a real `llama-server` running a real open model (SmolLM2-135M on
 //! the CPU), for what does not depend on the model's intelligence: streaming and usage,
-//! a prompt larger than `n_ctx`, an interrupt mid-stream, and tools with and without a
+//! a prompt larger than `n_ctx`, an interrupt mid-stream, tools with and without a
 //! template that renders them.
 //!
 //! `scripts/llama-server` builds the server from a pinned sdist and sets
@@ -483,6 +483,136 @@ async fn real_server_over_the_responses_wire_answers_and_survives_an_overflow() 
             .any(|m| matches!(m, EventMsg::AgentMessageDelta(_))),
         "streamed: {events:#?}"
     );
+    let usage = events
+        .iter()
+        .find_map(|m| match m {
+            EventMsg::TokenCount(count) => count.info.clone(),
+            _ => None,
+        })
+        .expect("token count");
+    assert!(usage.last_token_usage.input_tokens > 0, "{usage:?}");
+
+    submit(&new.thread, &"word ".repeat(3000)).await;
+    let events = until_turn_end(&new.thread).await;
+    match events.last() {
+        Some(EventMsg::TaskComplete(done)) if done.error.is_some() => {
+            let errors: Vec<_> = events
+                .iter()
+                .filter_map(|m| match m {
+                    EventMsg::Error(e) => Some(e.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(errors.len(), 1, "{events:#?}");
+            assert_eq!(errors[0].kind, Some(ErrorKind::ContextWindowExceeded));
+        }
+        Some(EventMsg::TaskComplete(_)) => assert!(
+            events
+                .iter()
+                .any(|m| matches!(m, EventMsg::ContextCompacted(_))),
+            "{events:#?}"
+        ),
+        other => panic!("unexpected end {other:?}"),
+    }
+    submit(&new.thread, "Say hi.").await;
+    let events = until_turn_end(&new.thread).await;
+    assert!(completed_without_error(&events), "next turn: {events:#?}");
+}
+
+/// The same server over `wire_api = "messages"` (llama-server's `POST /v1/messages`):
+/// an engine turn streams an answer with usage; the server takes a history with a
+/// `tool_use` and its `tool_result` exactly as this client spells them; it counts a
+/// prompt's tokens at `/v1/messages/count_tokens`; a prompt over the window ends in one
+/// clear error or a compaction, and the thread goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_server_over_the_messages_wire_answers_takes_tool_blocks_and_survives_an_overflow() {
+    let Some(paths) = paths("real_server_over_the_messages_wire") else {
+        return;
+    };
+    let template = paths.templates.join("Qwen-Qwen2.5-7B-Instruct.jinja");
+    let server = LlamaServer::start(
+        &paths,
+        2048,
+        &[
+            "--jinja".to_string(),
+            "--chat-template-file".to_string(),
+            template.display().to_string(),
+        ],
+    )
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = config(
+        home.path(),
+        work.path(),
+        &server,
+        "model_max_output_tokens = 32\n",
+        "wire_api = \"messages\"\ntext_tool_calls = false\n",
+    );
+
+    // The client alone: a tool call and its result, as this client sends them back.
+    let client = interpreter_model_client::ModelClient::new(
+        "llama".into(),
+        cfg.model_provider.clone(),
+        "smollm2".into(),
+        None,
+        &HashMap::new(),
+    )
+    .unwrap();
+    let prompt = interpreter_model_client::Prompt {
+        instructions: "You are terse.".into(),
+        input: vec![
+            interpreter_protocol::ResponseItem::user_text("List the files."),
+            interpreter_protocol::ResponseItem::FunctionCall {
+                name: "shell".into(),
+                arguments: r#"{"command": ["ls"]}"#.into(),
+                call_id: "toolu_01".into(),
+            },
+            interpreter_protocol::ResponseItem::FunctionCallOutput {
+                call_id: "toolu_01".into(),
+                output: "a.txt\nb.txt".into(),
+            },
+        ],
+        tools: vec![interpreter_model_client::ToolSpec {
+            name: "shell".into(),
+            description: "Runs a command.".into(),
+            parameters: serde_json::json!({"type": "object",
+                "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+                "required": ["command"]}),
+        }],
+        max_output_tokens: Some(16),
+        ..Default::default()
+    };
+    let counted = client.count_prompt_tokens(&prompt).await;
+    assert!(counted.is_some_and(|n| n > 10), "count_tokens: {counted:?}");
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut stream = tokio::time::timeout(TURN_DEADLINE, client.stream(&prompt, &cancel))
+        .await
+        .expect("request deadline")
+        .expect("the server takes tool_use and tool_result blocks");
+    let mut completed = false;
+    while let Some(event) = tokio::time::timeout(TURN_DEADLINE, stream.next())
+        .await
+        .expect("stream deadline")
+    {
+        if let interpreter_model_client::ResponseEvent::Completed { token_usage, .. } =
+            event.expect("stream event")
+        {
+            assert!(token_usage.input_tokens > 10, "{token_usage:?}");
+            completed = true;
+        }
+    }
+    assert!(completed, "the message completed");
+
+    // The engine: a turn, an overflow, the next turn.
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(cfg, SessionSource::Exec)
+        .await
+        .unwrap();
+    submit(&new.thread, "Say hello in one short sentence.").await;
+    let events = until_turn_end(&new.thread).await;
+    assert!(completed_without_error(&events), "{events:#?}");
     let usage = events
         .iter()
         .find_map(|m| match m {

@@ -298,7 +298,7 @@ async fn a_responses_call_with_arguments_over_the_bound_is_refused() -> anyhow::
 #[tokio::test]
 async fn a_trickling_stream_ends_at_the_overall_deadline_and_is_not_retried() -> anyhow::Result<()>
 {
-    for wire_api in [WireApi::Chat, WireApi::Responses] {
+    for wire_api in [WireApi::Chat, WireApi::Responses, WireApi::Messages] {
         let server = MockModelServer::start().await?;
         let frame = match wire_api {
             WireApi::Chat => format!("data: {}\n\n", chunk::text("x")),
@@ -306,9 +306,19 @@ async fn a_trickling_stream_ends_at_the_overall_deadline_and_is_not_retried() ->
                 let delta = json!({"type": "response.output_text.delta", "delta": "x"});
                 format!("event: response.output_text.delta\ndata: {delta}\n\n")
             }
+            WireApi::Messages => {
+                let delta = json!({"type": "content_block_delta", "index": 0,
+                                   "delta": {"type": "text_delta", "text": "x"}});
+                format!("event: content_block_delta\ndata: {delta}\n\n")
+            }
+        };
+        let head = match wire_api {
+            WireApi::Messages => json!({"type": "content_block_start", "index": 0,
+                                        "content_block": {"type": "text", "text": "start"}}),
+            WireApi::Chat | WireApi::Responses => chunk::text("start"),
         };
         server.push(
-            MockResponse::sse_then_flood(vec![chunk::text("start")], "", frame, 10_000)
+            MockResponse::sse_then_flood(vec![head], "", frame, 10_000)
                 .with_chunk_delay(Duration::from_millis(100)),
         );
         let mut info = provider(&server, wire_api);
@@ -379,12 +389,15 @@ async fn an_endless_error_body_is_read_only_in_part() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_huge_error_event_is_quoted_in_part() -> anyhow::Result<()> {
-    for wire_api in [WireApi::Chat, WireApi::Responses] {
+    for wire_api in [WireApi::Chat, WireApi::Responses, WireApi::Messages] {
         let server = MockModelServer::start().await?;
         let words = "g".repeat(3 * MIB);
         let event = match wire_api {
             WireApi::Chat => json!({"error": {"message": words}}),
             WireApi::Responses => json!({"type": "error", "code": words, "message": words}),
+            WireApi::Messages => {
+                json!({"type": "error", "error": {"type": words, "message": words}})
+            }
         };
         server.push(MockResponse::sse(vec![event]).without_done());
         let mut info = provider(&server, wire_api);

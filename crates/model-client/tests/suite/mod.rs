@@ -2,5 +2,6 @@
 
 mod bounds;
 mod chat_stream;
+mod messages_wire;
 mod open_models;
 mod responses_stream;

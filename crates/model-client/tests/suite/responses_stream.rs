@@ -188,6 +188,7 @@ async fn text_reasoning_and_two_calls_round_trip_verbatim() -> anyhow::Result<()
             token_usage: TokenUsage {
                 input_tokens: 120,
                 cached_input_tokens: 64,
+                cache_write_input_tokens: 0,
                 output_tokens: 30,
                 reasoning_output_tokens: 12,
                 total_tokens: 150,

@@ -18,6 +18,9 @@ pub struct StreamedTurn {
     /// Responses API reasoning items as streamed (`summary`, `content`,
     /// `encrypted_content`; ids and status left out), which must come back verbatim.
     pub reasoning_items: Vec<Value>,
+    /// Messages API thinking and redacted-thinking blocks as streamed (whole, signature
+    /// included), which must come back verbatim, before the turn's `tool_use` blocks.
+    pub thinking_blocks: Vec<Value>,
 }
 
 impl StreamedTurn {
@@ -25,11 +28,15 @@ impl StreamedTurn {
         let mut turn = Self::default();
         let mut calls: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
         let mut last_index = 0;
+        let mut blocks: BTreeMap<u64, Value> = BTreeMap::new();
         for chunk in chunks {
             if chunk.get("type").and_then(Value::as_str) == Some("response.output_item.done")
                 && let Some(item) = chunk.get("item")
             {
                 turn.push_responses_item(item);
+                continue;
+            }
+            if turn.push_messages_event(chunk, &mut blocks) {
                 continue;
             }
             let choices = chunk.get("choices").and_then(Value::as_array);
@@ -80,6 +87,69 @@ impl StreamedTurn {
         turn
     }
 
+    /// Folds one Messages stream event into the turn; false when `event` is not one.
+    fn push_messages_event(&mut self, event: &Value, blocks: &mut BTreeMap<u64, Value>) -> bool {
+        let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let append = |block: &mut Value, key: &str, piece: Option<&Value>| {
+            let piece = piece.and_then(Value::as_str).unwrap_or("");
+            let joined = format!(
+                "{}{piece}",
+                block.get(key).and_then(Value::as_str).unwrap_or("")
+            );
+            block[key] = Value::String(joined);
+        };
+        match event.get("type").and_then(Value::as_str) {
+            Some("content_block_start") => {
+                if let Some(block) = event.get("content_block") {
+                    blocks.insert(index, block.clone());
+                }
+            }
+            Some("content_block_delta") => {
+                let (Some(block), Some(delta)) = (blocks.get_mut(&index), event.get("delta"))
+                else {
+                    return true;
+                };
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => append(block, "text", delta.get("text")),
+                    Some("thinking_delta") => append(block, "thinking", delta.get("thinking")),
+                    Some("signature_delta") => append(block, "signature", delta.get("signature")),
+                    Some("input_json_delta") => {
+                        append(block, "partial_json", delta.get("partial_json"));
+                    }
+                    _ => {}
+                }
+            }
+            Some("content_block_stop") => {
+                let Some(block) = blocks.remove(&index) else {
+                    return true;
+                };
+                let text = |key: &str| {
+                    block
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                };
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => self.text.push_str(&text("text")),
+                    Some("thinking") => self.thinking_blocks.push(serde_json::json!({
+                        "type": "thinking", "thinking": text("thinking"), "signature": text("signature")
+                    })),
+                    Some("redacted_thinking") => self.thinking_blocks.push(serde_json::json!({
+                        "type": "redacted_thinking", "data": text("data")
+                    })),
+                    Some("tool_use") => {
+                        self.tool_calls.push((text("id"), text("name"), text("partial_json")));
+                    }
+                    _ => {}
+                }
+            }
+            Some("message_start" | "message_delta" | "message_stop" | "ping") => {}
+            _ => return false,
+        }
+        true
+    }
+
     fn push_responses_item(&mut self, item: &Value) {
         let text = |value: &Value, key: &str| {
             value
@@ -118,6 +188,131 @@ fn replayable_reasoning(item: &Value) -> Value {
         "content": field("content"),
         "encrypted_content": field("encrypted_content"),
     })
+}
+
+/// Returns one human-readable line per broken rule of an Anthropic Messages request:
+/// `max_tokens` present and above the thinking budget, roles alternating from a user
+/// message, every `tool_use` answered by a `tool_result` at the start of the next user
+/// message, no client-private fields, and the streamed thinking blocks, tool ids and
+/// inputs sent back exactly, thinking before the turn's calls.
+pub(super) fn check_messages_request(request: &Value, streamed: &[StreamedTurn]) -> Vec<String> {
+    let mut violations = Vec::new();
+    let Some(messages) = request.get("messages").and_then(Value::as_array) else {
+        violations.push("request has no `messages` array".to_string());
+        return violations;
+    };
+    let max_tokens = request.get("max_tokens").and_then(Value::as_u64);
+    match (
+        max_tokens,
+        request
+            .pointer("/thinking/budget_tokens")
+            .and_then(Value::as_u64),
+    ) {
+        (None, _) => violations.push("request has no `max_tokens`".to_string()),
+        (Some(max), Some(budget)) if budget >= max || budget < 1024 => violations.push(format!(
+            "thinking budget {budget} must be at least 1024 and below max_tokens {max}"
+        )),
+        _ => {}
+    }
+    if request.to_string().contains("wire_field") {
+        violations.push("request carries the client-private field `wire_field`".to_string());
+    }
+    let mut open: Vec<String> = Vec::new();
+    let mut previous_role = "";
+    for (position, message) in messages.iter().enumerate() {
+        let role = role(message);
+        if position == 0 && role != "user" {
+            violations.push(format!("messages[0] is `{role}`, not `user`"));
+        }
+        if role == previous_role {
+            violations.push(format!(
+                "messages[{position}]: two `{role}` messages in a row"
+            ));
+        }
+        previous_role = role;
+        let blocks = message.get("content").and_then(Value::as_array);
+        let blocks: Vec<&Value> = blocks.into_iter().flatten().collect();
+        if role == "user" {
+            let results: Vec<&str> = blocks
+                .iter()
+                .take_while(|block| str_field(block, "type") == "tool_result")
+                .map(|block| str_field(block, "tool_use_id"))
+                .collect();
+            let mut expected = std::mem::take(&mut open);
+            expected.sort();
+            let mut answered: Vec<String> = results.iter().map(|id| id.to_string()).collect();
+            answered.sort();
+            if expected != answered {
+                violations.push(format!(
+                    "messages[{position}]: tool_result blocks {answered:?} do not answer the calls {expected:?} of the message before"
+                ));
+            }
+            if blocks
+                .iter()
+                .skip(results.len())
+                .any(|block| str_field(block, "type") == "tool_result")
+            {
+                violations.push(format!(
+                    "messages[{position}]: a tool_result block after other content"
+                ));
+            }
+        } else {
+            check_messages_turn(position, &blocks, streamed, &mut violations);
+            open = blocks
+                .iter()
+                .filter(|block| str_field(block, "type") == "tool_use")
+                .map(|block| str_field(block, "id").to_string())
+                .collect();
+        }
+    }
+    violations
+}
+
+/// One assistant message against what was streamed: calls with their ids, names and
+/// inputs unchanged, and the thinking blocks of the turn they came from, verbatim and
+/// before them.
+fn check_messages_turn(
+    position: usize,
+    blocks: &[&Value],
+    streamed: &[StreamedTurn],
+    violations: &mut Vec<String>,
+) {
+    for (at, block) in blocks.iter().enumerate() {
+        if str_field(block, "type") != "tool_use" {
+            continue;
+        }
+        let id = str_field(block, "id");
+        let Some((turn, call)) = streamed.iter().find_map(|turn| {
+            turn.tool_calls
+                .iter()
+                .find(|call| call.0 == id)
+                .map(|call| (turn, call))
+        }) else {
+            continue;
+        };
+        if call.1 != str_field(block, "name") {
+            violations.push(format!("messages[{position}]: tool_use `{id}` renamed"));
+        }
+        let input = block.get("input").cloned().unwrap_or(Value::Null);
+        let streamed_input: Value = serde_json::from_str(&call.2).unwrap_or(Value::Null);
+        if input != streamed_input {
+            violations.push(format!(
+                "messages[{position}]: tool_use `{id}` input changed: streamed {}, sent {input}",
+                call.2
+            ));
+        }
+        let before: Vec<&Value> = blocks[..at]
+            .iter()
+            .copied()
+            .filter(|block| matches!(str_field(block, "type"), "thinking" | "redacted_thinking"))
+            .collect();
+        let expected: Vec<&Value> = turn.thinking_blocks.iter().collect();
+        if !expected.is_empty() && before != expected {
+            violations.push(format!(
+                "messages[{position}]: thinking blocks before tool_use `{id}` are {before:?}, streamed {expected:?}"
+            ));
+        }
+    }
 }
 
 /// Returns one human-readable line per broken rule of a Responses API request.

@@ -132,6 +132,12 @@ impl MockResponse {
         })
     }
 
+    /// An Anthropic Messages stream of these events (see
+    /// [`super::messages_event::MessageEvents`]), ending when they end (no `[DONE]`).
+    pub fn messages(events: Vec<serde_json::Value>) -> Self {
+        Self::responses(events)
+    }
+
     /// Sends these chunks, then nothing at all while keeping the connection open.
     pub fn sse_then_stall(chunks: Vec<serde_json::Value>) -> Self {
         Self::Sse(SseScript {
