@@ -129,6 +129,11 @@ impl GoalSlot {
         self.goal = goal;
     }
 
+    /// Whether the thread has a goal, in any status.
+    pub fn has_goal(&self) -> bool {
+        self.goal.is_some()
+    }
+
     pub fn is_active(&self) -> bool {
         self.goal
             .as_ref()
@@ -219,7 +224,8 @@ impl From<ModelGoalStatus> for GoalStatus {
     }
 }
 
-/// Offered only while the thread has an active goal.
+/// Offered once the thread has a goal (an ended goal keeps it, so the tool list stays
+/// the same; the call then says there is no active goal).
 pub(crate) fn tool_spec() -> ToolSpec {
     ToolSpec {
         name: UPDATE_GOAL_TOOL.to_string(),

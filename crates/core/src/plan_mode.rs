@@ -3,10 +3,58 @@
 //! out of the answer the user reads and reported as a plan of its own.
 //!
 //! The model's history keeps its answer as written, so later turns see the plan they
-//! proposed; only what front ends show is split.
+//! proposed; only what front ends show is split. The mode's instructions are a developer
+//! message in the history ([`mode_message`]), never a change of the system prompt.
 
-/// What a Plan-mode turn adds to the instructions.
+use interpreter_protocol::{CollaborationMode, CollaborationModeKind, ResponseItem, Role};
+
+/// What a Plan-mode turn is told (see [`mode_message`]).
 pub(crate) const PLAN_MODE_INSTRUCTIONS: &str = include_str!("prompts/plan_mode.md");
+
+/// What the model is told when a thread goes back to the default mode.
+const DEFAULT_MODE_INSTRUCTIONS: &str = "Default mode: the earlier collaboration-mode \
+instructions no longer apply. Work on the task as usual, changing files when it needs it.";
+
+/// The tag a mode's instructions are wrapped in, which marks them in the history.
+const MODE_OPEN: &str = "<collaboration_mode>";
+const MODE_CLOSE: &str = "</collaboration_mode>";
+
+/// The developer message that tells the model the turn's mode (`wanted`: a Plan-mode,
+/// custom collaboration-mode or review turn's instructions; `None` for a default turn),
+/// when it differs from what the history last told it. `None` when nothing needs saying,
+/// which includes every default turn of a thread that was never told another mode.
+///
+/// A mode is said in the conversation, where it stays, and never by changing the system
+/// prompt: the system prompt and tools are the start of every request, and changing them
+/// for one turn would throw away the server's prompt cache for the whole thread. Going
+/// back to the default mode is said the same way.
+pub(crate) fn mode_message(history: &[ResponseItem], wanted: Option<&str>) -> Option<ResponseItem> {
+    let last_said = history.iter().rev().find_map(|item| match item {
+        ResponseItem::Message {
+            role: Role::Developer,
+            ..
+        } => item
+            .message_text()
+            .filter(|text| text.starts_with(MODE_OPEN)),
+        _ => None,
+    });
+    let instructions = match wanted {
+        Some(instructions) => instructions,
+        None if last_said.is_none() => return None,
+        None => DEFAULT_MODE_INSTRUCTIONS,
+    };
+    let text = format!("{MODE_OPEN}\n{}\n{MODE_CLOSE}", instructions.trim());
+    (last_said.as_deref() != Some(text.as_str())).then(|| ResponseItem::developer_text(text))
+}
+
+/// What a turn in `mode` is told beyond the thread's instructions, if anything.
+pub(crate) fn mode_instructions(mode: &CollaborationMode) -> Option<&str> {
+    match (mode.kind, &mode.developer_instructions) {
+        (_, Some(custom)) => Some(custom.as_str()),
+        (CollaborationModeKind::Plan, None) => Some(PLAN_MODE_INSTRUCTIONS),
+        (CollaborationModeKind::Default, None) => None,
+    }
+}
 
 const OPEN_TAG: &str = "<proposed_plan>";
 const CLOSE_TAG: &str = "</proposed_plan>";
@@ -201,6 +249,40 @@ pub(crate) fn split_answer(text: &str) -> SplitAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mode_is_said_once_when_it_changes_and_default_only_after_another() {
+        let plan = CollaborationMode {
+            kind: CollaborationModeKind::Plan,
+            developer_instructions: None,
+        };
+        let default = CollaborationMode {
+            kind: CollaborationModeKind::Default,
+            developer_instructions: None,
+        };
+        let plan = mode_instructions(&plan);
+        let default = mode_instructions(&default);
+        assert_eq!(default, None);
+        let mut history = vec![ResponseItem::user_text("hi")];
+        assert_eq!(mode_message(&history, default), None);
+        let said = mode_message(&history, plan);
+        assert!(
+            said.as_ref()
+                .and_then(ResponseItem::message_text)
+                .is_some_and(|text| text.contains("<proposed_plan>"))
+        );
+        history.extend(said);
+        history.push(ResponseItem::user_text("go on"));
+        assert_eq!(mode_message(&history, plan), None);
+        let back = mode_message(&history, default);
+        assert!(
+            back.as_ref()
+                .and_then(ResponseItem::message_text)
+                .is_some_and(|text| text.contains("Default mode"))
+        );
+        history.extend(back);
+        assert_eq!(mode_message(&history, default), None);
+    }
 
     fn streamed(deltas: &[&str]) -> (String, String) {
         let mut splitter = PlanSplitter::default();

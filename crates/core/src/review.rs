@@ -4,7 +4,8 @@
 //! it finds the repository, checks the refs and takes the diff with git, so a target that
 //! cannot be reviewed is an error the caller reports at once. The turn itself
 //! (`Op::Review`) runs read-only under the same rule as Plan mode, with
-//! [`REVIEW_INSTRUCTIONS`] added to the thread's instructions.
+//! [`REVIEW_INSTRUCTIONS`] said to the model as the turn's mode, like Plan mode's (see
+//! `plan_mode::mode_message`; the system prompt stays the thread's).
 //!
 //! The repository is untrusted content: git runs through [`interpreter_tools::git`],
 //! where no hook, pager, external diff, textconv or filter program of the repository's
@@ -20,7 +21,7 @@ use interpreter_tools::beneath::{Anchor, KeepOut, Target};
 use interpreter_tools::git::{self, GitError};
 use interpreter_tools::sandbox::AnchoredRoot;
 
-/// What a review turn adds to the instructions.
+/// What a review turn is told.
 pub(crate) const REVIEW_INSTRUCTIONS: &str = include_str!("prompts/review.md");
 
 /// The most of the diff the model's request carries; the model can read the rest itself

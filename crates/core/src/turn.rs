@@ -88,6 +88,19 @@ pub(crate) async fn run_turn(
     })])
     .await;
     *sess.turn_base_len.lock().await = sess.history.lock().await.len();
+    // The mode's instructions join the turn's input (so a compaction keeps them), said
+    // to the model, not shown as something the user wrote.
+    let mut turn_input = Vec::new();
+    let wanted = if review {
+        Some(review::REVIEW_INSTRUCTIONS)
+    } else {
+        plan_mode::mode_instructions(&mode)
+    };
+    let said = plan_mode::mode_message(&sess.history.lock().await, wanted);
+    if let Some(said) = said {
+        sess.record_items(std::slice::from_ref(&said)).await;
+        turn_input.push(said);
+    }
     if review {
         // The review request (the diff) is the model's input, not something the user
         // wrote: the entered-review event is what front ends show for it.
@@ -95,11 +108,11 @@ pub(crate) async fn run_turn(
     } else {
         record_user_input(&sess, &sub_id, input.clone()).await;
     }
+    turn_input.extend(input);
     let started = std::time::Instant::now();
     let tokens_before = sess.total_usage.lock().await.total_tokens;
 
-    let instructions = turn_instructions(&sess, &mode, review);
-    let outcome = sampling_loop(&sess, &sub_id, &input, &mode, &instructions, &cancel).await;
+    let outcome = sampling_loop(&sess, &sub_id, &turn_input, &mode, &cancel).await;
     sess.end_turn_mode();
     if review {
         let text = match &outcome {
@@ -303,31 +316,11 @@ struct TurnEnd {
     output_limit: bool,
 }
 
-/// The thread's instructions with what the turn's mode adds: a review's, or the
-/// collaboration mode's.
-fn turn_instructions(sess: &Session, mode: &CollaborationMode, review: bool) -> String {
-    if review {
-        return format!("{}\n\n{}", sess.instructions, review::REVIEW_INSTRUCTIONS);
-    }
-    match (mode.kind, &mode.developer_instructions) {
-        (_, Some(custom)) => format!("{}\n\n{custom}", sess.instructions),
-        (CollaborationModeKind::Plan, None) => {
-            format!(
-                "{}\n\n{}",
-                sess.instructions,
-                plan_mode::PLAN_MODE_INSTRUCTIONS
-            )
-        }
-        (CollaborationModeKind::Default, None) => sess.instructions.clone(),
-    }
-}
-
 async fn sampling_loop(
     sess: &Arc<Session>,
     sub_id: &str,
     turn_input: &[ResponseItem],
     mode: &CollaborationMode,
-    base_instructions: &str,
     cancel: &CancellationToken,
 ) -> Result<TurnEnd, TurnStop> {
     let mut last_agent_message = None;
@@ -348,8 +341,8 @@ async fn sampling_loop(
         let offered = handlers::tool_specs(sess);
         sess.warn_tools_left_out(sub_id, &offered.left_out).await;
         let instructions = match offered.left_out_note() {
-            Some(note) => format!("{base_instructions}\n\n{note}"),
-            None => base_instructions.to_string(),
+            Some(note) => format!("{}\n\n{note}", sess.instructions),
+            None => sess.instructions.clone(),
         };
         let prompt = Prompt {
             instructions,

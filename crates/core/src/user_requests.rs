@@ -42,14 +42,13 @@ pub(crate) fn offers_user_input(sess: &Session) -> bool {
     sess.config.can_ask_user
 }
 
-/// Whether `request_permissions` is offered to the running turn: someone can answer, the
-/// policy may ask for permissions, a sandbox of ours is in force, and the turn is not a
-/// Plan-mode one (which stays read-only).
+/// Whether `request_permissions` is offered to the thread: someone can answer, the
+/// policy may ask for permissions, and a sandbox of ours is in force. Not the turn's
+/// mode: the tool list stays the same across turns, for the prompt cache.
 pub(crate) fn offers_permissions(sess: &Session) -> bool {
     sess.config.can_ask_user
         && sess.config.approval_policy.may_ask(Question::Permissions)
         && !sess.config.sandbox_policy.runs_unsandboxed()
-        && !sess.is_plan_turn()
 }
 
 pub(crate) fn user_input_spec() -> ToolSpec {
@@ -347,7 +346,8 @@ pub(crate) async fn handle_permissions(
     args: PermissionsArgs,
     cancel: &CancellationToken,
 ) -> ToolOutcome {
-    if !offers_permissions(sess) {
+    // A Plan-mode turn stays read-only: it is offered the tool but cannot be granted.
+    if !offers_permissions(sess) || sess.is_plan_turn() {
         return ToolOutcome::Output(
             "request_permissions is not available in this turn (nobody can be asked, the approval policy does not ask for permissions, commands are not sandboxed, or this is a Plan-mode turn); nothing changed".to_string(),
         );

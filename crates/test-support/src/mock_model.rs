@@ -4,12 +4,14 @@
 //! `POST /v1/messages` is answered with the next queued [`MockResponse`] (one FIFO for
 //! all three). Every request body is captured
 //! with the endpoint it hit and checked against the conversation invariants of its wire
-//! format in [`invariants`]; breaches are recorded as violations (never panics inside the
+//! format in [`invariants`], and against the thread's previous request for prefix
+//! stability in [`prefix`]; breaches are recorded as violations (never panics inside the
 //! server) so a test can assert on them at the end.
 
 pub mod chunk;
 mod invariants;
 pub mod messages_event;
+mod prefix;
 pub mod responses_event;
 mod script;
 
@@ -108,6 +110,7 @@ struct ServerState {
     queue: VecDeque<MockResponse>,
     record: MockRecord,
     streamed: Vec<StreamedTurn>,
+    prefixes: prefix::PrefixTracker,
 }
 
 type Shared = Arc<Mutex<ServerState>>;
@@ -375,6 +378,21 @@ async fn answer(
                 .and_then(|value| value.to_str().ok())
                 .map(str::to_string),
         );
+        let completed = match state.queue.front() {
+            Some(MockResponse::Sse(script)) => {
+                script.flood.is_none()
+                    && !script.stall_after_chunks
+                    && prefix::stream_completes(&script.chunks)
+            }
+            _ => false,
+        };
+        let request = state.record.requests.last().cloned().unwrap_or_default();
+        for violation in state.prefixes.observe(&request, completed) {
+            state
+                .record
+                .violations
+                .push(format!("request #{index}: {violation}"));
+        }
         match state.queue.pop_front() {
             Some(response) => {
                 if let MockResponse::Sse(script) = &response {

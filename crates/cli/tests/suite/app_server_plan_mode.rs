@@ -64,6 +64,18 @@ fn system_text(request: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// The collaboration-mode messages of a chat request, in order.
+fn mode_messages(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .filter(|text| text.starts_with("<collaboration_mode>"))
+        .map(str::to_string)
+        .collect()
+}
+
 fn of_method<'a>(messages: &'a [Value], method: &str) -> Vec<&'a Value> {
     messages.iter().filter(|m| m["method"] == method).collect()
 }
@@ -153,16 +165,24 @@ async fn a_plan_turn_streams_the_plan_item_and_keeps_it_across_a_restart() {
         .collect();
     assert_eq!(message_deltas, "Intro\nOutro");
 
-    // What the model was sent: the plan instructions, and no apply_patch.
+    // What the model was sent: the plan instructions as a message of the conversation;
+    // the system prompt and the tools as in any turn (apply_patch is refused, not
+    // withdrawn), so the server's prompt cache holds across modes.
     let record = env.model.record();
     let request = record.requests.last().expect("request");
     assert!(
-        system_text(request).contains("<proposed_plan>"),
+        !system_text(request).contains("<proposed_plan>"),
+        "{request}"
+    );
+    assert!(
+        mode_messages(request)
+            .iter()
+            .any(|text| text.contains("<proposed_plan>")),
         "{request}"
     );
     let tools = tool_names(request);
     assert!(tools.contains(&"shell".to_string()), "{tools:?}");
-    assert!(!tools.contains(&"apply_patch".to_string()), "{tools:?}");
+    assert!(tools.contains(&"apply_patch".to_string()), "{tools:?}");
     assert!(record.violations.is_empty(), "{:?}", record.violations);
 
     // The plan is part of the thread, in every listing.
@@ -274,12 +294,21 @@ async fn the_mode_sticks_until_default_and_default_is_unchanged() {
     let [first, second, third] = &record.requests[..] else {
         panic!("three requests: {:?}", record.requests);
     };
-    for plan_request in [first, second] {
-        assert!(system_text(plan_request).contains("<proposed_plan>"));
-        assert!(!tool_names(plan_request).contains(&"apply_patch".to_string()));
+    // The mode is said once when it starts and once when it ends; the system prompt
+    // and tools never change (the mock's prefix check holds on every request).
+    assert_eq!(mode_messages(first).len(), 1, "{first}");
+    assert!(mode_messages(first)[0].contains("<proposed_plan>"));
+    assert_eq!(mode_messages(second), mode_messages(first), "{second}");
+    let said = mode_messages(third);
+    assert_eq!(said.len(), 2, "{third}");
+    assert!(said[1].contains("Default mode"), "{third}");
+    for request in [first, second, third] {
+        assert!(
+            !system_text(request).contains("<proposed_plan>"),
+            "{request}"
+        );
+        assert!(tool_names(request).contains(&"apply_patch".to_string()));
     }
-    assert!(!system_text(third).contains("<proposed_plan>"), "{third}");
-    assert!(tool_names(third).contains(&"apply_patch".to_string()));
     assert!(record.violations.is_empty(), "{:?}", record.violations);
 }
 

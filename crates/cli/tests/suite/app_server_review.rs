@@ -173,11 +173,23 @@ async fn a_review_of_uncommitted_changes_sends_the_diff_and_keeps_the_review() {
         .expect("turn/completed");
     assert_eq!(completed["params"]["turn"]["status"], "completed");
 
-    // What the model was sent: the review instructions, the whole diff (modified,
-    // staged and untracked), and no apply_patch.
+    // What the model was sent: the review instructions as the turn's mode (in the
+    // conversation; the system prompt stays the thread's, for the prompt cache), the
+    // whole diff (modified, staged and untracked), and the usual tools (apply_patch is
+    // refused in a review, not withdrawn).
     let record = env.model.record();
     let request = record.requests.last().expect("request");
-    assert!(system_text(request).contains("# Review mode"), "{request}");
+    assert!(!system_text(request).contains("# Review mode"), "{request}");
+    assert!(
+        request["messages"]
+            .as_array()
+            .is_some_and(|messages| messages.iter().any(|m| {
+                m["content"].as_str().is_some_and(|text| {
+                    text.starts_with("<collaboration_mode>") && text.contains("# Review mode")
+                })
+            })),
+        "{request}"
+    );
     let asked = last_user_text(request);
     for needle in [
         "+two",
@@ -191,7 +203,7 @@ async fn a_review_of_uncommitted_changes_sends_the_diff_and_keeps_the_review() {
     assert!(!asked.contains("The diff was cut here"), "{asked}");
     let tools = tool_names(request);
     assert!(tools.contains(&"shell".to_string()), "{tools:?}");
-    assert!(!tools.contains(&"apply_patch".to_string()), "{tools:?}");
+    assert!(tools.contains(&"apply_patch".to_string()), "{tools:?}");
     assert!(record.violations.is_empty(), "{:?}", record.violations);
     drop(client);
 

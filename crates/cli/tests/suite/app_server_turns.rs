@@ -520,11 +520,16 @@ async fn fork_copies_history_and_resume_survives_a_restart() {
     );
     drop(client);
 
-    // A new server process resumes the original thread from disk.
+    // A new server process resumes the original thread from disk, with the settings it
+    // ran with (another approval policy would offer other tools, a new prompt prefix).
     let mut client = env.spawn();
     client.initialize().await;
     let resumed = client
-        .ok("thread/resume", json!({"threadId": thread_id}))
+        .ok(
+            "thread/resume",
+            json!({"threadId": thread_id, "approvalPolicy": "never",
+                   "sandbox": "danger-full-access"}),
+        )
         .await;
     assert_eq!(resumed["thread"]["id"], thread_id.as_str());
     assert_eq!(resumed["thread"]["turns"].as_array().map(Vec::len), Some(2));

@@ -122,12 +122,14 @@ async fn handle_update_goal(
 /// The built-in tools, the resource tools when a server offers resources, then the
 /// thread's MCP tools (`mcp__<server>__<tool>`), as far as the MCP client's caps on tool
 /// count and schema size let them in.
+///
+/// The list depends on the thread, never on the turn: a tool that came and went with the
+/// turn's mode would change every request's prefix and throw away the server's prompt
+/// cache. So `apply_patch` is offered in read-only turns too (and refused there), and
+/// `update_goal` stays once the thread has a goal, whatever its status.
 pub(crate) fn tool_specs(sess: &Session) -> OfferedTools {
     let mut specs = builtin_tool_specs();
-    if sess.is_read_only_turn() {
-        specs.retain(|spec| spec.name != APPLY_PATCH_TOOL);
-    }
-    if sess.goal.lock().is_ok_and(|slot| slot.is_active()) {
+    if sess.goal.lock().is_ok_and(|slot| slot.has_goal()) {
         specs.push(goal::tool_spec());
     }
     if user_requests::offers_user_input(sess) {

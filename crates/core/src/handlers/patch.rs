@@ -20,7 +20,8 @@ pub(super) async fn handle_patch(
     cancel: &CancellationToken,
 ) -> ToolOutcome {
     if sess.is_read_only_turn() {
-        // Not offered in a read-only turn; a model that calls it anyway changes nothing.
+        // Offered in every turn (the tool list stays the same for the prompt cache); in a
+        // read-only turn the call changes nothing and the model is told why.
         let refusal = if sess.is_review_turn() {
             PATCH_IN_REVIEW
         } else {
