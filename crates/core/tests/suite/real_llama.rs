@@ -604,6 +604,58 @@ async fn real_server_over_the_messages_wire_answers_takes_tool_blocks_and_surviv
     }
     assert!(completed, "the message completed");
 
+    // Thinking on (`thinking.budget_tokens` below `max_tokens`) and an earlier turn's
+    // thinking and redacted-thinking blocks sent back with their signatures: the server
+    // takes the request. Its first streamed event is enough.
+    let thinking = interpreter_model_client::ModelClient::new(
+        "llama".into(),
+        cfg.model_provider.clone(),
+        "smollm2".into(),
+        Some(interpreter_protocol::ReasoningEffort::Low),
+        &HashMap::new(),
+    )
+    .unwrap();
+    let mut with_thinking = prompt.clone();
+    with_thinking.max_output_tokens = Some(2048);
+    with_thinking.input.insert(
+        1,
+        interpreter_protocol::ResponseItem::Reasoning {
+            summary: Vec::new(),
+            content: Some(vec![
+                interpreter_protocol::ReasoningContent::ReasoningText {
+                    text: "I will run ls.".into(),
+                },
+            ]),
+            encrypted_content: Some("sig-1".into()),
+            wire_field: Some("thinking".into()),
+        },
+    );
+    with_thinking.input.insert(
+        2,
+        interpreter_protocol::ResponseItem::Reasoning {
+            summary: Vec::new(),
+            content: None,
+            encrypted_content: Some("opaque".into()),
+            wire_field: Some("redacted_thinking".into()),
+        },
+    );
+    let mut stream = tokio::time::timeout(TURN_DEADLINE, thinking.stream(&with_thinking, &cancel))
+        .await
+        .expect("request deadline")
+        .expect("the server takes thinking and the thinking blocks");
+    let first = tokio::time::timeout(TURN_DEADLINE, async {
+        loop {
+            match stream.next().await {
+                Some(Ok(interpreter_model_client::ResponseEvent::Created)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("stream deadline");
+    assert!(matches!(first, Some(Ok(_))), "{first:?}");
+    drop(stream);
+
     // The engine: a turn, an overflow, the next turn.
     let manager = ThreadManager::new();
     let new = manager
