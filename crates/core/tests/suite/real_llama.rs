@@ -452,7 +452,8 @@ async fn real_server_with_a_tool_template_takes_tools_without_a_warning() {
 }
 
 /// The same server over `wire_api = "responses"` (llama-server's `POST /v1/responses`):
-/// a turn streams an answer with usage, a prompt over the window ends in one clear error
+/// it takes a history with a function call and its output as this client sends them, a
+/// turn streams an answer with usage, a prompt over the window ends in one clear error
 /// or a compaction, and the thread goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_server_over_the_responses_wire_answers_and_survives_an_overflow() {
@@ -469,6 +470,9 @@ async fn real_server_over_the_responses_wire_answers_and_survives_an_overflow() 
         "model_max_output_tokens = 32\n",
         "wire_api = \"responses\"\n",
     );
+    // The server takes a history with a function call and its output, as this client
+    // sends them back.
+    assert_takes_a_tool_call_history(&cfg).await;
     let manager = ThreadManager::new();
     let new = manager
         .start_thread(cfg, SessionSource::Exec)
@@ -551,58 +555,10 @@ async fn real_server_over_the_messages_wire_answers_takes_tool_blocks_and_surviv
     );
 
     // The client alone: a tool call and its result, as this client sends them back.
-    let client = interpreter_model_client::ModelClient::new(
-        "llama".into(),
-        cfg.model_provider.clone(),
-        "smollm2".into(),
-        None,
-        &HashMap::new(),
-    )
-    .unwrap();
-    let prompt = interpreter_model_client::Prompt {
-        instructions: "You are terse.".into(),
-        input: vec![
-            interpreter_protocol::ResponseItem::user_text("List the files."),
-            interpreter_protocol::ResponseItem::FunctionCall {
-                name: "shell".into(),
-                arguments: r#"{"command": ["ls"]}"#.into(),
-                call_id: "toolu_01".into(),
-            },
-            interpreter_protocol::ResponseItem::FunctionCallOutput {
-                call_id: "toolu_01".into(),
-                output: "a.txt\nb.txt".into(),
-            },
-        ],
-        tools: vec![interpreter_model_client::ToolSpec {
-            name: "shell".into(),
-            description: "Runs a command.".into(),
-            parameters: serde_json::json!({"type": "object",
-                "properties": {"command": {"type": "array", "items": {"type": "string"}}},
-                "required": ["command"]}),
-        }],
-        max_output_tokens: Some(16),
-        ..Default::default()
-    };
+    let (client, prompt) = assert_takes_a_tool_call_history(&cfg).await;
     let counted = client.count_prompt_tokens(&prompt).await;
     assert!(counted.is_some_and(|n| n > 10), "count_tokens: {counted:?}");
     let cancel = tokio_util::sync::CancellationToken::new();
-    let mut stream = tokio::time::timeout(TURN_DEADLINE, client.stream(&prompt, &cancel))
-        .await
-        .expect("request deadline")
-        .expect("the server takes tool_use and tool_result blocks");
-    let mut completed = false;
-    while let Some(event) = tokio::time::timeout(TURN_DEADLINE, stream.next())
-        .await
-        .expect("stream deadline")
-    {
-        if let interpreter_model_client::ResponseEvent::Completed { token_usage, .. } =
-            event.expect("stream event")
-        {
-            assert!(token_usage.input_tokens > 10, "{token_usage:?}");
-            completed = true;
-        }
-    }
-    assert!(completed, "the message completed");
 
     // Thinking on (`thinking.budget_tokens` below `max_tokens`) and an earlier turn's
     // thinking and redacted-thinking blocks sent back with their signatures: the server
@@ -699,4 +655,66 @@ async fn real_server_over_the_messages_wire_answers_takes_tool_blocks_and_surviv
     submit(&new.thread, "Say hi.").await;
     let events = until_turn_end(&new.thread).await;
     assert!(completed_without_error(&events), "next turn: {events:#?}");
+}
+
+/// One request straight from the client, with a history holding a tool call and its
+/// output, streamed to its end: the server took the shapes this client sends back on the
+/// provider's wire. Returns the client and the prompt for more.
+async fn assert_takes_a_tool_call_history(
+    cfg: &interpreter_core::config::Config,
+) -> (
+    interpreter_model_client::ModelClient,
+    interpreter_model_client::Prompt,
+) {
+    let client = interpreter_model_client::ModelClient::new(
+        "llama".into(),
+        cfg.model_provider.clone(),
+        "smollm2".into(),
+        None,
+        &HashMap::new(),
+    )
+    .unwrap();
+    let prompt = interpreter_model_client::Prompt {
+        instructions: "You are terse.".into(),
+        input: vec![
+            interpreter_protocol::ResponseItem::user_text("List the files."),
+            interpreter_protocol::ResponseItem::FunctionCall {
+                name: "shell".into(),
+                arguments: r#"{"command": ["ls"]}"#.into(),
+                call_id: "toolu_01".into(),
+            },
+            interpreter_protocol::ResponseItem::FunctionCallOutput {
+                call_id: "toolu_01".into(),
+                output: "a.txt\nb.txt".into(),
+            },
+        ],
+        tools: vec![interpreter_model_client::ToolSpec {
+            name: "shell".into(),
+            description: "Runs a command.".into(),
+            parameters: serde_json::json!({"type": "object",
+                "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+                "required": ["command"]}),
+        }],
+        max_output_tokens: Some(16),
+        ..Default::default()
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut stream = tokio::time::timeout(TURN_DEADLINE, client.stream(&prompt, &cancel))
+        .await
+        .expect("request deadline")
+        .expect("the server takes a tool call and its output");
+    let mut completed = false;
+    while let Some(event) = tokio::time::timeout(TURN_DEADLINE, stream.next())
+        .await
+        .expect("stream deadline")
+    {
+        if let interpreter_model_client::ResponseEvent::Completed { token_usage, .. } =
+            event.expect("stream event")
+        {
+            assert!(token_usage.input_tokens > 10, "{token_usage:?}");
+            completed = true;
+        }
+    }
+    assert!(completed, "the answer completed");
+    (client, prompt)
 }
