@@ -346,8 +346,16 @@ fn assistant_message(turn: &[ResponseItem]) -> ChatMessage {
     }
 }
 
+/// The message's text parts as one string, one line break between two parts: parts are
+/// separate blocks (an editor's file mention, then the question), and glued together
+/// they would read as one word (`…/notes.txtWhat is in it?`). Empty parts add nothing.
 fn joined_text(content: &[ContentItem]) -> String {
-    content.iter().filter_map(ContentItem::text).collect()
+    let parts: Vec<&str> = content
+        .iter()
+        .filter_map(ContentItem::text)
+        .filter(|text| !text.is_empty())
+        .collect();
+    parts.join("\n")
 }
 
 /// Plain string when the message is text only; typed parts when it carries images.
@@ -380,6 +388,30 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
     use serde_json::{Value, json};
+
+    /// Found by Neovim + CodeCompanion over ACP: a file mention and the question, two
+    /// blocks of one prompt, reached the model as one word.
+    #[test]
+    fn codecompanion_prompt_blocks_keep_their_boundary_on_the_chat_wire() {
+        let input = vec![ResponseItem::Message {
+            role: Role::User,
+            content: vec![
+                ContentItem::InputText {
+                    text: "/work/notes.txt".into(),
+                },
+                ContentItem::InputText {
+                    text: String::new(),
+                },
+                ContentItem::InputText {
+                    text: "What is in the shared file?".into(),
+                },
+            ],
+        }];
+        assert_eq!(
+            to_json("", &input),
+            json!([{"role": "user", "content": "/work/notes.txt\nWhat is in the shared file?"}])
+        );
+    }
 
     fn call(id: &str, name: &str, args: &str) -> ResponseItem {
         ResponseItem::FunctionCall {
