@@ -219,6 +219,79 @@ async fn editor_file_request<T>(
     }
 }
 
+/// The most a message that follows `initialize` waits for the answer to it.
+const INITIALIZE_ANSWER_WAIT: Duration = Duration::from_secs(30);
+
+/// What the gate reads of a line: enough to tell `initialize` and its answer.
+#[derive(serde::Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+}
+
+/// Holds the messages that arrive after `initialize` until its answer has been written.
+///
+/// The SDK refuses any request it receives before it has answered `initialize` (-32600),
+/// but editors send `session/new` right behind `initialize` without waiting
+/// (CodeCompanion.nvim does, and loses the first message). Queued here instead, such a
+/// request reaches the SDK once the answer is out, in the order it came. A request before
+/// any `initialize` is still the SDK's to refuse.
+#[derive(Default)]
+struct InitializeGate {
+    /// The id of the `initialize` request whose answer has not been written yet.
+    pending: std::sync::Mutex<Option<serde_json::Value>>,
+    answered: tokio::sync::Notify,
+}
+
+impl InitializeGate {
+    fn pending(&self) -> Option<serde_json::Value> {
+        self.pending.lock().ok().and_then(|pending| pending.clone())
+    }
+
+    /// Waits (bounded) while an `initialize` is unanswered, then lets `envelope` through,
+    /// remembering it when it is an `initialize` request.
+    async fn pass(&self, envelope: &Envelope) {
+        let deadline = tokio::time::Instant::now() + INITIALIZE_ANSWER_WAIT;
+        loop {
+            let answered = self.answered.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            if self.pending().is_none() {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, answered).await.is_err() {
+                tracing::warn!(
+                    "no answer to initialize within {INITIALIZE_ANSWER_WAIT:?}; passing on the next message"
+                );
+                break;
+            }
+        }
+        if envelope.method.as_deref() == Some("initialize")
+            && let (Some(id), Ok(mut pending)) = (&envelope.id, self.pending.lock())
+        {
+            *pending = Some(id.clone());
+        }
+    }
+
+    /// A line went out: the answer to the pending `initialize` opens the gate.
+    fn written(&self, line: &str) {
+        let Some(pending) = self.pending() else {
+            return;
+        };
+        let Ok(envelope) = serde_json::from_str::<Envelope>(line) else {
+            return;
+        };
+        if envelope.method.is_none() && envelope.id.as_ref() == Some(&pending) {
+            if let Ok(mut slot) = self.pending.lock() {
+                *slot = None;
+            }
+            self.answered.notify_waiters();
+        }
+    }
+}
+
 /// State the handlers share.
 struct Shared {
     agent: Arc<Agent>,
@@ -241,45 +314,52 @@ pub(crate) async fn serve_stdio(
     // The SDK's messages and our answers to lines it never sees share stdout, a whole
     // line at a time.
     let stdout = Arc::new(tokio::sync::Mutex::new(tokio::io::stdout()));
-    let outgoing = futures::sink::unfold(stdout.clone(), async |out, line: String| {
-        write_line(&out, &line).await?;
-        Ok::<_, std::io::Error>(out)
-    });
+    let gate = Arc::new(InitializeGate::default());
+    let outgoing = futures::sink::unfold(
+        (stdout.clone(), gate.clone()),
+        async |(out, gate), line: String| {
+            write_line(&out, &line).await?;
+            gate.written(&line);
+            Ok::<_, std::io::Error>((out, gate))
+        },
+    );
     // Lines are read bounded (a huge one is dropped as it arrives and answered here), and
     // a line that is not JSON is answered here too, as on every front end; the rest go to
     // the SDK, decoded lossily (a line that is not UTF-8 is then unparsable, not the end
     // of the connection).
     let stdin = BoundedLines::new(tokio::io::BufReader::new(tokio::io::stdin()));
-    let incoming = futures::stream::unfold((stdin, stdout), async |(mut input, out)| {
-        loop {
-            let refused = match input.next().await {
-                Ok(Some(Line::Message(line))) => {
-                    match serde_json::from_slice::<serde::de::IgnoredAny>(&line) {
-                        Ok(_) => {
-                            let line = String::from_utf8_lossy(&line).into_owned();
-                            return Some((Ok(line), (input, out)));
+    let incoming =
+        futures::stream::unfold((stdin, stdout, gate), async |(mut input, out, gate)| {
+            loop {
+                let refused = match input.next().await {
+                    Ok(Some(Line::Message(line))) => {
+                        match serde_json::from_slice::<Envelope>(&line) {
+                            Ok(envelope) => {
+                                gate.pass(&envelope).await;
+                                let line = String::from_utf8_lossy(&line).into_owned();
+                                return Some((Ok(line), (input, out, gate)));
+                            }
+                            Err(error) => Unservable::NotJson(error.to_string()),
                         }
-                        Err(error) => Unservable::NotJson(error.to_string()),
                     }
+                    Ok(Some(Line::TooLong)) => {
+                        tracing::warn!("refusing a message longer than the line bound");
+                        Unservable::TooLong
+                    }
+                    Ok(None) => return None,
+                    Err(e) => return Some((Err(e), (input, out, gate))),
+                };
+                let answer = serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "id": null,
+                    "error": refused.error_object(),
+                });
+                if let Err(e) = write_line(&out, &answer.to_string()).await {
+                    return Some((Err(e), (input, out, gate)));
                 }
-                Ok(Some(Line::TooLong)) => {
-                    tracing::warn!("refusing a message longer than the line bound");
-                    Unservable::TooLong
-                }
-                Ok(None) => return None,
-                Err(e) => return Some((Err(e), (input, out))),
-            };
-            let answer = serde_json::json!({
-                "jsonrpc": "2.0",
-                "id": null,
-                "error": refused.error_object(),
-            });
-            if let Err(e) = write_line(&out, &answer.to_string()).await {
-                return Some((Err(e), (input, out)));
             }
-        }
-    })
-    .take_until(stop.cancelled_owned());
+        })
+        .take_until(stop.cancelled_owned());
     let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
 
     let s1 = shared.clone();

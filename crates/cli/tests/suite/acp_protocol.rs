@@ -93,6 +93,54 @@ async fn initialize_answers_with_honest_capabilities_and_no_model_server() {
     assert_eq!(result["agentInfo"]["name"], "interpreter");
 }
 
+/// Found by Neovim + CodeCompanion.nvim: it sends `session/new` (and then a prompt)
+/// right behind `initialize`, before the answer; the request was refused (-32600) and the
+/// first message lost. Such requests wait for the answer and are served in order; one
+/// sent before any `initialize` is still refused.
+#[tokio::test]
+async fn codecompanion_requests_sent_before_the_initialize_answer_are_queued() {
+    let env = AcpEnv::new().await;
+    env.script_text("Hello from the first message.");
+    let mut client = env.spawn();
+    let early = client
+        .send_request(
+            "session/new",
+            json!({"cwd": env.work_path(), "mcpServers": []}),
+        )
+        .await;
+    let refused = client.response(early).await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+
+    // Both lines in one write, as the editor's pipe delivers them.
+    let (initialize, new) = (100, 101);
+    let lines = format!(
+        "{}\n{}\n",
+        json!({"jsonrpc": "2.0", "id": initialize, "method": "initialize",
+               "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+        json!({"jsonrpc": "2.0", "id": new, "method": "session/new",
+               "params": {"cwd": env.work_path(), "mcpServers": []}}),
+    );
+    client.send_raw(lines.as_bytes()).await;
+    let answered = client.response(initialize).await;
+    assert_eq!(answered["result"]["protocolVersion"], 1, "{answered}");
+    let session = client.response(new).await;
+    let session_id = session["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("session/new was refused: {session}"))
+        .to_string();
+    let prompt = client.send_prompt(&session_id, "hi").await;
+    let done = client.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(
+        client
+            .updates(&session_id)
+            .iter()
+            .any(|u| u.to_string().contains("Hello from the first message.")),
+        "{:?}",
+        client.updates(&session_id)
+    );
+}
+
 #[tokio::test]
 async fn prompt_streams_each_text_once_and_ends_end_turn() {
     let env = AcpEnv::new().await;
