@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::AcpError;
 use crate::history;
 use crate::sdk::Editor;
-use crate::update::{Mode, ModelChoice, SessionState, SessionSummary};
+use interpreter_protocol::ReasoningEffort;
+
+use crate::update::{Mode, ModelChoice, SessionOption, SessionState, SessionSummary, effort_of};
 
 /// Deadline of the endpoint's `GET /models` when a session starts: a slow or absent
 /// endpoint leaves the choice to the configured model.
@@ -34,6 +36,8 @@ pub(crate) struct Settings {
     pub mode: Mode,
     /// `None`: the configured model.
     pub model: Option<String>,
+    /// `None`: the configured reasoning effort.
+    pub effort: Option<ReasoningEffort>,
     /// The editor's MCP servers, joined to the configured ones for this session.
     pub mcp_servers: Vec<(String, McpServerConfig)>,
 }
@@ -109,16 +113,20 @@ impl Session {
         }
     }
 
+    /// The session's choices as the editor sees them: what it picked, else what the
+    /// thread runs with (a pick takes effect at the next prompt).
     fn state(&self) -> Result<SessionState, AcpError> {
         let settings = self.settings()?;
         let thread = self.thread()?;
+        let config = thread.config();
         Ok(SessionState {
             id: self.id.to_string(),
             mode: settings.mode,
             model: ModelChoice {
-                current: thread.config().model.clone(),
+                current: settings.model.unwrap_or_else(|| config.model.clone()),
                 available: self.models(),
             },
+            effort: settings.effort.or(config.model_reasoning_effort),
         })
     }
 }
@@ -159,6 +167,9 @@ impl Agent {
         inputs.overrides.cwd = Some(settings.cwd.clone());
         if let Some(model) = &settings.model {
             inputs.overrides.model = Some(model.clone());
+        }
+        if let Some(effort) = settings.effort {
+            inputs.overrides.model_reasoning_effort = Some(effort);
         }
         let (approval, sandbox) = match settings.mode {
             Mode::ReadOnly => (AskForApproval::Untrusted, SandboxMode::ReadOnly),
@@ -262,12 +273,14 @@ impl Agent {
     }
 
     /// The session's thread, restarted with the session's current settings when they
-    /// changed since it started (mode or model): the engine fixes them per thread.
+    /// changed since it started (mode, model or reasoning effort): the engine fixes them
+    /// per thread.
     pub(crate) async fn current_thread(&self, session: &Session) -> Result<Arc<Thread>, AcpError> {
         let thread = session.thread()?;
         let config = self.config_for(&session.settings()?).await?;
         let now = thread.config();
         if now.model == config.model
+            && now.model_reasoning_effort == config.model_reasoning_effort
             && now.approval_policy == config.approval_policy
             && now.sandbox_policy == config.sandbox_policy
         {
@@ -283,30 +296,37 @@ impl Agent {
         Ok(restarted.thread)
     }
 
-    pub(crate) fn set_mode(&self, id: &str, mode_id: &str) -> Result<(), AcpError> {
+    /// One session config option (`mode`, `model`, `reasoning_effort`) for later
+    /// prompts; answers the session's choices after it.
+    pub(crate) fn set_option(
+        &self,
+        id: &str,
+        option: SessionOption,
+        value: &str,
+    ) -> Result<SessionState, AcpError> {
         let session = self.session(id)?;
-        let mode = Mode::from_id(mode_id)
-            .ok_or_else(|| AcpError::InvalidParams(format!("unknown mode `{mode_id}`")))?;
-        if let Ok(mut settings) = session.settings.lock() {
-            settings.mode = mode;
+        let unknown = |what: &str| AcpError::InvalidParams(format!("unknown {what} `{value}`"));
+        let mut settings = session
+            .settings
+            .lock()
+            .map_err(|_| AcpError::Internal("session state poisoned".into()))?;
+        match option {
+            SessionOption::Mode => {
+                settings.mode = Mode::from_id(value).ok_or_else(|| unknown("mode"))?
+            }
+            SessionOption::Model => {
+                if !session.models().iter().any(|m| m == value) {
+                    return Err(unknown("model"));
+                }
+                settings.model = Some(value.to_string());
+            }
+            SessionOption::ReasoningEffort => {
+                settings.effort =
+                    Some(effort_of(value).ok_or_else(|| unknown("reasoning effort"))?);
+            }
         }
-        Ok(())
-    }
-
-    /// Choose the model of later prompts; answers the session's model choice.
-    pub(crate) fn set_model(&self, id: &str, model: &str) -> Result<ModelChoice, AcpError> {
-        let session = self.session(id)?;
-        let available = session.models();
-        if !available.iter().any(|m| m == model) {
-            return Err(AcpError::InvalidParams(format!("unknown model `{model}`")));
-        }
-        if let Ok(mut settings) = session.settings.lock() {
-            settings.model = Some(model.to_string());
-        }
-        Ok(ModelChoice {
-            current: model.to_string(),
-            available,
-        })
+        drop(settings);
+        session.state()
     }
 
     pub(crate) fn cancel(&self, id: &str) {

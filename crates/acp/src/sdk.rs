@@ -45,12 +45,11 @@ use crate::agent::{Agent, Settings};
 use crate::error::AcpError;
 use crate::turn;
 use crate::update::{
-    Mode, ModelChoice, Permission, PlanStatus, SLASH_COMMANDS, StopReason, ToolCall,
-    ToolCallUpdate, ToolContent, ToolKind, ToolStatus, Update,
+    DEFAULT_EFFORT, EFFORTS, Mode, Permission, PlanStatus, SLASH_COMMANDS, SessionOption,
+    SessionState, StopReason, ToolCall, ToolCallUpdate, ToolContent, ToolKind, ToolStatus, Update,
 };
 
 /// The id of the model config option.
-const MODEL_OPTION: &str = "model";
 /// How long the editor may take to read or save a file for a patch.
 const FILE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -398,7 +397,7 @@ pub(crate) async fn serve_stdio(
                         id.clone(),
                         NewSessionResponse::new(id)
                             .modes(modes(state.mode))
-                            .config_options(config_options(&state.model)),
+                            .config_options(config_options(&state)),
                     ))
                 })
             },
@@ -421,7 +420,7 @@ pub(crate) async fn serve_stdio(
                         state.id.clone(),
                         LoadSessionResponse::new()
                             .modes(modes(state.mode))
-                            .config_options(config_options(&state.model)),
+                            .config_options(config_options(&state)),
                     ))
                 })
             },
@@ -439,7 +438,7 @@ pub(crate) async fn serve_stdio(
                         state.id.clone(),
                         ResumeSessionResponse::new()
                             .modes(modes(state.mode))
-                            .config_options(config_options(&state.model)),
+                            .config_options(config_options(&state)),
                     ))
                 })
             },
@@ -484,22 +483,42 @@ pub(crate) async fn serve_stdio(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionModeRequest, responder, _cx| {
-                let result = s7
-                    .agent
-                    .set_mode(&request.session_id.0, &request.mode_id.0)
-                    .map(|()| SetSessionModeResponse::new())
-                    .map_err(wire_error);
-                responder.respond_with_result(result)
+            async move |request: SetSessionModeRequest, responder, cx| {
+                let session = request.session_id.0.to_string();
+                let changed =
+                    s7.agent
+                        .set_option(&session, SessionOption::Mode, &request.mode_id.0);
+                match changed {
+                    Ok(state) => {
+                        responder.respond(SetSessionModeResponse::new())?;
+                        // The mode is also a config option: editors that follow those
+                        // hear of it.
+                        Editor { connection: cx }.update(&session, Update::ConfigOptions(state));
+                        Ok(())
+                    }
+                    Err(e) => responder.respond_with_result(Err(wire_error(e))),
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionConfigOptionRequest, responder, _cx| {
-                let result = set_config_option(&s8.agent, &request)
-                    .map(|choice| SetSessionConfigOptionResponse::new(config_options(&choice)))
-                    .map_err(wire_error);
-                responder.respond_with_result(result)
+            async move |request: SetSessionConfigOptionRequest, responder, cx| {
+                let session = request.session_id.0.to_string();
+                let changed = set_config_option(&s8.agent, &request);
+                match changed {
+                    Ok((option, state)) => {
+                        responder
+                            .respond(SetSessionConfigOptionResponse::new(config_options(&state)))?;
+                        // Editors that follow the older `modes` hear of a mode set as an
+                        // option.
+                        if option == SessionOption::Mode {
+                            Editor { connection: cx }
+                                .update(&session, Update::CurrentMode(state.mode));
+                        }
+                        Ok(())
+                    }
+                    Err(e) => responder.respond_with_result(Err(wire_error(e))),
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -666,6 +685,7 @@ fn settings(cwd: PathBuf, servers: Vec<McpServer>) -> Result<Settings, AcpError>
         cwd,
         mode: Mode::default(),
         model: None,
+        effort: None,
         mcp_servers: servers
             .into_iter()
             .map(mcp_server)
@@ -752,20 +772,25 @@ fn user_input(blocks: Vec<ContentBlock>) -> Result<Vec<UserInput>, AcpError> {
         .collect()
 }
 
+/// `session/set_config_option`: which option was set, and the session's choices after.
 fn set_config_option(
     agent: &Agent,
     request: &SetSessionConfigOptionRequest,
-) -> Result<ModelChoice, AcpError> {
-    if &*request.config_id.0 != MODEL_OPTION {
-        return Err(AcpError::InvalidParams(format!(
-            "unknown config option `{}`",
+) -> Result<(SessionOption, SessionState), AcpError> {
+    let option = SessionOption::from_id(&request.config_id.0).ok_or_else(|| {
+        AcpError::InvalidParams(format!(
+            "unknown config option `{}`; the options are mode, model and reasoning_effort",
             request.config_id.0
-        )));
-    }
-    let value = request.value.as_value_id().ok_or_else(|| {
-        AcpError::InvalidParams("the model option takes one of its values".into())
+        ))
     })?;
-    agent.set_model(&request.session_id.0, &value.0)
+    let value = request.value.as_value_id().ok_or_else(|| {
+        AcpError::InvalidParams(format!(
+            "the {} option takes one of its values",
+            option.id()
+        ))
+    })?;
+    let state = agent.set_option(&request.session_id.0, option, &value.0)?;
+    Ok((option, state))
 }
 
 fn modes(current: Mode) -> SessionModeState {
@@ -778,15 +803,50 @@ fn modes(current: Mode) -> SessionModeState {
     )
 }
 
-fn config_options(model: &ModelChoice) -> Vec<SessionConfigOption> {
-    let options: Vec<SessionConfigSelectOption> = model
+/// The session's config options: mode, model and reasoning effort, each with its
+/// current value.
+fn config_options(state: &SessionState) -> Vec<SessionConfigOption> {
+    let modes: Vec<SessionConfigSelectOption> = Mode::ALL
+        .into_iter()
+        .map(|mode| {
+            SessionConfigSelectOption::new(mode.id(), mode.name()).description(mode.description())
+        })
+        .collect();
+    let models: Vec<SessionConfigSelectOption> = state
+        .model
         .available
         .iter()
         .map(|id| SessionConfigSelectOption::new(id.clone(), id.clone()))
         .collect();
+    let efforts: Vec<SessionConfigSelectOption> = std::iter::once(SessionConfigSelectOption::new(
+        DEFAULT_EFFORT,
+        "Provider default",
+    ))
+    .chain(
+        EFFORTS
+            .into_iter()
+            .map(|(effort, name)| SessionConfigSelectOption::new(effort.as_str(), name)),
+    )
+    .collect();
     vec![
-        SessionConfigOption::select(MODEL_OPTION, "Model", model.current.clone(), options)
-            .category(SessionConfigOptionCategory::Model),
+        SessionConfigOption::select(SessionOption::Mode.id(), "Mode", state.mode.id(), modes)
+            .category(SessionConfigOptionCategory::Mode),
+        SessionConfigOption::select(
+            SessionOption::Model.id(),
+            "Model",
+            state.model.current.clone(),
+            models,
+        )
+        .category(SessionConfigOptionCategory::Model),
+        SessionConfigOption::select(
+            SessionOption::ReasoningEffort.id(),
+            "Reasoning effort",
+            state
+                .effort
+                .map_or(DEFAULT_EFFORT, |effort| effort.as_str()),
+            efforts,
+        )
+        .category(SessionConfigOptionCategory::ThoughtLevel),
     ]
 }
 
@@ -810,6 +870,10 @@ fn session_update(update: Update) -> wire::SessionUpdate {
         Update::Thought(text) => U::AgentThoughtChunk(ContentChunk::new(text_block(text))),
         Update::ToolCall(call) => U::ToolCall(tool_call(call)),
         Update::ToolCallUpdate(update) => U::ToolCallUpdate(tool_call_update(update)),
+        Update::CurrentMode(mode) => U::CurrentModeUpdate(wire::CurrentModeUpdate::new(mode.id())),
+        Update::ConfigOptions(state) => {
+            U::ConfigOptionUpdate(wire::ConfigOptionUpdate::new(config_options(&state)))
+        }
         Update::Commands(commands) => {
             U::AvailableCommandsUpdate(wire::AvailableCommandsUpdate::new(
                 commands

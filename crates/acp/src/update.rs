@@ -1,6 +1,7 @@
 //! What the agent tells the editor about a session, in the agent's own terms. `sdk`
 //! turns these into ACP `session/update` notifications; nothing else knows the wire.
 
+use interpreter_protocol::ReasoningEffort;
 use std::path::PathBuf;
 
 /// One `session/update`.
@@ -17,6 +18,10 @@ pub(crate) enum Update {
     Plan(Vec<PlanEntry>),
     /// The slash commands the editor may offer (sent when a session opens).
     Commands(&'static [SlashCommand]),
+    /// The mode changed through its config option (for editors that follow `modes`).
+    CurrentMode(Mode),
+    /// The config options changed through `session/set_mode`.
+    ConfigOptions(SessionState),
 }
 
 /// A slash command: a prompt that is exactly `/<name>` runs it instead of a model turn.
@@ -137,7 +142,7 @@ impl Mode {
                 "Reads anything; asks before any command that is not known to be safe, which then runs sandboxed read-only"
             }
             Mode::WorkspaceWrite => {
-                "Writes inside the project; asks before any command that is not known to be safe"
+                "Writes only inside the project; asks before each edit and before any command that is not known to be safe"
             }
             Mode::FullAccess => "Runs every command and edit without asking, unsandboxed",
         }
@@ -176,10 +181,60 @@ pub(crate) struct ModelChoice {
     pub available: Vec<String>,
 }
 
-/// What `session/new`, `load` and `resume` answer besides the id.
+/// What `session/new`, `load` and `resume` answer besides the id: the session's choices,
+/// offered as its config options.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SessionState {
     pub id: String,
     pub mode: Mode,
     pub model: ModelChoice,
+    /// `None`: the provider's default (nothing is sent).
+    pub effort: Option<ReasoningEffort>,
+}
+
+/// The session config options (`session/set_config_option`). The ACP spec tells
+/// clients to prefer them over the older `modes` when an agent offers them, so the mode
+/// is one too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionOption {
+    Mode,
+    Model,
+    ReasoningEffort,
+}
+
+impl SessionOption {
+    pub(crate) const ALL: [SessionOption; 3] = [Self::Mode, Self::Model, Self::ReasoningEffort];
+
+    pub(crate) fn id(self) -> &'static str {
+        match self {
+            Self::Mode => "mode",
+            Self::Model => "model",
+            Self::ReasoningEffort => "reasoning_effort",
+        }
+    }
+
+    pub(crate) fn from_id(id: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|option| option.id() == id)
+    }
+}
+
+/// The reasoning efforts offered, with their names.
+pub(crate) const EFFORTS: [(ReasoningEffort, &str); 6] = [
+    (ReasoningEffort::None, "None"),
+    (ReasoningEffort::Minimal, "Minimal"),
+    (ReasoningEffort::Low, "Low"),
+    (ReasoningEffort::Medium, "Medium"),
+    (ReasoningEffort::High, "High"),
+    (ReasoningEffort::Xhigh, "Extra high"),
+];
+
+/// The value id of "the provider's default": no effort is sent.
+pub(crate) const DEFAULT_EFFORT: &str = "default";
+
+/// A reasoning-effort value id as the effort; `None` for an unknown one.
+pub(crate) fn effort_of(id: &str) -> Option<ReasoningEffort> {
+    EFFORTS
+        .into_iter()
+        .find(|(effort, _)| effort.as_str() == id)
+        .map(|(effort, _)| effort)
 }

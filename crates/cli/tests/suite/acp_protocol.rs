@@ -141,6 +141,118 @@ async fn codecompanion_requests_sent_before_the_initialize_answer_are_queued() {
     );
 }
 
+/// Found by acpx (`acpx set mode read-only` got `-32602 unknown config option 'mode'`)
+/// and CodeCompanion.nvim (`session_config_options = { mode = … }` was ignored): the
+/// mode and the reasoning effort are session config options beside the model, and a
+/// change through either route is announced on the other.
+#[tokio::test]
+async fn acpx_mode_and_reasoning_effort_are_config_options() {
+    let env = AcpEnv::new().await;
+    env.script_text("first");
+    env.script_text("second");
+    let mut client = env.start().await;
+    let result = client
+        .request(
+            "session/new",
+            json!({"cwd": env.work_path(), "mcpServers": []}),
+        )
+        .await;
+    let session = result["sessionId"].as_str().expect("sessionId").to_string();
+    let option = |options: &Value, id: &str| -> Value {
+        options
+            .as_array()
+            .and_then(|all| all.iter().find(|o| o["id"] == id))
+            .cloned()
+            .unwrap_or_else(|| panic!("no `{id}` option in {options}"))
+    };
+    let options = &result["configOptions"];
+    assert_eq!(
+        option(options, "mode")["currentValue"],
+        "workspace-write",
+        "{options}"
+    );
+    assert_eq!(option(options, "mode")["category"], "mode");
+    assert_eq!(option(options, "model")["currentValue"], "mock-model");
+    assert_eq!(
+        option(options, "reasoning_effort")["currentValue"],
+        "default"
+    );
+    assert_eq!(
+        option(options, "reasoning_effort")["category"],
+        "thought_level"
+    );
+
+    // The mode as a config option (acpx `set mode read-only`).
+    let answer = client
+        .request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "mode", "value": "read-only"}),
+        )
+        .await;
+    assert_eq!(
+        option(&answer["configOptions"], "mode")["currentValue"],
+        "read-only"
+    );
+    let update = client
+        .read_until(|m| m["params"]["update"]["sessionUpdate"] == "current_mode_update")
+        .await;
+    assert_eq!(update["params"]["update"]["currentModeId"], "read-only");
+
+    // The mode through session/set_mode: the config options follow.
+    client.set_mode(&session, "full-access").await;
+    let update = client
+        .read_until(|m| m["params"]["update"]["sessionUpdate"] == "config_option_update")
+        .await;
+    assert_eq!(
+        option(&update["params"]["update"]["configOptions"], "mode")["currentValue"],
+        "full-access"
+    );
+
+    // The reasoning effort reaches the model from the next prompt on.
+    let prompt = client.send_prompt(&session, "one").await;
+    client.response(prompt).await;
+    assert!(
+        !env.model_request(0).contains("reasoning_effort"),
+        "{}",
+        env.model_request(0)
+    );
+    let answer = client
+        .request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "reasoning_effort", "value": "high"}),
+        )
+        .await;
+    assert_eq!(
+        option(&answer["configOptions"], "reasoning_effort")["currentValue"],
+        "high"
+    );
+    let prompt = client.send_prompt(&session, "two").await;
+    client.response(prompt).await;
+    assert!(
+        env.model_request(1)
+            .contains(r#""reasoning_effort":"high""#),
+        "{}",
+        env.model_request(1)
+    );
+
+    // Unknown options and values are invalid params, naming what exists.
+    for (config, value) in [
+        ("colour", "red"),
+        ("mode", "yolo"),
+        ("reasoning_effort", "max"),
+    ] {
+        let id = client
+            .send_request(
+                "session/set_config_option",
+                json!({"sessionId": session, "configId": config, "value": value}),
+            )
+            .await;
+        let refused = client.response(id).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    }
+    env.model.assert_invariants();
+}
+
 #[tokio::test]
 async fn prompt_streams_each_text_once_and_ends_end_turn() {
     let env = AcpEnv::new().await;
