@@ -351,19 +351,7 @@ impl ChatStreamParser {
         }
         let (token_usage, usage_estimated) = match self.usage {
             Some(usage) => (usage, false),
-            None => {
-                let input_tokens = estimate_tokens(request_bytes);
-                let output_tokens = estimate_tokens(output_bytes);
-                (
-                    TokenUsage {
-                        input_tokens,
-                        output_tokens,
-                        total_tokens: input_tokens + output_tokens,
-                        ..Default::default()
-                    },
-                    true,
-                )
-            }
+            None => (estimated_usage(request_bytes, output_bytes), true),
         };
         events.push(ResponseEvent::Completed {
             response_id: self.response_id,
@@ -382,6 +370,19 @@ pub(crate) fn estimate_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
+/// The usage of a response whose server reported none: byte-length estimates of the
+/// request's history and of the answer. The one fallback of every wire.
+pub(crate) fn estimated_usage(request_bytes: usize, output_bytes: usize) -> TokenUsage {
+    let input_tokens = estimate_tokens(request_bytes);
+    let output_tokens = estimate_tokens(output_bytes);
+    TokenUsage {
+        input_tokens,
+        output_tokens,
+        total_tokens: input_tokens.saturating_add(output_tokens),
+        ..Default::default()
+    }
+}
+
 fn content_text(content: &serde_json::Value) -> String {
     match content {
         serde_json::Value::String(text) => text.clone(),
@@ -396,15 +397,7 @@ fn content_text(content: &serde_json::Value) -> String {
 }
 
 fn clip(text: &str) -> String {
-    const MAX: usize = 200;
-    if text.len() <= MAX {
-        return text.to_string();
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    crate::error::clip_bytes(text, 200)
 }
 
 #[cfg(test)]

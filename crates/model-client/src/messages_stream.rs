@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use interpreter_protocol::{ContentItem, ReasoningContent, ResponseItem, Role, TokenUsage};
 use serde::Deserialize;
 
-use crate::chat_stream::{CutOff, ResponseEvent, estimate_tokens};
+use crate::chat_stream::{CutOff, ResponseEvent, estimated_usage};
 use crate::error::{ProviderError, clip_bytes, stream_failure};
 use crate::limits::{AnswerBudget, ITEM_OVERHEAD_BYTES, Oversize, StreamLimits};
 use crate::messages_request::{REDACTED_THINKING_FIELD, THINKING_FIELD};
@@ -500,19 +500,7 @@ impl MessagesStreamParser {
                     false,
                 )
             }
-            _ => {
-                let input_tokens = estimate_tokens(self.request_bytes);
-                let output_tokens = estimate_tokens(self.output_bytes);
-                (
-                    TokenUsage {
-                        input_tokens,
-                        output_tokens,
-                        total_tokens: input_tokens + output_tokens,
-                        ..Default::default()
-                    },
-                    true,
-                )
-            }
+            _ => (estimated_usage(self.request_bytes, self.output_bytes), true),
         };
         ResponseEvent::Completed {
             response_id: self.response_id.clone(),

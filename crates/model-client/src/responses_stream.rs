@@ -15,7 +15,7 @@ use interpreter_protocol::{
 };
 use serde::Deserialize;
 
-use crate::chat_stream::{CutOff, ResponseEvent, estimate_tokens};
+use crate::chat_stream::{CutOff, ResponseEvent, estimated_usage};
 use crate::error::{ProviderError, clip_bytes, stream_failure};
 use crate::limits::{AnswerBudget, ITEM_OVERHEAD_BYTES, Oversize, StreamLimits};
 
@@ -519,19 +519,7 @@ impl ResponsesStreamParser {
                 },
                 false,
             ),
-            None => {
-                let input_tokens = estimate_tokens(self.request_bytes);
-                let output_tokens = estimate_tokens(self.output_bytes);
-                (
-                    TokenUsage {
-                        input_tokens,
-                        output_tokens,
-                        total_tokens: input_tokens + output_tokens,
-                        ..Default::default()
-                    },
-                    true,
-                )
-            }
+            None => (estimated_usage(self.request_bytes, self.output_bytes), true),
         };
         ResponseEvent::Completed {
             response_id: self.response_id.clone(),

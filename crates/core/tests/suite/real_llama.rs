@@ -487,40 +487,9 @@ async fn real_server_over_the_responses_wire_answers_and_survives_an_overflow() 
             .any(|m| matches!(m, EventMsg::AgentMessageDelta(_))),
         "streamed: {events:#?}"
     );
-    let usage = events
-        .iter()
-        .find_map(|m| match m {
-            EventMsg::TokenCount(count) => count.info.clone(),
-            _ => None,
-        })
-        .expect("token count");
-    assert!(usage.last_token_usage.input_tokens > 0, "{usage:?}");
+    assert_counted_input(&events);
 
-    submit(&new.thread, &"word ".repeat(3000)).await;
-    let events = until_turn_end(&new.thread).await;
-    match events.last() {
-        Some(EventMsg::TaskComplete(done)) if done.error.is_some() => {
-            let errors: Vec<_> = events
-                .iter()
-                .filter_map(|m| match m {
-                    EventMsg::Error(e) => Some(e.clone()),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(errors.len(), 1, "{events:#?}");
-            assert_eq!(errors[0].kind, Some(ErrorKind::ContextWindowExceeded));
-        }
-        Some(EventMsg::TaskComplete(_)) => assert!(
-            events
-                .iter()
-                .any(|m| matches!(m, EventMsg::ContextCompacted(_))),
-            "{events:#?}"
-        ),
-        other => panic!("unexpected end {other:?}"),
-    }
-    submit(&new.thread, "Say hi.").await;
-    let events = until_turn_end(&new.thread).await;
-    assert!(completed_without_error(&events), "next turn: {events:#?}");
+    overflow_then_next_turn(&new.thread).await;
 }
 
 /// The same server over `wire_api = "messages"` (llama-server's `POST /v1/messages`):
@@ -621,40 +590,9 @@ async fn real_server_over_the_messages_wire_answers_takes_tool_blocks_and_surviv
     submit(&new.thread, "Say hello in one short sentence.").await;
     let events = until_turn_end(&new.thread).await;
     assert!(completed_without_error(&events), "{events:#?}");
-    let usage = events
-        .iter()
-        .find_map(|m| match m {
-            EventMsg::TokenCount(count) => count.info.clone(),
-            _ => None,
-        })
-        .expect("token count");
-    assert!(usage.last_token_usage.input_tokens > 0, "{usage:?}");
+    assert_counted_input(&events);
 
-    submit(&new.thread, &"word ".repeat(3000)).await;
-    let events = until_turn_end(&new.thread).await;
-    match events.last() {
-        Some(EventMsg::TaskComplete(done)) if done.error.is_some() => {
-            let errors: Vec<_> = events
-                .iter()
-                .filter_map(|m| match m {
-                    EventMsg::Error(e) => Some(e.clone()),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(errors.len(), 1, "{events:#?}");
-            assert_eq!(errors[0].kind, Some(ErrorKind::ContextWindowExceeded));
-        }
-        Some(EventMsg::TaskComplete(_)) => assert!(
-            events
-                .iter()
-                .any(|m| matches!(m, EventMsg::ContextCompacted(_))),
-            "{events:#?}"
-        ),
-        other => panic!("unexpected end {other:?}"),
-    }
-    submit(&new.thread, "Say hi.").await;
-    let events = until_turn_end(&new.thread).await;
-    assert!(completed_without_error(&events), "next turn: {events:#?}");
+    overflow_then_next_turn(&new.thread).await;
 }
 
 /// One request straight from the client, with a history holding a tool call and its
@@ -717,4 +655,46 @@ async fn assert_takes_a_tool_call_history(
     }
     assert!(completed, "the answer completed");
     (client, prompt)
+}
+
+/// The turn's events report usage, with input tokens.
+fn assert_counted_input(events: &[EventMsg]) {
+    let usage = events
+        .iter()
+        .find_map(|m| match m {
+            EventMsg::TokenCount(count) => count.info.clone(),
+            _ => None,
+        })
+        .expect("token count");
+    assert!(usage.last_token_usage.input_tokens > 0, "{usage:?}");
+}
+
+/// A prompt over the window ends in one clear overflow error or a compaction, and the
+/// thread's next turn runs.
+async fn overflow_then_next_turn(thread: &Arc<Thread>) {
+    submit(thread, &"word ".repeat(3000)).await;
+    let events = until_turn_end(thread).await;
+    match events.last() {
+        Some(EventMsg::TaskComplete(done)) if done.error.is_some() => {
+            let errors: Vec<_> = events
+                .iter()
+                .filter_map(|m| match m {
+                    EventMsg::Error(e) => Some(e.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(errors.len(), 1, "{events:#?}");
+            assert_eq!(errors[0].kind, Some(ErrorKind::ContextWindowExceeded));
+        }
+        Some(EventMsg::TaskComplete(_)) => assert!(
+            events
+                .iter()
+                .any(|m| matches!(m, EventMsg::ContextCompacted(_))),
+            "{events:#?}"
+        ),
+        other => panic!("unexpected end {other:?}"),
+    }
+    submit(thread, "Say hi.").await;
+    let events = until_turn_end(thread).await;
+    assert!(completed_without_error(&events), "next turn: {events:#?}");
 }

@@ -13,8 +13,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-/// Generous upper bound so a broken client fails the test instead of hanging it.
-const TEST_DEADLINE: Duration = Duration::from_secs(30);
+use super::support::{TEST_DEADLINE, collect, done_items};
 
 fn provider(server: &MockModelServer) -> ModelProviderInfo {
     ModelProviderInfo {
@@ -50,36 +49,6 @@ fn prompt(input: Vec<ResponseItem>) -> Prompt {
         prompt_cache_key: None,
         max_output_tokens: None,
     }
-}
-
-/// Streams one response to the end and returns its events, or the first error.
-async fn collect(
-    client: &ModelClient,
-    prompt: &Prompt,
-) -> Result<Vec<ResponseEvent>, ProviderError> {
-    let cancel = CancellationToken::new();
-    let run = async {
-        let mut stream = client.stream(prompt, &cancel).await?;
-        let mut events = Vec::new();
-        while let Some(event) = stream.next().await {
-            events.push(event?);
-        }
-        Ok(events)
-    };
-    match tokio::time::timeout(TEST_DEADLINE, run).await {
-        Ok(result) => result,
-        Err(_) => panic!("client did not finish within {TEST_DEADLINE:?}"),
-    }
-}
-
-fn done_items(events: &[ResponseEvent]) -> Vec<ResponseItem> {
-    events
-        .iter()
-        .filter_map(|event| match event {
-            ResponseEvent::OutputItemDone(item) => Some(item.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]

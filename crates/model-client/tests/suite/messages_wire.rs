@@ -3,7 +3,6 @@
 //! breakpoints, thinking), the stream it reads, and the errors it classifies.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use interpreter_model_client::{
     AuthHeader, ModelClient, ModelProviderInfo, Prompt, ProviderError, ResponseEvent, ToolSpec,
@@ -14,10 +13,8 @@ use interpreter_test_support::mock_model::messages_event::MessageEvents;
 use interpreter_test_support::{MockModelServer, MockResponse};
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-/// Generous upper bound so a broken client fails the test instead of hanging it.
-const TEST_DEADLINE: Duration = Duration::from_secs(30);
+use super::support::{collect, done_items};
 
 fn provider(server: &MockModelServer) -> ModelProviderInfo {
     ModelProviderInfo {
@@ -56,35 +53,6 @@ fn prompt(input: Vec<ResponseItem>) -> Prompt {
         prompt_cache_key: Some("thread-42".into()),
         ..Default::default()
     }
-}
-
-async fn collect(
-    client: &ModelClient,
-    prompt: &Prompt,
-) -> Result<Vec<ResponseEvent>, ProviderError> {
-    let cancel = CancellationToken::new();
-    let run = async {
-        let mut stream = client.stream(prompt, &cancel).await?;
-        let mut events = Vec::new();
-        while let Some(event) = stream.next().await {
-            events.push(event?);
-        }
-        Ok(events)
-    };
-    match tokio::time::timeout(TEST_DEADLINE, run).await {
-        Ok(result) => result,
-        Err(_) => panic!("client did not finish within {TEST_DEADLINE:?}"),
-    }
-}
-
-fn items(events: &[ResponseEvent]) -> Vec<ResponseItem> {
-    events
-        .iter()
-        .filter_map(|event| match event {
-            ResponseEvent::OutputItemDone(item) => Some(item.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -126,14 +94,14 @@ async fn a_thinking_turn_with_a_call_goes_back_block_for_block() -> anyhow::Resu
             cut_off: None,
         })
     );
-    history.extend(items(&first));
+    history.extend(done_items(&first));
     history.push(ResponseItem::FunctionCallOutput {
         call_id: "toolu_1".into(),
         output: "a.txt\nb.txt".into(),
     });
     let second = collect(&client, &prompt(history)).await?;
     assert_eq!(
-        items(&second),
+        done_items(&second),
         vec![ResponseItem::assistant_text("Two files.")]
     );
 
@@ -211,7 +179,7 @@ async fn max_tokens_cuts_the_answer_off_and_keeps_it() -> anyhow::Result<()> {
     let client = client_for(provider(&server), None)?;
     let events = collect(&client, &prompt(vec![ResponseItem::user_text("x")])).await?;
     assert_eq!(
-        items(&events),
+        done_items(&events),
         vec![ResponseItem::assistant_text("partial ans")]
     );
     assert!(matches!(

@@ -5,3 +5,4 @@ mod chat_stream;
 mod messages_wire;
 mod open_models;
 mod responses_stream;
+mod support;

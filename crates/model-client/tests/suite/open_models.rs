@@ -3,7 +3,6 @@
 //! a looping model, tool calls written as text, and the server probes.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use interpreter_model_client::{
     CutOff, MaxTokensField, ModelClient, ModelProviderInfo, Prompt, ProviderError, ResponseEvent,
@@ -14,9 +13,8 @@ use interpreter_test_support::mock_model::chunk;
 use interpreter_test_support::{MockModelServer, MockResponse, fixtures};
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-const TEST_DEADLINE: Duration = Duration::from_secs(30);
+use super::support::{collect, done_items};
 
 fn provider(server: &MockModelServer) -> ModelProviderInfo {
     ModelProviderInfo {
@@ -49,35 +47,6 @@ fn prompt() -> Prompt {
         prompt_cache_key: Some("thread-1".into()),
         ..Default::default()
     }
-}
-
-async fn collect(
-    client: &ModelClient,
-    prompt: &Prompt,
-) -> Result<Vec<ResponseEvent>, ProviderError> {
-    let cancel = CancellationToken::new();
-    let run = async {
-        let mut stream = client.stream(prompt, &cancel).await?;
-        let mut events = Vec::new();
-        while let Some(event) = stream.next().await {
-            events.push(event?);
-        }
-        Ok(events)
-    };
-    match tokio::time::timeout(TEST_DEADLINE, run).await {
-        Ok(result) => result,
-        Err(_) => panic!("client did not finish within {TEST_DEADLINE:?}"),
-    }
-}
-
-fn done_items(events: &[ResponseEvent]) -> Vec<ResponseItem> {
-    events
-        .iter()
-        .filter_map(|event| match event {
-            ResponseEvent::OutputItemDone(item) => Some(item.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn cut_off(events: &[ResponseEvent]) -> Option<CutOff> {
