@@ -556,6 +556,8 @@ mod tests {
             ],
             error_kind: None,
             recap: Default::default(),
+            last_agent_message: None,
+            output_limit: false,
         };
         let turn = serde_json::to_value(turn_from_record(&record)).unwrap_or_default();
         assert_eq!(turn["status"], "failed");

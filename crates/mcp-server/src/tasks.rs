@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use interpreter_core::items::TurnRecap;
-use interpreter_core::store::RolloutItem;
-use interpreter_protocol::{EventMsg, ThreadId};
+use interpreter_core::store::{self, TurnOutcome};
+use interpreter_protocol::ThreadId;
 use rmcp::model::{
     CallToolResult, CreateTaskResult, DetailedTask, ErrorData, GetTaskResult, InputRequest,
     InputRequests, InputResponses, JsonObject, Task, TaskPayload, TaskStatus,
@@ -160,74 +159,39 @@ async fn from_rollout(
     }
     .ok_or_else(unknown)?
     .items;
-    let mut started = false;
-    let mut last_error: Option<String> = None;
-    // The same recap a live result has, from the same events read back.
-    let mut recap = TurnRecap::default();
-    for item in &items {
-        let RolloutItem::EventMsg(msg) = item else {
-            continue;
-        };
-        if started {
-            recap.observe(msg);
-        }
-        match msg {
-            EventMsg::TaskStarted(e) if e.turn_id == turn_id => started = true,
-            EventMsg::Error(e) if started => last_error = Some(e.message.clone()),
-            EventMsg::TaskComplete(e) if e.turn_id == turn_id => {
-                let failure = e.error.clone().or(last_error);
-                let (text, status) =
-                    result::turn_outcome(e.last_agent_message.as_deref(), failure.as_deref());
-                let task = base_task(task_id, Utc::now());
-                let short = failure.is_some() || e.output_limit;
-                return Ok(completed(
-                    task,
-                    &result::finished_turn(
-                        thread_id,
-                        &text,
-                        status,
-                        short.then(|| recap.finished()).as_ref(),
-                    ),
-                ));
-            }
-            EventMsg::TurnAborted(e) if e.turn_id == turn_id => {
-                let task = base_task(task_id, Utc::now());
-                let text = format!(
-                    "The turn was interrupted. Send `codex-reply` with threadId {thread_id} to continue."
-                );
-                return Ok(completed(
-                    task,
-                    &result::finished_turn(
-                        thread_id,
-                        &text,
-                        TurnStatus::Interrupted,
-                        Some(&recap.finished()),
-                    ),
-                ));
-            }
-            _ => {}
-        }
-    }
-    if !started {
-        return Err(ErrorData::invalid_params(
-            format!("unknown task {task_id}"),
-            None,
-        ));
-    }
-    // Started, never finished, and not running here: the server stopped mid-turn.
+    // The turn as every front end reads a past turn back, its recap included.
+    let turn = store::turns_from_rollout(&items)
+        .into_iter()
+        .find(|turn| turn.id == turn_id)
+        .ok_or_else(unknown)?;
     let task = base_task(task_id, Utc::now());
-    let text = format!(
-        "The server stopped while this turn ran; what it did so far is saved. Send `codex-reply` with threadId {thread_id} to continue."
-    );
-    Ok(completed(
-        task,
-        &result::finished_turn(
+    let result = match turn.outcome {
+        TurnOutcome::Completed | TurnOutcome::Failed => {
+            let failure = turn.failure();
+            let (text, status) =
+                result::turn_outcome(turn.last_agent_message.as_deref(), failure.as_deref());
+            let short = failure.is_some() || turn.output_limit;
+            result::finished_turn(thread_id, &text, status, short.then_some(&turn.recap))
+        }
+        TurnOutcome::Interrupted => result::finished_turn(
             thread_id,
-            &text,
+            &format!(
+                "The turn was interrupted. Send `codex-reply` with threadId {thread_id} to continue."
+            ),
             TurnStatus::Interrupted,
-            Some(&recap.finished()),
+            Some(&turn.recap),
         ),
-    ))
+        // Started, never finished, and not running here: the server stopped mid-turn.
+        TurnOutcome::InProgress => result::finished_turn(
+            thread_id,
+            &format!(
+                "The server stopped while this turn ran; what it did so far is saved. Send `codex-reply` with threadId {thread_id} to continue."
+            ),
+            TurnStatus::Interrupted,
+            Some(&turn.recap),
+        ),
+    };
+    Ok(completed(task, &result))
 }
 
 /// `tasks/update`: answers to the approvals the task asked for.

@@ -39,8 +39,39 @@ pub struct TurnRecord {
     /// The engine's class of that failure (as the live error event carried it).
     pub error_kind: Option<interpreter_protocol::ErrorKind>,
     pub entries: Vec<TurnEntry>,
-    /// What the turn did, from the same events a live front end's recap folds.
+    /// What the turn did, from the same events a live front end's recap folds (for a
+    /// turn with no recorded end, what it did until the record stops).
     pub recap: TurnRecap,
+    /// The turn's final answer, as its end event carried it.
+    pub last_agent_message: Option<String>,
+    /// The final answer stopped at the model's output limit.
+    pub output_limit: bool,
+}
+
+impl TurnRecord {
+    /// A turn with nothing recorded yet but its id.
+    fn started(id: String) -> Self {
+        Self {
+            id,
+            outcome: TurnOutcome::InProgress,
+            error: None,
+            error_kind: None,
+            entries: Vec::new(),
+            recap: TurnRecap::default(),
+            last_agent_message: None,
+            output_limit: false,
+        }
+    }
+
+    /// The failure that ended the turn: its end event's, else the last error it reported.
+    pub fn failure(&self) -> Option<String> {
+        self.error.clone().or_else(|| {
+            self.entries.iter().rev().find_map(|entry| match entry {
+                TurnEntry::Error { message } => Some(message.clone()),
+                TurnEntry::Item(_) => None,
+            })
+        })
+    }
 }
 
 /// The turns recorded in `items`, oldest first: the stored events folded through the
@@ -57,9 +88,9 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
         let RolloutItem::EventMsg(msg) = item else {
             continue;
         };
-        if matches!(msg, EventMsg::TaskStarted(_)) {
-            recap = TurnRecap::default();
-        }
+        // What the turn before did, should it have no recorded end.
+        let previous_recap =
+            matches!(msg, EventMsg::TaskStarted(_)).then(|| std::mem::take(&mut recap).finished());
         recap.observe(msg);
         // Items a turn that never ended left open are completed into it, before the
         // next turn starts.
@@ -83,16 +114,9 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                         });
                         continue;
                     }
-                    turns.push(turn);
+                    turns.push(unfinished(turn, previous_recap.unwrap_or_default()));
                 }
-                open = Some(TurnRecord {
-                    id: started.turn_id.clone(),
-                    outcome: TurnOutcome::InProgress,
-                    error: None,
-                    error_kind: None,
-                    entries: Vec::new(),
-                    recap: TurnRecap::default(),
-                });
+                open = Some(TurnRecord::started(started.turn_id.clone()));
             }
             EventMsg::Error(e) => {
                 let turn = current(&mut open, &mut implicit);
@@ -102,32 +126,24 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
                 })
             }
             EventMsg::TaskComplete(done) => {
-                let mut turn = open.take().unwrap_or_else(|| TurnRecord {
-                    id: done.turn_id.clone(),
-                    outcome: TurnOutcome::InProgress,
-                    error: None,
-                    error_kind: None,
-                    entries: Vec::new(),
-                    recap: TurnRecap::default(),
-                });
+                let mut turn = open
+                    .take()
+                    .unwrap_or_else(|| TurnRecord::started(done.turn_id.clone()));
                 turn.outcome = if done.error.is_some() {
                     TurnOutcome::Failed
                 } else {
                     TurnOutcome::Completed
                 };
                 turn.error = done.error.clone();
+                turn.last_agent_message = done.last_agent_message.clone();
+                turn.output_limit = done.output_limit;
                 turn.recap = std::mem::take(&mut recap).finished();
                 turns.push(turn);
             }
             EventMsg::TurnAborted(aborted) => {
-                let mut turn = open.take().unwrap_or_else(|| TurnRecord {
-                    id: aborted.turn_id.clone(),
-                    outcome: TurnOutcome::InProgress,
-                    error: None,
-                    error_kind: None,
-                    entries: Vec::new(),
-                    recap: TurnRecap::default(),
-                });
+                let mut turn = open
+                    .take()
+                    .unwrap_or_else(|| TurnRecord::started(aborted.turn_id.clone()));
                 turn.outcome = TurnOutcome::Interrupted;
                 turn.recap = std::mem::take(&mut recap).finished();
                 turns.push(turn);
@@ -172,21 +188,22 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
             | EventMsg::ShutdownComplete => {}
         }
     }
-    turns.extend(open);
+    turns.extend(open.map(|turn| unfinished(turn, recap.finished())));
     turns
+}
+
+/// A turn the record leaves open keeps what it did so far.
+fn unfinished(mut turn: TurnRecord, recap: TurnRecap) -> TurnRecord {
+    if turn.outcome == TurnOutcome::InProgress {
+        turn.recap = recap;
+    }
+    turn
 }
 
 fn current<'a>(open: &'a mut Option<TurnRecord>, implicit: &mut usize) -> &'a mut TurnRecord {
     open.get_or_insert_with(|| {
         *implicit += 1;
-        TurnRecord {
-            id: format!("unrecorded-{implicit}"),
-            outcome: TurnOutcome::InProgress,
-            error: None,
-            error_kind: None,
-            entries: Vec::new(),
-            recap: TurnRecap::default(),
-        }
+        TurnRecord::started(format!("unrecorded-{implicit}"))
     })
 }
 
@@ -251,5 +268,56 @@ mod tests {
         assert_eq!(turns[1].outcome, TurnOutcome::Interrupted);
         assert_eq!(items_through_turn(&items, "1").map(|i| i.len()), Some(4));
         assert_eq!(items_through_turn(&items, "3"), None);
+    }
+
+    /// What mcp-server's Tasks read-back needs of a turn: a turn with no recorded end
+    /// keeps what it did, its failure falls back to the last error it reported, and an
+    /// ended turn carries its answer and whether it was cut at the output limit.
+    #[test]
+    fn a_turn_read_back_keeps_its_recap_failure_answer_and_cut_off() {
+        let started = |id: &str| {
+            ev(EventMsg::TaskStarted(TaskStartedEvent {
+                turn_id: id.into(),
+                model_context_window: None,
+            }))
+        };
+        let said = |text: &str| {
+            ev(EventMsg::AgentMessage(AgentMessageEvent {
+                item_id: String::new(),
+                message: text.into(),
+            }))
+        };
+        let items = vec![
+            started("1"),
+            said("working on it"),
+            ev(EventMsg::Error(interpreter_protocol::ErrorEvent {
+                message: "boom".into(),
+                kind: None,
+            })),
+            started("2"),
+            said("partial"),
+            ev(EventMsg::TaskComplete(TaskCompleteEvent {
+                turn_id: "2".into(),
+                last_agent_message: Some("partial".into()),
+                error: None,
+                output_limit: true,
+            })),
+            started("3"),
+            said("still going"),
+        ];
+        let turns = turns_from_rollout(&items);
+        assert_eq!(turns.len(), 3);
+        assert_eq!(turns[0].outcome, TurnOutcome::InProgress);
+        assert_eq!(
+            turns[0].recap.last_message.as_deref(),
+            Some("working on it")
+        );
+        assert_eq!(turns[0].failure().as_deref(), Some("boom"));
+        assert_eq!(turns[1].outcome, TurnOutcome::Completed);
+        assert_eq!(turns[1].last_agent_message.as_deref(), Some("partial"));
+        assert!(turns[1].output_limit);
+        assert_eq!(turns[1].failure(), None);
+        assert_eq!(turns[2].outcome, TurnOutcome::InProgress);
+        assert_eq!(turns[2].recap.last_message.as_deref(), Some("still going"));
     }
 }
