@@ -11,14 +11,14 @@ use std::time::Duration;
 use interpreter_core::config::{Config, ConfigInputs, McpServerConfig, load_config};
 use interpreter_core::store::{ListDirection, ListQuery, ListSortKey, ThreadStore};
 use interpreter_core::{Thread, ThreadManager, WorkspaceFiles};
-use interpreter_protocol::{AskForApproval, Op, SandboxMode, SessionSource, ThreadId};
+use interpreter_protocol::{
+    AskForApproval, Op, ReasoningEffort, SandboxMode, SessionSource, ThreadId,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::AcpError;
 use crate::history;
 use crate::sdk::Editor;
-use interpreter_protocol::ReasoningEffort;
-
 use crate::update::{Mode, ModelChoice, SessionOption, SessionState, SessionSummary, effort_of};
 
 /// Deadline of the endpoint's `GET /models` when a session starts: a slow or absent

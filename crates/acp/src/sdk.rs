@@ -49,7 +49,6 @@ use crate::update::{
     SessionState, StopReason, ToolCall, ToolCallUpdate, ToolContent, ToolKind, ToolStatus, Update,
 };
 
-/// The id of the model config option.
 /// How long the editor may take to read or save a file for a patch.
 const FILE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -222,7 +221,7 @@ async fn editor_file_request<T>(
 const INITIALIZE_ANSWER_WAIT: Duration = Duration::from_secs(30);
 
 /// What the gate reads of a line: enough to tell `initialize` and its answer.
-#[derive(serde::Deserialize)]
+#[derive(Default, serde::Deserialize)]
 struct Envelope {
     #[serde(default)]
     method: Option<String>,
@@ -272,6 +271,19 @@ impl InitializeGate {
         {
             *pending = Some(id.clone());
         }
+    }
+
+    /// The envelope of a line that is JSON; `Err` when it is not. Only an object with a
+    /// string `method` (or none) has one (serde would read a struct from an array too):
+    /// any other JSON goes on to the SDK with an empty envelope, to be answered there as
+    /// it was before the gate.
+    fn read(line: &[u8]) -> Result<Envelope, serde_json::Error> {
+        if line.trim_ascii_start().first() == Some(&b'{')
+            && let Ok(envelope) = serde_json::from_slice::<Envelope>(line)
+        {
+            return Ok(envelope);
+        }
+        serde_json::from_slice::<serde::de::IgnoredAny>(line).map(|_| Envelope::default())
     }
 
     /// A line went out: the answer to the pending `initialize` opens the gate.
@@ -331,16 +343,14 @@ pub(crate) async fn serve_stdio(
         futures::stream::unfold((stdin, stdout, gate), async |(mut input, out, gate)| {
             loop {
                 let refused = match input.next().await {
-                    Ok(Some(Line::Message(line))) => {
-                        match serde_json::from_slice::<Envelope>(&line) {
-                            Ok(envelope) => {
-                                gate.pass(&envelope).await;
-                                let line = String::from_utf8_lossy(&line).into_owned();
-                                return Some((Ok(line), (input, out, gate)));
-                            }
-                            Err(error) => Unservable::NotJson(error.to_string()),
+                    Ok(Some(Line::Message(line))) => match InitializeGate::read(&line) {
+                        Ok(envelope) => {
+                            gate.pass(&envelope).await;
+                            let line = String::from_utf8_lossy(&line).into_owned();
+                            return Some((Ok(line), (input, out, gate)));
                         }
-                    }
+                        Err(error) => Unservable::NotJson(error.to_string()),
+                    },
                     Ok(Some(Line::TooLong)) => {
                         tracing::warn!("refusing a message longer than the line bound");
                         Unservable::TooLong

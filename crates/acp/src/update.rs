@@ -1,8 +1,9 @@
 //! What the agent tells the editor about a session, in the agent's own terms. `sdk`
 //! turns these into ACP `session/update` notifications; nothing else knows the wire.
 
-use interpreter_protocol::ReasoningEffort;
 use std::path::PathBuf;
+
+use interpreter_protocol::ReasoningEffort;
 
 /// One `session/update`.
 #[derive(Debug, Clone, PartialEq)]

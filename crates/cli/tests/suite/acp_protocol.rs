@@ -559,6 +559,18 @@ async fn malformed_input_gets_the_right_errors_and_the_agent_stays_up() {
     let parse = client.read().await;
     assert_eq!(parse["error"]["code"], -32700, "{parse}");
 
+    // JSON that is not a request object is the SDK's to refuse (-32600), not a parse
+    // error: found in review of the initialize gate, which reads each line's envelope.
+    for line in [
+        &b"[1,2]\n"[..],
+        b"\"x\"\n",
+        b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":5}\n",
+    ] {
+        client.send_raw(line).await;
+        let invalid = client.read().await;
+        assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    }
+
     let id = client.send_request("session/fly", json!({})).await;
     let unknown = client.response(id).await;
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
