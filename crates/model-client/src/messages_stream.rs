@@ -52,8 +52,6 @@ struct MessageBody {
 /// `content_block_delta.delta` and `message_delta.delta` in one shape.
 #[derive(Debug, Default, Deserialize)]
 struct Delta {
-    #[serde(rename = "type", default)]
-    kind: Option<String>,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
@@ -335,28 +333,37 @@ impl MessagesStreamParser {
         index: u64,
         delta: Delta,
     ) -> Result<Vec<ResponseEvent>, ProviderError> {
-        let piece = delta
-            .text
-            .as_ref()
-            .or(delta.thinking.as_ref())
-            .or(delta.signature.as_ref())
-            .or(delta.partial_json.as_ref())
-            .map_or(0, String::len);
+        // Everything the delta adds is kept, so all of it counts.
+        let piece = [
+            &delta.text,
+            &delta.thinking,
+            &delta.signature,
+            &delta.partial_json,
+        ]
+        .into_iter()
+        .flatten()
+        .map(String::len)
+        .sum();
         self.spend(piece)?;
-        let limits = self.budget.limits();
-        let provider = self.provider.clone();
-        let Some(block) = self.blocks.get_mut(&index) else {
+        // Disjoint fields: the open block is changed while the budget is read.
+        let Self {
+            blocks,
+            budget,
+            provider,
+            ..
+        } = self;
+        let Some(block) = blocks.get_mut(&index) else {
             return Ok(Vec::new());
         };
         let mut events = Vec::new();
-        match (block, delta.kind.as_deref()) {
-            (OpenBlock::Text(text), _) => {
+        match block {
+            OpenBlock::Text(text) => {
                 if let Some(piece) = delta.text.filter(|piece| !piece.is_empty()) {
                     text.push_str(&piece);
                     events.push(ResponseEvent::OutputTextDelta(piece));
                 }
             }
-            (OpenBlock::Thinking { text, signature }, _) => {
+            OpenBlock::Thinking { text, signature } => {
                 if let Some(piece) = delta.thinking.filter(|piece| !piece.is_empty()) {
                     text.push_str(&piece);
                     events.push(ResponseEvent::ReasoningDelta(piece));
@@ -365,15 +372,15 @@ impl MessagesStreamParser {
                     signature.push_str(&piece);
                 }
             }
-            (OpenBlock::ToolUse { json, .. }, _) => {
+            OpenBlock::ToolUse { json, .. } => {
                 if let Some(piece) = delta.partial_json {
                     json.push_str(&piece);
-                    if json.len() > limits.arguments_bytes {
-                        return Err(limits.exceeded(Oversize::Arguments, &provider));
-                    }
+                    budget
+                        .check_arguments(json.len())
+                        .map_err(|bound| budget.limits().exceeded(bound, provider))?;
                 }
             }
-            (OpenBlock::Redacted(_) | OpenBlock::Skipped, _) => {}
+            OpenBlock::Redacted(_) | OpenBlock::Skipped => {}
         }
         Ok(events)
     }
