@@ -11,8 +11,8 @@
 //!   tools: the server then drops them silently).
 //! * vLLM `GET /v1/models`: `max_model_len` of the served model; OpenRouter and others:
 //!   `context_length`.
-//! * Anthropic Messages `POST /messages/count_tokens` (llama.cpp, vLLM, hosted APIs):
-//!   the exact input tokens of a request, on `wire_api = "messages"`.
+//! * Anthropic Messages `POST /messages/count_tokens` (llama.cpp, vLLM): the exact input
+//!   tokens of a request, on `wire_api = "messages"`.
 //! * Ollama `POST /api/show`: `num_ctx` in `parameters` when the model sets it (otherwise
 //!   Ollama runs with its default and truncates silently; see docs/providers.md).
 
@@ -139,17 +139,15 @@ impl ModelClient {
     /// The facts, and whether the server answered any probe at all (an error status is an
     /// answer; a refused connection or a timeout is not).
     async fn ask_server(&self) -> (ServerFacts, bool) {
-        // A Messages endpoint may count tokens (`/messages/count_tokens`); asking costs one
-        // request per thread and a server without it just says no.
-        let counts_messages = self.provider().wire_api == WireApi::Messages;
-        // Hosted: nothing else to ask, and nothing that could change; learned as it is.
+        // Hosted: nothing to ask, and nothing that could change; learned as it is. (Their
+        // windows are large, and most vendors' Messages endpoints do not count tokens: a
+        // count would cost every thread a round trip for little.)
         if !self.provider().is_local() {
-            let facts = ServerFacts {
-                counts_tokens: counts_messages,
-                ..ServerFacts::default()
-            };
-            return (facts, true);
+            return (ServerFacts::default(), true);
         }
+        // A local Messages server may count tokens (`/messages/count_tokens`: llama.cpp,
+        // vLLM); asking costs one local request per thread, and one without it says no.
+        let counts_messages = self.provider().wire_api == WireApi::Messages;
         let Some(base) = self.provider().base_url.clone() else {
             return (ServerFacts::default(), true);
         };
