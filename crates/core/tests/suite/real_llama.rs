@@ -32,6 +32,19 @@ struct Paths {
     templates: PathBuf,
 }
 
+impl Paths {
+    /// llama-server's arguments for a chat template that renders tools (Qwen2.5's; the
+    /// model's own has none).
+    fn tool_template(&self) -> Vec<String> {
+        let template = self.templates.join("Qwen-Qwen2.5-7B-Instruct.jinja");
+        vec![
+            "--jinja".to_string(),
+            "--chat-template-file".to_string(),
+            template.display().to_string(),
+        ]
+    }
+}
+
 fn paths(test: &str) -> Option<Paths> {
     let var = |name: &str| std::env::var_os(name).map(PathBuf::from);
     match (
@@ -383,17 +396,7 @@ async fn real_server_with_a_tool_template_takes_tools_without_a_warning() {
     let Some(paths) = paths("real_server_with_a_tool_template") else {
         return;
     };
-    let template = paths.templates.join("Qwen-Qwen2.5-7B-Instruct.jinja");
-    let server = LlamaServer::start(
-        &paths,
-        4096,
-        &[
-            "--jinja".to_string(),
-            "--chat-template-file".to_string(),
-            template.display().to_string(),
-        ],
-    )
-    .await;
+    let server = LlamaServer::start(&paths, 4096, &paths.tool_template()).await;
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let manager = ThreadManager::new();
@@ -502,17 +505,7 @@ async fn real_server_over_the_messages_wire_answers_takes_tool_blocks_and_surviv
     let Some(paths) = paths("real_server_over_the_messages_wire") else {
         return;
     };
-    let template = paths.templates.join("Qwen-Qwen2.5-7B-Instruct.jinja");
-    let server = LlamaServer::start(
-        &paths,
-        2048,
-        &[
-            "--jinja".to_string(),
-            "--chat-template-file".to_string(),
-            template.display().to_string(),
-        ],
-    )
-    .await;
+    let server = LlamaServer::start(&paths, 2048, &paths.tool_template()).await;
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let cfg = config(

@@ -3,12 +3,10 @@
 //! (both wire formats), and a server that trickles past the overall deadline. Each ends
 //! in its own error, naming the size or key, and none is retried.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use interpreter_model_client::{
-    ModelClient, ModelProviderInfo, Oversize, Prompt, ProviderError, ResponseEvent, ToolSpec,
-    WireApi,
+    ModelClient, Oversize, Prompt, ProviderError, ResponseEvent, ToolSpec, WireApi,
 };
 use interpreter_protocol::{ErrorKind, ResponseItem};
 use interpreter_test_support::mock_model::chunk;
@@ -17,32 +15,12 @@ use interpreter_test_support::{MockModelServer, MockResponse};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::support::{client_for, provider};
+
 /// Generous upper bound so a broken client fails the test instead of hanging it.
 const TEST_DEADLINE: Duration = Duration::from_secs(60);
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
-
-fn provider(server: &MockModelServer, wire_api: WireApi) -> ModelProviderInfo {
-    ModelProviderInfo {
-        name: "mock".into(),
-        base_url: Some(server.base_url()),
-        env_key: Some("MODEL_API_KEY".into()),
-        wire_api,
-        request_max_retries: Some(2),
-        ..Default::default()
-    }
-}
-
-fn client_for(info: ModelProviderInfo) -> anyhow::Result<ModelClient> {
-    let env = HashMap::from([("MODEL_API_KEY".to_string(), "sk-test".to_string())]);
-    Ok(ModelClient::new(
-        "mock".into(),
-        info,
-        "test-model".into(),
-        None,
-        &env,
-    )?)
-}
 
 fn prompt() -> Prompt {
     Prompt {
@@ -128,7 +106,7 @@ async fn an_endless_sse_line_ends_at_the_default_bound() -> anyhow::Result<()> {
         "a".repeat(64 * KIB),
         16 * 1024,
     ));
-    let client = client_for(provider(&server, WireApi::Chat))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let (events, err) = failure(&client).await;
     assert_too_large(
         &err,
@@ -153,7 +131,7 @@ async fn an_event_of_endless_short_data_lines_is_refused() -> anyhow::Result<()>
     ));
     let mut info = provider(&server, WireApi::Responses);
     info.stream_max_event_bytes = Some(64 * KIB as u64);
-    let client = client_for(info)?;
+    let client = client_for(info, None)?;
     let (_, err) = failure(&client).await;
     assert_too_large(
         &err,
@@ -182,7 +160,7 @@ async fn an_endless_chat_answer_ends_at_its_bound_with_the_call_before_it_droppe
     ));
     let mut info = provider(&server, WireApi::Chat);
     info.stream_max_answer_bytes = Some(MIB as u64);
-    let client = client_for(info)?;
+    let client = client_for(info, None)?;
     let (events, err) = failure(&client).await;
     assert_too_large(
         &err,
@@ -206,7 +184,7 @@ async fn endless_reasoning_counts_towards_the_answer() -> anyhow::Result<()> {
     ));
     let mut info = provider(&server, WireApi::Chat);
     info.stream_max_answer_bytes = Some(MIB as u64);
-    let client = client_for(info)?;
+    let client = client_for(info, None)?;
     let (_, err) = failure(&client).await;
     assert_too_large(&err, Oversize::Answer, MIB, "over 1 MiB");
     Ok(())
@@ -228,7 +206,7 @@ async fn endless_chat_tool_call_arguments_end_at_their_bound() -> anyhow::Result
     ));
     let mut info = provider(&server, WireApi::Chat);
     info.stream_max_arguments_bytes = Some(256 * KIB as u64);
-    let client = client_for(info)?;
+    let client = client_for(info, None)?;
     let (events, err) = failure(&client).await;
     assert_too_large(
         &err,
@@ -253,7 +231,7 @@ async fn many_small_tool_calls_count_towards_the_answer() -> anyhow::Result<()> 
     server.push(MockResponse::sse_then_flood(Vec::new(), "", frames, 1));
     let mut info = provider(&server, WireApi::Chat);
     info.stream_max_answer_bytes = Some(64 * KIB as u64);
-    let client = client_for(info)?;
+    let client = client_for(info, None)?;
     let (_, err) = failure(&client).await;
     assert_too_large(&err, Oversize::Answer, 64 * KIB, "over 64 KiB");
     Ok(())
@@ -271,7 +249,7 @@ async fn an_endless_responses_answer_ends_at_its_bound() -> anyhow::Result<()> {
     ));
     let mut info = provider(&server, WireApi::Responses);
     info.stream_max_answer_bytes = Some(MIB as u64);
-    let client = client_for(info)?;
+    let client = client_for(info, None)?;
     let (_, err) = failure(&client).await;
     assert_too_large(&err, Oversize::Answer, MIB, "over 1 MiB");
     Ok(())
@@ -288,7 +266,7 @@ async fn a_responses_call_with_arguments_over_the_bound_is_refused() -> anyhow::
     ));
     let mut info = provider(&server, WireApi::Responses);
     info.stream_max_arguments_bytes = Some(256 * KIB as u64);
-    let client = client_for(info)?;
+    let client = client_for(info, None)?;
     let (events, err) = failure(&client).await;
     assert_too_large(&err, Oversize::Arguments, 256 * KIB, "over 256 KiB");
     assert!(no_calls(&events));
@@ -325,7 +303,7 @@ async fn a_trickling_stream_ends_at_the_overall_deadline_and_is_not_retried() ->
         // Far longer than the pauses: only the overall deadline can end this.
         info.stream_idle_timeout_ms = Some(60_000);
         info.stream_max_duration_ms = Some(1_000);
-        let client = client_for(info)?;
+        let client = client_for(info, None)?;
         let (events, err) = failure(&client).await;
         assert!(
             matches!(err, ProviderError::StreamDeadline { limit, .. } if limit == Duration::from_secs(1)),
@@ -357,7 +335,7 @@ async fn retries_before_the_stream_count_towards_the_deadline() -> anyhow::Resul
     let mut info = provider(&server, WireApi::Chat);
     info.request_max_retries = Some(3);
     info.stream_max_duration_ms = Some(500);
-    let client = client_for(info)?;
+    let client = client_for(info, None)?;
     let (_, err) = failure(&client).await;
     assert!(
         matches!(err, ProviderError::StreamDeadline { .. }),
@@ -371,7 +349,7 @@ async fn retries_before_the_stream_count_towards_the_deadline() -> anyhow::Resul
 async fn an_endless_error_body_is_read_only_in_part() -> anyhow::Result<()> {
     let server = MockModelServer::start().await?;
     server.push(MockResponse::status(400, "f".repeat(4 * MIB)));
-    let client = client_for(provider(&server, WireApi::Chat))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let (_, err) = failure(&client).await;
     let ProviderError::Http {
         status, message, ..
@@ -402,7 +380,7 @@ async fn a_huge_error_event_is_quoted_in_part() -> anyhow::Result<()> {
         server.push(MockResponse::sse(vec![event]).without_done());
         let mut info = provider(&server, wire_api);
         info.stream_max_retries = Some(0);
-        let client = client_for(info)?;
+        let client = client_for(info, None)?;
         let (_, err) = failure(&client).await;
         let message = err.to_string();
         assert!(message.contains("ggg"), "{message:.300}");

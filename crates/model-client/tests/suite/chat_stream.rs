@@ -1,11 +1,8 @@
 //! End-to-end tests of `ModelClient` against the scripted mock server.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use interpreter_model_client::{
-    ModelClient, ModelProviderInfo, Prompt, ProviderError, ResponseEvent, ToolSpec,
-};
+use interpreter_model_client::{Prompt, ProviderError, ResponseEvent, ToolSpec, WireApi};
 use interpreter_protocol::{ErrorKind, ResponseItem, TokenUsage};
 use interpreter_test_support::mock_model::chunk;
 use interpreter_test_support::{MockModelServer, MockResponse};
@@ -13,28 +10,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{TEST_DEADLINE, collect, done_items};
-
-fn provider(server: &MockModelServer) -> ModelProviderInfo {
-    ModelProviderInfo {
-        name: "mock".into(),
-        base_url: Some(server.base_url()),
-        env_key: Some("MODEL_API_KEY".into()),
-        request_max_retries: Some(2),
-        ..Default::default()
-    }
-}
-
-fn client_for(info: ModelProviderInfo) -> anyhow::Result<ModelClient> {
-    let env = HashMap::from([("MODEL_API_KEY".to_string(), "sk-test".to_string())]);
-    Ok(ModelClient::new(
-        "mock".into(),
-        info,
-        "test-model".into(),
-        None,
-        &env,
-    )?)
-}
+use super::support::{TEST_DEADLINE, client_for, collect, done_items, provider};
 
 fn prompt(input: Vec<ResponseItem>) -> Prompt {
     Prompt {
@@ -82,7 +58,7 @@ async fn text_reasoning_and_parallel_calls_round_trip_verbatim() -> anyhow::Resu
         chunk::usage(200, 3),
     ]));
 
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let mut history = vec![ResponseItem::user_text("what is here?")];
     let events = collect(&client, &prompt(history.clone())).await?;
 
@@ -183,7 +159,7 @@ async fn reasoning_field_is_replayed_in_the_field_it_arrived_in() -> anyhow::Res
         chunk::text("Again."),
         chunk::finish("stop"),
     ]));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let mut history = vec![ResponseItem::user_text("hello")];
     let events = collect(&client, &prompt(history.clone())).await?;
     history.extend(done_items(&events));
@@ -207,7 +183,7 @@ async fn rate_limit_with_retry_after_is_retried() -> anyhow::Result<()> {
         chunk::text("ok"),
         chunk::finish("stop"),
     ]));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let events = collect(&client, &prompt(vec![ResponseItem::user_text("hi")])).await?;
     assert_eq!(
         done_items(&events),
@@ -226,7 +202,7 @@ async fn server_error_is_retried_then_succeeds() -> anyhow::Result<()> {
         chunk::text("ok"),
         chunk::finish("stop"),
     ]));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let events = collect(&client, &prompt(vec![ResponseItem::user_text("hi")])).await?;
     assert_eq!(
         done_items(&events),
@@ -246,7 +222,7 @@ async fn exhausted_retries_report_the_last_status() -> anyhow::Result<()> {
             r#"{"error":{"message":"overloaded"}}"#,
         ));
     }
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
@@ -271,9 +247,9 @@ async fn exhausted_retries_report_the_last_status() -> anyhow::Result<()> {
 async fn idle_stream_times_out() -> anyhow::Result<()> {
     let server = MockModelServer::start().await?;
     server.push(MockResponse::sse_then_stall(vec![chunk::text("partial")]));
-    let mut info = provider(&server);
+    let mut info = provider(&server, WireApi::Chat);
     info.stream_idle_timeout_ms = Some(300);
-    let client = client_for(info)?;
+    let client = client_for(info, None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
@@ -292,7 +268,7 @@ async fn missing_usage_is_estimated() -> anyhow::Result<()> {
         chunk::text("twelve bytes"),
         chunk::finish("stop"),
     ]));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let events = collect(&client, &prompt(vec![ResponseItem::user_text("hi")])).await?;
     let Some(ResponseEvent::Completed {
         token_usage,
@@ -319,7 +295,7 @@ async fn unauthorized_names_the_key_variable() -> anyhow::Result<()> {
         401,
         r#"{"error":{"message":"invalid api key"}}"#,
     ));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
@@ -347,7 +323,7 @@ async fn context_length_error_is_recognised() -> anyhow::Result<()> {
         400,
         r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens."}}"#,
     ));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
@@ -366,7 +342,7 @@ async fn context_length_error_is_recognised() -> anyhow::Result<()> {
 async fn cancellation_ends_a_stalled_stream() -> anyhow::Result<()> {
     let server = MockModelServer::start().await?;
     server.push(MockResponse::sse_then_stall(vec![chunk::text("partial")]));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let cancel = CancellationToken::new();
     let mut stream = client
         .stream(&prompt(vec![ResponseItem::user_text("hi")]), &cancel)
@@ -389,7 +365,7 @@ async fn cancellation_ends_a_stalled_stream() -> anyhow::Result<()> {
 async fn cancellation_interrupts_retry_backoff() -> anyhow::Result<()> {
     let server = MockModelServer::start().await?;
     server.push(MockResponse::status(429, "busy").with_retry_after(30));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let cancel = CancellationToken::new();
     let canceller = cancel.clone();
     tokio::spawn(async move {
@@ -416,7 +392,7 @@ async fn done_only_stream_is_an_empty_answer() -> anyhow::Result<()> {
         chunk::text("  \n"),
         chunk::finish("stop"),
     ]));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let input = prompt(vec![ResponseItem::user_text("hi")]);
     for _ in 0..2 {
         let err = collect(&client, &input).await.err();
@@ -436,7 +412,7 @@ async fn finished_stream_without_content_is_an_empty_answer() -> anyhow::Result<
         chunk::finish("stop"),
         chunk::usage(5, 0),
     ]));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
@@ -459,7 +435,7 @@ async fn stream_cut_before_the_finish_reason_is_truncated() -> anyhow::Result<()
     server.push(MockResponse::sse(vec![chunk::text("half an ans")]).without_done());
     // Text, then [DONE] without a finish_reason.
     server.push(MockResponse::sse(vec![chunk::text("half an ans")]));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let input = prompt(vec![ResponseItem::user_text("hi")]);
     for _ in 0..2 {
         let err = collect(&client, &input).await.err();
@@ -487,7 +463,7 @@ async fn tool_call_only_and_reasoning_only_answers_are_not_empty() -> anyhow::Re
         chunk::reasoning("thinking only"),
         chunk::finish("stop"),
     ]));
-    let client = client_for(provider(&server))?;
+    let client = client_for(provider(&server, WireApi::Chat), None)?;
     let input = prompt(vec![ResponseItem::user_text("hi")]);
     let calls = collect(&client, &input).await?;
     assert!(matches!(

@@ -2,11 +2,8 @@
 //! mock server's `/v1/messages` endpoint: the request it sends (headers, blocks, cache
 //! breakpoints, thinking), the stream it reads, and the errors it classifies.
 
-use std::collections::HashMap;
-
 use interpreter_model_client::{
-    AuthHeader, ModelClient, ModelProviderInfo, Prompt, ProviderError, ResponseEvent, ToolSpec,
-    WireApi,
+    AuthHeader, ModelProviderInfo, Prompt, ProviderError, ResponseEvent, ToolSpec, WireApi,
 };
 use interpreter_protocol::{ReasoningEffort, ResponseItem, TokenUsage};
 use interpreter_test_support::mock_model::messages_event::MessageEvents;
@@ -14,32 +11,7 @@ use interpreter_test_support::{MockModelServer, MockResponse};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::support::{collect, done_items};
-
-fn provider(server: &MockModelServer) -> ModelProviderInfo {
-    ModelProviderInfo {
-        name: "mock".into(),
-        base_url: Some(server.base_url()),
-        env_key: Some("MODEL_API_KEY".into()),
-        wire_api: WireApi::Messages,
-        request_max_retries: Some(2),
-        ..Default::default()
-    }
-}
-
-fn client_for(
-    info: ModelProviderInfo,
-    effort: Option<ReasoningEffort>,
-) -> anyhow::Result<ModelClient> {
-    let env = HashMap::from([("MODEL_API_KEY".to_string(), "sk-test".to_string())]);
-    Ok(ModelClient::new(
-        "mock".into(),
-        info,
-        "test-model".into(),
-        effort,
-        &env,
-    )?)
-}
+use super::support::{client_for, collect, done_items, provider};
 
 fn prompt(input: Vec<ResponseItem>) -> Prompt {
     Prompt {
@@ -74,7 +46,10 @@ async fn a_thinking_turn_with_a_call_goes_back_block_for_block() -> anyhow::Resu
             .text("Two files.")
             .end("end_turn", 400, 5),
     ));
-    let client = client_for(provider(&server), Some(ReasoningEffort::Low))?;
+    let client = client_for(
+        provider(&server, WireApi::Messages),
+        Some(ReasoningEffort::Low),
+    )?;
     let mut history = vec![ResponseItem::user_text("what is here?")];
     let first = collect(&client, &prompt(history.clone())).await?;
     assert_eq!(
@@ -157,7 +132,7 @@ async fn a_provider_may_take_the_key_as_a_bearer_token() -> anyhow::Result<()> {
     ));
     let info = ModelProviderInfo {
         auth_header: Some(AuthHeader::Bearer),
-        ..provider(&server)
+        ..provider(&server, WireApi::Messages)
     };
     let client = client_for(info, None)?;
     collect(&client, &prompt(vec![ResponseItem::user_text("hi")])).await?;
@@ -176,7 +151,7 @@ async fn max_tokens_cuts_the_answer_off_and_keeps_it() -> anyhow::Result<()> {
             .text("partial ans")
             .end("max_tokens", 3, 100),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Messages), None)?;
     let events = collect(&client, &prompt(vec![ResponseItem::user_text("x")])).await?;
     assert_eq!(
         done_items(&events),
@@ -206,7 +181,7 @@ async fn a_prompt_too_long_is_an_overflow_and_overload_is_retried() -> anyhow::R
                "message": "prompt is too long: 210000 tokens > 200000 maximum"}})
         .to_string(),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Messages), None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("x")]))
         .await
         .err();
@@ -263,7 +238,7 @@ async fn a_prompt_too_long_is_an_overflow_and_overload_is_retried() -> anyhow::R
 async fn count_tokens_is_asked_where_served() -> anyhow::Result<()> {
     let server = MockModelServer::start().await?;
     server.set_token_count(1234);
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Messages), None)?;
     let counted = client
         .count_prompt_tokens(&prompt(vec![ResponseItem::user_text("x")]))
         .await;

@@ -1,11 +1,7 @@
 //! End-to-end tests of `ModelClient` with `wire_api = "responses"` against the scripted
 //! mock server's `/v1/responses` endpoint.
 
-use std::collections::HashMap;
-
-use interpreter_model_client::{
-    ModelClient, ModelProviderInfo, Prompt, ProviderError, ResponseEvent, ToolSpec, WireApi,
-};
+use interpreter_model_client::{Prompt, ProviderError, ResponseEvent, ToolSpec, WireApi};
 use interpreter_protocol::{
     ErrorKind, ReasoningContent, ReasoningEffort, ReasoningSummary, ResponseItem, TokenUsage,
 };
@@ -15,32 +11,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{TEST_DEADLINE, collect, done_items};
-
-fn provider(server: &MockModelServer) -> ModelProviderInfo {
-    ModelProviderInfo {
-        name: "mock".into(),
-        base_url: Some(server.base_url()),
-        env_key: Some("MODEL_API_KEY".into()),
-        wire_api: WireApi::Responses,
-        request_max_retries: Some(2),
-        ..Default::default()
-    }
-}
-
-fn client_for(
-    info: ModelProviderInfo,
-    effort: Option<ReasoningEffort>,
-) -> anyhow::Result<ModelClient> {
-    let env = HashMap::from([("MODEL_API_KEY".to_string(), "sk-test".to_string())]);
-    Ok(ModelClient::new(
-        "mock".into(),
-        info,
-        "test-model".into(),
-        effort,
-        &env,
-    )?)
-}
+use super::support::{TEST_DEADLINE, client_for, collect, done_items, provider};
 
 fn prompt(input: Vec<ResponseItem>) -> Prompt {
     Prompt {
@@ -100,7 +71,10 @@ async fn text_reasoning_and_two_calls_round_trip_verbatim() -> anyhow::Result<()
             .completed(200, 3),
     ));
 
-    let client = client_for(provider(&server), Some(ReasoningEffort::Medium))?;
+    let client = client_for(
+        provider(&server, WireApi::Responses),
+        Some(ReasoningEffort::Medium),
+    )?;
     let mut history = vec![
         ResponseItem::developer_text("Stay in the sandbox."),
         ResponseItem::user_text("what is here?"),
@@ -237,7 +211,7 @@ async fn output_schema_becomes_text_format() -> anyhow::Result<()> {
             .text(r#"{"answer": 4}"#)
             .completed(10, 5),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Responses), None)?;
     let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
                         "required": ["answer"], "additionalProperties": false});
     let with_schema = Prompt {
@@ -265,7 +239,7 @@ async fn rate_limit_with_retry_after_is_retried() -> anyhow::Result<()> {
     server.push(MockResponse::responses(
         ResponseEvents::new("resp_1").text("ok").completed(1, 1),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Responses), None)?;
     let events = collect(&client, &prompt(vec![ResponseItem::user_text("hi")])).await?;
     assert_eq!(
         done_items(&events),
@@ -286,7 +260,7 @@ async fn failed_response_with_context_length_code_is_context_window_exceeded() -
             "Your input exceeds the context window of this model.",
         ),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Responses), None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
@@ -315,7 +289,7 @@ async fn error_events_map_to_provider_errors() -> anyhow::Result<()> {
     server.push(MockResponse::responses(
         ResponseEvents::new("resp_2").failed("server_error", "The server had an error"),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Responses), None)?;
     let input = prompt(vec![ResponseItem::user_text("hi")]);
     let rate_limited = collect(&client, &input).await.err();
     assert!(
@@ -340,7 +314,7 @@ async fn stream_without_completed_is_truncated_and_retryable() -> anyhow::Result
     server.push(MockResponse::responses(
         ResponseEvents::new("resp_1").text("partial").unfinished(),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Responses), None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
@@ -360,7 +334,7 @@ async fn incomplete_response_keeps_what_was_produced() -> anyhow::Result<()> {
             .text("truncated")
             .incomplete("max_output_tokens"),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Responses), None)?;
     let events = collect(&client, &prompt(vec![ResponseItem::user_text("hi")])).await?;
     assert_eq!(
         done_items(&events),
@@ -382,7 +356,7 @@ async fn idle_stream_times_out() -> anyhow::Result<()> {
     server.push(MockResponse::sse_then_stall(
         ResponseEvents::new("resp_1").text("partial").unfinished(),
     ));
-    let mut info = provider(&server);
+    let mut info = provider(&server, WireApi::Responses);
     info.stream_idle_timeout_ms = Some(300);
     let client = client_for(info, None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
@@ -404,7 +378,7 @@ async fn cancellation_ends_a_stalled_stream() -> anyhow::Result<()> {
             .text_in_pieces("partial", 1)
             .unfinished(),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Responses), None)?;
     let cancel = CancellationToken::new();
     let mut stream = client
         .stream(&prompt(vec![ResponseItem::user_text("hi")]), &cancel)
@@ -429,7 +403,7 @@ async fn completed_response_without_output_is_an_empty_answer() -> anyhow::Resul
     server.push(MockResponse::responses(
         ResponseEvents::new("resp_1").completed(5, 0),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Responses), None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
@@ -448,7 +422,7 @@ async fn done_before_completed_is_truncated() -> anyhow::Result<()> {
     server.push(MockResponse::sse(
         ResponseEvents::new("resp_1").text("partial").unfinished(),
     ));
-    let client = client_for(provider(&server), None)?;
+    let client = client_for(provider(&server, WireApi::Responses), None)?;
     let err = collect(&client, &prompt(vec![ResponseItem::user_text("hi")]))
         .await
         .err();
