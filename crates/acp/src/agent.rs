@@ -121,6 +121,7 @@ impl Session {
         let config = thread.config();
         Ok(SessionState {
             id: self.id.to_string(),
+            commands: crate::update::slash_commands(&thread.skills()),
             mode: settings.mode,
             model: ModelChoice {
                 current: settings.model.unwrap_or_else(|| config.model.clone()),

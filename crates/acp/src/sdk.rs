@@ -45,8 +45,8 @@ use crate::agent::{Agent, Settings};
 use crate::error::AcpError;
 use crate::turn;
 use crate::update::{
-    DEFAULT_EFFORT, EFFORTS, Mode, Permission, PlanStatus, SLASH_COMMANDS, SessionOption,
-    SessionState, StopReason, ToolCall, ToolCallUpdate, ToolContent, ToolKind, ToolStatus, Update,
+    DEFAULT_EFFORT, EFFORTS, Mode, Permission, PlanStatus, SessionOption, SessionState, StopReason,
+    ToolCall, ToolCallUpdate, ToolContent, ToolKind, ToolStatus, Update,
 };
 
 /// How long the editor may take to read or save a file for a patch.
@@ -401,14 +401,11 @@ pub(crate) async fn serve_stdio(
                 let editor = Editor { connection: cx };
                 serve_then_offer_commands(responder, editor, async move {
                     let settings = settings(request.cwd, request.mcp_servers)?;
-                    let state = agent.new_session(settings).await?;
-                    let id = state.id.clone();
-                    Ok((
-                        id.clone(),
-                        NewSessionResponse::new(id)
-                            .modes(modes(state.mode))
-                            .config_options(config_options(&state)),
-                    ))
+                    let state = Box::pin(agent.new_session(settings)).await?;
+                    let response = NewSessionResponse::new(state.id.clone())
+                        .modes(modes(state.mode))
+                        .config_options(config_options(&state));
+                    Ok((state, response))
                 })
             },
             agent_client_protocol::on_receive_request!(),
@@ -426,12 +423,10 @@ pub(crate) async fn serve_stdio(
                         Some(&editor),
                     ))
                     .await?;
-                    Ok((
-                        state.id.clone(),
-                        LoadSessionResponse::new()
-                            .modes(modes(state.mode))
-                            .config_options(config_options(&state)),
-                    ))
+                    let response = LoadSessionResponse::new()
+                        .modes(modes(state.mode))
+                        .config_options(config_options(&state));
+                    Ok((state, response))
                 })
             },
             agent_client_protocol::on_receive_request!(),
@@ -444,12 +439,10 @@ pub(crate) async fn serve_stdio(
                     let settings = settings(request.cwd, request.mcp_servers)?;
                     let state =
                         Box::pin(agent.open_session(&request.session_id.0, settings, None)).await?;
-                    Ok((
-                        state.id.clone(),
-                        ResumeSessionResponse::new()
-                            .modes(modes(state.mode))
-                            .config_options(config_options(&state)),
-                    ))
+                    let response = ResumeSessionResponse::new()
+                        .modes(modes(state.mode))
+                        .config_options(config_options(&state));
+                    Ok((state, response))
                 })
             },
             agent_client_protocol::on_receive_request!(),
@@ -544,8 +537,14 @@ pub(crate) async fn serve_stdio(
                         )
                     });
                     let input = user_input(request.prompt)?;
-                    let stop =
-                        turn::prompt(&agent, &request.session_id.0, input, trace, editor).await?;
+                    let stop = Box::pin(turn::prompt(
+                        &agent,
+                        &request.session_id.0,
+                        input,
+                        trace,
+                        editor,
+                    ))
+                    .await?;
                     Ok(PromptResponse::new(stop_reason(stop)))
                 })
             },
@@ -595,7 +594,7 @@ where
 fn serve_then_offer_commands<T>(
     responder: Responder<T>,
     editor: Editor,
-    work: impl Future<Output = Result<(String, T), AcpError>> + Send + 'static,
+    work: impl Future<Output = Result<(SessionState, T), AcpError>> + Send + 'static,
 ) -> Result<(), Error>
 where
     T: JsonRpcResponse + Send + 'static,
@@ -610,7 +609,7 @@ where
             return;
         }
         if let Some(session) = session {
-            editor.update(&session, Update::Commands(SLASH_COMMANDS));
+            editor.update(&session.id, Update::Commands(session.commands));
         }
     });
     Ok(())
@@ -887,8 +886,16 @@ fn session_update(update: Update) -> wire::SessionUpdate {
         Update::Commands(commands) => {
             U::AvailableCommandsUpdate(wire::AvailableCommandsUpdate::new(
                 commands
-                    .iter()
-                    .map(|c| wire::AvailableCommand::new(c.name, c.description))
+                    .into_iter()
+                    .map(|c| {
+                        let command = wire::AvailableCommand::new(c.name, c.description);
+                        match c.input_hint {
+                            Some(hint) => command.input(wire::AvailableCommandInput::Unstructured(
+                                wire::UnstructuredCommandInput::new(hint),
+                            )),
+                            None => command,
+                        }
+                    })
                     .collect(),
             ))
         }

@@ -24,6 +24,7 @@ use crate::agent::Agent;
 use crate::calls;
 use crate::error::AcpError;
 use crate::sdk::Editor;
+use crate::update::COMPACT_COMMAND;
 use crate::update::{Permission, StopReason, ToolCall, ToolStatus, Update};
 use crate::wire::LiveItems;
 
@@ -39,7 +40,10 @@ pub(crate) async fn prompt(
     }
     let session = agent.session(session_id)?;
     let (number, cancel) = session.begin_prompt()?;
-    let result = run(agent, &session, session_id, input, trace, editor, &cancel).await;
+    let result = Box::pin(run(
+        agent, &session, session_id, input, trace, editor, &cancel,
+    ))
+    .await;
     session.end_prompt(number);
     result
 }
@@ -63,10 +67,12 @@ async fn run(
         slot = thread.turn_slot() => slot,
         () = cancel.cancelled() => return Ok(StopReason::Cancelled),
     };
-    let op = if is_command(&input, "compact") {
+    let op = if is_command(&input, COMPACT_COMMAND) {
         Op::Compact
     } else {
-        Op::UserInput { items: input }
+        Op::UserInput {
+            items: skill_command_as_mention(input, &thread.skills()),
+        }
     };
     let turn_id = thread.submit_traced(op, trace).await?;
     let mut view = TurnView {
@@ -120,6 +126,25 @@ async fn run(
             };
         }
     }
+}
+
+/// A prompt that starts with a skill's slash command (`/<name> task`) is the prompt
+/// `$<name> task`: the engine loads the skill for it. Only a skill the engine found is a
+/// command; any other `/word` stays as written.
+fn skill_command_as_mention(
+    mut input: Vec<UserInput>,
+    skills: &interpreter_core::skills::Skills,
+) -> Vec<UserInput> {
+    if let Some(UserInput::Text { text }) = input.first_mut() {
+        let trimmed = text.trim_start();
+        if let Some(command) = trimmed.strip_prefix('/') {
+            let name = command.split_whitespace().next().unwrap_or_default();
+            if name != COMPACT_COMMAND && skills.named(name).is_some() {
+                *text = format!("${command}");
+            }
+        }
+    }
+    input
 }
 
 /// Whether the prompt is exactly the slash command `/<name>` (surrounding space allowed).

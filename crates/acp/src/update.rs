@@ -18,26 +18,54 @@ pub(crate) enum Update {
     /// The whole plan, replacing the previous one.
     Plan(Vec<PlanEntry>),
     /// The slash commands the editor may offer (sent when a session opens).
-    Commands(&'static [SlashCommand]),
+    Commands(Vec<SlashCommand>),
     /// The mode changed through its config option (for editors that follow `modes`).
     CurrentMode(Mode),
     /// The config options changed through `session/set_mode`.
     ConfigOptions(SessionState),
 }
 
-/// A slash command: a prompt that is exactly `/<name>` runs it instead of a model turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A slash command: a prompt that starts with `/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SlashCommand {
-    pub name: &'static str,
-    pub description: &'static str,
+    pub name: String,
+    pub description: String,
+    /// What follows the name, when the command takes it (a skill's task).
+    pub input_hint: Option<&'static str>,
 }
 
-/// What this agent does for a slash command. Only what the engine does differently from
-/// a prompt is a command; anything else would just be a canned prompt.
-pub(crate) const SLASH_COMMANDS: &[SlashCommand] = &[SlashCommand {
-    name: "compact",
-    description: "Summarise the conversation so far, to free up the model's context",
-}];
+/// The command for what the engine does differently from a prompt: a prompt that is
+/// exactly `/compact`. Anything else would just be a canned prompt.
+pub(crate) const COMPACT_COMMAND: &str = "compact";
+
+/// The slash commands of a session: `/compact`, then one per enabled skill (`/<name>
+/// task` is the prompt `$<name> task`, which loads the skill for the model). A skill
+/// named like a built-in command is left to the `$name` mention.
+pub(crate) fn slash_commands(skills: &interpreter_core::skills::Skills) -> Vec<SlashCommand> {
+    let mut commands = vec![SlashCommand {
+        name: COMPACT_COMMAND.to_string(),
+        description: "Summarise the conversation so far, to free up the model's context"
+            .to_string(),
+        input_hint: None,
+    }];
+    for skill in skills.enabled() {
+        if skill.name == COMPACT_COMMAND {
+            continue;
+        }
+        commands.push(SlashCommand {
+            name: skill.name.clone(),
+            description: format!(
+                "Skill: {}",
+                skill
+                    .short_description
+                    .as_deref()
+                    .unwrap_or(&skill.description)
+            ),
+            input_hint: Some("what to do with the skill"),
+        });
+    }
+    commands
+}
 
 /// A tool call as first announced.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +215,8 @@ pub(crate) struct ModelChoice {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SessionState {
     pub id: String,
+    /// The slash commands offered once the session is open.
+    pub commands: Vec<SlashCommand>,
     pub mode: Mode,
     pub model: ModelChoice,
     /// `None`: the provider's default (nothing is sent).

@@ -1,9 +1,11 @@
 //! Listings clients show in their pickers that have nothing to do with one thread: the
-//! permission profiles (our sandbox presets), and what this agent does
-//! not have (skills, hooks, feature flags, managed requirements), answered honestly
-//! empty.
+//! permission profiles (our sandbox presets), the skills and hooks of a directory (the
+//! engine's discovery), and what this agent does not have (feature flags, managed
+//! requirements), answered honestly empty.
 
 use std::sync::Arc;
+
+use interpreter_core::skills::{self, SkillScope, SkillSources, Skills};
 
 use crate::error::AppServerError;
 use crate::protocol::v2;
@@ -41,9 +43,9 @@ pub(crate) fn permission_profiles(
     Reply::new(&v2::PermissionProfileListResponse { data, next_cursor })
 }
 
-/// An honest empty list per directory: this agent has no skills (its instructions come
-/// from AGENTS.md files, which `thread/start` reports).
-pub(crate) fn skills(
+/// The skills of each directory (the engine's discovery, with the user config's
+/// settings for that directory).
+pub(crate) async fn skills(
     state: &Arc<ServerState>,
     params: v2::SkillsListParams,
 ) -> Result<Reply, AppServerError> {
@@ -52,16 +54,97 @@ pub(crate) fn skills(
     } else {
         params.cwds
     };
-    Reply::new(&v2::SkillsListResponse {
-        data: cwds
-            .into_iter()
-            .map(|cwd| v2::SkillsListEntry {
-                cwd,
-                skills: Vec::new(),
-                errors: Vec::new(),
-            })
-            .collect(),
+    let mut data = Vec::with_capacity(cwds.len());
+    for cwd in cwds {
+        let found = skills_of(state, &cwd).await?;
+        data.push(v2::SkillsListEntry {
+            cwd,
+            skills: found
+                .skills
+                .iter()
+                .map(|skill| v2::SkillMetadata {
+                    name: skill.name.clone(),
+                    description: skill.description.clone(),
+                    short_description: skill.short_description.clone(),
+                    path: skill.path.to_string_lossy().into_owned(),
+                    scope: match skill.scope {
+                        SkillScope::Repo => v2::SkillScope::Repo,
+                        SkillScope::User => v2::SkillScope::User,
+                    },
+                    enabled: skill.enabled,
+                })
+                .collect(),
+            errors: found
+                .problems
+                .iter()
+                .map(|problem| v2::SkillErrorInfo {
+                    path: problem.path.to_string_lossy().into_owned(),
+                    message: problem.message.clone(),
+                })
+                .collect(),
+        });
+    }
+    Reply::new(&v2::SkillsListResponse { data })
+}
+
+/// `skills/config/write`: one skill on or off in the user config, chosen by path or by
+/// name (among the server's working directory's skills).
+pub(crate) async fn skills_config_write(
+    state: &Arc<ServerState>,
+    params: v2::SkillsConfigWriteParams,
+) -> Result<Reply, AppServerError> {
+    let cwd = state.inputs.cwd.to_string_lossy().into_owned();
+    let found = skills_of(state, &cwd).await?;
+    let skill = match (&params.path, &params.name) {
+        (Some(path), None) => found
+            .skills
+            .iter()
+            .find(|skill| skill.path == std::path::Path::new(path))
+            .or_else(|| {
+                let resolved = std::fs::canonicalize(path).ok()?;
+                found.skills.iter().find(|skill| skill.path == resolved)
+            }),
+        (None, Some(name)) => found.skills.iter().find(|skill| &skill.name == name),
+        _ => {
+            return Err(AppServerError::InvalidParams(
+                "name exactly one of `path` or `name`".into(),
+            ));
+        }
+    }
+    .ok_or_else(|| {
+        AppServerError::InvalidParams(format!(
+            "no skill {} among those of {cwd}",
+            params
+                .path
+                .as_deref()
+                .or(params.name.as_deref())
+                .unwrap_or_default()
+        ))
+    })?;
+    let path = skill.path.clone();
+    let inputs = state.inputs.clone();
+    let enabled = params.enabled;
+    tokio::task::spawn_blocking(move || skills::write_enabled(&inputs, &path, enabled))
+        .await
+        .map_err(|e| AppServerError::Internal(e.to_string()))??;
+    let after = skills_of(state, &cwd).await?;
+    let effective_enabled = after
+        .skills
+        .iter()
+        .find(|found| found.path == skill.path)
+        .is_some_and(|found| found.enabled);
+    Reply::new(&v2::SkillsConfigWriteResponse { effective_enabled })
+}
+
+async fn skills_of(state: &Arc<ServerState>, cwd: &str) -> Result<Skills, AppServerError> {
+    let mut inputs = state.inputs.clone();
+    inputs.overrides.cwd = Some(cwd.into());
+    tokio::task::spawn_blocking(move || {
+        let config = interpreter_core::config::load_config(inputs)?;
+        Ok::<_, AppServerError>(Skills::discover(&config.cwd, &SkillSources::of(&config)))
     })
+    .await
+    .map_err(|e| AppServerError::Internal(e.to_string()))?
 }
 
 pub(crate) fn experimental_features() -> Result<Reply, AppServerError> {

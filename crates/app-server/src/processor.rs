@@ -607,7 +607,13 @@ static METHODS: &[Method] = &[
     method!("skills/list", |c| listings::skills(
         c.state,
         parse_or_default(c.params)?
-    )),
+    )
+    .await),
+    method!("skills/config/write", |c| listings::skills_config_write(
+        c.state,
+        parse(c.params)?
+    )
+    .await),
     method!(experimental "collaborationMode/list", |_c| models::collaboration_modes()),
     method!("getConversationSummary", |c| {
         v1_api::conversation_summary(c.state, parse(c.params)?).await

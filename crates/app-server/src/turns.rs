@@ -228,10 +228,17 @@ fn user_inputs(
                     path: PathBuf::from(path),
                 });
             }
-            // Mentions and skills name files; the model gets their paths as text.
-            v2::UserInput::Mention { name, path } | v2::UserInput::Skill { name, path } => {
+            // A mention names a file; the model gets its path as text.
+            v2::UserInput::Mention { name, path } => {
                 items.push(interpreter_protocol::UserInput::Text {
                     text: format!("{name}: {path}"),
+                });
+            }
+            // A skill is loaded by the engine from its own discovery, by name: the path
+            // is the client's word, and only a skill the engine found is ever read.
+            v2::UserInput::Skill { name, .. } => {
+                items.push(interpreter_protocol::UserInput::Text {
+                    text: format!("${name}"),
                 });
             }
             v2::UserInput::Image {

@@ -25,6 +25,7 @@ mod project_doc;
 pub mod revert;
 pub mod review;
 mod session;
+pub mod skills;
 pub mod store;
 mod submission;
 mod thread_manager;

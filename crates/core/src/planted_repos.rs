@@ -1,5 +1,7 @@
 //! A sandboxed command may not start a git repository: its config and hooks would run
-//! outside the sandbox, in the agent's own git or the user's next `git status` there.
+//! outside the sandbox, in the agent's own git or the user's next `git status` there. Nor
+//! may it create `.agents` or `.interpreter`: skills and project hooks found there are
+//! loaded by a later thread.
 //!
 //! Every front end that runs a sandboxed command (the shell tool, a user shell command,
 //! the app-server's `command/exec`) wraps it in a [`RepositoryWatch`]: a census of the
@@ -13,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use interpreter_protocol::SandboxPolicy;
 use interpreter_tools::sandbox::{
-    self, PlantedRepository, RepositoryCensus, RepositoryMarker, RootAnchors, WritableRoot,
+    self, CensusRules, PlantedRepository, RepositoryCensus, RepositoryMarker, RootAnchors,
+    WritableRoot,
 };
 
 use crate::config::Config;
@@ -32,8 +35,8 @@ impl RepositoryWatch {
 
     /// Takes the census before a command runs in `cwd` under `policy`, with `env` the
     /// environment its writable roots are computed from (`$TMPDIR` is one) and `anchors`
-    /// the session's decided roots. Nothing when
-    /// the config lets commands start repositories or the policy writes nowhere. `Err`
+    /// the session's decided roots. Nothing when the policy writes nowhere; with
+    /// `allow_git_init` only agent configuration (`.agents`, `.interpreter`) is watched. `Err`
     /// when the census could not be taken: then the command must not run, since what it
     /// plants could not be found.
     pub async fn start(
@@ -43,9 +46,6 @@ impl RepositoryWatch {
         env: &HashMap<String, String>,
         cwd: &Path,
     ) -> Result<Self, String> {
-        if config.sandbox_allow_git_init {
-            return Ok(Self::off());
-        }
         let roots: Vec<WritableRoot> = sandbox::writable_roots(
             anchors,
             policy,
@@ -59,8 +59,16 @@ impl RepositoryWatch {
         let temporary = sandbox::temporary_roots(policy, &config.cwd, env);
         let workspace = config.cwd.clone();
         let cwd: PathBuf = cwd.to_path_buf();
+        let rules = CensusRules {
+            allow_git: config.sandbox_allow_git_init,
+            spared: config
+                .sandbox_protected_paths()
+                .iter()
+                .filter_map(|path| sandbox::resolve_for_write(path))
+                .collect(),
+        };
         let census = tokio::task::spawn_blocking(move || {
-            RepositoryCensus::take(&roots, &temporary, &workspace, &cwd)
+            RepositoryCensus::take(&roots, &temporary, &workspace, &cwd, rules)
         })
         .await
         .map_err(|error| format!("cannot list the repositories before the command: {error}"))?;
@@ -99,6 +107,20 @@ fn note(planted: &PlantedRepository) -> String {
             "shaped {} like a git directory (git would use it as a repository)",
             planted.path.parent().unwrap_or(&planted.path).display()
         ),
+        RepositoryMarker::AgentConfig => {
+            return match &planted.removed {
+                Ok(()) => format!(
+                    "\n[sandbox] this command created {path}; commands may not create .agents or \
+                     .interpreter (skills and project hooks the agent would load later, outside \
+                     the sandbox), so it was removed. Ask the user to create it, or propose \
+                     the files with apply_patch, which asks for approval.\n"
+                ),
+                Err(error) => format!(
+                    "\n[sandbox] this command created {path} and it could not be removed \
+                     ({error}); it must be checked before the agent is started here again.\n"
+                ),
+            };
+        }
     };
     match &planted.removed {
         Ok(()) => format!(

@@ -93,9 +93,10 @@ pub(crate) struct InitialContext {
     pub warnings: Vec<String>,
 }
 
-/// What every thread's history starts with: developer instructions, AGENTS.md and the
-/// environment. Compaction keeps it, so the model never loses its ground rules.
-pub(crate) fn initial_context(config: &Config) -> InitialContext {
+/// What every thread's history starts with: developer instructions, AGENTS.md, the skills
+/// on offer and the environment. Compaction keeps it, so the model never loses its ground
+/// rules.
+pub(crate) fn initial_context(config: &Config, skills: &crate::skills::Skills) -> InitialContext {
     use interpreter_protocol::ResponseItem;
     let mut context = InitialContext::default();
     if let Some(dev) = &config.developer_instructions {
@@ -111,6 +112,10 @@ pub(crate) fn initial_context(config: &Config) -> InitialContext {
         )));
     }
     context.warnings = docs.warnings;
+    if let Some(catalog) = skills.catalog_message() {
+        context.items.push(catalog);
+    }
+    context.warnings.extend(skills.warnings());
     context
         .items
         .push(ResponseItem::user_text(environment_context(config)));

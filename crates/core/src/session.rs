@@ -72,6 +72,9 @@ pub(crate) struct Session {
     /// Where patches read and write their files.
     pub files: Arc<dyn WorkspaceFiles>,
     pub instructions: String,
+    /// The skills found when the thread started or resumed: what its instructions list
+    /// (for a new thread) and what `$name` mentions load.
+    pub skills: Arc<crate::skills::Skills>,
     tx_event: mpsc::UnboundedSender<Event>,
     /// Stamps item ids on events and closes a turn's open items before its end.
     items: std::sync::Mutex<ItemLedger>,
@@ -872,6 +875,16 @@ pub(crate) async fn start(
         .clone()
         .unwrap_or_else(|| include_str!("prompts/base_instructions.md").to_string());
 
+    let skills = {
+        let cwd = config.cwd.clone();
+        let sources = crate::skills::SkillSources::of(&config);
+        Arc::new(
+            tokio::task::spawn_blocking(move || crate::skills::Skills::discover(&cwd, &sources))
+                .await
+                .unwrap_or_default(),
+        )
+    };
+
     let session_configured = SessionConfiguredEvent {
         session_id: thread_id,
         thread_id,
@@ -894,6 +907,7 @@ pub(crate) async fn start(
         mcp,
         files,
         instructions,
+        skills,
         tx_event,
         items: std::sync::Mutex::new(ItemLedger::default()),
         recorder,
@@ -929,7 +943,8 @@ pub(crate) async fn start(
 
     // Read before the warnings go out, so that a truncated AGENTS.md is among them. A
     // resumed thread keeps the context it started with, so only a new one reads it.
-    let initial_context = is_new.then(|| project_doc::initial_context(&session.config));
+    let initial_context =
+        is_new.then(|| project_doc::initial_context(&session.config, &session.skills));
     if let Some(context) = &initial_context {
         startup_warnings.extend(context.warnings.iter().cloned());
     }

@@ -88,6 +88,15 @@ impl Thread {
         &self.config
     }
 
+    /// The skills found when the thread started or resumed (empty once it has stopped):
+    /// what front ends offer as commands and what `$name` in a prompt loads.
+    pub fn skills(&self) -> Arc<crate::skills::Skills> {
+        self.session
+            .upgrade()
+            .map(|session| session.skills.clone())
+            .unwrap_or_default()
+    }
+
     /// Wait until no other turn holds the thread, and hold it until the guard drops: one
     /// turn at a time per thread, whichever front end started it, so a thread's event
     /// stream has exactly one reader.

@@ -108,7 +108,34 @@ pub(crate) async fn run_turn(
     } else {
         record_user_input(&sess, &sub_id, input.clone()).await;
     }
-    turn_input.extend(input);
+    turn_input.extend(input.iter().cloned());
+    if !review {
+        // Skills the prompt names (`$name`): their bodies follow it, for the model, not
+        // shown as something the user wrote.
+        // Part by part: a mention ends where its text part does.
+        let text = input
+            .iter()
+            .filter_map(|item| match item {
+                ResponseItem::Message { content, .. } => Some(content),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(interpreter_protocol::ContentItem::text)
+            .collect::<Vec<_>>()
+            .join("\n");
+        let (loaded, failures) = sess.skills.mentioned_in(&text);
+        for message in failures {
+            sess.emit(
+                &sub_id,
+                EventMsg::Warning(interpreter_protocol::WarningEvent { message }),
+            )
+            .await;
+        }
+        if !loaded.is_empty() {
+            sess.record_items(&loaded).await;
+            turn_input.extend(loaded);
+        }
+    }
     let started = std::time::Instant::now();
     let tokens_before = sess.total_usage.lock().await.total_tokens;
 

@@ -64,7 +64,8 @@ pub struct KeepOut {
     /// roots: `.git`, `.agents`, `.interpreter`, hooks paths): resolved paths.
     pub unwritable: Vec<PathBuf>,
     /// Names never written through anywhere below a root (`.git`: a new one starts a
-    /// repository); checked on the directory found, like `unwritable`.
+    /// repository; `.agents`, `.interpreter`: skills and hooks a later thread loads);
+    /// checked on the directory found, like `unwritable`.
     pub unwritable_names: Vec<OsString>,
 }
 

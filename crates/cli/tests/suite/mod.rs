@@ -46,6 +46,7 @@ mod oss_flag;
 mod pg_store;
 mod private_home;
 mod sandbox_agent;
+mod skills;
 mod startup_warnings;
 mod threads_cmd;
 mod user_warnings;

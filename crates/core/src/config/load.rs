@@ -410,6 +410,20 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         mcp_servers: toml.mcp_servers,
         mcp_server: toml.mcp_server.unwrap_or_default(),
         app_server: toml.app_server.unwrap_or_default(),
+        skills_disabled: toml
+            .skills
+            .map(|skills| {
+                skills
+                    .config
+                    .into_iter()
+                    .filter(|entry| !entry.enabled)
+                    .map(|entry| entry.path)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        hooks: toml
+            .hooks
+            .and_then(|table| serde_json::to_value(table).ok()),
         env: inputs.env,
         sandbox_exe: inputs.sandbox_exe,
         can_ask_user: false,

@@ -60,6 +60,26 @@ pub(crate) struct ConfigToml {
     pub thread_store: Option<String>,
     /// `[otel]`: telemetry export, read once at process start (see [`super::load_otel`]).
     pub otel: Option<interpreter_telemetry::settings::OtelToml>,
+    /// `[skills]`: `[[skills.config]]` entries turn skills off or on by path; other keys
+    /// (Codex's) are accepted and unused.
+    pub skills: Option<SkillsToml>,
+    /// `[hooks]`: lifecycle hooks, `[[hooks.EVENT]]` matcher groups; read by the hooks
+    /// module, which reports (never fails on) what it cannot use.
+    pub hooks: Option<toml::Table>,
+}
+
+/// `[skills]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub(crate) struct SkillsToml {
+    pub config: Vec<SkillConfigToml>,
+}
+
+/// One `[[skills.config]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct SkillConfigToml {
+    pub path: PathBuf,
+    pub enabled: bool,
 }
 
 /// `[sandbox_workspace_write]`: settings that apply only in `workspace-write` mode.
@@ -77,7 +97,7 @@ pub(crate) struct SandboxWorkspaceWriteToml {
 /// Top-level keys accepted for compatibility with existing Codex config files and
 /// otherwise ignored: they configure features this agent does not have (web search, the
 /// TUI, prompt history, notifications, project trust, reasoning summaries/verbosity,
-/// feature flags, skills: codex-acp disables one on every thread it starts). `profile` (selects a profile when no `--profile` is given) and the
+/// feature flags). `profile` (selects a profile when no `--profile` is given) and the
 /// selected `[profiles.NAME]` table are read from the raw file before deserialization.
 pub const ACCEPTED_IGNORED_KEYS: &[&str] = &[
     "profile",
@@ -108,8 +128,6 @@ pub const ACCEPTED_IGNORED_KEYS: &[&str] = &[
     "disable_response_storage",
     "preferred_auth_method",
     "chatgpt_base_url",
-    "skills",
-    "hooks",
 ];
 
 /// One source of configuration, already parsed into a table.

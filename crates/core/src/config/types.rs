@@ -77,6 +77,11 @@ pub struct Config {
     pub mcp_server: McpServerSettings,
     /// `[app_server]`: how `interpreter app-server` behaves towards its clients.
     pub app_server: AppServerSettings,
+    /// `SKILL.md` files the user turned off (`[[skills.config]]` with `enabled = false`).
+    pub skills_disabled: Vec<PathBuf>,
+    /// `[hooks]` of the user config, as JSON in the shape of a `hooks.json`'s `hooks`
+    /// (read by [`crate::hooks`], which reports what it cannot use).
+    pub hooks: Option<serde_json::Value>,
     /// The process environment, captured once in `main` and injected (tests pass their own).
     pub env: HashMap<String, String>,
     /// Path of the `interpreter` executable, used to re-exec the sandbox helper.

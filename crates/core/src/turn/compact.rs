@@ -134,7 +134,7 @@ async fn summarise(
     };
 
     // Its warnings (a truncated AGENTS.md) were shown when the thread started.
-    let mut replacement = project_doc::initial_context(&sess.config).items;
+    let mut replacement = project_doc::initial_context(&sess.config, &sess.skills).items;
     replacement.push(ResponseItem::user_text(format!(
         "{SUMMARY_PREFIX}\n\n{summary}"
     )));

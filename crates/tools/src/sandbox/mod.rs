@@ -40,7 +40,9 @@ pub use paths::{
     PROTECTED_DIR_NAMES, Purpose, WritableRoot, WriteScope, resolve_for_write, temporary_roots,
     writable_roots, writable_roots_of,
 };
-pub use planted_repos::{DIRECTORY_BUDGET, PlantedRepository, RepositoryCensus, RepositoryMarker};
+pub use planted_repos::{
+    CensusRules, DIRECTORY_BUDGET, PlantedRepository, RepositoryCensus, RepositoryMarker,
+};
 pub use roots::{AnchoredRoot, AnchoredRoots, FileIdentity, RootAnchors, RootRefusal};
 pub use support::SandboxSupport;
 

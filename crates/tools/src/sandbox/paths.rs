@@ -29,9 +29,6 @@ use crate::beneath::{Anchor, KeepOut, Target};
 /// Directory names kept read-only inside every writable root.
 pub const PROTECTED_DIR_NAMES: [&str; 3] = [".git", ".agents", ".interpreter"];
 
-/// What git looks for to find a repository: never written anywhere below a writable root.
-const GIT_DIR_NAME: &str = ".git";
-
 /// Linux gives up on a path after 40 symlinks (`ELOOP`); so do we.
 const MAX_SYMLINK_HOPS: usize = 40;
 
@@ -196,7 +193,11 @@ fn protected_subpaths(root: &Path, home: Option<&Path>) -> Vec<PathBuf> {
                 continue;
             }
             let path = entry.path();
-            protect_entry(&path, ".git", home, &mut protected);
+            // `.agents` and `.interpreter` below the root are what a thread started in
+            // that directory loads (skills, project hooks).
+            for name in PROTECTED_DIR_NAMES {
+                protect_entry(&path, name, home, &mut protected);
+            }
             if depth + 1 < NESTED_REPOSITORY_DEPTH {
                 pending.push_back((path, depth + 1));
             }
@@ -379,7 +380,7 @@ impl WriteScope {
                 unreadable: hidden,
                 unwritable,
                 unwritable_names: if reach == Reach::Roots {
-                    vec![GIT_DIR_NAME.into()]
+                    PROTECTED_DIR_NAMES.iter().map(Into::into).collect()
                 } else {
                     Vec::new()
                 },
@@ -422,9 +423,10 @@ impl WriteScope {
             Reach::Roots => {
                 self.roots.iter().any(|root| {
                     resolved.strip_prefix(&root.root).is_ok_and(|below| {
-                        // No `.git` anywhere below a root either: a `gitdir:` file in a
-                        // new subdirectory starts a repository there, and no edit needs
-                        // to write one.
+                        // No `.git`, `.agents` or `.interpreter` anywhere below a root
+                        // either: a `gitdir:` file in a new subdirectory starts a
+                        // repository there, a new `.agents/skills` is a skill the next
+                        // thread loads; writing one takes an approval.
                         !below.components().any(|part| {
                             self.keep_out
                                 .unwritable_names

@@ -1,4 +1,5 @@
-//! Repositories a sandboxed command starts where it may not.
+//! Repositories a sandboxed command starts where it may not, and agent configuration
+//! (`.agents`, `.interpreter`: skills, project hooks) it creates.
 //!
 //! A command that can write a directory can make it a git repository: `git init`, a
 //! `.git` *file* (`gitdir: /tmp/evil`) naming a git directory it wrote elsewhere, or a
@@ -10,7 +11,8 @@
 //!
 //! A [`RepositoryCensus`] is taken before the command and compared with what is there
 //! after it: every repository marker (a `.git` entry of any type, or the `HEAD` of a
-//! directory shaped like a git directory) that was not there before is removed (a
+//! directory shaped like a git directory) and every `.agents` or `.interpreter` entry
+//! that was not there before is removed (a
 //! symlink itself, never what it points at). Markers and directories are told apart by
 //! identity (device and inode, and a marker's creation time where the file system keeps
 //! one), never by path: a repository the command moved is still the one that existed,
@@ -56,6 +58,16 @@ pub enum RepositoryMarker {
     /// The `HEAD` of a directory that holds `HEAD`, `refs/` and `objects/` (or
     /// `commondir`): git uses such a directory as a bare repository.
     GitDirectoryShape,
+    /// A `.agents` or `.interpreter` entry: skills and project configuration the agent
+    /// loads in a later thread, outside any sandbox decision of this one.
+    AgentConfig,
+}
+
+impl RepositoryMarker {
+    /// Whether the marker starts a git repository (which the policy may allow).
+    pub fn is_git(self) -> bool {
+        matches!(self, Self::GitEntry | Self::GitDirectoryShape)
+    }
 }
 
 /// A repository marker the command created, and what became of it.
@@ -75,6 +87,17 @@ pub struct PlantedRepository {
 pub struct RepositoryCensus {
     scopes: Vec<Scope>,
     before: Snapshot,
+    rules: CensusRules,
+}
+
+/// What a census leaves alone.
+#[derive(Debug, Clone, Default)]
+pub struct CensusRules {
+    /// New git markers are left alone (`allow_git_init`); agent configuration never is.
+    pub allow_git: bool,
+    /// Paths (canonical) never removed: the agent's own home, which the agent itself may
+    /// create while a command runs.
+    pub spared: Vec<PathBuf>,
 }
 
 impl RepositoryCensus {
@@ -87,6 +110,7 @@ impl RepositoryCensus {
         temporary: &[PathBuf],
         workspace: &Path,
         cwd: &Path,
+        rules: CensusRules,
     ) -> Self {
         let workspace = fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
         let cwd = fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
@@ -96,7 +120,11 @@ impl RepositoryCensus {
             .map(|root| Scope::new(root, &root_paths, temporary, &workspace, &cwd))
             .collect::<Vec<_>>();
         let before = Snapshot::of(&walk_all(&scopes));
-        Self { scopes, before }
+        Self {
+            scopes,
+            before,
+            rules,
+        }
     }
 
     /// Lists the markers again and removes every one that was not there before, with
@@ -109,6 +137,11 @@ impl RepositoryCensus {
                 continue;
             }
             for marker in &visited.markers {
+                if (self.rules.allow_git && marker.kind.is_git())
+                    || self.rules.spared.contains(&marker.path)
+                {
+                    continue;
+                }
                 if !self.before.markers.contains(&marker.id) {
                     planted.push(PlantedRepository {
                         removed: remove_marker(visited.id, marker),
@@ -388,6 +421,12 @@ fn list(dir: &Path, parent: Option<(usize, DirId)>) -> Option<(Visited, Vec<(Pat
                 }
                 continue;
             }
+            Some(".agents" | ".interpreter") => {
+                if let Some(marker) = marker_at(entry.path(), RepositoryMarker::AgentConfig) {
+                    markers.push(marker);
+                }
+                continue;
+            }
             Some("HEAD") => head = !is_dir,
             Some("refs") => refs = is_dir,
             Some("objects") => objects = is_dir,
@@ -463,7 +502,7 @@ mod tests {
         fs::create_dir_all(ws.join("old/.git")).expect("old repo");
         fs::create_dir_all(ws.join("a/b/c")).expect("tree");
         fs::create_dir_all(ws.join("shaped")).expect("shaped");
-        let census = RepositoryCensus::take(&[root(&ws)], &[], &ws, &ws);
+        let census = RepositoryCensus::take(&[root(&ws)], &[], &ws, &ws, CensusRules::default());
 
         fs::create_dir_all(ws.join("a/b/c/.git/hooks")).expect("deep repo");
         fs::create_dir_all(ws.join("new/dir")).expect("new dir");
@@ -505,7 +544,13 @@ mod tests {
         fs::create_dir_all(&ws).expect("ws");
         fs::create_dir_all(temp.join("elsewhere")).expect("elsewhere");
         let roots = [root(&temp), root(&ws)];
-        let census = RepositoryCensus::take(&roots, std::slice::from_ref(&temp), &ws, &ws);
+        let census = RepositoryCensus::take(
+            &roots,
+            std::slice::from_ref(&temp),
+            &ws,
+            &ws,
+            CensusRules::default(),
+        );
 
         fs::create_dir_all(temp.join("a/.git")).expect("ancestor repo");
         fs::create_dir_all(temp.join(".git")).expect("top repo");
@@ -557,7 +602,7 @@ mod tests {
         let ws = fs::canonicalize(dir.path()).expect("canonical");
         fs::create_dir_all(ws.join("sub")).expect("sub");
         fs::write(ws.join("sub/.git"), "gitdir: ../real\n").expect("git file");
-        let census = RepositoryCensus::take(&[root(&ws)], &[], &ws, &ws);
+        let census = RepositoryCensus::take(&[root(&ws)], &[], &ws, &ws, CensusRules::default());
         fs::remove_file(ws.join("sub/.git")).expect("remove");
         // Keep the old inode busy so the new file cannot reuse it.
         fs::write(ws.join("keep"), "x").expect("keep");

@@ -290,9 +290,56 @@ pub struct SkillsListParams {
 #[serde(rename_all = "camelCase")]
 pub struct SkillsListEntry {
     pub cwd: String,
-    /// Always empty: this agent has no skills.
-    pub skills: Vec<Value>,
-    pub errors: Vec<Value>,
+    pub skills: Vec<SkillMetadata>,
+    /// Skills left out (bad front matter, a name found nearer), with the reason.
+    pub errors: Vec<SkillErrorInfo>,
+}
+
+/// One skill as `skills/list` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillMetadata {
+    pub name: String,
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_description: Option<String>,
+    /// The `SKILL.md`.
+    pub path: String,
+    pub scope: SkillScope,
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SkillScope {
+    User,
+    Repo,
+    System,
+    Admin,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillErrorInfo {
+    pub path: String,
+    pub message: String,
+}
+
+/// `skills/config/write`: turn one skill on or off, chosen by path or by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillsConfigWriteParams {
+    pub enabled: bool,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillsConfigWriteResponse {
+    pub effective_enabled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
