@@ -19,7 +19,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::AcpError;
 use crate::history;
 use crate::sdk::Editor;
-use crate::update::{Mode, ModelChoice, SessionOption, SessionState, SessionSummary, effort_of};
+use crate::update::{
+    DEFAULT_EFFORT, Mode, ModelChoice, SessionOption, SessionState, SessionSummary, effort_of,
+};
 
 /// Deadline of the endpoint's `GET /models` when a session starts: a slow or absent
 /// endpoint leaves the choice to the configured model.
@@ -321,6 +323,9 @@ impl Agent {
                 }
                 settings.model = Some(value.to_string());
             }
+            // `default`, offered with the others, goes back to what the config says
+            // (the provider's default when it says nothing).
+            SessionOption::ReasoningEffort if value == DEFAULT_EFFORT => settings.effort = None,
             SessionOption::ReasoningEffort => {
                 settings.effort =
                     Some(effort_of(value).ok_or_else(|| unknown("reasoning effort"))?);

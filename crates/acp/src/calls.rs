@@ -211,6 +211,31 @@ pub(crate) fn mcp_status(result: &Result<serde_json::Value, String>) -> ToolStat
 }
 
 /// What the editor is told when the conversation was compacted (live or replayed).
+/// A finished hook run the editor should see: one that blocked, stopped, failed or said
+/// something, as a finished tool call of its own (ACP has no hook notion). A run that
+/// passed silently is not shown.
+pub(crate) fn hook_call(run: &interpreter_protocol::HookRunSummary) -> Option<ToolCall> {
+    let line = interpreter_core::hooks::run_line(run)?;
+    let (title, text) = match line.split_once(": ") {
+        Some((title, text)) => (title.to_string(), vec![ToolContent::Text(text.to_string())]),
+        None => (line, Vec::new()),
+    };
+    Some(ToolCall {
+        id: format!("hook:{}", run.id),
+        title,
+        kind: ToolKind::Execute,
+        status: if run.status == interpreter_protocol::HookRunStatus::Failed {
+            ToolStatus::Failed
+        } else {
+            ToolStatus::Completed
+        },
+        content: text,
+        locations: vec![run.source_path.clone()],
+        raw_input: None,
+        raw_output: None,
+    })
+}
+
 pub(crate) fn compaction_text(items_before: usize, items_after: usize) -> String {
     format!("Compacted the conversation: {items_before} items of history are now {items_after}.")
 }

@@ -290,13 +290,34 @@ impl TurnView {
         let asked = self.send_items(item_events);
         match msg {
             EventMsg::ExecApprovalRequest(request) => {
-                if let Some(card) = asked {
-                    let call_id = request.call_id;
-                    self.ask(&call_id.clone(), card, move |decision| Op::ExecApproval {
-                        id: call_id,
-                        decision,
-                    });
-                }
+                // A second question about a call already shown (run it again without the
+                // sandbox, after the sandbox stopped it) opens no new card; it is asked
+                // all the same, on the call's card made pending again, or the engine
+                // would wait for an answer nobody was asked for.
+                let card = asked.unwrap_or_else(|| {
+                    let mut card = calls::command_call(
+                        &request.call_id,
+                        &request.command,
+                        &request.cwd,
+                        &request.parsed_cmd,
+                        ToolStatus::Pending,
+                    );
+                    if let Some(reason) = &request.reason {
+                        card.content.push(crate::update::ToolContent::Text(reason.clone()));
+                    }
+                    self.send(Update::ToolCallUpdate(crate::update::ToolCallUpdate {
+                        id: request.call_id.clone(),
+                        status: Some(ToolStatus::Pending),
+                        content: Some(card.content.clone()),
+                        ..crate::update::ToolCallUpdate::default()
+                    }));
+                    card
+                });
+                let call_id = request.call_id;
+                self.ask(&call_id.clone(), card, move |decision| Op::ExecApproval {
+                    id: call_id,
+                    decision,
+                });
             }
             EventMsg::ApplyPatchApprovalRequest(request) => {
                 if let Some(card) = asked {
@@ -345,6 +366,12 @@ impl TurnView {
                 error.message
             ),
             EventMsg::Warning(warning) => tracing::warn!("{}", warning.message),
+            EventMsg::HookStarted(_) => {}
+            EventMsg::HookCompleted(done) => {
+                if let Some(call) = calls::hook_call(&done.run) {
+                    self.send(Update::ToolCall(call));
+                }
+            }
             EventMsg::RequestExpired(expired) => self.open_requests.expire(&expired.id),
             // Questions from the agent's MCP servers are not forwarded to editors:
             // declined at once rather than left to time out.

@@ -179,6 +179,14 @@ pub(crate) async fn drive(
             | EventMsg::McpToolCallBegin(_)
             | EventMsg::McpToolCallProgress(_)
             | EventMsg::McpToolCallEnd(_) => {}
+            EventMsg::HookStarted(run) => loaded.broadcast(
+                notification_names::HOOK_STARTED,
+                &crate::hooks::run_notification(&thread_id, run),
+            ),
+            EventMsg::HookCompleted(run) => loaded.broadcast(
+                notification_names::HOOK_COMPLETED,
+                &crate::hooks::run_notification(&thread_id, run),
+            ),
             EventMsg::PlanUpdate(plan) => loaded.broadcast(
                 notification_names::TURN_PLAN_UPDATED,
                 &v2::TurnPlanUpdatedNotification {

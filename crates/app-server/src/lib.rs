@@ -33,6 +33,7 @@ pub mod error;
 mod file_layers;
 mod fs_api;
 mod goals;
+mod hooks;
 mod listings;
 pub mod mapping;
 mod mcp_api;

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use interpreter_core::hooks::{HookSet, HookSources};
 use interpreter_core::skills::{self, SkillScope, SkillSources, Skills};
 
 use crate::error::AppServerError;
@@ -154,7 +155,9 @@ pub(crate) fn experimental_features() -> Result<Reply, AppServerError> {
     })
 }
 
-pub(crate) fn hooks(
+/// The hooks of each directory (every configured one, with its trust status), as the
+/// engine finds them for a thread started there.
+pub(crate) async fn hooks(
     state: &Arc<ServerState>,
     params: v2::HooksListParams,
 ) -> Result<Reply, AppServerError> {
@@ -163,17 +166,19 @@ pub(crate) fn hooks(
     } else {
         params.cwds
     };
-    Reply::new(&v2::HooksListResponse {
-        data: cwds
-            .into_iter()
-            .map(|cwd| v2::HooksListEntry {
-                cwd,
-                hooks: Vec::new(),
-                errors: Vec::new(),
-                warnings: Vec::new(),
-            })
-            .collect(),
-    })
+    let mut data = Vec::with_capacity(cwds.len());
+    for cwd in cwds {
+        let mut inputs = state.inputs.clone();
+        inputs.overrides.cwd = Some(cwd.clone().into());
+        let set = tokio::task::spawn_blocking(move || {
+            let config = interpreter_core::config::load_config(inputs)?;
+            Ok::<_, AppServerError>(HookSet::discover(&config.cwd, &HookSources::of(&config)))
+        })
+        .await
+        .map_err(|e| AppServerError::Internal(e.to_string()))??;
+        data.push(crate::hooks::list_entry(cwd, &set));
+    }
+    Reply::new(&v2::HooksListResponse { data })
 }
 
 pub(crate) fn config_requirements() -> Result<Reply, AppServerError> {

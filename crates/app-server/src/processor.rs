@@ -586,7 +586,8 @@ static METHODS: &[Method] = &[
     method!("hooks/list", |c| listings::hooks(
         c.state,
         parse_or_default(c.params)?
-    )),
+    )
+    .await),
     method!("modelProvider/list", |c| model_providers::list(c.state)
         .await),
     method!("modelProvider/capabilities/read", |_c| {

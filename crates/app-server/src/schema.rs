@@ -101,6 +101,7 @@ pub fn schema_files() -> BTreeMap<String, String> {
         ThreadTokenUsageUpdatedNotification,
         ErrorNotification,
         WarningNotification,
+        HookRunNotification,
         ServerRequestResolvedNotification,
         AccountUpdatedNotification,
         AccountLoginCompletedNotification,

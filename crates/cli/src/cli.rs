@@ -186,6 +186,10 @@ pub(crate) enum Command {
     Acp(AcpArgs),
     /// Past threads, whichever front end ran them: list them, or show one readably.
     Threads(ThreadsArgs),
+    /// Lifecycle hooks for this directory: list them with their trust, trust a
+    /// repository's hooks. See docs/hooks.md.
+    #[command(after_help = HOOKS_AFTER_HELP)]
+    Hooks(HooksArgs),
     /// Run a command under the sandbox, or check what the sandbox supports here.
     Sandbox(SandboxArgs),
     /// Check that this installation works: home, config, API key, endpoint, sandbox,
@@ -384,6 +388,33 @@ pub(crate) enum AppServerCommand {
         /// Accepted for compatibility: the schema has no experimental part.
         #[arg(long)]
         experimental: bool,
+    },
+}
+
+const HOOKS_AFTER_HELP: &str = "Examples:\n  interpreter hooks list\n  interpreter hooks trust --all\n  interpreter hooks trust '/repo/.interpreter/hooks.json:pre_tool_use:0:0'\n\nProject hooks (.interpreter/hooks.json in the repository) run only once trusted; a change\nto one makes it untrusted again until it is trusted anew.";
+
+#[derive(Debug, Args)]
+pub(crate) struct HooksArgs {
+    #[command(subcommand)]
+    pub command: HooksCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum HooksCommand {
+    /// Every hook a thread started here would find: event, matcher, command, where it is
+    /// configured, and whether it runs (trusted, untrusted, modified, disabled).
+    List {
+        /// Print a JSON array, one object per hook.
+        #[arg(long = "json")]
+        json: bool,
+    },
+    /// Trust project hooks at their current content: those named by KEY (as `list`
+    /// prints them), or every untrusted one with --all.
+    Trust {
+        #[arg(value_name = "KEY", required_unless_present = "all")]
+        keys: Vec<String>,
+        #[arg(long = "all", conflicts_with = "keys")]
+        all: bool,
     },
 }
 

@@ -10,6 +10,7 @@ mod cli;
 mod config_inputs;
 mod doctor;
 mod exec;
+mod hooks_cmd;
 mod layering;
 mod login;
 mod mcp_cmd;
@@ -205,6 +206,7 @@ async fn run(cli: Cli, env: HashMap<String, String>) -> anyhow::Result<ExitCode>
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Threads(args)) => threads_cmd::run(args, &cli.config, env).await,
+        Some(Command::Hooks(args)) => hooks_cmd::run(args, &cli.config, env),
         Some(Command::Sandbox(args)) => {
             let config_args = cli.config.merged(&args.config);
             sandbox_cmd::run(args, config_args, env).await

@@ -480,6 +480,13 @@ impl HumanOutput {
                 self.flush_pending_agent_message();
                 self.warning(&warning.message);
             }
+            EventMsg::HookCompleted(done) => {
+                if let Some(line) = interpreter_core::hooks::run_line(&done.run) {
+                    self.flush_pending_agent_message();
+                    self.warning(&line);
+                }
+            }
+            EventMsg::HookStarted(_) => {}
             EventMsg::Error(error) => {
                 self.flush_pending_agent_message();
                 let line = self.style.red(&format!("ERROR: {}", clean(&error.message)));

@@ -14,6 +14,8 @@ mod error;
 pub mod fuzzing;
 pub mod goal;
 mod handlers;
+mod hook_runs;
+pub mod hooks;
 pub mod items;
 mod op_loop;
 pub mod open_requests;

@@ -75,6 +75,13 @@ pub(crate) struct Session {
     /// The skills found when the thread started or resumed: what its instructions list
     /// (for a new thread) and what `$name` mentions load.
     pub skills: Arc<crate::skills::Skills>,
+    /// The hooks found when the thread started or resumed.
+    pub hooks: Arc<crate::hooks::HookSet>,
+    /// `SessionStart`'s `source` until the first turn runs its hooks (`startup` for a
+    /// new thread, `resume` for one resumed), then `None`.
+    pub(crate) session_start: std::sync::Mutex<Option<&'static str>>,
+    /// Context tool hooks added while a call ran, recorded after its output.
+    pub(crate) hook_context: std::sync::Mutex<Vec<String>>,
     tx_event: mpsc::UnboundedSender<Event>,
     /// Stamps item ids on events and closes a turn's open items before its end.
     items: std::sync::Mutex<ItemLedger>,
@@ -510,6 +517,27 @@ impl Session {
         }
     }
 
+    /// The rollout file, for a store that keeps one (a hook's `transcript_path`).
+    pub(crate) fn rollout_path(&self) -> Option<&Path> {
+        self.recorder.as_ref().and_then(|recorder| recorder.path())
+    }
+
+    /// Takes `SessionStart`'s source: `Some` once per session, for its first turn.
+    pub(crate) fn take_session_start(&self) -> Option<&'static str> {
+        self.session_start
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+    }
+
+    /// Context tool hooks added, taken for recording.
+    pub(crate) fn take_hook_context(&self) -> Vec<String> {
+        self.hook_context
+            .lock()
+            .map(|mut context| std::mem::take(&mut *context))
+            .unwrap_or_default()
+    }
+
     pub(crate) async fn writer_is_stale(&self) -> bool {
         match &self.recorder {
             Some(recorder) => self.fence.is_cancelled() || recorder.is_stale().await,
@@ -885,6 +913,23 @@ pub(crate) async fn start(
         )
     };
 
+    let hooks = {
+        let cwd = config.cwd.clone();
+        let sources = crate::hooks::HookSources::of(&config);
+        Arc::new(
+            tokio::task::spawn_blocking(move || crate::hooks::HookSet::discover(&cwd, &sources))
+                .await
+                .unwrap_or_default(),
+        )
+    };
+    startup_warnings.extend(hooks.warnings.iter().cloned());
+    startup_warnings.extend(
+        hooks
+            .errors
+            .iter()
+            .map(|(path, why)| format!("hooks file {} not used: {why}", path.display())),
+    );
+
     let session_configured = SessionConfiguredEvent {
         session_id: thread_id,
         thread_id,
@@ -908,6 +953,9 @@ pub(crate) async fn start(
         files,
         instructions,
         skills,
+        hooks,
+        session_start: std::sync::Mutex::new(Some(if is_new { "startup" } else { "resume" })),
+        hook_context: std::sync::Mutex::new(Vec::new()),
         tx_event,
         items: std::sync::Mutex::new(ItemLedger::default()),
         recorder,

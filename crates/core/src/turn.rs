@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use interpreter_model_client::{CutOff, Prompt, ProviderError, ResponseEvent, RetryNotice};
+use interpreter_protocol::HookEventName;
 use interpreter_protocol::{
     AgentMessageEvent, AgentReasoningEvent, CollaborationMode, CollaborationModeKind, DeltaEvent,
     ErrorEvent, ErrorKind, EventMsg, ProposedPlanDeltaEvent, ProposedPlanEvent, ReasoningSummary,
@@ -20,11 +21,13 @@ use interpreter_protocol::{
 use interpreter_telemetry::metrics;
 use interpreter_telemetry::spans::{self, TurnOutcome};
 use opentelemetry::trace::FutureExt as _;
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 mod compact;
 
 use crate::handlers;
+use crate::hook_runs;
 use crate::plan_mode::{self, Piece, PlanSplitter};
 use crate::review;
 use crate::session::Session;
@@ -101,45 +104,87 @@ pub(crate) async fn run_turn(
         sess.record_items(std::slice::from_ref(&said)).await;
         turn_input.push(said);
     }
+    // Set when a hook ends the turn before the model is asked.
+    let mut hook_stop: Option<String> = None;
     if review {
         // The review request (the diff) is the model's input, not something the user
         // wrote: the entered-review event is what front ends show for it.
         sess.record_items(&input).await;
+        turn_input.extend(input.iter().cloned());
     } else {
-        record_user_input(&sess, &sub_id, input.clone()).await;
-    }
-    turn_input.extend(input.iter().cloned());
-    if !review {
-        // Skills the prompt names (`$name`): their bodies follow it, for the model, not
-        // shown as something the user wrote.
-        // Part by part: a mention ends where its text part does.
-        let text = input
-            .iter()
-            .filter_map(|item| match item {
-                ResponseItem::Message { content, .. } => Some(content),
-                _ => None,
-            })
-            .flatten()
-            .filter_map(interpreter_protocol::ContentItem::text)
-            .collect::<Vec<_>>()
-            .join("\n");
-        let (loaded, failures) = sess.skills.mentioned_in(&text);
-        for message in failures {
-            sess.emit(
+        let text = prompt_text(&input);
+        if let Some(source) = sess.take_session_start() {
+            let decision = hook_runs::run_event(
+                &sess,
                 &sub_id,
-                EventMsg::Warning(interpreter_protocol::WarningEvent { message }),
+                hook_runs::Occurrence {
+                    event: HookEventName::SessionStart,
+                    targets: &[source],
+                    fields: json_fields([("source", json!(source))]),
+                    call_id: None,
+                },
             )
             .await;
+            record_hook_context(&sess, decision.context, &mut turn_input).await;
+            hook_stop = decision.stopped;
         }
-        if !loaded.is_empty() {
-            sess.record_items(&loaded).await;
-            turn_input.extend(loaded);
+        if hook_stop.is_none() {
+            let decision = hook_runs::run_event(
+                &sess,
+                &sub_id,
+                hook_runs::Occurrence {
+                    event: HookEventName::UserPromptSubmit,
+                    targets: &[],
+                    fields: json_fields([("prompt", json!(text))]),
+                    call_id: None,
+                },
+            )
+            .await;
+            hook_stop = decision
+                .blocked
+                .map(|reason| {
+                    format!("the prompt was blocked by a UserPromptSubmit hook: {reason}")
+                })
+                .or(decision.stopped);
+            if hook_stop.is_none() {
+                record_user_input(&sess, &sub_id, input.clone()).await;
+                turn_input.extend(input.iter().cloned());
+            }
+            record_hook_context(&sess, decision.context, &mut turn_input).await;
+        }
+        if let Some(message) = &hook_stop {
+            sess.emit(
+                &sub_id,
+                EventMsg::Warning(WarningEvent {
+                    message: message.clone(),
+                }),
+            )
+            .await;
+        } else {
+            // Skills the prompt names (`$name`): their bodies follow it, for the model,
+            // not shown as something the user wrote.
+            let (loaded, failures) = sess.skills.mentioned_in(&text);
+            for message in failures {
+                sess.emit(&sub_id, EventMsg::Warning(WarningEvent { message }))
+                    .await;
+            }
+            if !loaded.is_empty() {
+                sess.record_items(&loaded).await;
+                turn_input.extend(loaded);
+            }
         }
     }
     let started = std::time::Instant::now();
     let tokens_before = sess.total_usage.lock().await.total_tokens;
 
-    let outcome = sampling_loop(&sess, &sub_id, &turn_input, &mode, &cancel).await;
+    let outcome = if hook_stop.is_some() {
+        Ok(TurnEnd {
+            last_agent_message: None,
+            output_limit: false,
+        })
+    } else {
+        sampling_loop(&sess, &sub_id, &turn_input, &mode, &cancel).await
+    };
     sess.end_turn_mode();
     if review {
         let text = match &outcome {
@@ -320,6 +365,45 @@ async fn emit_task_started(sess: &Session, sub_id: &str) {
     .await;
 }
 
+/// The prompt's text, part by part (a mention ends where its text part does).
+fn prompt_text(input: &[ResponseItem]) -> String {
+    input
+        .iter()
+        .filter_map(|item| match item {
+            ResponseItem::Message { content, .. } => Some(content),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(interpreter_protocol::ContentItem::text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn json_fields<const N: usize>(
+    fields: [(&str, serde_json::Value); N],
+) -> serde_json::Map<String, serde_json::Value> {
+    fields
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value))
+        .collect()
+}
+
+/// Context hooks added, said to the model as developer messages (as Codex records it).
+async fn record_hook_context(
+    sess: &Session,
+    context: Vec<String>,
+    turn_input: &mut Vec<ResponseItem>,
+) {
+    let items: Vec<ResponseItem> = context
+        .into_iter()
+        .map(ResponseItem::developer_text)
+        .collect();
+    if !items.is_empty() {
+        sess.record_items(&items).await;
+        turn_input.extend(items);
+    }
+}
+
 async fn record_user_input(sess: &Session, sub_id: &str, input: Vec<ResponseItem>) {
     for item in &input {
         if let Some(message) = item.message_text() {
@@ -343,6 +427,9 @@ struct TurnEnd {
     output_limit: bool,
 }
 
+/// Times `Stop` hooks may keep one turn going.
+const MAX_STOP_CONTINUATIONS: u32 = 8;
+
 async fn sampling_loop(
     sess: &Arc<Session>,
     sub_id: &str,
@@ -355,6 +442,7 @@ async fn sampling_loop(
     // Compaction runs at most this often per turn: if the summary plus the request still
     // does not fit, more summarising will not help, and the error is reported instead.
     let mut compactions = 0u32;
+    let mut stop_continuations = 0u32;
     loop {
         let steered = std::mem::take(&mut *sess.pending_input.lock().await);
         if !steered.is_empty() {
@@ -460,6 +548,41 @@ async fn sampling_loop(
         }
 
         if calls.is_empty() {
+            // A Stop hook may keep the turn going with what it says; bounded, so two
+            // hooks that always block cannot keep a turn alive for ever.
+            if stop_continuations < MAX_STOP_CONTINUATIONS {
+                let decision = hook_runs::run_event(
+                    sess,
+                    sub_id,
+                    hook_runs::Occurrence {
+                        event: HookEventName::Stop,
+                        targets: &[],
+                        fields: json_fields([
+                            ("stop_hook_active", json!(stop_continuations > 0)),
+                            ("last_assistant_message", json!(last_agent_message)),
+                        ]),
+                        call_id: None,
+                    },
+                )
+                .await;
+                if decision.stopped.is_none() && !decision.continue_with.is_empty() {
+                    stop_continuations += 1;
+                    let prompt =
+                        ResponseItem::user_text(hook_runs::stop_prompt(&decision.continue_with));
+                    sess.record_items(std::slice::from_ref(&prompt)).await;
+                    continue;
+                }
+            } else {
+                sess.emit(
+                    sub_id,
+                    EventMsg::Warning(WarningEvent {
+                        message: format!(
+                            "Stop hooks kept this turn going {MAX_STOP_CONTINUATIONS} times; it ends here"
+                        ),
+                    }),
+                )
+                .await;
+            }
             if sess.close_input(true).await {
                 // An answer that was cut off says so where the user reads it.
                 if let (Some(note), Some(message)) = (&cut_note, &mut last_agent_message) {
@@ -484,6 +607,16 @@ async fn sampling_loop(
                 ToolOutcome::Output(output) => {
                     sess.record_items(&[ResponseItem::FunctionCallOutput { call_id, output }])
                         .await;
+                    // Context the call's hooks added, after its output (a tool call and
+                    // its output stay adjacent on every wire).
+                    let context: Vec<ResponseItem> = sess
+                        .take_hook_context()
+                        .into_iter()
+                        .map(ResponseItem::developer_text)
+                        .collect();
+                    if !context.is_empty() {
+                        sess.record_items(&context).await;
+                    }
                 }
                 ToolOutcome::Stop(output) => {
                     let mut outputs = vec![ResponseItem::FunctionCallOutput { call_id, output }];

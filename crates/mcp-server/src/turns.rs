@@ -268,6 +268,11 @@ pub(crate) fn step_of(msg: &EventMsg) -> Option<String> {
         }
         EventMsg::ExitedReviewMode(_) => "review written".to_string(),
         EventMsg::ProposedPlan(_) => "plan proposed".to_string(),
+        EventMsg::HookStarted(e) => format!(
+            "running a {} hook",
+            interpreter_core::hooks::event_config_name(e.run.event_name)
+        ),
+        EventMsg::HookCompleted(e) => interpreter_core::hooks::run_line(&e.run)?,
         // Pieces of what the lines above announce, or nothing a caller waits on.
         EventMsg::SessionConfigured(_)
         | EventMsg::TaskComplete(_)

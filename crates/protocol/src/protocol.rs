@@ -265,6 +265,10 @@ pub enum EventMsg {
     ApplyPatchApprovalRequest(ApplyPatchApprovalRequestEvent),
     PatchApplyBegin(PatchApplyBeginEvent),
     PatchApplyEnd(PatchApplyEndEvent),
+    /// A lifecycle hook (`[hooks]`, `hooks.json`) started running.
+    HookStarted(HookRunEvent),
+    /// A lifecycle hook finished: how, and what it said.
+    HookCompleted(HookRunEvent),
     /// The thread's goal changed (set, accounted after a turn, or marked by the model).
     GoalUpdated(GoalUpdatedEvent),
     GoalCleared(GoalClearedEvent),
@@ -334,6 +338,8 @@ impl EventMsg {
             Self::PatchApplyBegin(_) => "patch_apply_begin",
             Self::PatchApplyEnd(_) => "patch_apply_end",
             Self::TurnDiff(_) => "turn_diff",
+            Self::HookStarted(_) => "hook_started",
+            Self::HookCompleted(_) => "hook_completed",
             Self::GoalUpdated(_) => "goal_updated",
             Self::GoalCleared(_) => "goal_cleared",
             Self::PlanUpdate(_) => "plan_update",
@@ -454,6 +460,96 @@ pub struct ErrorEvent {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<ErrorKind>,
+}
+
+/// One run of a lifecycle hook, started or completed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookRunEvent {
+    /// The turn it ran in; `None` for a thread-level run outside a turn.
+    pub turn_id: Option<String>,
+    pub run: HookRunSummary,
+}
+
+/// What front ends show of one hook run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookRunSummary {
+    /// `<event-kebab>:<display order>:<source path>[:<tool call id>]`.
+    pub id: String,
+    pub event_name: HookEventName,
+    pub source: HookSource,
+    /// The `hooks.json` or `config.toml` that configures it.
+    pub source_path: std::path::PathBuf,
+    pub display_order: i64,
+    pub scope: HookScope,
+    pub status: HookRunStatus,
+    pub status_message: Option<String>,
+    /// Unix seconds.
+    pub started_at: i64,
+    pub completed_at: Option<i64>,
+    pub duration_ms: Option<i64>,
+    pub entries: Vec<HookOutputEntry>,
+}
+
+/// The lifecycle events hooks run at (Codex's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEventName {
+    SessionStart,
+    UserPromptSubmit,
+    PreToolUse,
+    PermissionRequest,
+    PostToolUse,
+    PreCompact,
+    PostCompact,
+    Stop,
+}
+
+/// Where a hook is configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookSource {
+    /// The agent home's `hooks.json` or the user `config.toml`'s `[hooks]`.
+    User,
+    /// A repository's `.interpreter/hooks.json`: runs only once trusted.
+    Project,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookScope {
+    Thread,
+    Turn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookRunStatus {
+    Running,
+    /// Ran and decided nothing, or added context.
+    Completed,
+    /// Could not run, timed out, exited with an error or said something unusable: it
+    /// decided nothing.
+    Failed,
+    /// Blocked what it ran for (a tool call, a prompt, an approval, the end of a turn).
+    Blocked,
+    /// Asked to stop (`"continue": false`).
+    Stopped,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookOutputEntry {
+    pub kind: HookOutputEntryKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookOutputEntryKind {
+    Warning,
+    Stop,
+    Feedback,
+    Context,
+    Error,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -33,6 +33,8 @@ pub(crate) const COMMAND_EXEC_OUTPUT_DELTA: &str = "command/exec/outputDelta";
 pub(crate) const SERVER_REQUEST_RESOLVED: &str = "serverRequest/resolved";
 pub(crate) const ERROR: &str = "error";
 pub(crate) const WARNING: &str = "warning";
+pub(crate) const HOOK_STARTED: &str = "hook/started";
+pub(crate) const HOOK_COMPLETED: &str = "hook/completed";
 pub(crate) const ACCOUNT_UPDATED: &str = "account/updated";
 pub(crate) const ACCOUNT_LOGIN_COMPLETED: &str = "account/login/completed";
 pub(crate) const FUZZY_FILE_SEARCH_SESSION_UPDATED: &str = "fuzzyFileSearch/sessionUpdated";
@@ -98,6 +100,8 @@ pub(crate) const SERVER_NOTIFICATIONS: &[(&str, &str)] = &[
     ),
     (ERROR, "v2/ErrorNotification"),
     (WARNING, "v2/WarningNotification"),
+    (HOOK_STARTED, "v2/HookRunNotification"),
+    (HOOK_COMPLETED, "v2/HookRunNotification"),
     (ACCOUNT_UPDATED, "v2/AccountUpdatedNotification"),
     (
         ACCOUNT_LOGIN_COMPLETED,

@@ -352,6 +352,13 @@ impl JsonlTranslator {
             }
             EventMsg::PlanUpdate(args) => vec![self.plan_update(args)],
             EventMsg::Warning(ev) => vec![self.warning_item(ev.message.clone())],
+            // The SDK has no hook item: a run that decided or said something is a
+            // warning item; one that passed silently is not shown.
+            EventMsg::HookCompleted(ev) => interpreter_core::hooks::run_line(&ev.run)
+                .map(|line| self.warning_item(line))
+                .into_iter()
+                .collect(),
+            EventMsg::HookStarted(_) => Vec::new(),
             EventMsg::Error(ev) => {
                 self.last_error_message = Some(ev.message.clone());
                 vec![ThreadEvent::Error {

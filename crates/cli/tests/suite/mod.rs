@@ -29,6 +29,7 @@ mod exec_review;
 mod exec_signals;
 mod exec_turn;
 mod fleet;
+mod hooks;
 mod hostile_output;
 mod listener_floods;
 mod mcp_approvals;

@@ -20,9 +20,10 @@ use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
     ApplyPatchApprovalRequestEvent, EventMsg, ExecApprovalRequestEvent, ExecCommandBeginEvent,
     ExecCommandEndEvent, ExecCommandOutputDeltaEvent, ExecCommandSource, ExecCommandStatus,
-    ExecOutputStream, FileChange, FileChanges, GoalStatus, McpInvocation, McpToolCallBeginEvent,
-    McpToolCallEndEvent, McpToolCallProgressEvent, PatchApplyBeginEvent, PatchApplyEndEvent,
-    ReviewDecision, SandboxMode, SandboxPolicy, TurnDiffEvent, UpdatePlanArgs, WarningEvent,
+    ExecOutputStream, FileChange, FileChanges, GoalStatus, HookEventName, McpInvocation,
+    McpToolCallBeginEvent, McpToolCallEndEvent, McpToolCallProgressEvent, PatchApplyBeginEvent,
+    PatchApplyEndEvent, ReviewDecision, SandboxMode, SandboxPolicy, TurnDiffEvent, UpdatePlanArgs,
+    WarningEvent,
 };
 use interpreter_telemetry::{metrics, spans};
 use interpreter_tools::{apply_patch, safety, sandbox, shell};
@@ -271,9 +272,61 @@ pub(crate) async fn handle_call(
     let cx = spans::start_tool(name, call_id);
     let route = Route::of(sess, name);
     let label = route.metric_label(name);
-    let outcome = dispatch_call(sess, sub_id, name, arguments, call_id, route, cancel)
+    let (hook_name, aliases, tool_input) = crate::hook_runs::tool_for_hooks(
+        name,
+        arguments,
+        match &route {
+            Route::Mcp(tool) => Some((tool.server.as_str(), tool.tool.as_str())),
+            _ => None,
+        },
+        matches!(route, Route::Shell),
+        matches!(route, Route::ApplyPatch),
+    );
+    let mut targets: Vec<&str> = vec![hook_name.as_str()];
+    targets.extend(aliases.iter().map(String::as_str));
+    let before = crate::hook_runs::run_event(
+        sess,
+        sub_id,
+        crate::hook_runs::Occurrence {
+            event: HookEventName::PreToolUse,
+            targets: &targets,
+            fields: hook_fields(&hook_name, &tool_input, call_id, None),
+            call_id: Some(call_id),
+        },
+    )
+    .with_context(cx.clone())
+    .await;
+    queue_hook_context(sess, before.context);
+    let blocked = before.blocked.is_some();
+    let mut outcome = match before.blocked {
+        Some(reason) => ToolOutcome::Output(blocked_by_hook(&hook_name, &tool_input, &reason)),
+        None => {
+            dispatch_call(sess, sub_id, name, arguments, call_id, route, cancel)
+                .with_context(cx.clone())
+                .await
+        }
+    };
+    if let ToolOutcome::Output(output) = &mut outcome
+        && !blocked
+    {
+        let after = crate::hook_runs::run_event(
+            sess,
+            sub_id,
+            crate::hook_runs::Occurrence {
+                event: HookEventName::PostToolUse,
+                targets: &targets,
+                fields: hook_fields(&hook_name, &tool_input, call_id, Some(output.as_str())),
+                call_id: Some(call_id),
+            },
+        )
         .with_context(cx.clone())
         .await;
+        queue_hook_context(sess, after.context);
+        // What the model reads instead of the result: the hooks' feedback.
+        if let Some(feedback) = after.blocked.or(after.stopped) {
+            *output = format!("PostToolUse hook blocked the tool result: {feedback}");
+        }
+    }
     let (outcome_label, text) = match &outcome {
         ToolOutcome::Output(text) => ("completed", text),
         ToolOutcome::Stop(text) => ("stopped", text),
@@ -288,6 +341,44 @@ pub(crate) async fn handle_call(
     );
     metrics::instruments().record_tool_call(&label, outcome_label);
     outcome
+}
+
+/// A tool hook's own fields on stdin.
+fn hook_fields(
+    tool_name: &str,
+    tool_input: &serde_json::Value,
+    call_id: &str,
+    response: Option<&str>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut fields = serde_json::Map::new();
+    fields.insert("tool_name".into(), tool_name.into());
+    fields.insert("tool_input".into(), tool_input.clone());
+    fields.insert("tool_use_id".into(), call_id.into());
+    if let Some(response) = response {
+        fields.insert("tool_response".into(), response.into());
+    }
+    fields
+}
+
+/// What the model reads for a call a PreToolUse hook blocked (Codex's wording).
+fn blocked_by_hook(tool_name: &str, tool_input: &serde_json::Value, reason: &str) -> String {
+    match tool_input
+        .get("command")
+        .and_then(serde_json::Value::as_str)
+    {
+        Some(command) if tool_name == "Bash" || tool_name == "apply_patch" => {
+            format!("Command blocked by PreToolUse hook: {reason}. Command: {command}")
+        }
+        _ => format!("Tool call blocked by PreToolUse hook: {reason}. Tool: {tool_name}"),
+    }
+}
+
+fn queue_hook_context(sess: &Session, context: Vec<String>) {
+    if !context.is_empty()
+        && let Ok(mut queued) = sess.hook_context.lock()
+    {
+        queued.extend(context);
+    }
 }
 
 /// Which handler a call's name routes to: the one decision both the call and its metric
@@ -428,6 +519,53 @@ async fn settle(
 
 /// Emit an approval request and wait for its answer, the approval deadline, or the turn's
 /// cancellation — whichever comes first. Never waits forever.
+/// `PermissionRequest` hooks, before anyone is asked: a deny wins, an allow approves,
+/// no verdict asks as usual.
+async fn permission_hooks(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    call_id: &str,
+    request: &EventMsg,
+) -> Option<bool> {
+    let (tool_name, tool_input) = match request {
+        EventMsg::ExecApprovalRequest(request) => (
+            "Bash",
+            serde_json::json!({
+                "command": request.command.join(" "),
+                "description": request.reason,
+            }),
+        ),
+        EventMsg::ApplyPatchApprovalRequest(request) => (
+            "apply_patch",
+            serde_json::json!({
+                "files": request.changes.keys().map(|path| path.display().to_string()).collect::<Vec<_>>(),
+                "description": request.reason,
+            }),
+        ),
+        _ => return None,
+    };
+    let aliases: &[&str] = if tool_name == "apply_patch" {
+        &["apply_patch", "Write", "Edit"]
+    } else {
+        &["Bash"]
+    };
+    let mut fields = serde_json::Map::new();
+    fields.insert("tool_name".into(), tool_name.into());
+    fields.insert("tool_input".into(), tool_input);
+    crate::hook_runs::run_event(
+        sess,
+        sub_id,
+        crate::hook_runs::Occurrence {
+            event: HookEventName::PermissionRequest,
+            targets: aliases,
+            fields,
+            call_id: Some(call_id),
+        },
+    )
+    .await
+    .permission
+}
+
 async fn wait_for_approval(
     sess: &Arc<Session>,
     sub_id: &str,
@@ -451,7 +589,11 @@ async fn wait_for_approval(
         ],
     );
     let started = Instant::now();
-    let decision = ask_and_wait(sess, sub_id, call_id, request, cancel).await;
+    let decision = match permission_hooks(sess, sub_id, call_id, &request).await {
+        Some(true) => ReviewDecision::Approved,
+        Some(false) => ReviewDecision::Denied,
+        None => ask_and_wait(sess, sub_id, call_id, request, cancel).await,
+    };
     let outcome = match decision {
         ReviewDecision::Approved | ReviewDecision::ApprovedForSession => "approved",
         ReviewDecision::Denied => "denied",

@@ -50,6 +50,8 @@ impl ItemLedger {
             | EventMsg::TurnAborted(_)
             | EventMsg::Error(_)
             | EventMsg::Warning(_)
+            | EventMsg::HookStarted(_)
+            | EventMsg::HookCompleted(_)
             | EventMsg::StreamError(_)
             | EventMsg::ExecCommandBegin(_)
             | EventMsg::ExecCommandOutputDelta(_)

@@ -318,6 +318,8 @@ impl ItemProjector {
             EventMsg::SessionConfigured(_)
             | EventMsg::Error(_)
             | EventMsg::Warning(_)
+            | EventMsg::HookStarted(_)
+            | EventMsg::HookCompleted(_)
             | EventMsg::StreamError(_)
             | EventMsg::GoalUpdated(_)
             | EventMsg::GoalCleared(_)

@@ -12,7 +12,9 @@
 use std::sync::Arc;
 
 use interpreter_model_client::Prompt;
-use interpreter_protocol::{ContextCompactedEvent, ErrorKind, EventMsg, ResponseItem, Role};
+use interpreter_protocol::{
+    ContextCompactedEvent, ErrorKind, EventMsg, HookEventName, ResponseItem, Role,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::project_doc;
@@ -58,9 +60,27 @@ pub(crate) async fn compact(
             trigger,
         )],
     );
-    let result = summarise(sess, sub_id, turn_input, cancel)
-        .with_context(cx.clone())
-        .await;
+    let result = async {
+        let before = compaction_hooks(sess, sub_id, HookEventName::PreCompact, trigger).await;
+        if let Some(reason) = before {
+            return Err(TurnStop::Failed(interpreter_protocol::ErrorEvent {
+                message: format!("compaction stopped by a PreCompact hook: {reason}"),
+                kind: None,
+            }));
+        }
+        summarise(sess, sub_id, turn_input, cancel).await?;
+        if let Some(reason) =
+            compaction_hooks(sess, sub_id, HookEventName::PostCompact, trigger).await
+        {
+            return Err(TurnStop::Failed(interpreter_protocol::ErrorEvent {
+                message: format!("the turn was stopped by a PostCompact hook: {reason}"),
+                kind: None,
+            }));
+        }
+        Ok(())
+    }
+    .with_context(cx.clone())
+    .await;
     let error = match &result {
         Ok(()) => None,
         Err(TurnStop::Interrupted) => Some("interrupted"),
@@ -71,6 +91,29 @@ pub(crate) async fn compact(
         interpreter_telemetry::metrics::instruments().record_compaction(trigger);
     }
     result
+}
+
+/// Runs the compaction hooks of `event`; `Some(reason)` when one asked to stop.
+async fn compaction_hooks(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    event: HookEventName,
+    trigger: &str,
+) -> Option<String> {
+    let mut fields = serde_json::Map::new();
+    fields.insert("trigger".into(), trigger.into());
+    crate::hook_runs::run_event(
+        sess,
+        sub_id,
+        crate::hook_runs::Occurrence {
+            event,
+            targets: &[trigger],
+            fields,
+            call_id: None,
+        },
+    )
+    .await
+    .stopped
 }
 
 async fn summarise(

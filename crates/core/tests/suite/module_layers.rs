@@ -16,6 +16,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("op_loop", 5),
     ("turn", 4),
     ("handlers", 3),
+    ("hook_runs", 3),
     ("user_requests", 3),
     ("session", 2),
 ];

@@ -157,11 +157,155 @@ pub struct HooksListParams {
 #[serde(rename_all = "camelCase")]
 pub struct HooksListEntry {
     pub cwd: String,
-    /// Always empty: this agent runs no hooks.
-    pub hooks: Vec<Value>,
-    pub errors: Vec<Value>,
+    /// Every configured hook, those that do not run (untrusted, disabled) included.
+    pub hooks: Vec<HookMetadata>,
+    /// Hooks files that could not be read, with the reason.
+    pub errors: Vec<HookErrorInfo>,
     pub warnings: Vec<String>,
 }
+
+/// One configured hook as `hooks/list` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookMetadata {
+    /// What `[hooks.state."KEY"]` (trust, enabled) is recorded under.
+    pub key: String,
+    pub event_name: HookEventName,
+    /// Always `command`: the only handler type run here.
+    pub handler_type: HookHandlerType,
+    pub command: String,
+    #[serde(rename = "async")]
+    pub run_async: bool,
+    pub matcher: Option<String>,
+    pub timeout_sec: u64,
+    pub status_message: Option<String>,
+    pub source: HookSource,
+    pub source_path: String,
+    pub display_order: i64,
+    pub enabled: bool,
+    pub is_managed: bool,
+    pub current_hash: String,
+    pub trust_status: HookTrustStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum HookTrustStatus {
+    Managed,
+    Untrusted,
+    Trusted,
+    Modified,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookErrorInfo {
+    pub path: String,
+    pub message: String,
+}
+
+/// The lifecycle events (Codex's set; the ones this agent never raises are listed so
+/// the enum matches what clients expect).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum HookEventName {
+    PreModelRequest,
+    PostModelRequest,
+    PreToolUse,
+    PermissionRequest,
+    PostToolUse,
+    PreCompact,
+    PostCompact,
+    SessionStart,
+    SessionEnd,
+    UserPromptSubmit,
+    SubagentStart,
+    SubagentStop,
+    Stop,
+    Interrupt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum HookSource {
+    System,
+    User,
+    Project,
+    Mdm,
+    SessionFlags,
+    Plugin,
+    CloudRequirements,
+    CloudManagedConfig,
+    LegacyManagedConfigFile,
+    LegacyManagedConfigMdm,
+    Unknown,
+}
+
+/// `hook/started` and `hook/completed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookRunNotification {
+    pub thread_id: String,
+    pub turn_id: Option<String>,
+    pub run: HookRunSummary,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookRunSummary {
+    pub id: String,
+    pub event_name: HookEventName,
+    pub handler_type: HookHandlerType,
+    pub execution_mode: HookExecutionMode,
+    pub scope: HookScope,
+    pub source: HookSource,
+    pub source_path: String,
+    pub display_order: i64,
+    pub status: HookRunStatus,
+    pub status_message: Option<String>,
+    pub started_at: i64,
+    pub completed_at: Option<i64>,
+    pub duration_ms: Option<i64>,
+    pub entries: Vec<HookOutputEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookOutputEntry {
+    pub kind: HookOutputEntryKind,
+    pub text: String,
+}
+
+macro_rules! camel_enum {
+    ($name:ident { $($variant:ident),* $(,)? }) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+        #[serde(rename_all = "camelCase")]
+        pub enum $name { $($variant),* }
+    };
+}
+
+camel_enum!(HookHandlerType {
+    Command,
+    McpTool,
+    Prompt,
+    Agent
+});
+camel_enum!(HookExecutionMode { Sync, Async });
+camel_enum!(HookScope { Thread, Turn });
+camel_enum!(HookRunStatus {
+    Running,
+    Completed,
+    Failed,
+    Blocked,
+    Stopped
+});
+camel_enum!(HookOutputEntryKind {
+    Warning,
+    Stop,
+    Feedback,
+    Context,
+    Error
+});
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

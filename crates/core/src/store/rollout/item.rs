@@ -146,8 +146,11 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
         // A resumed thread takes its goal back from the last of these.
         | EventMsg::GoalUpdated(_)
         | EventMsg::GoalCleared(_)
+        // What each hook decided: an audit of the thread's guardrails.
+        | EventMsg::HookCompleted(_)
         | EventMsg::Error(_) => true,
         EventMsg::SessionConfigured(_)
+        | EventMsg::HookStarted(_)
         | EventMsg::Warning(_)
         | EventMsg::StreamError(_)
         | EventMsg::AgentMessageDelta(_)

@@ -152,6 +152,8 @@ pub fn turns_from_rollout(items: &[RolloutItem]) -> Vec<TurnRecord> {
             // record.
             EventMsg::SessionConfigured(_)
             | EventMsg::Warning(_)
+            | EventMsg::HookStarted(_)
+            | EventMsg::HookCompleted(_)
             | EventMsg::StreamError(_)
             | EventMsg::UserMessage(_)
             | EventMsg::AgentMessageDelta(_)
