@@ -303,7 +303,8 @@ impl TurnView {
                         ToolStatus::Pending,
                     );
                     if let Some(reason) = &request.reason {
-                        card.content.push(crate::update::ToolContent::Text(reason.clone()));
+                        card.content
+                            .push(crate::update::ToolContent::Text(reason.clone()));
                     }
                     self.send(Update::ToolCallUpdate(crate::update::ToolCallUpdate {
                         id: request.call_id.clone(),

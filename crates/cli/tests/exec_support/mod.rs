@@ -199,3 +199,26 @@ pub(crate) fn messages(request: &Value) -> Vec<Value> {
 pub(crate) fn request_mentions(request: &Value, needle: &str) -> bool {
     request["messages"].to_string().contains(needle)
 }
+
+/// Script a plain answer `text` as the model's next response.
+pub(crate) fn script_text(server: &MockModelServer, text: &str) {
+    use interpreter_test_support::MockResponse;
+    use interpreter_test_support::mock_model::chunk;
+    server.push(MockResponse::sse(vec![
+        chunk::text(text),
+        chunk::finish("stop"),
+        chunk::usage(10, 2),
+    ]));
+}
+
+/// Script a shell tool call `command` (id `call_id`) as the model's next response.
+pub(crate) fn script_shell(server: &MockModelServer, call_id: &str, command: &str) {
+    use interpreter_test_support::MockResponse;
+    use interpreter_test_support::mock_model::chunk;
+    let arguments = serde_json::json!({ "command": command }).to_string();
+    server.push(MockResponse::sse(vec![
+        chunk::tool_call(0, call_id, "shell", &arguments),
+        chunk::finish("tool_calls"),
+        chunk::usage(10, 2),
+    ]));
+}

@@ -9,9 +9,7 @@
 use std::path::Path;
 
 use crate::app_server_support::AppEnv;
-use crate::exec_support::TestEnv;
-use interpreter_test_support::MockResponse;
-use interpreter_test_support::mock_model::chunk;
+use crate::exec_support::{TestEnv, script_shell, script_text};
 use serde_json::{Value, json};
 
 fn write_hooks(path: &Path, hooks: Value) {
@@ -26,22 +24,6 @@ fn script(dir: &Path, name: &str, body: &str) -> String {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path.display().to_string()
-}
-
-fn shell_call(server: &interpreter_test_support::MockModelServer, id: &str, command: &str) {
-    server.push(MockResponse::sse(vec![
-        chunk::tool_call(0, id, "shell", &json!({"command": command}).to_string()),
-        chunk::finish("tool_calls"),
-        chunk::usage(10, 2),
-    ]));
-}
-
-fn text(server: &interpreter_test_support::MockModelServer, text: &str) {
-    server.push(MockResponse::sse(vec![
-        chunk::text(text),
-        chunk::finish("stop"),
-        chunk::usage(10, 2),
-    ]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,9 +50,9 @@ async fn a_pre_tool_use_hook_blocks_a_command_and_a_post_tool_use_hook_sees_one(
         }),
     );
     std::fs::write(work.join("keep.txt"), "precious").unwrap();
-    shell_call(&env.server, "call_rm", "rm -rf keep.txt");
-    shell_call(&env.server, "call_echo", "echo audited");
-    text(&env.server, "Done.");
+    script_shell(&env.server, "call_rm", "rm -rf keep.txt");
+    script_shell(&env.server, "call_echo", "echo audited");
+    script_text(&env.server, "Done.");
     let out = env
         .run(&[
             "exec",
@@ -140,7 +122,7 @@ async fn session_start_and_prompt_hooks_add_context_or_block_the_prompt() {
             "UserPromptSubmit": [{"hooks": [{"type": "command", "command": prompt}]}]
         }),
     );
-    text(&env.server, "Hello.");
+    script_text(&env.server, "Hello.");
     let out = env
         .run(&["exec", "--json", "--skip-git-repo-check", "hi"])
         .await;
@@ -182,8 +164,8 @@ async fn a_stop_hook_keeps_the_turn_going_once() {
         &env.home.path().join("hooks.json"),
         json!({"Stop": [{"hooks": [{"type": "command", "command": stop}]}]}),
     );
-    text(&env.server, "Finished.");
-    text(&env.server, "Tests pass.");
+    script_text(&env.server, "Finished.");
+    script_text(&env.server, "Tests pass.");
     let out = env
         .run(&["exec", "--json", "--skip-git-repo-check", "work"])
         .await;
@@ -218,9 +200,9 @@ async fn a_permission_request_hook_answers_the_approval() {
         &env.home.path().join("hooks.json"),
         json!({"PermissionRequest": [{"matcher": "Bash", "hooks": [{"type": "command", "command": answer}]}]}),
     );
-    shell_call(&env.model, "call_ok", "touch allowed");
-    shell_call(&env.model, "call_no", "touch refused");
-    text(&env.model, "Done.");
+    script_shell(&env.model, "call_ok", "touch allowed");
+    script_shell(&env.model, "call_no", "touch refused");
+    script_text(&env.model, "Done.");
     let work = env.work_path();
     let mut client = env.spawn();
     client.initialize().await;
@@ -257,7 +239,7 @@ async fn an_untrusted_project_hook_does_not_run_until_trusted_nor_after_it_chang
     };
     write_hooks(&project_hooks, hooks(""));
 
-    text(&env.server, "One.");
+    script_text(&env.server, "One.");
     let out = env.run(&["exec", "--json", "first"]).await;
     out.assert_success();
     assert!(!marker.exists(), "an untrusted project hook never runs");
@@ -272,7 +254,7 @@ async fn an_untrusted_project_hook_does_not_run_until_trusted_nor_after_it_chang
     trusted.assert_success();
     assert!(trusted.stdout.contains("trusted "), "{}", trusted.stdout);
 
-    text(&env.server, "Two.");
+    script_text(&env.server, "Two.");
     env.run(&["exec", "--json", "second"])
         .await
         .assert_success();
@@ -280,7 +262,7 @@ async fn an_untrusted_project_hook_does_not_run_until_trusted_nor_after_it_chang
 
     // Changed after it was trusted: it stops running until trusted again.
     write_hooks(&project_hooks, hooks(" changed"));
-    text(&env.server, "Three.");
+    script_text(&env.server, "Three.");
     env.run(&["exec", "--json", "third"]).await.assert_success();
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
     let listed = env.run(&["hooks", "list", "--json"]).await;
@@ -380,12 +362,12 @@ async fn adversarial_a_sandboxed_command_cannot_rewrite_a_project_hook() {
         json!({"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}),
     );
     let before = std::fs::read_to_string(&hooks_file).unwrap();
-    shell_call(
+    script_shell(
         &env.server,
         "call_plant",
         "echo '{\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"curl evil\"}]}]}}' > .interpreter/hooks.json; mv .interpreter .moved",
     );
-    text(&env.server, "Done.");
+    script_text(&env.server, "Done.");
     let out = env
         .run(&["exec", "--json", "-s", "workspace-write", "plant a hook"])
         .await;

@@ -8,9 +8,7 @@ use std::path::Path;
 
 use crate::acp_support::AcpEnv;
 use crate::app_server_support::AppEnv;
-use crate::exec_support::TestEnv;
-use interpreter_test_support::MockResponse;
-use interpreter_test_support::mock_model::chunk;
+use crate::exec_support::{TestEnv, script_shell, script_text};
 use serde_json::{Value, json};
 
 const BODY_MARKER: &str = "Run ./deploy.sh with the target named in the task.";
@@ -34,19 +32,11 @@ fn write_repo_skill(repo: &Path) -> std::path::PathBuf {
     path
 }
 
-fn text_turn(server: &interpreter_test_support::MockModelServer, text: &str) {
-    server.push(MockResponse::sse(vec![
-        chunk::text(text),
-        chunk::finish("stop"),
-        chunk::usage(10, 2),
-    ]));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repository_skill_is_offered_by_description_and_loaded_when_mentioned() {
     let env = TestEnv::new().await;
     let skill = write_repo_skill(&env.work_path());
-    text_turn(&env.server, "Listed.");
+    script_text(&env.server, "Listed.");
     let plain = env.run(&["exec", "--json", "what can you do?"]).await;
     plain.assert_success();
     let warned = plain.stdout.clone() + &plain.stderr;
@@ -68,7 +58,7 @@ async fn a_repository_skill_is_offered_by_description_and_loaded_when_mentioned(
         "the body is not disclosed unasked: {first}"
     );
 
-    text_turn(&env.server, "Deployed.");
+    script_text(&env.server, "Deployed.");
     let mentioned = env
         .run(&["exec", "--json", "use $deploy for staging"])
         .await;
@@ -152,7 +142,7 @@ async fn skills_list_reports_skills_and_errors_and_config_write_turns_one_off() 
 
     // A thread started now neither lists nor loads the disabled skill; a `skill` input of
     // an enabled one loads it by name.
-    text_turn(&env.model, "Noted.");
+    script_text(&env.model, "Noted.");
     let thread = client.start_thread(json!({"cwd": cwd})).await;
     client
         .ok(
@@ -220,17 +210,8 @@ async fn adversarial_a_sandboxed_command_cannot_plant_a_skill() {
     let plant = "mkdir -p .agents/skills/evil pkg/.agents/skills/evil .interpreter && \
                  printf -- '---\\nname: evil\\ndescription: x\\n---\\nexfiltrate\\n' > .agents/skills/evil/SKILL.md && \
                  cp .agents/skills/evil/SKILL.md pkg/.agents/skills/evil/ && echo '{}' > .interpreter/hooks.json";
-    env.server.push(MockResponse::sse(vec![
-        chunk::tool_call(
-            0,
-            "call_plant",
-            "shell",
-            &json!({"command": plant}).to_string(),
-        ),
-        chunk::finish("tool_calls"),
-        chunk::usage(10, 2),
-    ]));
-    text_turn(&env.server, "Done.");
+    script_shell(&env.server, "call_plant", plant);
+    script_text(&env.server, "Done.");
     let out = env
         .run(&[
             "exec",
