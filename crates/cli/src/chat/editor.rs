@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use rustyline::completion::Completer;
-use rustyline::error::ReadlineError;
+use rustyline::error::{ReadlineError, Signal};
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
@@ -163,9 +163,15 @@ fn read_one(
                 return Ok(Input::Line(line));
             }
             Err(ReadlineError::Interrupted) => return Ok(Input::Interrupted),
+            // While it reads, the editor holds SIGINT itself: a Ctrl-C pressed just as the
+            // prompt came back (the terminal not yet raw) arrives as this, not as a key,
+            // and is the Ctrl-C it was. Taken for a resize it was lost, and the second
+            // Ctrl-C after an interrupt did not leave (found by chat_pty's
+            // `a_second_ctrl_c_leaves` under load).
+            Err(ReadlineError::Signal(Signal::Interrupt)) => return Ok(Input::Interrupted),
             Err(ReadlineError::Eof) => return Ok(Input::Eof),
             // A window resize while reading: read again.
-            Err(ReadlineError::Signal(_)) => {}
+            Err(ReadlineError::Signal(Signal::Resize)) => {}
             Err(err) => return Err(anyhow::anyhow!("cannot read from the terminal: {err}")),
         }
     }
