@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 use interpreter_protocol::ResponseItem;
 use serde::Deserialize;
 
+use crate::config::{SkillSelector, SkillSetting};
+
 /// Largest `SKILL.md` read; a bigger one is reported, not loaded.
 const MAX_SKILL_FILE_BYTES: u64 = 256 * 1024;
 /// Skill folders read per skills directory: a directory with thousands of entries costs
@@ -86,8 +88,8 @@ pub struct SkillSources {
     pub user_home: Option<PathBuf>,
     /// The agent home (`INTERPRETER_HOME`), for its `skills/`.
     pub agent_home: Option<PathBuf>,
-    /// `SKILL.md` paths the user turned off.
-    pub disabled: Vec<PathBuf>,
+    /// `[[skills.config]]`, in order (a later entry for a skill wins).
+    pub settings: Vec<SkillSetting>,
 }
 
 impl SkillSources {
@@ -100,7 +102,7 @@ impl SkillSources {
                 .filter(|home| !home.is_empty())
                 .map(PathBuf::from),
             agent_home: Some(config.home.clone()),
-            disabled: config.skills_disabled.clone(),
+            settings: config.skills_config.clone(),
         }
     }
 }
@@ -119,10 +121,15 @@ impl Skills {
             found.read_directory(&home.join("skills"), SkillScope::User);
         }
         for skill in &mut found.skills {
-            skill.enabled = !sources
-                .disabled
+            skill.enabled = sources
+                .settings
                 .iter()
-                .any(|off| same_file(off, &skill.path));
+                .rev()
+                .find(|setting| match &setting.selector {
+                    SkillSelector::Path(path) => same_file(path, &skill.path),
+                    SkillSelector::Name(name) => *name == skill.name,
+                })
+                .is_none_or(|setting| setting.enabled);
         }
         found
     }
@@ -519,7 +526,7 @@ mod tests {
             &SkillSources {
                 user_home: Some(home.clone()),
                 agent_home: None,
-                disabled: Vec::new(),
+                settings: Vec::new(),
             },
         );
         let names: Vec<(&str, SkillScope)> = skills
@@ -596,16 +603,41 @@ mod tests {
             "deploy",
             "name: deploy\ndescription: Deploy it.",
         );
+        let setting = |selector, enabled| SkillSetting { selector, enabled };
         let skills = Skills::discover(
             tmp.path(),
             &SkillSources {
-                disabled: vec![path],
+                settings: vec![setting(SkillSelector::Path(path.clone()), false)],
                 ..SkillSources::default()
             },
         );
         assert_eq!(skills.skills.len(), 1);
         assert!(!skills.skills[0].enabled);
         assert!(skills.mentioned_in("$deploy").0.is_empty());
+        // By name (as codex-acp writes it), and a later entry wins.
+        let by_name = |settings| {
+            Skills::discover(
+                tmp.path(),
+                &SkillSources {
+                    settings,
+                    ..SkillSources::default()
+                },
+            )
+            .skills[0]
+                .enabled
+        };
+        assert!(!by_name(vec![setting(
+            SkillSelector::Name("deploy".into()),
+            false
+        )]));
+        assert!(by_name(vec![
+            setting(SkillSelector::Name("deploy".into()), false),
+            setting(SkillSelector::Path(path), true),
+        ]));
+        assert!(by_name(vec![setting(
+            SkillSelector::Name("visualize:visualize".into()),
+            false
+        )]));
     }
 
     #[test]

@@ -619,6 +619,8 @@ async fn sampling_loop(
                     }
                 }
                 ToolOutcome::Stop(output) => {
+                    // Context for a call that did not finish is not said later.
+                    sess.take_hook_context();
                     let mut outputs = vec![ResponseItem::FunctionCallOutput { call_id, output }];
                     outputs.extend(
                         calls.map(|(_, _, call_id)| ResponseItem::FunctionCallOutput {

@@ -143,7 +143,13 @@ async fn skills_list_reports_skills_and_errors_and_config_write_turns_one_off() 
     // A thread started now neither lists nor loads the disabled skill; a `skill` input of
     // an enabled one loads it by name.
     script_text(&env.model, "Noted.");
-    let thread = client.start_thread(json!({"cwd": cwd})).await;
+    // codex-acp turns a skill off by name on every thread it starts (found by
+    // tests/codex-acp): a name selector is a skill setting too, not a bad config.
+    let thread = client
+        .start_thread(json!({"cwd": cwd, "config": {
+            "skills": {"config": [{"name": "visualize:visualize", "enabled": false}]}
+        }}))
+        .await;
     client
         .ok(
             "turn/start",

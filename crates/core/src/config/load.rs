@@ -410,14 +410,23 @@ pub fn load_config(inputs: ConfigInputs) -> Result<Config, ConfigError> {
         mcp_servers: toml.mcp_servers,
         mcp_server: toml.mcp_server.unwrap_or_default(),
         app_server: toml.app_server.unwrap_or_default(),
-        skills_disabled: toml
+        skills_config: toml
             .skills
             .map(|skills| {
                 skills
                     .config
                     .into_iter()
-                    .filter(|entry| !entry.enabled)
-                    .map(|entry| entry.path)
+                    .filter_map(|entry| {
+                        let selector = match (entry.path, entry.name) {
+                            (Some(path), _) => super::SkillSelector::Path(path),
+                            (None, Some(name)) => super::SkillSelector::Name(name),
+                            (None, None) => return None,
+                        };
+                        Some(super::SkillSetting {
+                            selector,
+                            enabled: entry.enabled,
+                        })
+                    })
                     .collect()
             })
             .unwrap_or_default(),

@@ -75,10 +75,14 @@ pub(crate) struct SkillsToml {
     pub config: Vec<SkillConfigToml>,
 }
 
-/// One `[[skills.config]]` entry.
+/// One `[[skills.config]]` entry: a skill chosen by `path` (its `SKILL.md`) or by `name`
+/// (codex-acp turns one off by name on every thread it starts), on or off.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct SkillConfigToml {
-    pub path: PathBuf,
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    #[serde(default)]
+    pub name: Option<String>,
     pub enabled: bool,
 }
 
@@ -255,12 +259,25 @@ pub(crate) fn cli_override_layer(key: &str, value: Value) -> Layer {
     }
 }
 
-/// Merges `overlay` into `base`: tables merge key by key, anything else replaces.
+/// Merges `overlay` into `base`: tables merge key by key, anything else replaces, except
+/// `skills.config`, whose entries add up: each is about one skill and a later one for the
+/// same skill wins, so a caller turning one skill off (codex-acp does on every thread)
+/// keeps the user's own settings for the others.
 pub(crate) fn merge_into(base: &mut Table, overlay: Table) {
+    merge_at(base, overlay, &mut Vec::new());
+}
+
+fn merge_at(base: &mut Table, overlay: Table, path: &mut Vec<String>) {
     for (key, value) in overlay {
+        let appends = path.len() == 1 && path[0] == "skills" && key == "config";
         match (base.get_mut(&key), value) {
             (Some(Value::Table(base_table)), Value::Table(overlay_table)) => {
-                merge_into(base_table, overlay_table);
+                path.push(key);
+                merge_at(base_table, overlay_table, path);
+                path.pop();
+            }
+            (Some(Value::Array(entries)), Value::Array(more)) if appends => {
+                entries.extend(more);
             }
             (_, value) => {
                 base.insert(key, value);
@@ -566,6 +583,18 @@ mod tests {
         merge_into(&mut base, "[t]\nb = 3\nc = 4".parse()?);
         let expected: Table = "x = 1\n[t]\na = 1\nb = 3\nc = 4".parse()?;
         assert_eq!(base, expected);
+        Ok(())
+    }
+
+    #[test]
+    fn skill_settings_add_up_across_layers() -> Result<(), toml::de::Error> {
+        let mut base: Table = "[[skills.config]]\nname = \"a\"\nenabled = false".parse()?;
+        merge_into(
+            &mut base,
+            "[[skills.config]]\nname = \"b\"\nenabled = false".parse()?,
+        );
+        let entries = base["skills"]["config"].as_array().map(Vec::len);
+        assert_eq!(entries, Some(2));
         Ok(())
     }
 

@@ -77,8 +77,8 @@ pub struct Config {
     pub mcp_server: McpServerSettings,
     /// `[app_server]`: how `interpreter app-server` behaves towards its clients.
     pub app_server: AppServerSettings,
-    /// `SKILL.md` files the user turned off (`[[skills.config]]` with `enabled = false`).
-    pub skills_disabled: Vec<PathBuf>,
+    /// `[[skills.config]]`, in order: a later entry for the same skill wins.
+    pub skills_config: Vec<SkillSetting>,
     /// `[hooks]` of the user config, as JSON in the shape of a `hooks.json`'s `hooks`
     /// (read by [`crate::hooks`], which reports what it cannot use).
     pub hooks: Option<serde_json::Value>,
@@ -272,4 +272,20 @@ pub struct AppServerSettings {
     /// found" (-32601), i.e. it does not implement approvals: `deny` (default) or
     /// `approve`. Not used for a client that declines or does not answer in time.
     pub approval_fallback: ElicitationFallback,
+}
+
+/// One `[[skills.config]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillSetting {
+    pub selector: SkillSelector,
+    pub enabled: bool,
+}
+
+/// Which skill a `[[skills.config]]` entry is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkillSelector {
+    /// Its `SKILL.md`.
+    Path(PathBuf),
+    /// Its name.
+    Name(String),
 }
