@@ -11,9 +11,7 @@ use std::time::Duration;
 use interpreter_core::config::{Config, ConfigInputs, McpServerConfig, load_config};
 use interpreter_core::store::{ListDirection, ListQuery, ListSortKey, ThreadStore};
 use interpreter_core::{Thread, ThreadManager, WorkspaceFiles};
-use interpreter_protocol::{
-    AskForApproval, Op, ReasoningEffort, SandboxMode, SessionSource, ThreadId,
-};
+use interpreter_protocol::{Op, ReasoningEffort, SessionSource, ThreadId};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::AcpError;
@@ -174,11 +172,7 @@ impl Agent {
         if let Some(effort) = settings.effort {
             inputs.overrides.model_reasoning_effort = Some(effort);
         }
-        let (approval, sandbox) = match settings.mode {
-            Mode::ReadOnly => (AskForApproval::Untrusted, SandboxMode::ReadOnly),
-            Mode::WorkspaceWrite => (AskForApproval::Untrusted, SandboxMode::WorkspaceWrite),
-            Mode::FullAccess => (AskForApproval::Never, SandboxMode::DangerFullAccess),
-        };
+        let (approval, sandbox) = settings.mode.policies();
         inputs.overrides.approval_policy = Some(approval);
         inputs.overrides.sandbox_mode = Some(sandbox);
         let mut config = tokio::task::spawn_blocking(move || load_config(inputs))
@@ -235,6 +229,10 @@ impl Agent {
         let session = match self.session(id) {
             Ok(session) => session,
             Err(_) => {
+                // Opened in this process for the first time (the editor, or acpx, started
+                // a new agent): the session goes on in the mode and with the effort its
+                // last turn ran with, not the defaults.
+                let settings = self.recorded_choices(thread_id, settings).await;
                 let config = self.config_for(&settings).await?;
                 let models = offered_models(config.clone());
                 let resumed = self
@@ -253,6 +251,24 @@ impl Agent {
             }
         }
         session.state()
+    }
+
+    /// `settings` with the mode and reasoning effort the thread's last recorded turn ran
+    /// with (as they are unchanged when nothing was recorded or it cannot be read).
+    async fn recorded_choices(&self, id: ThreadId, mut settings: Settings) -> Settings {
+        let Ok(store) = self.store().await else {
+            return settings;
+        };
+        let Ok(Some(read)) = store.read(id).await else {
+            return settings;
+        };
+        if let Some(context) = interpreter_core::store::last_turn_context(&read.items) {
+            if let Some(mode) = Mode::of(context.approval_policy, &context.sandbox_policy) {
+                settings.mode = mode;
+            }
+            settings.effort = settings.effort.or(context.effort);
+        }
+        settings
     }
 
     fn register(

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use interpreter_protocol::ReasoningEffort;
+use interpreter_protocol::{AskForApproval, ReasoningEffort, SandboxMode, SandboxPolicy};
 
 /// One `session/update`.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,6 +151,23 @@ impl Mode {
             Mode::WorkspaceWrite => "workspace-write",
             Mode::FullAccess => "full-access",
         }
+    }
+
+    /// The approval policy and sandbox the mode runs with.
+    pub(crate) fn policies(self) -> (AskForApproval, SandboxMode) {
+        match self {
+            Mode::ReadOnly => (AskForApproval::Untrusted, SandboxMode::ReadOnly),
+            Mode::WorkspaceWrite => (AskForApproval::Untrusted, SandboxMode::WorkspaceWrite),
+            Mode::FullAccess => (AskForApproval::Never, SandboxMode::DangerFullAccess),
+        }
+    }
+
+    /// The mode that runs with `approval` and `sandbox`, if one does (a thread run by
+    /// another front end may have run with neither).
+    pub(crate) fn of(approval: AskForApproval, sandbox: &SandboxPolicy) -> Option<Mode> {
+        [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::FullAccess]
+            .into_iter()
+            .find(|mode| mode.policies() == (approval, sandbox.mode()))
     }
 
     pub(crate) fn from_id(id: &str) -> Option<Mode> {

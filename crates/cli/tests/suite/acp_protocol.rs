@@ -1240,3 +1240,57 @@ async fn what_the_editor_saw_live_is_what_session_load_replays() {
         ]
     );
 }
+
+/// A session opened again by another agent process (acpx starts a new one once its
+/// background owner expires) goes on in the mode and with the reasoning effort its last
+/// turn ran with, not the defaults (found by acpx).
+#[tokio::test]
+async fn acpx_a_resumed_session_keeps_the_mode_and_effort_its_last_turn_ran_with() {
+    let env = AcpEnv::new().await;
+    env.script_text("first");
+    env.script_text("second");
+    let mut client = env.start().await;
+    let session = client.new_session(&env.work_path()).await;
+    client.set_mode(&session, "full-access").await;
+    let set = client
+        .request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "reasoning_effort", "value": "high"}),
+        )
+        .await;
+    assert!(set.get("configOptions").is_some(), "{set}");
+    let result = client
+        .request("session/prompt", prompt_params(&session, "one"))
+        .await;
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    client.process.close_stdin();
+    client
+        .process
+        .wait_exit(acp_support::READ_DEADLINE)
+        .await
+        .expect("agent exits at end of input");
+
+    let mut client = env.start().await;
+    let resumed = client
+        .request(
+            "session/resume",
+            json!({"sessionId": session, "cwd": env.work_path(), "mcpServers": []}),
+        )
+        .await;
+    assert_eq!(
+        resumed["modes"]["currentModeId"], "full-access",
+        "{resumed}"
+    );
+    let options = resumed["configOptions"].to_string();
+    assert!(options.contains("\"currentValue\":\"high\""), "{options}");
+    let result = client
+        .request("session/prompt", prompt_params(&session, "two"))
+        .await;
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    assert!(
+        env.model_request(1)
+            .contains("\"reasoning_effort\":\"high\""),
+        "{}",
+        env.model_request(1)
+    );
+}

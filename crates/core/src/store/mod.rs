@@ -39,7 +39,7 @@ pub use rollout::{
     OversizedLine, PREVIEW_MAX_CHARS, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
     RolloutRead, SessionMeta, SkippedLines, ThreadGitInfo, ThreadRecord, TurnContextItem,
     TurnEntry, TurnOutcome, TurnRecord, apply_reverts, history_from_rollout, human_bytes,
-    items_through_turn, should_persist_event, turn_start, turns_from_rollout,
+    items_through_turn, last_turn_context, should_persist_event, turn_start, turns_from_rollout,
 };
 
 /// A thread just created: where to append its records, and what healing the store on

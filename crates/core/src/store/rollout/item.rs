@@ -180,6 +180,16 @@ pub fn should_persist_event(msg: &EventMsg) -> bool {
     }
 }
 
+/// What the thread's last turn ran with (policy, sandbox, model, effort), as recorded; a
+/// front end that keeps per-session choices of its own reads them back from it when the
+/// thread is resumed in another process.
+pub fn last_turn_context(items: &[RolloutItem]) -> Option<&TurnContextItem> {
+    items.iter().rev().find_map(|item| match item {
+        RolloutItem::TurnContext(context) => Some(context),
+        _ => None,
+    })
+}
+
 /// The model history a resumed thread continues from: every response item, in order,
 /// restarting from the replacement history at each compaction checkpoint.
 pub fn history_from_rollout(items: &[RolloutItem]) -> Vec<ResponseItem> {

@@ -32,8 +32,8 @@ pub(crate) use index::{
 };
 pub use item::{
     CompactedItem, FileEditsItem, RecordedContent, RecordedFileEdit, RevertedItem, RolloutItem,
-    SessionMeta, TurnContextItem, apply_reverts, history_from_rollout, should_persist_event,
-    turn_start,
+    SessionMeta, TurnContextItem, apply_reverts, history_from_rollout, last_turn_context,
+    should_persist_event, turn_start,
 };
 pub(crate) use item::{RolloutLine, first_user_message};
 #[cfg(test)]
