@@ -215,10 +215,11 @@ pub(crate) fn mcp_status(result: &Result<serde_json::Value, String>) -> ToolStat
 /// something, as a finished tool call of its own (ACP has no hook notion). A run that
 /// passed silently is not shown.
 pub(crate) fn hook_call(run: &interpreter_protocol::HookRunSummary) -> Option<ToolCall> {
-    let line = interpreter_core::hooks::run_line(run)?;
-    let (title, text) = match line.split_once(": ") {
-        Some((title, text)) => (title.to_string(), vec![ToolContent::Text(text.to_string())]),
-        None => (line, Vec::new()),
+    let (title, said) = interpreter_core::hooks::run_report(run)?;
+    let text = if said.is_empty() {
+        Vec::new()
+    } else {
+        vec![ToolContent::Text(said)]
     };
     Some(ToolCall {
         id: format!("hook:{}", run.id),

@@ -138,11 +138,24 @@ pub(crate) async fn skills_config_write(
 }
 
 async fn skills_of(state: &Arc<ServerState>, cwd: &str) -> Result<Skills, AppServerError> {
+    discover_for(state, cwd, |config| {
+        Skills::discover(&config.cwd, &SkillSources::of(config))
+    })
+    .await
+}
+
+/// What the engine finds for a thread started in `cwd` (the server's config with that
+/// cwd), read off the blocking pool.
+async fn discover_for<T: Send + 'static>(
+    state: &Arc<ServerState>,
+    cwd: &str,
+    discover: impl FnOnce(&interpreter_core::config::Config) -> T + Send + 'static,
+) -> Result<T, AppServerError> {
     let mut inputs = state.inputs.clone();
     inputs.overrides.cwd = Some(cwd.into());
     tokio::task::spawn_blocking(move || {
         let config = interpreter_core::config::load_config(inputs)?;
-        Ok::<_, AppServerError>(Skills::discover(&config.cwd, &SkillSources::of(&config)))
+        Ok::<_, AppServerError>(discover(&config))
     })
     .await
     .map_err(|e| AppServerError::Internal(e.to_string()))?
@@ -168,14 +181,10 @@ pub(crate) async fn hooks(
     };
     let mut data = Vec::with_capacity(cwds.len());
     for cwd in cwds {
-        let mut inputs = state.inputs.clone();
-        inputs.overrides.cwd = Some(cwd.clone().into());
-        let set = tokio::task::spawn_blocking(move || {
-            let config = interpreter_core::config::load_config(inputs)?;
-            Ok::<_, AppServerError>(HookSet::discover(&config.cwd, &HookSources::of(&config)))
+        let set = discover_for(state, &cwd, |config| {
+            HookSet::discover(&config.cwd, &HookSources::of(config))
         })
-        .await
-        .map_err(|e| AppServerError::Internal(e.to_string()))??;
+        .await?;
         data.push(crate::hooks::list_entry(cwd, &set));
     }
     Reply::new(&v2::HooksListResponse { data })

@@ -37,8 +37,8 @@ pub(crate) struct Occurrence<'a> {
     /// What matchers are tested against (tool name and aliases, session source,
     /// compaction trigger); empty for events without a matcher.
     pub targets: &'a [&'a str],
-    /// The event's own fields, added to the common ones on stdin.
-    pub fields: Map<String, Value>,
+    /// The event's own fields (a JSON object), added to the common ones on stdin.
+    pub fields: Value,
     /// The tool call it is about, for the run id.
     pub call_id: Option<&'a str>,
 }
@@ -229,7 +229,7 @@ fn input_of(sess: &Session, sub_id: &str, occurrence: &Occurrence<'_>) -> Value 
         };
         input.insert("permission_mode".into(), json!(mode));
     }
-    for (key, value) in &occurrence.fields {
+    for (key, value) in occurrence.fields.as_object().into_iter().flatten() {
         input.insert(key.clone(), value.clone());
     }
     Value::Object(input)

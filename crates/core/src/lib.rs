@@ -24,6 +24,7 @@ mod permissions;
 mod plan_mode;
 pub mod planted_repos;
 mod project_doc;
+mod repo_dirs;
 pub mod revert;
 pub mod review;
 mod session;

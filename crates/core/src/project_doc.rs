@@ -4,7 +4,7 @@
 //! holding `.git`) down to the cwd, so instructions closer to the work come last and win.
 //! Their total is capped so a huge file cannot crowd the model's context.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::config::Config;
 
@@ -28,7 +28,7 @@ pub(crate) fn load_project_docs(cwd: &Path, max_bytes: usize) -> ProjectDocs {
     }
     let mut parts = Vec::new();
     let mut remaining = max_bytes;
-    for dir in dirs_from_root(cwd) {
+    for dir in crate::repo_dirs::dirs_from_root(cwd) {
         let path = dir.join(PROJECT_DOC_FILENAME);
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue;
@@ -59,19 +59,6 @@ pub(crate) fn load_project_docs(cwd: &Path, max_bytes: usize) -> ProjectDocs {
     }
     docs.text = (!parts.is_empty()).then(|| parts.join("\n\n"));
     docs
-}
-
-/// Directories from the repository root (or `cwd` itself outside a repository) to `cwd`.
-fn dirs_from_root(cwd: &Path) -> Vec<PathBuf> {
-    let mut chain: Vec<PathBuf> = Vec::new();
-    for dir in cwd.ancestors() {
-        chain.push(dir.to_path_buf());
-        if dir.join(".git").exists() {
-            chain.reverse();
-            return chain;
-        }
-    }
-    vec![cwd.to_path_buf()]
 }
 
 fn truncate_to_char_boundary(s: &str, max: usize) -> &str {

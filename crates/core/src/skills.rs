@@ -111,7 +111,8 @@ impl Skills {
     /// The skills for `cwd`. Blocking: it reads directories and files.
     pub fn discover(cwd: &Path, sources: &SkillSources) -> Self {
         let mut found = Self::default();
-        for dir in repo_dirs_nearest_first(cwd) {
+        // Nearest first: a name found nearer the work wins.
+        for dir in crate::repo_dirs::dirs_from_root(cwd).into_iter().rev() {
             found.read_directory(&dir.join(".agents").join("skills"), SkillScope::Repo);
         }
         if let Some(home) = &sources.user_home {
@@ -414,21 +415,18 @@ fn front_matter(text: &str) -> Option<&str> {
     None
 }
 
-/// `SKILL.md`'s text, refused when larger than [`MAX_SKILL_FILE_BYTES`] (read through
-/// one open file, so what was measured is what is read).
+/// `SKILL.md`'s text, refused when larger than [`MAX_SKILL_FILE_BYTES`] or not a regular
+/// file (a FIFO would block the thread's start).
 fn read_bounded(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|error| error.to_string())?;
-    let mut bytes = Vec::new();
-    file.take(MAX_SKILL_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| error.to_string())?;
-    if bytes.len() as u64 > MAX_SKILL_FILE_BYTES {
-        return Err(format!(
-            "SKILL.md is larger than {} KiB",
-            MAX_SKILL_FILE_BYTES / 1024
-        ));
-    }
+    let resolved = std::fs::canonicalize(path).map_err(|error| error.to_string())?;
+    let bytes = interpreter_tools::regular_file::read_capped(&resolved, MAX_SKILL_FILE_BYTES)
+        .map_err(|error| match error {
+            interpreter_tools::regular_file::RegularFileError::TooLarge { .. } => format!(
+                "SKILL.md is larger than {} KiB",
+                MAX_SKILL_FILE_BYTES / 1024
+            ),
+            other => other.to_string(),
+        })?;
     String::from_utf8(bytes).map_err(|_| "SKILL.md is not UTF-8 text".to_string())
 }
 
@@ -446,20 +444,6 @@ fn mentions(text: &str) -> impl Iterator<Item = &str> {
         let name = rest[..end].trim_end_matches('-');
         (!name.is_empty()).then_some(name)
     })
-}
-
-/// The working directory and each directory above it up to the repository root (the
-/// nearest holding `.git`), nearest first; only the working directory outside a
-/// repository.
-fn repo_dirs_nearest_first(cwd: &Path) -> Vec<PathBuf> {
-    let mut chain = Vec::new();
-    for dir in cwd.ancestors() {
-        chain.push(dir.to_path_buf());
-        if dir.join(".git").exists() {
-            return chain;
-        }
-    }
-    vec![cwd.to_path_buf()]
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

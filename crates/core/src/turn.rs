@@ -120,7 +120,7 @@ pub(crate) async fn run_turn(
                 hook_runs::Occurrence {
                     event: HookEventName::SessionStart,
                     targets: &[source],
-                    fields: json_fields([("source", json!(source))]),
+                    fields: json!({ "source": source }),
                     call_id: None,
                 },
             )
@@ -135,7 +135,7 @@ pub(crate) async fn run_turn(
                 hook_runs::Occurrence {
                     event: HookEventName::UserPromptSubmit,
                     targets: &[],
-                    fields: json_fields([("prompt", json!(text))]),
+                    fields: json!({ "prompt": text }),
                     call_id: None,
                 },
             )
@@ -379,15 +379,6 @@ fn prompt_text(input: &[ResponseItem]) -> String {
         .join("\n")
 }
 
-fn json_fields<const N: usize>(
-    fields: [(&str, serde_json::Value); N],
-) -> serde_json::Map<String, serde_json::Value> {
-    fields
-        .into_iter()
-        .map(|(key, value)| (key.to_string(), value))
-        .collect()
-}
-
 /// Context hooks added, said to the model as developer messages (as Codex records it).
 async fn record_hook_context(
     sess: &Session,
@@ -557,10 +548,10 @@ async fn sampling_loop(
                     hook_runs::Occurrence {
                         event: HookEventName::Stop,
                         targets: &[],
-                        fields: json_fields([
-                            ("stop_hook_active", json!(stop_continuations > 0)),
-                            ("last_assistant_message", json!(last_agent_message)),
-                        ]),
+                        fields: json!({
+                            "stop_hook_active": stop_continuations > 0,
+                            "last_assistant_message": last_agent_message,
+                        }),
                         call_id: None,
                     },
                 )

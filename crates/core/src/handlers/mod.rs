@@ -343,19 +343,20 @@ pub(crate) async fn handle_call(
     outcome
 }
 
-/// A tool hook's own fields on stdin.
+/// A tool hook's own fields on stdin (`tool_response` after the call).
 fn hook_fields(
     tool_name: &str,
     tool_input: &serde_json::Value,
     call_id: &str,
     response: Option<&str>,
-) -> serde_json::Map<String, serde_json::Value> {
-    let mut fields = serde_json::Map::new();
-    fields.insert("tool_name".into(), tool_name.into());
-    fields.insert("tool_input".into(), tool_input.clone());
-    fields.insert("tool_use_id".into(), call_id.into());
+) -> serde_json::Value {
+    let mut fields = serde_json::json!({
+        "tool_name": tool_name,
+        "tool_input": tool_input,
+        "tool_use_id": call_id,
+    });
     if let Some(response) = response {
-        fields.insert("tool_response".into(), response.into());
+        fields["tool_response"] = response.into();
     }
     fields
 }
@@ -549,16 +550,13 @@ async fn permission_hooks(
     } else {
         &["Bash"]
     };
-    let mut fields = serde_json::Map::new();
-    fields.insert("tool_name".into(), tool_name.into());
-    fields.insert("tool_input".into(), tool_input);
     crate::hook_runs::run_event(
         sess,
         sub_id,
         crate::hook_runs::Occurrence {
             event: HookEventName::PermissionRequest,
             targets: aliases,
-            fields,
+            fields: serde_json::json!({ "tool_name": tool_name, "tool_input": tool_input }),
             call_id: Some(call_id),
         },
     )

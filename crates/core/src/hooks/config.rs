@@ -134,7 +134,7 @@ impl HookSet {
             let config_path = sources.agent_home.join(crate::config::edit::CONFIG_FILE);
             set.add_events(&events, HookSource::User, &config_path, &state);
         }
-        for dir in dirs_from_repo_root(cwd) {
+        for dir in crate::repo_dirs::dirs_from_root(cwd) {
             let path = dir.join(".interpreter").join(HOOKS_FILE);
             if let Some(hooks) = set.read_file(&path) {
                 set.add_events(&hooks, HookSource::Project, &path, &state);
@@ -165,25 +165,27 @@ impl HookSet {
 
     /// `hooks.json`'s `hooks` object, or `None` (absent, or reported as an error).
     fn read_file(&mut self, path: &Path) -> Option<Value> {
-        use std::io::Read;
-        let file = match std::fs::File::open(path) {
-            Ok(file) => file,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+        use interpreter_tools::regular_file::{RegularFileError, read_capped};
+        // Resolved first: a hooks file kept by a dotfile manager is a symlink; what is
+        // read must still be a regular file (a FIFO would block the thread's start).
+        let read = std::fs::canonicalize(path)
+            .map_err(RegularFileError::Io)
+            .and_then(|resolved| read_capped(&resolved, MAX_HOOKS_FILE_BYTES));
+        let bytes = match read {
+            Ok(bytes) => bytes,
+            Err(RegularFileError::Io(error)) if error.kind() == std::io::ErrorKind::NotFound => {
+                return None;
+            }
+            Err(RegularFileError::TooLarge { .. }) => {
+                self.errors
+                    .push((path.to_path_buf(), "larger than 1 MiB; not read".into()));
+                return None;
+            }
             Err(error) => {
                 self.errors.push((path.to_path_buf(), error.to_string()));
                 return None;
             }
         };
-        let mut bytes = Vec::new();
-        if let Err(error) = file.take(MAX_HOOKS_FILE_BYTES + 1).read_to_end(&mut bytes) {
-            self.errors.push((path.to_path_buf(), error.to_string()));
-            return None;
-        }
-        if bytes.len() as u64 > MAX_HOOKS_FILE_BYTES {
-            self.errors
-                .push((path.to_path_buf(), "larger than 1 MiB; not read".into()));
-            return None;
-        }
         let value: Value = match serde_json::from_slice(&bytes) {
             Ok(value) => value,
             Err(error) => {
@@ -389,18 +391,6 @@ fn hook_hash(
     let digest = Sha256::digest(text.as_bytes());
     let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
     format!("sha256:{hex}")
-}
-
-fn dirs_from_repo_root(cwd: &Path) -> Vec<PathBuf> {
-    let mut chain = Vec::new();
-    for dir in cwd.ancestors() {
-        chain.push(dir.to_path_buf());
-        if dir.join(".git").exists() {
-            chain.reverse();
-            return chain;
-        }
-    }
-    vec![cwd.to_path_buf()]
 }
 
 pub(super) const EVENTS: [HookEventName; 8] = [

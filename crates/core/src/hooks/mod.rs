@@ -17,9 +17,10 @@ use interpreter_protocol::HookRunStatus;
 
 pub use config::{HookHandler, HookSet, HookSources, TrustStatus, event_config_name, trust};
 
-/// One line for people about a finished run (`PreToolUse hook blocked: no rm -rf`), or
-/// `None` for a run that passed silently: what front ends without hook events show.
-pub fn run_line(run: &interpreter_protocol::HookRunSummary) -> Option<String> {
+/// What people read about a finished run: a headline (`PreToolUse hook blocked`) and what
+/// the hook said (its entries, joined), or `None` for a run that passed silently. What
+/// front ends without hook events show.
+pub fn run_report(run: &interpreter_protocol::HookRunSummary) -> Option<(String, String)> {
     let verdict = match run.status {
         HookRunStatus::Blocked => "blocked",
         HookRunStatus::Stopped => "stopped the turn",
@@ -37,10 +38,18 @@ pub fn run_line(run: &interpreter_protocol::HookRunSummary) -> Option<String> {
         .map(|entry| entry.text.as_str())
         .collect::<Vec<_>>()
         .join("; ");
-    let event = event_config_name(run.event_name);
+    Some((
+        format!("{} hook {verdict}", event_config_name(run.event_name)),
+        said,
+    ))
+}
+
+/// [`run_report`] as one line (`PreToolUse hook blocked: no rm -rf`).
+pub fn run_line(run: &interpreter_protocol::HookRunSummary) -> Option<String> {
+    let (headline, said) = run_report(run)?;
     Some(if said.is_empty() {
-        format!("{event} hook {verdict}")
+        headline
     } else {
-        format!("{event} hook {verdict}: {said}")
+        format!("{headline}: {said}")
     })
 }

@@ -100,15 +100,13 @@ async fn compaction_hooks(
     event: HookEventName,
     trigger: &str,
 ) -> Option<String> {
-    let mut fields = serde_json::Map::new();
-    fields.insert("trigger".into(), trigger.into());
     crate::hook_runs::run_event(
         sess,
         sub_id,
         crate::hook_runs::Occurrence {
             event,
             targets: &[trigger],
-            fields,
+            fields: serde_json::json!({ "trigger": trigger }),
             call_id: None,
         },
     )
