@@ -485,7 +485,27 @@ impl MessagesStreamParser {
 
     fn completed_event(&self, cut_off: Option<CutOff>) -> ResponseEvent {
         let (token_usage, usage_estimated) = match self.usage {
-            Some(usage) if usage.input_tokens.is_some() || usage.output_tokens.is_some() => {
+            // Output counted but the input never said: llama-server leaves out
+            // `message_start` (its only input count) when its first token was held back,
+            // as a possible stop string is. Zero input would tell the engine the context
+            // is empty, so the input is estimated like a server that counts nothing.
+            Some(usage)
+                if usage.input_tokens.is_none()
+                    && usage.cache_read_input_tokens.is_none()
+                    && usage.cache_creation_input_tokens.is_none() =>
+            {
+                let estimate = estimated_usage(self.request_bytes, self.output_bytes);
+                let output = usage.output_tokens.unwrap_or(estimate.output_tokens);
+                (
+                    TokenUsage {
+                        output_tokens: output,
+                        total_tokens: estimate.input_tokens.saturating_add(output),
+                        ..estimate
+                    },
+                    true,
+                )
+            }
+            Some(usage) => {
                 let cache_read = usage.cache_read_input_tokens.unwrap_or(0);
                 let cache_write = usage.cache_creation_input_tokens.unwrap_or(0);
                 // Saturating: the counts are the server's, and may be absurd.
@@ -645,6 +665,39 @@ mod tests {
                 }
             ]
         ));
+    }
+
+    /// Found by the real-server test under load: llama-server sends no `message_start`
+    /// when its first token is held back, so only `message_delta` counts anything.
+    #[test]
+    fn a_stream_without_message_start_estimates_its_input() {
+        let mut parser = parser();
+        let completed = feed_all(
+            &mut parser,
+            &[
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello."}}),
+                json!({"type": "content_block_stop", "index": 0}),
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 19}}),
+                json!({"type": "message_stop"}),
+            ],
+        )
+        .unwrap_or_default();
+        let usage = completed.iter().find_map(|e| match e {
+            ResponseEvent::Completed {
+                token_usage,
+                usage_estimated,
+                ..
+            } => Some((*token_usage, *usage_estimated)),
+            _ => None,
+        });
+        let Some((usage, estimated)) = usage else {
+            panic!("no completion: {completed:?}");
+        };
+        assert!(estimated);
+        assert_eq!(usage.input_tokens, 100, "400 request bytes at four a token");
+        assert_eq!(usage.output_tokens, 19);
+        assert_eq!(usage.total_tokens, 119);
     }
 
     #[test]
