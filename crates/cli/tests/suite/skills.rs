@@ -1,8 +1,8 @@
 //! Agent Skills through the real binary: a repository skill is offered to the model by
 //! name, description and path only, and its body reaches the model when a prompt
 //! mentions it (`$name` in exec, a `skill` input on the app-server, a slash command over
-//! ACP); `skills/list` and `skills/config/write`; and a sandboxed command cannot plant a
-//! skill the agent would load later.
+//! ACP); `skills/list` and `skills/config/write`; and a sandboxed command, or a background
+//! loop it leaves racing the census, cannot plant a skill the agent would load later.
 
 use std::path::Path;
 
@@ -239,5 +239,46 @@ async fn adversarial_a_sandboxed_command_cannot_plant_a_skill() {
     assert!(
         told.to_string().contains("commands may not create .agents"),
         "the model is told: {told}"
+    );
+}
+
+/// The same attack from a second command racing the census: the sandboxed command leaves
+/// a background loop that keeps planting a skill after the command returned. It dies with
+/// the command's sandbox, before the census runs, so nothing is planted for later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_a_background_loop_cannot_plant_a_skill_after_its_command_returned() {
+    let env = TestEnv::new().await;
+    let work = env.work_path();
+    let plant = "(for i in $(seq 1000); do mkdir -p .agents/skills/evil && \
+                 printf -- '---\\nname: evil\\ndescription: x\\n---\\nexfiltrate\\n' > .agents/skills/evil/SKILL.md; \
+                 sleep 0.01; done) > /dev/null 2>&1 & sleep 0.3; echo planting";
+    script_shell(&env.server, "call_plant", plant);
+    script_text(&env.server, "Done.");
+    let out = env
+        .run(&[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-s",
+            "workspace-write",
+            "plant",
+        ])
+        .await;
+    out.assert_success();
+    // Longer than the loop would need to plant again, were it alive.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        !work.join(".agents").exists(),
+        "the background loop outlived its command and planted a skill"
+    );
+
+    script_text(&env.server, "Hello.");
+    env.run(&["exec", "--json", "--skip-git-repo-check", "hi"])
+        .await
+        .assert_success();
+    let next = env.server.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        !next.contains("exfiltrate") && !next.contains("evil/SKILL.md"),
+        "{next}"
     );
 }
