@@ -29,6 +29,9 @@ pub(crate) struct Decision {
     pub context: Vec<String>,
     /// `PermissionRequest`: any deny wins, else any allow; `None`: ask as usual.
     pub permission: Option<bool>,
+    /// `PreToolUse`: the tool input to run instead, in the hooks' shape (the last hook in
+    /// configuration order that rewrote it wins).
+    pub updated_input: Option<Value>,
 }
 
 /// One occurrence of an event.
@@ -145,6 +148,9 @@ pub(crate) async fn run_event(
         summary.completed_at = Some(chrono::Utc::now().timestamp());
         summary.duration_ms = Some(i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX));
         decision.context.extend(outcome.context);
+        if outcome.updated_input.is_some() {
+            decision.updated_input = outcome.updated_input;
+        }
         match outcome.permission {
             Some(false) => decision.permission = Some(false),
             Some(true) if decision.permission.is_none() => decision.permission = Some(true),
@@ -300,6 +306,37 @@ pub(crate) fn tool_for_hooks(
     (name.to_string(), Vec::new(), parsed)
 }
 
+/// The tool's arguments for an input a `PreToolUse` hook rewrote, the inverse of
+/// [`tool_for_hooks`]: Bash's `command` replaces the shell call's (its other arguments,
+/// such as `workdir`, stay), `apply_patch`'s `command` is the patch, and any other tool
+/// takes the object as its arguments. `Err` says why the input cannot be the tool's.
+pub(crate) fn arguments_from_hook_input(
+    arguments: &str,
+    updated: &Value,
+    shell: bool,
+    patch: bool,
+) -> Result<String, String> {
+    let command = || {
+        updated
+            .get("command")
+            .and_then(Value::as_str)
+            .ok_or_else(|| "its `updatedInput` has no `command` string".to_string())
+    };
+    let rewritten = if shell {
+        let mut args = match serde_json::from_str::<Value>(arguments) {
+            Ok(Value::Object(args)) => args,
+            _ => Map::new(),
+        };
+        args.insert("command".into(), Value::String(command()?.to_string()));
+        Value::Object(args)
+    } else if patch {
+        json!({ "input": command()? })
+    } else {
+        updated.clone()
+    };
+    Ok(rewritten.to_string())
+}
+
 /// The text of a message that continues a turn a `Stop` hook blocked: one fragment per
 /// hook, as Codex records it.
 pub(crate) fn stop_prompt(continue_with: &[(String, String)]) -> String {
@@ -321,4 +358,30 @@ fn escape(text: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_rewritten_input_becomes_the_tools_arguments() {
+        let shell = r#"{"command": "rm -rf build", "workdir": "sub"}"#;
+        let (_, _, input) = tool_for_hooks("shell", shell, None, true, false);
+        assert_eq!(input, json!({"command": "rm -rf build"}));
+        let args =
+            arguments_from_hook_input(shell, &json!({"command": "rm -rf ./build"}), true, false);
+        assert_eq!(
+            serde_json::from_str::<Value>(&args.unwrap_or_default()).ok(),
+            Some(json!({"command": "rm -rf ./build", "workdir": "sub"}))
+        );
+        let patch =
+            arguments_from_hook_input("{}", &json!({"command": "*** Begin Patch"}), false, true);
+        assert_eq!(patch.as_deref(), Ok(r#"{"input":"*** Begin Patch"}"#));
+        let mcp = arguments_from_hook_input(r#"{"q": 1}"#, &json!({"q": 2}), false, false);
+        assert_eq!(mcp.as_deref(), Ok(r#"{"q":2}"#));
+        assert!(arguments_from_hook_input(shell, &json!({"cmd": "ls"}), true, false).is_err());
+        assert!(arguments_from_hook_input("{}", &json!({"command": 1}), false, true).is_err());
+    }
 }

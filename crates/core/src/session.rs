@@ -77,9 +77,10 @@ pub(crate) struct Session {
     pub skills: Arc<crate::skills::Skills>,
     /// The hooks found when the thread started or resumed.
     pub hooks: Arc<crate::hooks::HookSet>,
-    /// `SessionStart`'s `source` until the first turn runs its hooks (`startup` for a
-    /// new thread, `resume` for one resumed), then `None`.
-    pub(crate) session_start: std::sync::Mutex<Option<&'static str>>,
+    /// `SessionStart` sources waiting for their hooks to run, oldest first: `startup`
+    /// for a new thread or `resume` for one resumed, until its first turn; `compact`
+    /// after each compaction, until the turn goes on (or the next one starts).
+    pub(crate) session_start: std::sync::Mutex<std::collections::VecDeque<&'static str>>,
     /// Context tool hooks added while a call ran, recorded after its output.
     pub(crate) hook_context: std::sync::Mutex<Vec<String>>,
     tx_event: mpsc::UnboundedSender<Event>,
@@ -522,12 +523,20 @@ impl Session {
         self.recorder.as_ref().and_then(|recorder| recorder.path())
     }
 
-    /// Takes `SessionStart`'s source: `Some` once per session, for its first turn.
+    /// Takes the oldest waiting `SessionStart` source.
     pub(crate) fn take_session_start(&self) -> Option<&'static str> {
         self.session_start
             .lock()
             .ok()
-            .and_then(|mut slot| slot.take())
+            .and_then(|mut waiting| waiting.pop_front())
+    }
+
+    /// `SessionStart` hooks run again with `source` before the model is next asked (a
+    /// compaction dropped what they added).
+    pub(crate) fn queue_session_start(&self, source: &'static str) {
+        if let Ok(mut waiting) = self.session_start.lock() {
+            waiting.push_back(source);
+        }
     }
 
     /// Context tool hooks added, taken for recording.
@@ -954,7 +963,11 @@ pub(crate) async fn start(
         instructions,
         skills,
         hooks,
-        session_start: std::sync::Mutex::new(Some(if is_new { "startup" } else { "resume" })),
+        session_start: std::sync::Mutex::new(std::collections::VecDeque::from([if is_new {
+            "startup"
+        } else {
+            "resume"
+        }])),
         hook_context: std::sync::Mutex::new(Vec::new()),
         tx_event,
         items: std::sync::Mutex::new(ItemLedger::default()),

@@ -105,85 +105,28 @@ pub(crate) async fn run_turn(
         turn_input.push(said);
     }
     // Set when a hook ends the turn before the model is asked.
-    let mut hook_stop: Option<String> = None;
+    let mut stopped_by_hook = false;
     if review {
         // The review request (the diff) is the model's input, not something the user
         // wrote: the entered-review event is what front ends show for it.
         sess.record_items(&input).await;
         turn_input.extend(input.iter().cloned());
     } else {
-        let text = prompt_text(&input);
-        if let Some(source) = sess.take_session_start() {
-            let decision = hook_runs::run_event(
-                &sess,
-                &sub_id,
-                hook_runs::Occurrence {
-                    event: HookEventName::SessionStart,
-                    targets: &[source],
-                    fields: json!({ "source": source }),
-                    call_id: None,
-                },
-            )
-            .await;
-            record_hook_context(&sess, decision.context, &mut turn_input).await;
-            hook_stop = decision.stopped;
-        }
-        if hook_stop.is_none() {
-            let decision = hook_runs::run_event(
-                &sess,
-                &sub_id,
-                hook_runs::Occurrence {
-                    event: HookEventName::UserPromptSubmit,
-                    targets: &[],
-                    fields: json!({ "prompt": text }),
-                    call_id: None,
-                },
-            )
-            .await;
-            hook_stop = decision
-                .blocked
-                .map(|reason| {
-                    format!("the prompt was blocked by a UserPromptSubmit hook: {reason}")
-                })
-                .or(decision.stopped);
-            if hook_stop.is_none() {
-                record_user_input(&sess, &sub_id, input.clone()).await;
-                turn_input.extend(input.iter().cloned());
-            }
-            record_hook_context(&sess, decision.context, &mut turn_input).await;
-        }
-        if let Some(message) = &hook_stop {
-            sess.emit(
-                &sub_id,
-                EventMsg::Warning(WarningEvent {
-                    message: message.clone(),
-                }),
-            )
-            .await;
-        } else {
-            // Skills the prompt names (`$name`): their bodies follow it, for the model,
-            // not shown as something the user wrote.
-            let (loaded, failures) = sess.skills.mentioned_in(&text);
-            for message in failures {
-                sess.emit(&sub_id, EventMsg::Warning(WarningEvent { message }))
-                    .await;
-            }
-            if !loaded.is_empty() {
-                sess.record_items(&loaded).await;
-                turn_input.extend(loaded);
-            }
-        }
+        stopped_by_hook = run_session_starts(&sess, &sub_id, &mut turn_input)
+            .await
+            .is_some()
+            || admit_user_input(&sess, &sub_id, input, &mut turn_input).await;
     }
     let started = std::time::Instant::now();
     let tokens_before = sess.total_usage.lock().await.total_tokens;
 
-    let outcome = if hook_stop.is_some() {
+    let outcome = if stopped_by_hook {
         Ok(TurnEnd {
             last_agent_message: None,
             output_limit: false,
         })
     } else {
-        sampling_loop(&sess, &sub_id, &turn_input, &mode, &cancel).await
+        sampling_loop(&sess, &sub_id, turn_input, &mode, &cancel).await
     };
     sess.end_turn_mode();
     if review {
@@ -365,6 +308,95 @@ async fn emit_task_started(sess: &Session, sub_id: &str) {
     .await;
 }
 
+/// Runs the `SessionStart` hooks waiting to run (the thread started or resumed, or the
+/// conversation was compacted); what they add joins the turn's input. `Some(reason)`
+/// when one stopped the turn (the user was warned).
+async fn run_session_starts(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    turn_input: &mut Vec<ResponseItem>,
+) -> Option<String> {
+    while let Some(source) = sess.take_session_start() {
+        let decision = hook_runs::run_event(
+            sess,
+            sub_id,
+            hook_runs::Occurrence {
+                event: HookEventName::SessionStart,
+                targets: &[source],
+                fields: json!({ "source": source }),
+                call_id: None,
+            },
+        )
+        .await;
+        record_hook_context(sess, decision.context, turn_input).await;
+        if let Some(reason) = decision.stopped {
+            warn(sess, sub_id, reason.clone()).await;
+            return Some(reason);
+        }
+    }
+    None
+}
+
+/// User messages offered to the thread, a turn's prompt or input steered into a running
+/// turn, as Codex takes them: each passes the `UserPromptSubmit` hooks on its own. One
+/// they block or that stops is not recorded (the user is warned, the hooks' context is
+/// kept); an admitted one is recorded, then its hooks' context, then the bodies of the
+/// skills it names (`$name`), all joining the turn's input. Whether the turn ends here:
+/// input was refused and none admitted.
+async fn admit_user_input(
+    sess: &Arc<Session>,
+    sub_id: &str,
+    messages: Vec<ResponseItem>,
+    turn_input: &mut Vec<ResponseItem>,
+) -> bool {
+    let mut refused = false;
+    let mut admitted = false;
+    for message in messages {
+        let text = prompt_text(std::slice::from_ref(&message));
+        let decision = hook_runs::run_event(
+            sess,
+            sub_id,
+            hook_runs::Occurrence {
+                event: HookEventName::UserPromptSubmit,
+                targets: &[],
+                fields: json!({ "prompt": text }),
+                call_id: None,
+            },
+        )
+        .await;
+        let refusal = decision
+            .blocked
+            .map(|reason| format!("the prompt was blocked by a UserPromptSubmit hook: {reason}"))
+            .or(decision.stopped);
+        if let Some(refusal) = refusal {
+            refused = true;
+            record_hook_context(sess, decision.context, turn_input).await;
+            warn(sess, sub_id, refusal).await;
+            continue;
+        }
+        admitted = true;
+        record_user_input(sess, sub_id, vec![message.clone()]).await;
+        turn_input.push(message);
+        record_hook_context(sess, decision.context, turn_input).await;
+        // Skills the message names: their bodies follow it, for the model, not shown as
+        // something the user wrote.
+        let (loaded, failures) = sess.skills.mentioned_in(&text);
+        for failure in failures {
+            warn(sess, sub_id, failure).await;
+        }
+        if !loaded.is_empty() {
+            sess.record_items(&loaded).await;
+            turn_input.extend(loaded);
+        }
+    }
+    refused && !admitted
+}
+
+async fn warn(sess: &Session, sub_id: &str, message: String) {
+    sess.emit(sub_id, EventMsg::Warning(WarningEvent { message }))
+        .await;
+}
+
 /// The prompt's text, part by part (a mention ends where its text part does).
 fn prompt_text(input: &[ResponseItem]) -> String {
     input
@@ -424,7 +456,7 @@ const MAX_STOP_CONTINUATIONS: u32 = 8;
 async fn sampling_loop(
     sess: &Arc<Session>,
     sub_id: &str,
-    turn_input: &[ResponseItem],
+    mut turn_input: Vec<ResponseItem>,
     mode: &CollaborationMode,
     cancel: &CancellationToken,
 ) -> Result<TurnEnd, TurnStop> {
@@ -435,9 +467,20 @@ async fn sampling_loop(
     let mut compactions = 0u32;
     let mut stop_continuations = 0u32;
     loop {
+        // Before the model is asked again: what a compaction's SessionStart hooks add,
+        // then input steered into the turn while it ran (a guardrail sees it as it sees
+        // a prompt).
         let steered = std::mem::take(&mut *sess.pending_input.lock().await);
-        if !steered.is_empty() {
-            record_user_input(sess, sub_id, steered).await;
+        if (compactions > 0
+            && run_session_starts(sess, sub_id, &mut turn_input)
+                .await
+                .is_some())
+            || admit_user_input(sess, sub_id, steered, &mut turn_input).await
+        {
+            return Ok(TurnEnd {
+                last_agent_message,
+                output_limit: false,
+            });
         }
         sess.prepare_mcp(cancel).await;
         if cancel.is_cancelled() {
@@ -469,7 +512,7 @@ async fn sampling_loop(
                 "prompt estimated over the context budget; compacting first"
             );
             compactions += 1;
-            compact::compact(sess, sub_id, turn_input, cancel).await?;
+            compact::compact(sess, sub_id, &turn_input, cancel).await?;
             continue;
         }
         let sample = match sample_with_retries(sess, sub_id, &prompt, cancel, true).await {
@@ -478,7 +521,7 @@ async fn sampling_loop(
             {
                 if compactions < MAX_COMPACTIONS_PER_TURN {
                     compactions += 1;
-                    compact::compact(sess, sub_id, turn_input, cancel).await?;
+                    compact::compact(sess, sub_id, &turn_input, cancel).await?;
                     continue;
                 }
                 return Err(TurnStop::Failed(
@@ -505,7 +548,7 @@ async fn sampling_loop(
         sess.record_items(&output).await;
         if compactions == 0 && context_nearly_full(sess).await {
             compactions += 1;
-            compact::compact(sess, sub_id, turn_input, cancel).await?;
+            compact::compact(sess, sub_id, &turn_input, cancel).await?;
         }
 
         let mut calls = Vec::new();

@@ -1,7 +1,8 @@
 //! Lifecycle hooks through the real binary, configured as a Codex user configures them:
-//! a PreToolUse hook blocks a command and the model reads why; a PostToolUse hook sees
+//! a PreToolUse hook blocks a command and the model reads why, or rewrites it; a PostToolUse hook sees
 //! the command and its output; SessionStart and UserPromptSubmit hooks add context or
-//! block the prompt; a Stop hook keeps the turn going; a PermissionRequest hook answers an
+//! block the prompt, input steered into a running turn included; SessionStart hooks run
+//! again after a compaction; a Stop hook keeps the turn going; a PermissionRequest hook answers an
 //! approval; an untrusted project hook does not run until `interpreter hooks trust`, and
 //! not after it changes; `hooks/list` and `hook/started` / `hook/completed` on the
 //! app-server.
@@ -101,6 +102,77 @@ async fn a_pre_tool_use_hook_blocks_a_command_and_a_post_tool_use_hook_sees_one(
     env.server.assert_invariants();
 }
 
+/// A PreToolUse hook rewrites a command (`permissionDecision: "allow"` with
+/// `updatedInput`): the rewrite runs instead and PostToolUse sees it; a rewrite the shell
+/// tool cannot take runs nothing, not the command it was meant to replace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_tool_use_hook_rewrites_a_command() {
+    let env = TestEnv::new().await;
+    let work = env.work_path();
+    let scripts = env.home.path().to_path_buf();
+    let seen = scripts.join("post-tool-use.jsonl");
+    let rewrite = script(
+        &scripts,
+        "rewrite.sh",
+        r#"input=$(cat)
+if grep -q 'deploy' <<<"$input"; then echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"command":"echo dry-run deploy"}}}'; fi
+if grep -q 'publish' <<<"$input"; then echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"cmd":"echo x"}}}'; fi"#,
+    );
+    let audit = script(
+        &scripts,
+        "audit.sh",
+        &format!("cat >> '{}'; echo >> '{}'", seen.display(), seen.display()),
+    );
+    write_hooks(
+        &env.home.path().join("hooks.json"),
+        json!({
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": rewrite}]}],
+            "PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": audit}]}]
+        }),
+    );
+    script_shell(&env.server, "call_deploy", "touch deployed.txt # deploy");
+    script_shell(&env.server, "call_publish", "touch published.txt # publish");
+    script_text(&env.server, "Done.");
+    let out = env
+        .run(&[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-s",
+            "danger-full-access",
+            "ship it",
+        ])
+        .await;
+    out.assert_success();
+    assert!(
+        !work.join("deployed.txt").exists(),
+        "the rewrite ran instead"
+    );
+    assert!(
+        !work.join("published.txt").exists(),
+        "a bad rewrite runs nothing"
+    );
+    let requests = env.server.requests();
+    let second = requests[1]["messages"].to_string();
+    assert!(second.contains("dry-run deploy"), "{second}");
+    let third = requests[2]["messages"].to_string();
+    assert!(
+        third.contains(
+            "a PreToolUse hook rewrote the call, but its `updatedInput` has no `command` string"
+        ),
+        "{third}"
+    );
+    let audit_log = std::fs::read_to_string(&seen).unwrap();
+    let entries: Vec<Value> = audit_log
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 1, "{audit_log}");
+    assert_eq!(entries[0]["tool_input"]["command"], "echo dry-run deploy");
+    env.server.assert_invariants();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_start_and_prompt_hooks_add_context_or_block_the_prompt() {
     let env = TestEnv::new().await;
@@ -149,6 +221,143 @@ async fn session_start_and_prompt_hooks_add_context_or_block_the_prompt() {
         "{}",
         blocked.stdout
     );
+}
+
+/// Input steered into a running turn passes the same UserPromptSubmit guardrail as a
+/// prompt (it was recorded unchecked before): an admitted steer carries the hook's
+/// context to the model; a refused one never reaches it and, as nothing else was
+/// admitted, ends the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steered_input_passes_the_prompt_hooks() {
+    let env = AppEnv::new().await;
+    let scripts = env.home.path().to_path_buf();
+    let prompt = script(
+        &scripts,
+        "prompt.sh",
+        r#"input=$(cat); if grep -q 'SECRET' <<<"$input"; then echo '{"decision":"block","reason":"prompts may not hold secrets"}'; else echo '{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"ticket ABC-1"}}'; fi"#,
+    );
+    write_hooks(
+        &env.home.path().join("hooks.json"),
+        json!({"UserPromptSubmit": [{"hooks": [{"type": "command", "command": prompt}]}]}),
+    );
+    let work = env.work_path();
+    let cwd = work.to_string_lossy().into_owned();
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread = client
+        .start_thread(
+            json!({"cwd": cwd, "approvalPolicy": "never", "sandbox": "danger-full-access"}),
+        )
+        .await;
+
+    // The command waits (at most 30 s) until the steer was taken.
+    let steer_then_go = async |client: &mut crate::app_server_support::AppClient,
+                               turn: &str,
+                               go: &str,
+                               text: &str| {
+        client
+            .read_until(|m| {
+                m["method"] == "item/started" && m["params"]["item"]["type"] == "commandExecution"
+            })
+            .await;
+        client
+            .ok(
+                "turn/steer",
+                json!({"threadId": thread, "expectedTurnId": turn,
+                       "input": [{"type": "text", "text": text}]}),
+            )
+            .await;
+        std::fs::write(work.join(go), "").unwrap();
+        client.until_turn_completed().await
+    };
+    let wait_for =
+        |go: &str| format!("for i in $(seq 600); do [ -e {go} ] && break; sleep 0.05; done");
+
+    env.script_command_then_text("call_1", &wait_for("go1"), "Done with both.");
+    let turn = client.start_turn(&thread, "start").await;
+    steer_then_go(&mut client, &turn, "go1", "also say steered").await;
+    let requests = env.model.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let second = requests[1].to_string();
+    assert!(second.contains("also say steered"), "{second}");
+    assert_eq!(
+        second.matches("ticket ABC-1").count(),
+        2,
+        "the prompt's and the steer's context: {second}"
+    );
+
+    env.script_command_then_text("call_2", &wait_for("go2"), "never asked");
+    let turn = client.start_turn(&thread, "again").await;
+    let messages = steer_then_go(&mut client, &turn, "go2", "the SECRET is 42").await;
+    let requests = env.model.requests();
+    assert_eq!(
+        requests.len(),
+        3,
+        "the refused steer ended the turn before the model was asked again"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| !r.to_string().contains("SECRET is 42")),
+        "a refused steer never reaches the model"
+    );
+    let warned = messages.iter().any(|m| {
+        m["method"] == "warning"
+            && m["params"]["message"]
+                .as_str()
+                .is_some_and(|t| t.contains("prompts may not hold secrets"))
+    });
+    assert!(warned, "{messages:#?}");
+    let done = messages.last().unwrap();
+    assert_eq!(done["params"]["turn"]["status"], "completed", "{done}");
+}
+
+/// A compaction summarises away what SessionStart hooks added: they run again with
+/// `source: compact` before the model is next asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_start_hooks_run_again_after_a_compaction() {
+    let env = AppEnv::new().await;
+    let scripts = env.home.path().to_path_buf();
+    let log = scripts.join("starts.log");
+    let start = script(
+        &scripts,
+        "start.sh",
+        &format!(
+            r#"input=$(cat); echo "$input" >> {}; echo 'release branch is frozen'"#,
+            log.display()
+        ),
+    );
+    write_hooks(
+        &env.home.path().join("hooks.json"),
+        json!({"SessionStart": [{"matcher": "startup|compact", "hooks": [{"type": "command", "command": start}]}]}),
+    );
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread = client
+        .start_thread(json!({"approvalPolicy": "never", "sandbox": "danger-full-access"}))
+        .await;
+    env.script_text("first answer");
+    client.start_turn(&thread, "hi").await;
+    client.until_turn_completed().await;
+    env.script_text("SUMMARY: a greeting");
+    env.script_text("after the summary");
+    client
+        .ok("thread/compact/start", json!({"threadId": thread}))
+        .await;
+    client.until_turn_completed().await;
+    client.start_turn(&thread, "go on").await;
+    client.until_turn_completed().await;
+
+    let requests = env.model.requests();
+    let last = requests.last().map(Value::to_string).unwrap_or_default();
+    assert!(last.contains("SUMMARY: a greeting"), "{last}");
+    assert!(last.contains("release branch is frozen"), "{last}");
+    let sources: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["source"].to_string())
+        .collect();
+    assert_eq!(sources, ["\"startup\"", "\"compact\""]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -272,15 +272,17 @@ pub(crate) async fn handle_call(
     let cx = spans::start_tool(name, call_id);
     let route = Route::of(sess, name);
     let label = route.metric_label(name);
-    let (hook_name, aliases, tool_input) = crate::hook_runs::tool_for_hooks(
+    let shell = matches!(route, Route::Shell);
+    let patch = matches!(route, Route::ApplyPatch);
+    let (hook_name, aliases, mut tool_input) = crate::hook_runs::tool_for_hooks(
         name,
         arguments,
         match &route {
             Route::Mcp(tool) => Some((tool.server.as_str(), tool.tool.as_str())),
             _ => None,
         },
-        matches!(route, Route::Shell),
-        matches!(route, Route::ApplyPatch),
+        shell,
+        patch,
     );
     let mut targets: Vec<&str> = vec![hook_name.as_str()];
     targets.extend(aliases.iter().map(String::as_str));
@@ -297,8 +299,26 @@ pub(crate) async fn handle_call(
     .with_context(cx.clone())
     .await;
     queue_hook_context(sess, before.context);
-    let blocked = before.blocked.is_some();
-    let mut outcome = match before.blocked {
+    // A rewrite runs instead of the model's input; one the tool cannot take runs nothing
+    // (never the input the hook meant to replace).
+    let mut blocked_because = before.blocked;
+    let mut rewritten = None;
+    if blocked_because.is_none()
+        && let Some(updated) = before.updated_input
+    {
+        match crate::hook_runs::arguments_from_hook_input(arguments, &updated, shell, patch) {
+            Ok(new_arguments) => {
+                tool_input = updated;
+                rewritten = Some(new_arguments);
+            }
+            Err(why) => {
+                blocked_because = Some(format!("a PreToolUse hook rewrote the call, but {why}"));
+            }
+        }
+    }
+    let arguments = rewritten.as_deref().unwrap_or(arguments);
+    let blocked = blocked_because.is_some();
+    let mut outcome = match blocked_because {
         Some(reason) => ToolOutcome::Output(blocked_by_hook(&hook_name, &tool_input, &reason)),
         None => {
             dispatch_call(sess, sub_id, name, arguments, call_id, route, cancel)

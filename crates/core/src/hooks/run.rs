@@ -145,6 +145,9 @@ pub(crate) struct Outcome {
     pub reason: Option<String>,
     /// `PermissionRequest`: `Some(true)` allow, `Some(false)` deny.
     pub permission: Option<bool>,
+    /// `PreToolUse`: the tool input to run instead (`permissionDecision: "allow"` with
+    /// `updatedInput`), in the hook's own shape (`{"command": …}` for Bash).
+    pub updated_input: Option<Value>,
 }
 
 impl Outcome {
@@ -155,6 +158,7 @@ impl Outcome {
             context: Vec::new(),
             reason: None,
             permission: None,
+            updated_input: None,
         }
     }
 
@@ -369,7 +373,12 @@ fn specific_output(
                 .and_then(Value::as_str)
                 .map(str::trim)
                 .filter(|r| !r.is_empty());
-            match specific.get("permissionDecision").and_then(Value::as_str) {
+            let updated = specific.get("updatedInput").filter(|v| !v.is_null());
+            let decision = specific.get("permissionDecision").and_then(Value::as_str);
+            if updated.is_some() && decision != Some("allow") {
+                return Err("`updatedInput` needs `permissionDecision: \"allow\"`".into());
+            }
+            match decision {
                 None if reason.is_some() => {
                     return Err("`permissionDecisionReason` without a `permissionDecision`".into());
                 }
@@ -378,9 +387,20 @@ fn specific_output(
                     let reason = reason.ok_or("`permissionDecision: \"deny\"` needs a reason")?;
                     outcome.block(reason.to_string());
                 }
+                // A rewrite, not an approval: the new input is asked about and sandboxed
+                // as the approval policy says, like any call.
+                Some("allow") => match updated {
+                    Some(input @ Value::Object(_)) => outcome.updated_input = Some(input.clone()),
+                    Some(_) => return Err("`updatedInput` must be an object".into()),
+                    None => {
+                        return Err(
+                            "`permissionDecision: \"allow\"` needs `updatedInput` (the approval policy decides whether a call runs)".into(),
+                        );
+                    }
+                },
                 Some(other) => {
                     return Err(format!(
-                        "`permissionDecision: \"{other}\"` is not supported (only \"deny\"); the approval policy decides the rest"
+                        "`permissionDecision: \"{other}\"` is not supported (\"deny\", or \"allow\" with `updatedInput`); the approval policy decides the rest"
                     ));
                 }
             }
@@ -501,6 +521,27 @@ mod tests {
             outcome(HookEventName::PreToolUse, &exit(0, "{broken", "")).status,
             HookRunStatus::Failed
         );
+    }
+
+    #[test]
+    fn pre_tool_use_rewrites_only_with_allow_and_an_object() {
+        let rewrite = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"command":"ls -la"}}}"#;
+        let got = outcome(HookEventName::PreToolUse, &exit(0, rewrite, ""));
+        assert_eq!(got.status, HookRunStatus::Completed);
+        assert_eq!(
+            got.updated_input,
+            Some(serde_json::json!({"command": "ls -la"}))
+        );
+        for refused in [
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}"#,
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","updatedInput":{"command":"ls"}}}"#,
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no","updatedInput":{"command":"ls"}}}"#,
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":"ls"}}"#,
+        ] {
+            let got = outcome(HookEventName::PreToolUse, &exit(0, refused, ""));
+            assert_eq!(got.status, HookRunStatus::Failed, "{refused}");
+            assert_eq!(got.updated_input, None, "{refused}");
+        }
     }
 
     #[tokio::test]

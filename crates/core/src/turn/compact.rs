@@ -77,6 +77,8 @@ pub(crate) async fn compact(
                 kind: None,
             }));
         }
+        // What SessionStart hooks added may be summarised away: they run again.
+        sess.queue_session_start("compact");
         Ok(())
     }
     .with_context(cx.clone())
