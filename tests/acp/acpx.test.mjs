@@ -456,9 +456,7 @@ scenario("a mode and a reasoning effort set before the first prompt hold for it"
   assert.ok(existsSync(join(s.work, "fa.txt")));
   const record = await s.assertModelClean(assert);
   assert.equal(record.requests[0].reasoning_effort, "high");
-}, { todo: "the session's settings do not survive the agent process: after session/set_mode full-access "
-  + "was answered in one process, session/resume in the next answers currentModeId workspace-write (and "
-  + "reasoning_effort default); acpx replays config options but not a set-mode, so the prompt runs asking" });
+});
 
 // 11
 scenario("an allowed command that fails in the read-only sandbox ends its turn", async (s, acpx) => {

@@ -52,6 +52,10 @@ pub(crate) struct Session {
     /// The running prompt (its number and what cancels it), if any.
     prompt: Mutex<Option<(u64, CancellationToken)>>,
     prompts_started: std::sync::atomic::AtomicU64,
+    /// Held while the thread is compared with the settings and restarted (for a prompt,
+    /// until it has the thread's turn slot), so a settings change never restarts the
+    /// thread under a prompt about to start its turn.
+    restart: tokio::sync::Mutex<()>,
 }
 
 impl Session {
@@ -284,6 +288,7 @@ impl Agent {
             models: Mutex::new(models),
             prompt: Mutex::default(),
             prompts_started: std::sync::atomic::AtomicU64::new(0),
+            restart: tokio::sync::Mutex::new(()),
         });
         if let Ok(mut sessions) = self.sessions.lock() {
             sessions.insert(session.id, session.clone());
@@ -291,10 +296,22 @@ impl Agent {
         session
     }
 
-    /// The session's thread, restarted with the session's current settings when they
-    /// changed since it started (mode, model or reasoning effort): the engine fixes them
-    /// per thread.
-    pub(crate) async fn current_thread(&self, session: &Session) -> Result<Arc<Thread>, AcpError> {
+    /// The session's thread for a prompt's turn, restarted first with the session's
+    /// current settings when they changed since it started (mode, model or reasoning
+    /// effort: the engine fixes them per thread), and its turn slot. No settings change
+    /// restarts the thread between the two.
+    pub(crate) async fn thread_for_turn(
+        &self,
+        session: &Session,
+    ) -> Result<(Arc<Thread>, tokio::sync::OwnedMutexGuard<()>), AcpError> {
+        let _restarting = session.restart.lock().await;
+        let thread = self.restarted_if_changed(session).await?;
+        let slot = thread.turn_slot().await;
+        Ok((thread, slot))
+    }
+
+    /// Caller holds `session.restart`.
+    async fn restarted_if_changed(&self, session: &Session) -> Result<Arc<Thread>, AcpError> {
         let thread = session.thread()?;
         let config = self.config_for(&session.settings()?).await?;
         let now = thread.config();
@@ -349,6 +366,29 @@ impl Agent {
         }
         drop(settings);
         session.state()
+    }
+
+    /// Puts the session's current choices into effect now rather than at its next
+    /// prompt, when no prompt runs: the engine records them with the thread, so an agent
+    /// process that resumes the session later (acpx starts one per command) goes on with
+    /// them. Best effort: a choice that cannot be applied now is applied by the next
+    /// prompt, as it would have been.
+    pub(crate) async fn apply_choices(&self, id: &str) {
+        let Ok(session) = self.session(id) else {
+            return;
+        };
+        let prompting = session
+            .prompt
+            .lock()
+            .map(|prompt| prompt.is_some())
+            .unwrap_or(true);
+        if prompting {
+            return;
+        }
+        let _restarting = session.restart.lock().await;
+        if let Err(e) = self.restarted_if_changed(&session).await {
+            tracing::debug!("session {id}: choices left for the next prompt: {e}");
+        }
     }
 
     pub(crate) fn cancel(&self, id: &str) {

@@ -493,10 +493,20 @@ pub(crate) async fn serve_stdio(
                         .set_option(&session, SessionOption::Mode, &request.mode_id.0);
                 match changed {
                     Ok(state) => {
-                        responder.respond(SetSessionModeResponse::new())?;
-                        // The mode is also a config option: editors that follow those
-                        // hear of it.
-                        Editor { connection: cx }.update(&session, Update::ConfigOptions(state));
+                        let agent = s7.agent.clone();
+                        tokio::spawn(async move {
+                            // On record before the answer: the editor may stop this
+                            // process as soon as it has it.
+                            agent.apply_choices(&session).await;
+                            if let Err(e) = responder.respond(SetSessionModeResponse::new()) {
+                                tracing::debug!("answer not sent: {e}");
+                                return;
+                            }
+                            // The mode is also a config option: editors that follow
+                            // those hear of it.
+                            Editor { connection: cx }
+                                .update(&session, Update::ConfigOptions(state));
+                        });
                         Ok(())
                     }
                     Err(e) => responder.respond_with_result(Err(wire_error(e))),
@@ -510,14 +520,23 @@ pub(crate) async fn serve_stdio(
                 let changed = set_config_option(&s8.agent, &request);
                 match changed {
                     Ok((option, state)) => {
-                        responder
-                            .respond(SetSessionConfigOptionResponse::new(config_options(&state)))?;
-                        // Editors that follow the older `modes` hear of a mode set as an
-                        // option.
-                        if option == SessionOption::Mode {
-                            Editor { connection: cx }
-                                .update(&session, Update::CurrentMode(state.mode));
-                        }
+                        let agent = s8.agent.clone();
+                        tokio::spawn(async move {
+                            // On record before the answer, as for a mode.
+                            agent.apply_choices(&session).await;
+                            let answer =
+                                SetSessionConfigOptionResponse::new(config_options(&state));
+                            if let Err(e) = responder.respond(answer) {
+                                tracing::debug!("answer not sent: {e}");
+                                return;
+                            }
+                            // Editors that follow the older `modes` hear of a mode set as
+                            // an option.
+                            if option == SessionOption::Mode {
+                                Editor { connection: cx }
+                                    .update(&session, Update::CurrentMode(state.mode));
+                            }
+                        });
                         Ok(())
                     }
                     Err(e) => responder.respond_with_result(Err(wire_error(e))),

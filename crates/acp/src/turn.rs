@@ -59,12 +59,8 @@ async fn run(
 ) -> Result<StopReason, AcpError> {
     // Cancelled before the turn starts: nothing ran. Once it has started, only the loop
     // below answers a cancel, after telling the engine to interrupt.
-    let thread = tokio::select! {
-        thread = agent.current_thread(session) => thread?,
-        () = cancel.cancelled() => return Ok(StopReason::Cancelled),
-    };
-    let slot = tokio::select! {
-        slot = thread.turn_slot() => slot,
+    let (thread, slot) = tokio::select! {
+        got = agent.thread_for_turn(session) => got?,
         () = cancel.cancelled() => return Ok(StopReason::Cancelled),
     };
     let op = if is_command(&input, COMPACT_COMMAND) {

@@ -44,6 +44,10 @@ pub(crate) enum SessionInit {
         /// What finding the thread turned up for the user (an index repair, lines a fork
         /// could not copy), shown with the thread's start-up warnings.
         warnings: Vec<String>,
+        /// The caller changed the thread's settings: they are recorded (a turn context
+        /// with no turn), so a process that resumes the thread later, before any turn ran
+        /// with them, starts from them too.
+        record_settings: bool,
     },
 }
 
@@ -742,6 +746,24 @@ impl Session {
     }
 }
 
+/// The thread's settings as a turn context with no turn: what its next turn runs with.
+async fn record_settings_of(
+    recorder: &dyn ThreadWriter,
+    config: &Config,
+) -> Result<(), StoreError> {
+    recorder
+        .append(&[RolloutItem::TurnContext(store::TurnContextItem {
+            turn_id: None,
+            cwd: config.cwd.clone(),
+            approval_policy: config.approval_policy,
+            sandbox_policy: config.sandbox_policy.clone(),
+            model: config.model.clone(),
+            effort: config.model_reasoning_effort,
+            collaboration_mode: None,
+        })])
+        .await
+}
+
 /// The provider, model and effort a thread last ran with: the rollout's metadata, then
 /// its latest turn's settings.
 fn recorded_model(items: &[RolloutItem]) -> crate::config::RecordedModel {
@@ -811,6 +833,7 @@ pub(crate) async fn start(
                 config,
                 thread_id,
                 warnings,
+                record_settings,
             } => {
                 startup_warnings.extend(warnings);
                 let opened = store.open(thread_id).await?;
@@ -847,6 +870,10 @@ pub(crate) async fn start(
                 // picked another for this run.
                 let mut config = config;
                 startup_warnings.extend(config.continue_with(&recorded_model(&items)));
+                if record_settings {
+                    // Boxed: the thread-start future stays small.
+                    Box::pin(record_settings_of(recorder.as_ref(), &config)).await?;
+                }
                 (
                     config,
                     thread_id,

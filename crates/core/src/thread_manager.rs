@@ -469,6 +469,7 @@ impl ThreadManager {
             config,
             thread_id,
             warnings,
+            record_settings: false,
         })
         .await
     }
@@ -541,6 +542,7 @@ impl ThreadManager {
             config,
             thread_id: new_id,
             warnings,
+            record_settings: false,
         })
         .await
     }
@@ -652,7 +654,9 @@ impl ThreadManager {
     /// Change the settings of a live, idle thread between turns: the thread is shut down
     /// (its rollout complete on disk) and resumed from that rollout with `config`. The
     /// history carries over; approvals granted "for this session" do not, since the new
-    /// settings may be stricter. `grace` bounds the wait for the shutdown.
+    /// settings may be stricter. `grace` bounds the wait for the shutdown. The new
+    /// settings are recorded at once, so a process that resumes the thread before its
+    /// next turn (an editor's agent started afresh) goes on with them.
     ///
     /// Settings such as the model, the approval policy or the sandbox are fixed for a
     /// session's lifetime (the model client is built from them), so a restart is how they
@@ -691,6 +695,7 @@ impl ThreadManager {
             config,
             thread_id,
             warnings: Vec::new(),
+            record_settings: true,
         })
         .await
     }
@@ -722,7 +727,10 @@ impl ThreadManager {
         });
         let store = self.store(&config).await?;
         let (started, session) =
-            session::start(init, store, &self.mcp_pool, self.files.clone(), tx_event).await?;
+            // Boxed: starting a session is a large future, and every front end's request
+            // that opens a thread would otherwise carry it inline.
+            Box::pin(session::start(init, store, &self.mcp_pool, self.files.clone(), tx_event))
+                .await?;
         tokio::spawn(op_loop::run_loop(session, rx_sub));
         let thread = Arc::new(Thread {
             id: started.thread_id,

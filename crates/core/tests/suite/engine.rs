@@ -796,6 +796,49 @@ async fn reconfigure_changes_the_model_between_turns_and_keeps_the_history() {
     mock.assert_invariants();
 }
 
+/// Found by acpx, which starts an agent process per command: settings changed before the
+/// thread's first turn must be on record for the next process that resumes it.
+#[tokio::test]
+async fn reconfigured_settings_are_recorded_before_any_turn_runs_with_them() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mock = MockModelServer::start().await.unwrap();
+    let manager = ThreadManager::new();
+    let new = manager
+        .start_thread(
+            config(home.path(), work.path(), &mock, AskForApproval::Never),
+            SessionSource::Cli,
+        )
+        .await
+        .unwrap();
+    let mut changed = config(home.path(), work.path(), &mock, AskForApproval::OnRequest);
+    changed.model_reasoning_effort = Some(interpreter_protocol::ReasoningEffort::High);
+    manager
+        .reconfigure_thread(new.thread_id, changed, DEADLINE)
+        .await
+        .unwrap();
+    manager.shutdown_all(DEADLINE).await;
+
+    let store = interpreter_core::store::open(
+        &interpreter_core::store::StoreLocation::Local {
+            home: home.path().to_path_buf(),
+        },
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let read = store.read(new.thread_id).await.unwrap().unwrap();
+    let recorded = interpreter_core::store::last_turn_context(&read.items).unwrap();
+    assert_eq!(recorded.turn_id, None, "no turn ran with them yet");
+    assert_eq!(recorded.approval_policy, AskForApproval::OnRequest);
+    assert_eq!(
+        recorded.effort,
+        Some(interpreter_protocol::ReasoningEffort::High)
+    );
+    assert!(mock.requests().is_empty());
+}
+
 #[tokio::test]
 async fn reconfigure_refuses_an_ephemeral_thread_and_leaves_it_running() {
     let home = tempfile::tempdir().unwrap();
