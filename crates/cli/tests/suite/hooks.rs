@@ -27,6 +27,26 @@ fn script(dir: &Path, name: &str, body: &str) -> String {
     path.display().to_string()
 }
 
+/// A hook that appends each event it gets to `seen`, one JSON object a line.
+fn audit_hook(scripts: &Path, seen: &Path) -> String {
+    script(
+        scripts,
+        "audit.sh",
+        &format!("cat >> '{}'; echo >> '{}'", seen.display(), seen.display()),
+    )
+}
+
+/// What [`audit_hook`] wrote: the text and its events.
+fn audited(seen: &Path) -> (String, Vec<Value>) {
+    let log = std::fs::read_to_string(seen).unwrap();
+    let entries = log
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (log, entries)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pre_tool_use_hook_blocks_a_command_and_a_post_tool_use_hook_sees_one() {
     let env = TestEnv::new().await;
@@ -38,11 +58,7 @@ async fn a_pre_tool_use_hook_blocks_a_command_and_a_post_tool_use_hook_sees_one(
         "guard.sh",
         "input=$(cat); if grep -q 'rm -rf' <<<\"$input\"; then echo 'no recursive deletes here' >&2; exit 2; fi",
     );
-    let audit = script(
-        &scripts,
-        "audit.sh",
-        &format!("cat >> '{}'; echo >> '{}'", seen.display(), seen.display()),
-    );
+    let audit = audit_hook(&scripts, &seen);
     write_hooks(
         &env.home.path().join("hooks.json"),
         json!({
@@ -81,12 +97,7 @@ async fn a_pre_tool_use_hook_blocks_a_command_and_a_post_tool_use_hook_sees_one(
         "exec shows the block: {}",
         out.stdout
     );
-    let audit_log = std::fs::read_to_string(&seen).unwrap();
-    let entries: Vec<Value> = audit_log
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let (audit_log, entries) = audited(&seen);
     assert_eq!(entries.len(), 1, "only the command that ran: {audit_log}");
     let entry = &entries[0];
     assert_eq!(entry["hook_event_name"], "PostToolUse");
@@ -118,11 +129,7 @@ async fn a_pre_tool_use_hook_rewrites_a_command() {
 if grep -q 'deploy' <<<"$input"; then echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"command":"echo dry-run deploy"}}}'; fi
 if grep -q 'publish' <<<"$input"; then echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"cmd":"echo x"}}}'; fi"#,
     );
-    let audit = script(
-        &scripts,
-        "audit.sh",
-        &format!("cat >> '{}'; echo >> '{}'", seen.display(), seen.display()),
-    );
+    let audit = audit_hook(&scripts, &seen);
     write_hooks(
         &env.home.path().join("hooks.json"),
         json!({
@@ -162,12 +169,7 @@ if grep -q 'publish' <<<"$input"; then echo '{"hookSpecificOutput":{"hookEventNa
         ),
         "{third}"
     );
-    let audit_log = std::fs::read_to_string(&seen).unwrap();
-    let entries: Vec<Value> = audit_log
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let (audit_log, entries) = audited(&seen);
     assert_eq!(entries.len(), 1, "{audit_log}");
     assert_eq!(entries[0]["tool_input"]["command"], "echo dry-run deploy");
     env.server.assert_invariants();
