@@ -372,23 +372,26 @@ impl Agent {
     /// prompt, when no prompt runs: the engine records them with the thread, so an agent
     /// process that resumes the session later (acpx starts one per command) goes on with
     /// them. Best effort: a choice that cannot be applied now is applied by the next
-    /// prompt, as it would have been.
-    pub(crate) async fn apply_choices(&self, id: &str) {
+    /// prompt, as it would have been. Returns the session's choices after, `state` when
+    /// the session is gone: what the answer to the change reports, read once the thread
+    /// runs with them (an effort set back to `default` shows the configured one, not
+    /// the effort the thread ran with before).
+    pub(crate) async fn apply_choices(&self, id: &str, state: SessionState) -> SessionState {
         let Ok(session) = self.session(id) else {
-            return;
+            return state;
         };
         let prompting = session
             .prompt
             .lock()
             .map(|prompt| prompt.is_some())
             .unwrap_or(true);
-        if prompting {
-            return;
+        if !prompting {
+            let _restarting = session.restart.lock().await;
+            if let Err(e) = self.restarted_if_changed(&session).await {
+                tracing::debug!("session {id}: choices left for the next prompt: {e}");
+            }
         }
-        let _restarting = session.restart.lock().await;
-        if let Err(e) = self.restarted_if_changed(&session).await {
-            tracing::debug!("session {id}: choices left for the next prompt: {e}");
-        }
+        session.state().unwrap_or(state)
     }
 
     pub(crate) fn cancel(&self, id: &str) {

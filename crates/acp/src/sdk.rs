@@ -497,7 +497,7 @@ pub(crate) async fn serve_stdio(
                         tokio::spawn(async move {
                             // On record before the answer: the editor may stop this
                             // process as soon as it has it.
-                            agent.apply_choices(&session).await;
+                            let state = agent.apply_choices(&session, state).await;
                             if let Err(e) = responder.respond(SetSessionModeResponse::new()) {
                                 tracing::debug!("answer not sent: {e}");
                                 return;
@@ -523,7 +523,7 @@ pub(crate) async fn serve_stdio(
                         let agent = s8.agent.clone();
                         tokio::spawn(async move {
                             // On record before the answer, as for a mode.
-                            agent.apply_choices(&session).await;
+                            let state = agent.apply_choices(&session, state).await;
                             let answer =
                                 SetSessionConfigOptionResponse::new(config_options(&state));
                             if let Err(e) = responder.respond(answer) {

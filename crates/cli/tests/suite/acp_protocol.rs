@@ -234,6 +234,19 @@ async fn acpx_mode_and_reasoning_effort_are_config_options() {
         "{}",
         env.model_request(1)
     );
+    // Back to `default` after a turn ran with `high`: the answer shows the configured
+    // effort, not the one the thread ran with (found by acpx's test 9 once choices were
+    // applied at once: acpx keeps the answer's value and sets it again later).
+    let answer = client
+        .request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "reasoning_effort", "value": "default"}),
+        )
+        .await;
+    assert_eq!(
+        option(&answer["configOptions"], "reasoning_effort")["currentValue"],
+        "default"
+    );
 
     // Unknown options and values are invalid params, naming what exists.
     for (config, value) in [
