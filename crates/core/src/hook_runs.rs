@@ -301,9 +301,14 @@ pub(crate) fn tool_for_hooks(
         );
     }
     if let Some((server, tool)) = mcp {
-        return (format!("mcp__{server}__{tool}"), Vec::new(), parsed);
+        return (mcp_tool_name(server, tool), Vec::new(), parsed);
     }
     (name.to_string(), Vec::new(), parsed)
+}
+
+/// An MCP tool as hooks name it, `mcp__SERVER__TOOL`.
+pub(crate) fn mcp_tool_name(server: &str, tool: &str) -> String {
+    format!("mcp__{server}__{tool}")
 }
 
 /// The tool's arguments for an input a `PreToolUse` hook rewrote, the inverse of

@@ -437,6 +437,92 @@ async fn a_permission_request_hook_answers_the_approval() {
     assert!(!work.join("refused").exists(), "the hook's deny refused it");
 }
 
+/// An MCP tool's approval reaches PermissionRequest hooks as `mcp__SERVER__TOOL` with its
+/// arguments. Its question is shown like a command, and was taken for `Bash`: a hook that
+/// approves commands approved the MCP call (found writing this test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_request_hook_answers_an_mcp_tool_approval_by_its_own_name() {
+    let env = AppEnv::new().await;
+    let scripts = env.home.path().to_path_buf();
+    let bash_log = scripts.join("bash.jsonl");
+    let mcp_log = scripts.join("mcp.jsonl");
+    let allow_commands = script(
+        &scripts,
+        "allow-commands.sh",
+        &format!(
+            r#"cat >> '{}'; echo '{{"hookSpecificOutput":{{"hookEventName":"PermissionRequest","decision":{{"behavior":"allow"}}}}}}'"#,
+            bash_log.display()
+        ),
+    );
+    let deny_echo = script(
+        &scripts,
+        "deny-echo.sh",
+        &format!(
+            r#"cat >> '{}'; echo '{{"hookSpecificOutput":{{"hookEventName":"PermissionRequest","decision":{{"behavior":"deny","message":"no echo today"}}}}}}'"#,
+            mcp_log.display()
+        ),
+    );
+    write_hooks(
+        &env.home.path().join("hooks.json"),
+        json!({"PermissionRequest": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": allow_commands}]},
+            {"matcher": "mcp__mock__echo", "hooks": [{"type": "command", "command": deny_echo}]}
+        ]}),
+    );
+    let mock_mcp = interpreter_test_support::bins::mock_mcp_server(
+        Path::new(env!("CARGO_BIN_EXE_interpreter")),
+        env!("CARGO"),
+    )
+    .unwrap();
+    let config = env.home.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "\n[mcp_servers.mock]\ncommand = \"{}\"\napproval = \"always\"\n",
+        mock_mcp.display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    env.model
+        .push(interpreter_test_support::MockResponse::sse(vec![
+            interpreter_test_support::mock_model::chunk::tool_call(
+                0,
+                "call_echo",
+                "mcp__mock__echo",
+                r#"{"text":"hello-from-mcp"}"#,
+            ),
+            interpreter_test_support::mock_model::chunk::finish("tool_calls"),
+        ]));
+    env.script_text("Declined.");
+    let mut client = env.spawn();
+    client.initialize().await;
+    let thread = client
+        .start_thread(json!({"approvalPolicy": "on-request", "sandbox": "workspace-write"}))
+        .await;
+    client.start_turn(&thread, "echo something").await;
+    let messages = client.until_turn_completed().await;
+    assert!(
+        !messages.iter().any(|m| m["method"]
+            .as_str()
+            .is_some_and(|m| m.contains("requestApproval"))),
+        "the hook answered, the client was not asked: {messages:#?}"
+    );
+    assert!(
+        !bash_log.exists(),
+        "a command hook was asked about an MCP tool"
+    );
+    let (_, entries) = audited(&mcp_log);
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["tool_name"], "mcp__mock__echo");
+    assert_eq!(entries[0]["tool_input"], json!({"text": "hello-from-mcp"}));
+    let told = env.model.requests()[1].to_string();
+    assert!(told.contains("this MCP tool call was declined"), "{told}");
+    assert!(
+        !messages
+            .iter()
+            .any(|m| m["method"] == "item/started" && m["params"]["item"]["type"] == "mcpToolCall"),
+        "the tool did not run: {messages:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_project_hook_does_not_run_until_trusted_nor_after_it_changes() {
     let env = TestEnv::new().await;

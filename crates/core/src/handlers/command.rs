@@ -456,15 +456,34 @@ pub(super) async fn ask_exec(
     reason: String,
     cancel: &CancellationToken,
 ) -> ReviewDecision {
-    let request = EventMsg::ExecApprovalRequest(ExecApprovalRequestEvent {
+    let request = exec_approval_request(sub_id, call_id, argv, cwd, reason);
+    wait_for_approval(
+        sess,
+        sub_id,
+        call_id,
+        ApprovalSubject::Command,
+        request,
+        cancel,
+    )
+    .await
+}
+
+/// The question about running `argv`, as every front end shows a command.
+pub(super) fn exec_approval_request(
+    sub_id: &str,
+    call_id: &str,
+    argv: &[String],
+    cwd: &Path,
+    reason: String,
+) -> EventMsg {
+    EventMsg::ExecApprovalRequest(ExecApprovalRequestEvent {
         call_id: call_id.to_string(),
         turn_id: sub_id.to_string(),
         command: argv.to_vec(),
         cwd: cwd.to_path_buf(),
         reason: Some(reason),
         parsed_cmd: safety::parse_command(argv),
-    });
-    wait_for_approval(sess, sub_id, call_id, request, cancel).await
+    })
 }
 
 pub(super) async fn emit_declined(

@@ -106,16 +106,13 @@ pub(super) async fn handle_mcp(
                 "{reason} (tool `{}` of MCP server `{}`)",
                 tool.tool, tool.server
             );
-            let decision = ask_exec(
-                sess,
-                sub_id,
-                call_id,
-                &shown,
-                &sess.config.cwd,
-                reason,
-                cancel,
-            )
-            .await;
+            let subject = ApprovalSubject::McpTool {
+                name: crate::hook_runs::mcp_tool_name(&tool.server, &tool.tool),
+                arguments: arguments.clone().unwrap_or_else(|| serde_json::json!({})),
+            };
+            // Shown like a command; hooks are told the MCP tool.
+            let request = exec_approval_request(sub_id, call_id, &shown, &sess.config.cwd, reason);
+            let decision = wait_for_approval(sess, sub_id, call_id, subject, request, cancel).await;
             if let Err(stop) = settle(sess, decision, session_key, DECLINED_MCP_CALL).await {
                 return stop;
             }

@@ -538,44 +538,58 @@ async fn settle(
     }
 }
 
-/// Emit an approval request and wait for its answer, the approval deadline, or the turn's
-/// cancellation — whichever comes first. Never waits forever.
+/// What an approval is about, as `PermissionRequest` hooks are told: named by the code
+/// that asks, never read back from the question shown to people (an MCP tool's question
+/// is shown like a command, and must not reach hooks as `Bash`).
+pub(super) enum ApprovalSubject {
+    /// The request's command (`Bash`).
+    Command,
+    /// The request's patch (`apply_patch`, also matched as `Write` and `Edit`).
+    Patch,
+    /// An MCP tool, `mcp__SERVER__TOOL`, with the call's arguments.
+    McpTool {
+        name: String,
+        arguments: serde_json::Value,
+    },
+}
+
 /// `PermissionRequest` hooks, before anyone is asked: a deny wins, an allow approves,
 /// no verdict asks as usual.
 async fn permission_hooks(
     sess: &Arc<Session>,
     sub_id: &str,
     call_id: &str,
+    subject: ApprovalSubject,
     request: &EventMsg,
 ) -> Option<bool> {
-    let (tool_name, tool_input) = match request {
-        EventMsg::ExecApprovalRequest(request) => (
-            "Bash",
+    let (tool_name, targets, tool_input) = match (subject, request) {
+        (ApprovalSubject::Command, EventMsg::ExecApprovalRequest(request)) => (
+            "Bash".to_string(),
+            vec!["Bash".to_string()],
             serde_json::json!({
                 "command": request.command.join(" "),
                 "description": request.reason,
             }),
         ),
-        EventMsg::ApplyPatchApprovalRequest(request) => (
-            "apply_patch",
+        (ApprovalSubject::Patch, EventMsg::ApplyPatchApprovalRequest(request)) => (
+            "apply_patch".to_string(),
+            ["apply_patch", "Write", "Edit"].map(String::from).to_vec(),
             serde_json::json!({
                 "files": request.changes.keys().map(|path| path.display().to_string()).collect::<Vec<_>>(),
                 "description": request.reason,
             }),
         ),
+        (ApprovalSubject::McpTool { name, arguments }, _) => (name.clone(), vec![name], arguments),
+        // A subject that does not fit its request: no hook decides it.
         _ => return None,
     };
-    let aliases: &[&str] = if tool_name == "apply_patch" {
-        &["apply_patch", "Write", "Edit"]
-    } else {
-        &["Bash"]
-    };
+    let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
     crate::hook_runs::run_event(
         sess,
         sub_id,
         crate::hook_runs::Occurrence {
             event: HookEventName::PermissionRequest,
-            targets: aliases,
+            targets: &targets,
             fields: serde_json::json!({ "tool_name": tool_name, "tool_input": tool_input }),
             call_id: Some(call_id),
         },
@@ -584,10 +598,14 @@ async fn permission_hooks(
     .permission
 }
 
+/// Emit an approval request and wait for its answer, the approval deadline, or the turn's
+/// cancellation — whichever comes first. Never waits forever. `PermissionRequest` hooks
+/// answer first when they decide.
 async fn wait_for_approval(
     sess: &Arc<Session>,
     sub_id: &str,
     call_id: &str,
+    subject: ApprovalSubject,
     request: EventMsg,
     cancel: &CancellationToken,
 ) -> ReviewDecision {
@@ -607,7 +625,7 @@ async fn wait_for_approval(
         ],
     );
     let started = Instant::now();
-    let decision = match permission_hooks(sess, sub_id, call_id, &request).await {
+    let decision = match permission_hooks(sess, sub_id, call_id, subject, &request).await {
         Some(true) => ReviewDecision::Approved,
         Some(false) => ReviewDecision::Denied,
         None => ask_and_wait(sess, sub_id, call_id, request, cancel).await,

@@ -111,7 +111,15 @@ pub(super) async fn handle_patch(
                 reason: Some(reason),
                 grant_root,
             });
-            let decision = wait_for_approval(sess, sub_id, call_id, request, cancel).await;
+            let decision = wait_for_approval(
+                sess,
+                sub_id,
+                call_id,
+                ApprovalSubject::Patch,
+                request,
+                cancel,
+            )
+            .await;
             if let Err(stop) = settle(sess, decision, session_key, DECLINED_PATCH).await {
                 let shown = match &stop {
                     ToolOutcome::Output(text) | ToolOutcome::Stop(text) => text.clone(),
