@@ -484,50 +484,47 @@ impl MessagesStreamParser {
     }
 
     fn completed_event(&self, cut_off: Option<CutOff>) -> ResponseEvent {
-        let (token_usage, usage_estimated) = match self.usage {
-            // Output counted but the input never said: llama-server leaves out
-            // `message_start` (its only input count) when its first token was held back,
-            // as a possible stop string is. Zero input would tell the engine the context
-            // is empty, so the input is estimated like a server that counts nothing.
-            Some(usage)
-                if usage.input_tokens.is_none()
-                    && usage.cache_read_input_tokens.is_none()
-                    && usage.cache_creation_input_tokens.is_none() =>
-            {
-                let estimate = estimated_usage(self.request_bytes, self.output_bytes);
-                let output = usage.output_tokens.unwrap_or(estimate.output_tokens);
-                (
-                    TokenUsage {
-                        output_tokens: output,
-                        total_tokens: estimate.input_tokens.saturating_add(output),
-                        ..estimate
-                    },
-                    true,
-                )
-            }
-            Some(usage) => {
-                let cache_read = usage.cache_read_input_tokens.unwrap_or(0);
-                let cache_write = usage.cache_creation_input_tokens.unwrap_or(0);
-                // Saturating: the counts are the server's, and may be absurd.
-                let input = usage
-                    .input_tokens
-                    .unwrap_or(0)
-                    .saturating_add(cache_read)
-                    .saturating_add(cache_write);
-                let output = usage.output_tokens.unwrap_or(0);
-                (
-                    TokenUsage {
-                        input_tokens: input,
-                        cached_input_tokens: cache_read,
-                        cache_write_input_tokens: cache_write,
-                        output_tokens: output,
-                        reasoning_output_tokens: 0,
-                        total_tokens: input.saturating_add(output),
-                    },
-                    false,
-                )
-            }
-            _ => (estimated_usage(self.request_bytes, self.output_bytes), true),
+        // No usage at all is a server that counts nothing.
+        let usage = self.usage.unwrap_or_default();
+        let input_counted = usage.input_tokens.is_some()
+            || usage.cache_read_input_tokens.is_some()
+            || usage.cache_creation_input_tokens.is_some();
+        let (token_usage, usage_estimated) = if input_counted {
+            let cache_read = usage.cache_read_input_tokens.unwrap_or(0);
+            let cache_write = usage.cache_creation_input_tokens.unwrap_or(0);
+            // Saturating: the counts are the server's, and may be absurd.
+            let input = usage
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(cache_read)
+                .saturating_add(cache_write);
+            let output = usage.output_tokens.unwrap_or(0);
+            (
+                TokenUsage {
+                    input_tokens: input,
+                    cached_input_tokens: cache_read,
+                    cache_write_input_tokens: cache_write,
+                    output_tokens: output,
+                    reasoning_output_tokens: 0,
+                    total_tokens: input.saturating_add(output),
+                },
+                false,
+            )
+        } else {
+            // The input never said: llama-server leaves out `message_start` (its only
+            // input count) when its first token was held back, as a possible stop string
+            // is. Zero input would tell the engine the context is empty, so the input is
+            // estimated; an output count the server gave is kept.
+            let estimate = estimated_usage(self.request_bytes, self.output_bytes);
+            let output = usage.output_tokens.unwrap_or(estimate.output_tokens);
+            (
+                TokenUsage {
+                    output_tokens: output,
+                    total_tokens: estimate.input_tokens.saturating_add(output),
+                    ..estimate
+                },
+                true,
+            )
         };
         ResponseEvent::Completed {
             response_id: self.response_id.clone(),
