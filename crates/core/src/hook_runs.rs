@@ -296,7 +296,7 @@ pub(crate) fn tool_for_hooks(
             .to_string();
         return (
             "apply_patch".into(),
-            vec!["Write".into(), "Edit".into()],
+            PATCH_ALIASES.map(String::from).to_vec(),
             json!({"command": text}),
         );
     }
@@ -305,6 +305,9 @@ pub(crate) fn tool_for_hooks(
     }
     (name.to_string(), Vec::new(), parsed)
 }
+
+/// The other names `apply_patch` is matched by, as in Codex.
+pub(crate) const PATCH_ALIASES: [&str; 2] = ["Write", "Edit"];
 
 /// An MCP tool as hooks name it, `mcp__SERVER__TOOL`.
 pub(crate) fn mcp_tool_name(server: &str, tool: &str) -> String {

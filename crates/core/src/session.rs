@@ -319,6 +319,15 @@ impl Session {
         .await;
     }
 
+    /// A warning for the user (every front end shows it), as part of `sub_id`.
+    pub(crate) async fn warn(&self, sub_id: &str, message: String) {
+        self.emit(
+            sub_id,
+            EventMsg::Warning(interpreter_protocol::WarningEvent { message }),
+        )
+        .await;
+    }
+
     /// Send an event to the front end, and persist it when it belongs in the rollout.
     /// Item events get their ids here ([`crate::items`]); an event that ends a turn is
     /// preceded by the events closing what the turn left open.
@@ -678,11 +687,7 @@ impl Session {
             .collect();
         drop(reported);
         for message in fresh {
-            self.emit(
-                sub_id,
-                EventMsg::Warning(interpreter_protocol::WarningEvent { message }),
-            )
-            .await;
+            self.warn(sub_id, message).await;
         }
     }
 
@@ -746,22 +751,22 @@ impl Session {
     }
 }
 
-/// The thread's settings as a turn context with no turn: what its next turn runs with.
-async fn record_settings_of(
-    recorder: &dyn ThreadWriter,
+/// The settings `config` gives a turn, as recorded: for `turn_id`, or with none for what
+/// the thread's next turn runs with (its settings changed between turns).
+pub(crate) fn turn_context(
     config: &Config,
-) -> Result<(), StoreError> {
-    recorder
-        .append(&[RolloutItem::TurnContext(store::TurnContextItem {
-            turn_id: None,
-            cwd: config.cwd.clone(),
-            approval_policy: config.approval_policy,
-            sandbox_policy: config.sandbox_policy.clone(),
-            model: config.model.clone(),
-            effort: config.model_reasoning_effort,
-            collaboration_mode: None,
-        })])
-        .await
+    turn_id: Option<String>,
+    collaboration_mode: Option<interpreter_protocol::CollaborationModeKind>,
+) -> RolloutItem {
+    RolloutItem::TurnContext(store::TurnContextItem {
+        turn_id,
+        cwd: config.cwd.clone(),
+        approval_policy: config.approval_policy,
+        sandbox_policy: config.sandbox_policy.clone(),
+        model: config.model.clone(),
+        effort: config.model_reasoning_effort,
+        collaboration_mode,
+    })
 }
 
 /// The provider, model and effort a thread last ran with: the rollout's metadata, then
@@ -871,8 +876,9 @@ pub(crate) async fn start(
                 let mut config = config;
                 startup_warnings.extend(config.continue_with(&recorded_model(&items)));
                 if record_settings {
-                    // Boxed: the thread-start future stays small.
-                    Box::pin(record_settings_of(recorder.as_ref(), &config)).await?;
+                    recorder
+                        .append(&[turn_context(&config, None, None)])
+                        .await?;
                 }
                 (
                     config,
@@ -1037,12 +1043,7 @@ pub(crate) async fn start(
         startup_warnings.extend(context.warnings.iter().cloned());
     }
     for message in startup_warnings {
-        session
-            .emit(
-                "",
-                EventMsg::Warning(interpreter_protocol::WarningEvent { message }),
-            )
-            .await;
+        session.warn("", message).await;
     }
 
     if session.mcp.is_some() {

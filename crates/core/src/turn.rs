@@ -16,7 +16,7 @@ use interpreter_protocol::{
     ErrorEvent, ErrorKind, EventMsg, ProposedPlanDeltaEvent, ProposedPlanEvent, ReasoningSummary,
     ReasoningSummaryDeltaEvent, ReasoningSummaryPartEvent, ResponseItem, ReviewModeEvent,
     ReviewRequest, Role, StreamErrorEvent, TaskCompleteEvent, TaskStartedEvent, TokenCountEvent,
-    TokenUsage, TokenUsageInfo, TurnAbortReason, TurnAbortedEvent, UserMessageEvent, WarningEvent,
+    TokenUsage, TokenUsageInfo, TurnAbortReason, TurnAbortedEvent, UserMessageEvent,
 };
 use interpreter_telemetry::metrics;
 use interpreter_telemetry::spans::{self, TurnOutcome};
@@ -31,7 +31,6 @@ use crate::hook_runs;
 use crate::plan_mode::{self, Piece, PlanSplitter};
 use crate::review;
 use crate::session::Session;
-use crate::store::rollout::{RolloutItem, TurnContextItem};
 use crate::tool_output::ToolOutcome;
 
 /// Why a turn stopped early.
@@ -63,8 +62,7 @@ pub(crate) async fn run_turn(
     let mode = sess.begin_turn_mode(review);
     emit_task_started(&sess, &sub_id).await;
     if let Some(message) = server_warning {
-        sess.emit(&sub_id, EventMsg::Warning(WarningEvent { message }))
-            .await;
+        sess.warn(&sub_id, message).await;
     }
     let input = match kind {
         TurnKind::Input(input) => input,
@@ -80,15 +78,11 @@ pub(crate) async fn run_turn(
             vec![ResponseItem::user_text(request.prompt)]
         }
     };
-    sess.persist(&[RolloutItem::TurnContext(TurnContextItem {
-        turn_id: Some(sub_id.clone()),
-        cwd: sess.config.cwd.clone(),
-        approval_policy: sess.config.approval_policy,
-        sandbox_policy: sess.config.sandbox_policy.clone(),
-        model: sess.config.model.clone(),
-        effort: sess.config.model_reasoning_effort,
-        collaboration_mode: (mode.kind != CollaborationModeKind::Default).then_some(mode.kind),
-    })])
+    sess.persist(&[crate::session::turn_context(
+        &sess.config,
+        Some(sub_id.clone()),
+        (mode.kind != CollaborationModeKind::Default).then_some(mode.kind),
+    )])
     .await;
     *sess.turn_base_len.lock().await = sess.history.lock().await.len();
     // The mode's instructions join the turn's input (so a compaction keeps them), said
@@ -330,7 +324,7 @@ async fn run_session_starts(
         .await;
         record_hook_context(sess, decision.context, turn_input).await;
         if let Some(reason) = decision.stopped {
-            warn(sess, sub_id, reason.clone()).await;
+            sess.warn(sub_id, reason.clone()).await;
             return Some(reason);
         }
     }
@@ -371,18 +365,18 @@ async fn admit_user_input(
         if let Some(refusal) = refusal {
             refused = true;
             record_hook_context(sess, decision.context, turn_input).await;
-            warn(sess, sub_id, refusal).await;
+            sess.warn(sub_id, refusal).await;
             continue;
         }
         admitted = true;
-        record_user_input(sess, sub_id, vec![message.clone()]).await;
+        record_user_input(sess, sub_id, &message).await;
         turn_input.push(message);
         record_hook_context(sess, decision.context, turn_input).await;
         // Skills the message names: their bodies follow it, for the model, not shown as
         // something the user wrote.
         let (loaded, failures) = sess.skills.mentioned_in(&text);
         for failure in failures {
-            warn(sess, sub_id, failure).await;
+            sess.warn(sub_id, failure).await;
         }
         if !loaded.is_empty() {
             sess.record_items(&loaded).await;
@@ -390,11 +384,6 @@ async fn admit_user_input(
         }
     }
     refused && !admitted
-}
-
-async fn warn(sess: &Session, sub_id: &str, message: String) {
-    sess.emit(sub_id, EventMsg::Warning(WarningEvent { message }))
-        .await;
 }
 
 /// The prompt's text, part by part (a mention ends where its text part does).
@@ -427,20 +416,19 @@ async fn record_hook_context(
     }
 }
 
-async fn record_user_input(sess: &Session, sub_id: &str, input: Vec<ResponseItem>) {
-    for item in &input {
-        if let Some(message) = item.message_text() {
-            sess.emit(
-                sub_id,
-                EventMsg::UserMessage(UserMessageEvent {
-                    item_id: String::new(),
-                    message,
-                }),
-            )
-            .await;
-        }
+/// One user message: shown to front ends, then recorded.
+async fn record_user_input(sess: &Session, sub_id: &str, input: &ResponseItem) {
+    if let Some(message) = input.message_text() {
+        sess.emit(
+            sub_id,
+            EventMsg::UserMessage(UserMessageEvent {
+                item_id: String::new(),
+                message,
+            }),
+        )
+        .await;
     }
-    sess.record_items(&input).await;
+    sess.record_items(std::slice::from_ref(input)).await;
 }
 
 /// How a turn that did not fail ended.
@@ -536,13 +524,7 @@ async fn sampling_loop(
         let output_limit = sample.cut_off == Some(CutOff::Length);
         if let Some(cut_off) = sample.cut_off {
             let message = cut_off_message(sess, cut_off, &prompt);
-            sess.emit(
-                sub_id,
-                EventMsg::Warning(WarningEvent {
-                    message: message.clone(),
-                }),
-            )
-            .await;
+            sess.warn(sub_id, message.clone()).await;
             cut_note = Some(message);
         }
         sess.record_items(&output).await;
@@ -607,13 +589,11 @@ async fn sampling_loop(
                     continue;
                 }
             } else {
-                sess.emit(
+                sess.warn(
                     sub_id,
-                    EventMsg::Warning(WarningEvent {
-                        message: format!(
-                            "Stop hooks kept this turn going {MAX_STOP_CONTINUATIONS} times; it ends here"
-                        ),
-                    }),
+                    format!(
+                        "Stop hooks kept this turn going {MAX_STOP_CONTINUATIONS} times; it ends here"
+                    ),
                 )
                 .await;
             }

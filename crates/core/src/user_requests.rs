@@ -15,7 +15,6 @@ use interpreter_model_client::ToolSpec;
 use interpreter_protocol::{
     EventMsg, GrantScope, PermissionGrant, PermissionsDecision, PermissionsRequestEvent, Question,
     SandboxPolicy, UserInputOption, UserInputQuestion, UserInputRequestEvent, UserInputResponse,
-    WarningEvent,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -277,14 +276,12 @@ pub(crate) async fn handle_user_input(
         },
         Err(NoAnswer::TimedOut) => {
             sess.request_expired(sub_id, call_id, timeout).await;
-            sess.emit(
+            sess.warn(
                 sub_id,
-                EventMsg::Warning(WarningEvent {
-                    message: format!(
-                        "question {call_id} got no answer within {}s",
-                        timeout.as_secs()
-                    ),
-                }),
+                format!(
+                    "question {call_id} got no answer within {}s",
+                    timeout.as_secs()
+                ),
             )
             .await;
             ToolOutcome::Output(format!(
@@ -431,14 +428,12 @@ pub(crate) async fn handle_permissions(
         }
         Err(NoAnswer::TimedOut) => {
             sess.request_expired(sub_id, call_id, timeout).await;
-            sess.emit(
+            sess.warn(
                 sub_id,
-                EventMsg::Warning(WarningEvent {
-                    message: format!(
-                        "permission request {call_id} got no answer within {}s; nothing was granted",
-                        timeout.as_secs()
-                    ),
-                }),
+                format!(
+                    "permission request {call_id} got no answer within {}s; nothing was granted",
+                    timeout.as_secs()
+                ),
             )
             .await;
             ToolOutcome::Output(with_notes(DECLINED_PERMISSIONS.to_string()))

@@ -23,7 +23,6 @@ use interpreter_protocol::{
     ExecOutputStream, FileChange, FileChanges, GoalStatus, HookEventName, McpInvocation,
     McpToolCallBeginEvent, McpToolCallEndEvent, McpToolCallProgressEvent, PatchApplyBeginEvent,
     PatchApplyEndEvent, ReviewDecision, SandboxMode, SandboxPolicy, TurnDiffEvent, UpdatePlanArgs,
-    WarningEvent,
 };
 use interpreter_telemetry::{metrics, spans};
 use interpreter_tools::{apply_patch, safety, sandbox, shell};
@@ -562,10 +561,10 @@ async fn permission_hooks(
     subject: ApprovalSubject,
     request: &EventMsg,
 ) -> Option<bool> {
-    let (tool_name, targets, tool_input) = match (subject, request) {
+    let (tool_name, aliases, tool_input): (String, &[&str], _) = match (subject, request) {
         (ApprovalSubject::Command, EventMsg::ExecApprovalRequest(request)) => (
             "Bash".to_string(),
-            vec!["Bash".to_string()],
+            &[],
             serde_json::json!({
                 "command": request.command.join(" "),
                 "description": request.reason,
@@ -573,17 +572,18 @@ async fn permission_hooks(
         ),
         (ApprovalSubject::Patch, EventMsg::ApplyPatchApprovalRequest(request)) => (
             "apply_patch".to_string(),
-            ["apply_patch", "Write", "Edit"].map(String::from).to_vec(),
+            &crate::hook_runs::PATCH_ALIASES,
             serde_json::json!({
                 "files": request.changes.keys().map(|path| path.display().to_string()).collect::<Vec<_>>(),
                 "description": request.reason,
             }),
         ),
-        (ApprovalSubject::McpTool { name, arguments }, _) => (name.clone(), vec![name], arguments),
+        (ApprovalSubject::McpTool { name, arguments }, _) => (name, &[], arguments),
         // A subject that does not fit its request: no hook decides it.
         _ => return None,
     };
-    let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+    let mut targets = vec![tool_name.as_str()];
+    targets.extend(aliases);
     crate::hook_runs::run_event(
         sess,
         sub_id,
@@ -663,14 +663,12 @@ async fn ask_and_wait(
         Err(NoAnswer::Dropped) => ReviewDecision::Denied,
         Err(NoAnswer::TimedOut) => {
             sess.request_expired(sub_id, call_id, timeout).await;
-            sess.emit(
+            sess.warn(
                 sub_id,
-                EventMsg::Warning(WarningEvent {
-                    message: format!(
-                        "approval request {call_id} got no answer within {}s; treated as declined",
-                        timeout.as_secs()
-                    ),
-                }),
+                format!(
+                    "approval request {call_id} got no answer within {}s; treated as declined",
+                    timeout.as_secs()
+                ),
             )
             .await;
             ReviewDecision::TimedOut
